@@ -1,0 +1,145 @@
+# vgmig -- build, test and demo.  `make help` lists the targets.
+#
+# Everything is built into $(O) (default build/); `make SAN=1 ...` builds
+# with ASan/UBSan into build/san/.  config.mak comes from ./configure, which
+# make runs itself when it is missing or when the QEMU pin or series changed.
+
+SAN ?= 0
+ifeq ($(SAN),1)
+O ?= build/san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
+            -fno-sanitize-recover=undefined
+else
+O ?= build
+SANFLAGS :=
+endif
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+WARNFLAGS := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow \
+             -Wmissing-prototypes -Wstrict-prototypes
+ALL_CFLAGS := -std=gnu11 $(WARNFLAGS) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE \
+              -I. -MMD -MP
+GLIB_CFLAGS = $(shell pkg-config --cflags glib-2.0)
+GLIB_LIBS = $(shell pkg-config --libs glib-2.0)
+LDLIBS := -lxxhash -lpthread -lm
+
+NO_CONFIG_GOALS := clean distclean help format format-check
+ifneq ($(filter-out $(NO_CONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
+include config.mak
+endif
+
+config.mak: configure qemu-patches/pin qemu-patches/series \
+            $(wildcard qemu-patches/*.patch)
+	./configure $(CONFIGURE_FLAGS)
+
+# ------------------------------------------------------------- libraries --
+LIB_SRCS := $(wildcard common/*.c vgpu/*.c dirty-track/*.c) \
+            $(filter-out vfio-migration/vgpu-server.c, \
+                         $(wildcard vfio-migration/*.c))
+LIB_OBJS := $(LIB_SRCS:%.c=$(O)/obj/%.o)
+QCLIENT_SRCS := $(wildcard qclient/*.c)
+QCLIENT_OBJS := $(QCLIENT_SRCS:%.c=$(O)/obj/%.o)
+
+$(O)/libvgmig.a: $(LIB_OBJS)
+	$(Q)rm -f $@ && ar rcs $@ $^
+$(O)/libqclient.a: $(QCLIENT_OBJS)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(O)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -c -o $@ $<
+
+# -------------------------------------------------------------- programs --
+PROGRAMS := $(O)/vgpu-server $(O)/vgmig-demo
+
+$(O)/vgpu-server: $(O)/obj/vfio-migration/vgpu-server.o $(O)/libvgmig.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(O)/vgmig-demo: $(O)/obj/demo/vgmig-demo.o $(O)/libqclient.a \
+                 $(O)/libvgmig.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
+
+# ----------------------------------------------------------------- tests --
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(O)/tests/unit/%, \
+                         $(wildcard tests/unit/test-*.c))
+QTESTS := $(patsubst tests/qtest/%.c,$(O)/tests/qtest/%, \
+                     $(wildcard tests/qtest/test-*.c))
+
+$(O)/tests/unit/%: tests/unit/%.c $(O)/libvgmig.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
+
+$(O)/tests/qtest/%: tests/qtest/%.c $(O)/libqclient.a $(O)/libvgmig.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
+
+# ------------------------------------------------------------ top level --
+.PHONY: all check check-unit check-qtest check-sanitize demo clean \
+        distclean help format format-check
+
+all: $(PROGRAMS) $(O)/qemu-system-x86_64
+
+$(O)/qemu-system-x86_64: config.mak
+	@mkdir -p $(O)
+	$(Q)test -x "$(QEMU_BIN)" || { echo "QEMU not built: run ./configure" >&2; exit 1; }
+	$(Q)ln -sf "$(QEMU_BIN)" $@
+
+# Environment for tests and the demo: which binaries to run.
+TEST_ENV := VGMIG_QEMU=$(abspath $(O)/qemu-system-x86_64) \
+            VGMIG_SERVER=$(abspath $(O)/vgpu-server) \
+            VGMIG_FIRMWARE=$(QEMU_FIRMWARE_DIR)
+PROVE ?= prove
+PROVE_FLAGS ?= --timer
+
+check-unit: $(UNIT_TESTS)
+	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) --exec '' $(UNIT_TESTS)
+
+check-qtest: all $(QTESTS)
+	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) --exec '' $(QTESTS)
+
+check: all $(UNIT_TESTS) $(QTESTS)
+	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) --exec '' $(UNIT_TESTS) $(QTESTS)
+
+check-sanitize:
+	$(MAKE) SAN=1 check
+
+demo: all
+	$(TEST_ENV) $(O)/vgmig-demo --out $(O)/demo
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+format-check:
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build
+
+distclean: clean
+	rm -f config.mak
+
+help:
+	@echo "Targets:"
+	@echo "  all             build vgpu-server, the demo and the patched QEMU"
+	@echo "  demo            run the main job: a vGPU VM and its workload"
+	@echo "  check           unit and qtest integration tests (runs ./configure if needed)"
+	@echo "  check-unit      unit tests only"
+	@echo "  check-qtest     qtest integration tests only"
+	@echo "  check-sanitize  the tests built with ASan and UBSan (build/san)"
+	@echo "  format          clang-format the sources in place"
+	@echo "  clean           remove build/ (the QEMU cache is kept)"
+	@echo "  distclean       also remove config.mak"
+	@echo "Variables: V=1 (show commands), SAN=1, O=DIR, CONFIGURE_FLAGS=..."
+
+-include $(shell find $(O)/obj $(O)/tests -name '*.d' 2>/dev/null)

@@ -1,0 +1,65 @@
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const level_names[] = {
+    [VG_LOG_ERROR] = "error", [VG_LOG_WARN] = "warn",
+    [VG_LOG_INFO] = "info",   [VG_LOG_DEBUG] = "debug",
+    [VG_LOG_TRACE] = "trace",
+};
+
+static enum vg_log_level threshold = VG_LOG_INFO;
+static const char *prog_name = "vgmig";
+
+void vg_log_set_prog(const char *prog)
+{
+    prog_name = prog;
+}
+
+void vg_log_set_level(enum vg_log_level level)
+{
+    threshold = level;
+}
+
+enum vg_log_level vg_log_get_level(void)
+{
+    return threshold;
+}
+
+bool vg_log_parse_level(const char *name, enum vg_log_level *level)
+{
+    for (unsigned i = 0; i < sizeof(level_names) / sizeof(level_names[0]);
+         i++) {
+        if (strcmp(name, level_names[i]) == 0) {
+            *level = (enum vg_log_level)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool vg_log_enabled(enum vg_log_level level)
+{
+    return level <= threshold;
+}
+
+void vg_log(enum vg_log_level level, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    int n;
+
+    if (!vg_log_enabled(level)) {
+        return;
+    }
+    n = snprintf(line, sizeof(line), "%s[%d]: %s: ", prog_name, (int)getpid(),
+                 level_names[level]);
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+    va_end(ap);
+    /* One write per line so lines of concurrent threads never interleave. */
+    fprintf(stderr, "%s\n", line);
+}

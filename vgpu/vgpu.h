@@ -1,0 +1,82 @@
+/*
+ * vgpu.h -- the vGPU device model, independent of any transport.
+ *
+ * A struct vgpu owns VRAM (through a backend), the BAR0 registers and the
+ * command processor.  The transport (vfio-migration/vfu-server.c) forwards
+ * BAR accesses here, runs the command processor from its event loop with
+ * vgpu_step(), and provides DMA and interrupts through struct vgpu_host.
+ * Single-threaded: every function is called from the transport's thread.
+ * The guest-visible registers and commands are in vgpu-regs.h.
+ */
+#ifndef VGPU_H
+#define VGPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "vgpu-regs.h"
+
+struct vgpu;
+
+/* What the device needs from the transport. */
+struct vgpu_host {
+    void *opaque;
+    /* Host pointer for guest IOVA range [iova, iova + len) if it lies wholly
+     * in one DMA mapping that allows the access, else NULL. */
+    void *(*dma_ptr)(void *opaque, uint64_t iova, uint64_t len, bool write);
+    /* Signal MSI-X vector @vector (VGPU_MSIX_VEC_*). */
+    void (*raise_irq)(void *opaque, unsigned vector);
+};
+
+struct vgpu_config {
+    uint64_t vram_size; /* bytes, multiple of page_size, >= page_size */
+    uint32_t page_size; /* power of two, 4 KiB .. 2 MiB */
+    const char *backend; /* "cpu" */
+};
+
+/* Engine statistics a user can query. */
+struct vgpu_stats {
+    uint64_t cmds_done;
+    uint64_t cmds_failed;
+    uint64_t cmds_by_op[VGPU_OP_COUNT];
+    uint64_t bytes_written; /* VRAM bytes written by engines */
+    uint64_t fences;
+    uint64_t irqs_raised;
+    uint64_t bad_reg_access; /* ignored misaligned or odd-sized accesses */
+};
+
+int vgpu_new(const struct vgpu_config *cfg, const struct vgpu_host *host,
+             struct vgpu **out, struct vg_error *err);
+void vgpu_free(struct vgpu *gpu);
+
+uint64_t vgpu_vram_size(const struct vgpu *gpu);
+uint32_t vgpu_page_size(const struct vgpu *gpu);
+/* VRAM base in this process (CPU backend), for hashing and migration. */
+uint8_t *vgpu_vram(struct vgpu *gpu);
+/* File descriptor backing VRAM for BAR2 mmap (memfd), or -1 if the backend
+ * cannot be mapped (then BAR2 is trapped through vgpu_bar2_*). */
+int vgpu_vram_fd(const struct vgpu *gpu);
+
+/* BAR0 accesses; -EINVAL (access ignored, counted) if @len != 4, @off is
+ * misaligned or outside BAR0 registers.  Reads of ignored accesses fill
+ * @data with 0xff. */
+int vgpu_bar0_read(struct vgpu *gpu, uint64_t off, void *data, uint32_t len);
+int vgpu_bar0_write(struct vgpu *gpu, uint64_t off, const void *data,
+                    uint32_t len);
+/* BAR2 (VRAM) trapped accesses; -EINVAL outside VRAM. */
+int vgpu_bar2_read(struct vgpu *gpu, uint64_t off, void *data, uint32_t len);
+int vgpu_bar2_write(struct vgpu *gpu, uint64_t off, const void *data,
+                    uint32_t len);
+
+/* Run the command processor for at most @budget bytes of engine work (long
+ * commands continue across calls).  Returns true while work is pending. */
+bool vgpu_step(struct vgpu *gpu, uint64_t budget);
+bool vgpu_busy(const struct vgpu *gpu);
+
+/* Device reset: registers to defaults, ring off, error cleared; VRAM kept. */
+void vgpu_reset(struct vgpu *gpu);
+void vgpu_get_stats(const struct vgpu *gpu, struct vgpu_stats *stats);
+
+#endif
