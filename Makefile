@@ -26,8 +26,8 @@ WARNFLAGS := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow \
              -Wmissing-prototypes -Wstrict-prototypes
 ALL_CFLAGS := -std=gnu11 $(WARNFLAGS) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE \
               -I. -MMD -MP
-GLIB_CFLAGS = $(shell pkg-config --cflags glib-2.0)
-GLIB_LIBS = $(shell pkg-config --libs glib-2.0)
+GLIB_CFLAGS = $(shell pkg-config --cflags glib-2.0 json-glib-1.0)
+GLIB_LIBS = $(shell pkg-config --libs glib-2.0 json-glib-1.0)
 LDLIBS := -lxxhash -lpthread -lm
 
 NO_CONFIG_GOALS := clean distclean help format format-check

@@ -19,18 +19,26 @@ int vg_error_set(struct vg_error *err, int code, const char *fmt, ...)
 
 void vg_error_prefix(struct vg_error *err, const char *fmt, ...)
 {
-    char prefix[VG_ERROR_MAX];
     char old[VG_ERROR_MAX];
     va_list ap;
+    int n;
 
     if (!err) {
         return;
     }
-    va_start(ap, fmt);
-    vsnprintf(prefix, sizeof(prefix), fmt, ap);
-    va_end(ap);
     memcpy(old, err->msg, sizeof(old));
-    snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
+    va_start(ap, fmt);
+    n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(err->msg)) {
+        return; /* the prefix alone fills the buffer */
+    }
+    /* Truncation of the tail is acceptable: the text stays terminated. */
+    if ((size_t)n + 2 < sizeof(err->msg)) {
+        memcpy(err->msg + n, ": ", 3);
+        n += 2;
+    }
+    strncat(err->msg + n, old, sizeof(err->msg) - (size_t)n - 1);
 }
 
 void vg_error_clear(struct vg_error *err)

@@ -6,9 +6,8 @@
 #include <unistd.h>
 
 static const char *const level_names[] = {
-    [VG_LOG_ERROR] = "error", [VG_LOG_WARN] = "warn",
-    [VG_LOG_INFO] = "info",   [VG_LOG_DEBUG] = "debug",
-    [VG_LOG_TRACE] = "trace",
+    [VG_LOG_ERROR] = "error", [VG_LOG_WARN] = "warn",   [VG_LOG_INFO] = "info",
+    [VG_LOG_DEBUG] = "debug", [VG_LOG_TRACE] = "trace",
 };
 
 static enum vg_log_level threshold = VG_LOG_INFO;

@@ -10,9 +10,9 @@ static int suffix_shift(const char *s)
         const char *name;
         int shift;
     } suffixes[] = {
-        {"", 0},     {"B", 0},    {"K", 10},   {"KB", 10},  {"KiB", 10},
-        {"M", 20},   {"MB", 20},  {"MiB", 20}, {"G", 30},   {"GB", 30},
-        {"GiB", 30}, {"T", 40},   {"TB", 40},  {"TiB", 40},
+        {"", 0},     {"B", 0},   {"K", 10},   {"KB", 10},  {"KiB", 10},
+        {"M", 20},   {"MB", 20}, {"MiB", 20}, {"G", 30},   {"GB", 30},
+        {"GiB", 30}, {"T", 40},  {"TB", 40},  {"TiB", 40},
     };
     for (unsigned i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
         if (strcasecmp(s, suffixes[i].name) == 0) {
