@@ -33,12 +33,8 @@ void vg_error_prefix(struct vg_error *err, const char *fmt, ...)
     if (n < 0 || (size_t)n >= sizeof(err->msg)) {
         return; /* the prefix alone fills the buffer */
     }
-    /* Truncation of the tail is acceptable: the text stays terminated. */
-    if ((size_t)n + 2 < sizeof(err->msg)) {
-        memcpy(err->msg + n, ": ", 3);
-        n += 2;
-    }
-    strncat(err->msg + n, old, sizeof(err->msg) - (size_t)n - 1);
+    /* The tail is truncated if needed; the text stays terminated. */
+    snprintf(err->msg + n, sizeof(err->msg) - (size_t)n, ": %s", old);
 }
 
 void vg_error_clear(struct vg_error *err)

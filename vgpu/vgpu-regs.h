@@ -67,6 +67,9 @@
 #define VGPU_STATUS_BUSY   (1u << 0) /* commands pending or running */
 #define VGPU_STATUS_HALTED (1u << 1) /* an error stopped the ring */
 
+/* ERROR_INDEX of an error that no ring entry caused (RING_CONFIG). */
+#define VGPU_ERROR_INDEX_NONE 0xffffffffu
+
 #define VGPU_RING_MAX_ENTRIES 65536u
 #define VGPU_RING_ALIGN       64u
 

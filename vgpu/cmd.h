@@ -1,0 +1,40 @@
+/*
+ * cmd.h -- ring entries: decoding and validation.
+ *
+ * vgpu_cmd_validate() is a pure function of the entry and the VRAM size: it
+ * touches no device state and no memory besides its arguments, so it can be
+ * fuzzed on its own.  What it cannot know (guest RAM mappings for DMA, the
+ * index data of SCATTER_ADD) is checked by the engines at execution.
+ */
+#ifndef VGPU_CMD_H
+#define VGPU_CMD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vgpu-regs.h"
+
+/* Size of one ring entry in guest RAM. */
+#define VGPU_CMD_SIZE 64u
+
+/* Decode the little-endian ring entry at @raw (VGPU_CMD_SIZE bytes). */
+void vgpu_cmd_decode(const void *raw, struct vgpu_cmd *cmd);
+/* Encode @cmd as a little-endian ring entry at @raw (VGPU_CMD_SIZE bytes). */
+void vgpu_cmd_encode(const struct vgpu_cmd *cmd, void *raw);
+
+/*
+ * Check @cmd (host byte order) against the rules of docs/vgpu-device.md for
+ * a device with @vram_size bytes of VRAM.  Returns true if it may run, with
+ * *@code = VGPU_ERR_NONE; else false with *@code the VGPU_ERR_* of the first
+ * failing check, in this order: opcode, flags/reserved/unused arguments,
+ * lengths, alignment, VRAM ranges, IOVA range overflow, overlap.
+ */
+bool vgpu_cmd_validate(const struct vgpu_cmd *cmd, uint64_t vram_size,
+                       enum vgpu_error_code *code);
+
+/* "FILL", "COPY", ...; "?" for an unknown opcode. */
+const char *vgpu_op_name(uint32_t opcode);
+/* "VRAM_RANGE", ...; "?" for an unknown code. */
+const char *vgpu_error_name(uint32_t code);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * vgpu.c -- the vGPU device model: creation, VRAM, trapped BAR2 access,
+ * reset and statistics.  Registers are in regs.c, the command processor in
+ * ring.c, the engines in engines.c.
+ */
+#include "vgpu-int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+#define PAGE_SIZE_MIN (4u * 1024)
+#define PAGE_SIZE_MAX (2u * 1024 * 1024)
+
+static int config_check(const struct vgpu_config *cfg,
+                        const struct vgpu_host *host, struct vg_error *err)
+{
+    uint32_t ps = cfg->page_size;
+
+    if (ps < PAGE_SIZE_MIN || ps > PAGE_SIZE_MAX || (ps & (ps - 1))) {
+        return vg_error_set(err, EINVAL,
+                            "page size %u: not a power of two in 4K..2M", ps);
+    }
+    if (cfg->vram_size < ps || cfg->vram_size % ps) {
+        return vg_error_set(err, EINVAL,
+                            "VRAM size %#llx: not a non-zero multiple of the "
+                            "page size %u",
+                            (unsigned long long)cfg->vram_size, ps);
+    }
+    if (!host || !host->dma_ptr || !host->raise_irq) {
+        return vg_error_set(err, EINVAL, "host lacks dma_ptr or raise_irq");
+    }
+    return 0;
+}
+
+/* Engine write hook: today it only counts; dirty tracking plugs in here. */
+static void vram_wrote(void *opaque, uint64_t off, uint64_t len,
+                       enum vgpu_write_kind kind)
+{
+    struct vgpu *gpu = opaque;
+
+    gpu->stats.bytes_written += len;
+    vg_trace("vgpu: wrote VRAM [%#llx, +%#llx) %s", (unsigned long long)off,
+             (unsigned long long)len,
+             kind == VGPU_WRITE_EXACT ? "exact" : "opaque");
+}
+
+int vgpu_new(const struct vgpu_config *cfg, const struct vgpu_host *host,
+             struct vgpu **out, struct vg_error *err)
+{
+    struct vgpu *gpu;
+    int ret;
+
+    ret = config_check(cfg, host, err);
+    if (ret < 0) {
+        return ret;
+    }
+    gpu = calloc(1, sizeof(*gpu));
+    if (!gpu) {
+        return vg_error_set(err, ENOMEM, "out of memory");
+    }
+    ret = vgpu_backend_open(cfg->backend, cfg->vram_size, &gpu->be, err);
+    if (ret < 0) {
+        free(gpu);
+        return ret;
+    }
+    gpu->host = *host;
+    gpu->vram_size = cfg->vram_size;
+    gpu->page_size = cfg->page_size;
+    gpu->env = (struct vgpu_engine_env){
+        .vram = gpu->be->base,
+        .vram_size = cfg->vram_size,
+        .host = &gpu->host,
+        .wrote = vram_wrote,
+        .opaque = gpu,
+    };
+    vgpu_reset(gpu);
+    *out = gpu;
+    return 0;
+}
+
+void vgpu_free(struct vgpu *gpu)
+{
+    if (!gpu) {
+        return;
+    }
+    vgpu_backend_close(gpu->be);
+    free(gpu);
+}
+
+uint64_t vgpu_vram_size(const struct vgpu *gpu)
+{
+    return gpu->vram_size;
+}
+
+uint32_t vgpu_page_size(const struct vgpu *gpu)
+{
+    return gpu->page_size;
+}
+
+uint8_t *vgpu_vram(struct vgpu *gpu)
+{
+    return gpu->be->base;
+}
+
+int vgpu_vram_fd(const struct vgpu *gpu)
+{
+    return gpu->be->fd;
+}
+
+/* [off, off + len) is a non-empty range inside VRAM. */
+static bool bar2_ok(const struct vgpu *gpu, uint64_t off, uint32_t len)
+{
+    return len != 0 && len <= gpu->vram_size && off <= gpu->vram_size - len;
+}
+
+int vgpu_bar2_read(struct vgpu *gpu, uint64_t off, void *data, uint32_t len)
+{
+    if (!bar2_ok(gpu, off, len)) {
+        return -EINVAL;
+    }
+    memcpy(data, gpu->be->base + off, len);
+    return 0;
+}
+
+int vgpu_bar2_write(struct vgpu *gpu, uint64_t off, const void *data,
+                    uint32_t len)
+{
+    if (!bar2_ok(gpu, off, len)) {
+        return -EINVAL;
+    }
+    memcpy(gpu->be->base + off, data, len);
+    return 0;
+}
+
+void vgpu_reset(struct vgpu *gpu)
+{
+    vgpu_regs_reset(&gpu->regs);
+    gpu->kicked = false;
+    gpu->job_active = false;
+    memset(&gpu->job, 0, sizeof(gpu->job));
+}
+
+void vgpu_get_stats(const struct vgpu *gpu, struct vgpu_stats *stats)
+{
+    *stats = gpu->stats;
+}
