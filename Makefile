@@ -78,12 +78,14 @@ QTESTS := $(patsubst tests/qtest/%.c,$(O)/tests/qtest/%, \
 $(O)/tests/unit/%: tests/unit/%.c $(O)/libvgmig.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -o $@ $(filter %.c %.a,$^) \
+		$(GLIB_LIBS) $(LDLIBS)
 
 $(O)/tests/qtest/%: tests/qtest/%.c $(O)/libqclient.a $(O)/libvgmig.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -o $@ $(filter %.c %.a,$^) \
+		$(GLIB_LIBS) $(LDLIBS)
 
 # ------------------------------------------------------------ top level --
 .PHONY: all check check-unit check-qtest check-sanitize demo clean \

@@ -1,0 +1,511 @@
+#include "harness.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "io.h"
+
+#define POLL_INTERVAL_US 5000
+
+int vg_tmpdir_create(const char *tag, char **path, struct vg_error *err)
+{
+    const char *base = g_getenv("TMPDIR");
+    char *tmpl;
+
+    tmpl = g_strdup_printf("%s/vgmig-%s-XXXXXX", base && *base ? base : "/tmp",
+                           tag);
+    if (!mkdtemp(tmpl)) {
+        int rc =
+            vg_error_set(err, errno, "mkdtemp %s: %s", tmpl, strerror(errno));
+        g_free(tmpl);
+        return rc;
+    }
+    *path = tmpl;
+    return 0;
+}
+
+int vg_tmpdir_remove(const char *path, struct vg_error *err)
+{
+    DIR *d = opendir(path);
+    struct dirent *de;
+    char *f;
+    int rc = 0;
+
+    if (!d) {
+        return vg_error_set(err, errno, "opendir %s: %s", path,
+                            strerror(errno));
+    }
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) {
+            continue;
+        }
+        f = g_build_filename(path, de->d_name, NULL);
+        if (unlink(f) < 0 && rc == 0) {
+            rc = vg_error_set(err, errno, "unlink %s: %s", f, strerror(errno));
+        }
+        g_free(f);
+    }
+    closedir(d);
+    if (rmdir(path) < 0 && rc == 0) {
+        rc = vg_error_set(err, errno, "rmdir %s: %s", path, strerror(errno));
+    }
+    return rc;
+}
+
+int vg_env_path(const char *name, const char **path, struct vg_error *err)
+{
+    const char *v = g_getenv(name);
+
+    if (!v || !*v) {
+        return vg_error_set(err, ENOENT, "environment variable %s is not set",
+                            name);
+    }
+    if (access(v, F_OK) < 0) {
+        return vg_error_set(err, errno, "%s=%s: %s", name, v, strerror(errno));
+    }
+    *path = v;
+    return 0;
+}
+
+/* fork and exec @argv with output to @p->log; the child dies with us. */
+static int proc_spawn(struct vg_proc *p, const char *name, const char *dir,
+                      char *const argv[], struct vg_error *err)
+{
+    pid_t parent = getpid();
+    int logfd;
+    pid_t pid;
+
+    memset(p, 0, sizeof(*p));
+    p->name = g_strdup(name);
+    p->log = g_strdup_printf("%s/%s.log", dir, name);
+    logfd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (logfd < 0) {
+        return vg_error_set(err, errno, "%s: %s", p->log, strerror(errno));
+    }
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0) {
+        close(logfd);
+        return vg_error_set(err, errno, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) {
+            _exit(127);
+        }
+        dup2(logfd, STDOUT_FILENO);
+        dup2(logfd, STDERR_FILENO);
+        execv(argv[0], argv);
+        dprintf(STDERR_FILENO, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(logfd);
+    p->pid = pid;
+    return 0;
+}
+
+bool vg_proc_alive(struct vg_proc *p)
+{
+    pid_t r;
+
+    if (p->reaped || p->pid <= 0) {
+        return false;
+    }
+    do {
+        r = waitpid(p->pid, &p->status, WNOHANG);
+    } while (r < 0 && errno == EINTR);
+    if (r == p->pid || (r < 0 && errno == ECHILD)) {
+        p->reaped = true;
+        return false;
+    }
+    return true;
+}
+
+/* Describe how a reaped child ended. */
+static void describe_exit(const struct vg_proc *p, char *buf, size_t len)
+{
+    if (WIFEXITED(p->status)) {
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(p->status));
+    } else if (WIFSIGNALED(p->status)) {
+        snprintf(buf, len, "killed by signal %d", WTERMSIG(p->status));
+    } else {
+        snprintf(buf, len, "ended (wait status 0x%x)", p->status);
+    }
+}
+
+int vg_proc_kill(struct vg_proc *p, int sig, int timeout_ms,
+                 struct vg_error *err)
+{
+    int64_t deadline = vg_now_ms() + timeout_ms;
+
+    if (!vg_proc_alive(p)) {
+        return 0;
+    }
+    if (kill(p->pid, sig) < 0) {
+        return vg_error_set(err, errno, "%s: kill(%d): %s", p->name, sig,
+                            strerror(errno));
+    }
+    while (vg_proc_alive(p)) {
+        if (vg_now_ms() > deadline) {
+            return vg_error_set(err, ETIMEDOUT,
+                                "%s (pid %d) still alive %d ms after signal "
+                                "%d",
+                                p->name, (int)p->pid, timeout_ms, sig);
+        }
+        g_usleep(POLL_INTERVAL_US);
+    }
+    return 0;
+}
+
+int vg_proc_stop(struct vg_proc *p, int timeout_ms, struct vg_error *err)
+{
+    if (vg_proc_kill(p, SIGTERM, timeout_ms, NULL) == 0) {
+        return 0;
+    }
+    return vg_proc_kill(p, SIGKILL, timeout_ms, err);
+}
+
+char *vg_proc_log_tail(const struct vg_proc *p, size_t max)
+{
+    gchar *text = NULL;
+    gsize len = 0;
+    char *tail;
+
+    if (!p->log || !g_file_get_contents(p->log, &text, &len, NULL)) {
+        return g_strdup("(no log)");
+    }
+    tail = g_strdup(len > max ? text + len - max : text);
+    g_free(text);
+    return tail;
+}
+
+static void proc_destroy(struct vg_proc *p)
+{
+    g_free(p->name);
+    g_free(p->log);
+    p->name = NULL;
+    p->log = NULL;
+}
+
+/* Error for a child that died while we waited for it. */
+static int died(struct vg_proc *p, const char *what, struct vg_error *err)
+{
+    char how[64];
+    char *tail = vg_proc_log_tail(p, 300);
+    int rc;
+
+    describe_exit(p, how, sizeof(how));
+    rc = vg_error_set(err, ECHILD, "%s %s while %s; log %s ends: %s", p->name,
+                      how, what, p->log, tail);
+    g_free(tail);
+    return rc;
+}
+
+/* Whether a socket bound to @path is listening (from /proc/net/unix),
+ * checked without connecting, since a vfio-user server serves the first
+ * client that connects. */
+static bool unix_listening(const char *path)
+{
+    gchar *text = NULL;
+    gchar **lines;
+    unsigned long flags;
+    char sockpath[256];
+    bool found = false;
+    int i;
+
+    if (!g_file_get_contents("/proc/net/unix", &text, NULL, NULL)) {
+        return false;
+    }
+    lines = g_strsplit(text, "\n", -1);
+    for (i = 1; lines[i] && !found; i++) {
+        /* Num RefCount Protocol Flags Type St Inode Path */
+        if (sscanf(lines[i], "%*s %*s %*s %lx %*s %*s %*s %255s", &flags,
+                   sockpath) == 2 &&
+            (flags & 0x10000) && !strcmp(sockpath, path)) {
+            found = true;
+        }
+    }
+    g_strfreev(lines);
+    g_free(text);
+    return found;
+}
+
+int vg_server_start(const struct vg_server_opts *o, struct vg_server **out,
+                    struct vg_error *err)
+{
+    int64_t deadline = vg_now_ms() + VG_HARNESS_START_TIMEOUT_MS;
+    struct vg_server *s;
+    const char *bin;
+    int rc = vg_env_path("VGMIG_SERVER", &bin, err);
+
+    if (rc < 0) {
+        return rc;
+    }
+    s = g_new0(struct vg_server, 1);
+    s->socket = g_strdup_printf("%s/vgpu.sock", o->dir);
+    {
+        char *argv[] = {(char *)bin,
+                        "--socket",
+                        s->socket,
+                        "--vram",
+                        (char *)o->vram,
+                        "--page-size",
+                        (char *)o->page_size,
+                        "--log-level",
+                        (char *)(o->log_level ? o->log_level : "info"),
+                        NULL};
+
+        rc = proc_spawn(&s->proc, "vgpu-server", o->dir, argv, err);
+    }
+    while (rc == 0 && !unix_listening(s->socket)) {
+        if (!vg_proc_alive(&s->proc)) {
+            rc = died(&s->proc, "starting", err);
+        } else if (vg_now_ms() > deadline) {
+            rc = vg_error_set(err, ETIMEDOUT,
+                              "vgpu-server not listening on %s after %d ms",
+                              s->socket, VG_HARNESS_START_TIMEOUT_MS);
+        } else {
+            g_usleep(POLL_INTERVAL_US);
+        }
+    }
+    if (rc < 0) {
+        vg_error_prefix(err, "start vgpu-server");
+        vg_server_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void vg_server_free(struct vg_server *s)
+{
+    if (s) {
+        vg_proc_stop(&s->proc, VG_HARNESS_STOP_TIMEOUT_MS, NULL);
+        proc_destroy(&s->proc);
+        g_free(s->socket);
+        g_free(s);
+    }
+}
+
+/* JSON for -device with the vfio-user socket @sock. */
+static char *vgpu_device_json(const char *sock)
+{
+    JsonBuilder *b = json_builder_new();
+    JsonNode *root;
+    char *text;
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "driver");
+    json_builder_add_string_value(b, "vfio-user-pci");
+    json_builder_set_member_name(b, "id");
+    json_builder_add_string_value(b, "vgpu0");
+    json_builder_set_member_name(b, "socket");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "type");
+    json_builder_add_string_value(b, "unix");
+    json_builder_set_member_name(b, "path");
+    json_builder_add_string_value(b, sock);
+    json_builder_end_object(b);
+    json_builder_end_object(b);
+    root = json_builder_get_root(b);
+    text = json_to_string(root, FALSE);
+    json_node_unref(root);
+    g_object_unref(b);
+    return text;
+}
+
+/* Accept on @lfd while checking that QEMU is still alive. */
+static int accept_from(struct vg_qemu *q, int lfd, int64_t deadline,
+                       const char *what, int *fd, struct vg_error *err)
+{
+    int rc;
+
+    for (;;) {
+        rc = vg_unix_accept(lfd, fd, vg_now_ms() + 100, err);
+        if (rc != -ETIMEDOUT) {
+            return rc;
+        }
+        if (!vg_proc_alive(&q->proc)) {
+            return died(&q->proc, what, err);
+        }
+        if (vg_now_ms() > deadline) {
+            return vg_error_set(err, ETIMEDOUT, "%s: QEMU did not connect",
+                                what);
+        }
+    }
+}
+
+int vg_qemu_start(const struct vg_qemu_opts *o, struct vg_qemu **out,
+                  struct vg_error *err)
+{
+    int64_t deadline = vg_now_ms() + VG_HARNESS_START_TIMEOUT_MS;
+    const char *bin, *fw;
+    char *qtest_path, *qmp_path, *qtest_arg, *qmp_arg, *mem_arg, *ram_arg;
+    char *dev_arg = NULL;
+    int lqt = -1, lqmp = -1, fd = -1;
+    struct vg_qemu *q;
+    GPtrArray *argv;
+    int rc;
+
+    rc = vg_env_path("VGMIG_QEMU", &bin, err);
+    if (rc == 0) {
+        rc = vg_env_path("VGMIG_FIRMWARE", &fw, err);
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    q = g_new0(struct vg_qemu, 1);
+    qtest_path = g_strdup_printf("%s/%s-qtest.sock", o->dir, o->name);
+    qmp_path = g_strdup_printf("%s/%s-qmp.sock", o->dir, o->name);
+    qtest_arg = g_strdup_printf("unix:%s", qtest_path);
+    qmp_arg = g_strdup_printf("socket,id=qmp0,path=%s", qmp_path);
+    mem_arg = g_strdup_printf(
+        "memory-backend-memfd,id=mem,size=%" G_GUINT64_FORMAT "M,share=on",
+        o->ram_mib);
+    ram_arg = g_strdup_printf("%" G_GUINT64_FORMAT "M", o->ram_mib);
+
+    argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (char *)bin);
+    {
+        const char *fixed[] = {"-accel",
+                               "qtest",
+                               "-nodefaults",
+                               "-display",
+                               "none",
+                               "-L",
+                               fw,
+                               "-object",
+                               mem_arg,
+                               "-machine",
+                               "pc,memory-backend=mem",
+                               "-m",
+                               ram_arg,
+                               "-qtest",
+                               qtest_arg,
+                               "-chardev",
+                               qmp_arg,
+                               "-mon",
+                               "chardev=qmp0,mode=control"};
+        for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++) {
+            g_ptr_array_add(argv, (char *)fixed[i]);
+        }
+    }
+    if (o->vgpu_sock) {
+        dev_arg = vgpu_device_json(o->vgpu_sock);
+        g_ptr_array_add(argv, "-device");
+        g_ptr_array_add(argv, dev_arg);
+    }
+    g_ptr_array_add(argv, NULL);
+
+    rc = vg_unix_listen(qtest_path, &lqt, err);
+    if (rc == 0) {
+        rc = vg_unix_listen(qmp_path, &lqmp, err);
+    }
+    if (rc == 0) {
+        rc = proc_spawn(&q->proc, o->name, o->dir, (char **)argv->pdata, err);
+    }
+    if (rc == 0) {
+        rc = accept_from(q, lqt, deadline, "qtest connection", &fd, err);
+    }
+    if (rc == 0) {
+        rc = vg_qtest_open_fd(fd, &q->qt, err);
+    }
+    if (rc == 0) {
+        rc = accept_from(q, lqmp, deadline, "QMP connection", &fd, err);
+    }
+    if (rc == 0) {
+        rc = vg_qmp_open_fd(fd, &q->qmp, err);
+    }
+    if (lqt >= 0) {
+        close(lqt);
+        unlink(qtest_path);
+    }
+    if (lqmp >= 0) {
+        close(lqmp);
+        unlink(qmp_path);
+    }
+    g_ptr_array_free(argv, TRUE);
+    g_free(qtest_path);
+    g_free(qmp_path);
+    g_free(qtest_arg);
+    g_free(qmp_arg);
+    g_free(mem_arg);
+    g_free(ram_arg);
+    g_free(dev_arg);
+    if (rc < 0) {
+        vg_error_prefix(err, "start QEMU %s", o->name);
+        vg_qemu_free(q);
+        return rc;
+    }
+    *out = q;
+    return 0;
+}
+
+static void qemu_disconnect(struct vg_qemu *q)
+{
+    vg_qtest_close(q->qt);
+    vg_qmp_close(q->qmp);
+    q->qt = NULL;
+    q->qmp = NULL;
+}
+
+int vg_qemu_kill9(struct vg_qemu *q, struct vg_error *err)
+{
+    int rc = vg_proc_kill(&q->proc, SIGKILL, VG_HARNESS_STOP_TIMEOUT_MS, err);
+
+    qemu_disconnect(q);
+    return rc;
+}
+
+void vg_qemu_free(struct vg_qemu *q)
+{
+    if (!q) {
+        return;
+    }
+    if (q->qmp && vg_proc_alive(&q->proc)) {
+        vg_qmp_execute(q->qmp, "quit", NULL, NULL, NULL);
+    }
+    qemu_disconnect(q);
+    vg_proc_stop(&q->proc, VG_HARNESS_STOP_TIMEOUT_MS, NULL);
+    proc_destroy(&q->proc);
+    g_free(q);
+}
+
+void vg_galloc_init(struct vg_galloc *a, uint64_t start, uint64_t end)
+{
+    a->next = start;
+    a->end = end;
+}
+
+int vg_galloc_alloc(struct vg_galloc *a, uint64_t size, uint64_t align,
+                    uint64_t *addr, struct vg_error *err)
+{
+    uint64_t at;
+
+    if (align == 0 || (align & (align - 1))) {
+        return vg_error_set(
+            err, EINVAL,
+            "alignment 0x%" G_GINT64_MODIFIER "x not a power of two", align);
+    }
+    at = (a->next + align - 1) & ~(align - 1);
+    if (at < a->next || size > a->end || at > a->end - size) {
+        return vg_error_set(err, ENOMEM,
+                            "guest RAM: no room for 0x%" G_GINT64_MODIFIER
+                            "x bytes (next 0x%" G_GINT64_MODIFIER
+                            "x, end 0x%" G_GINT64_MODIFIER "x)",
+                            size, a->next, a->end);
+    }
+    a->next = at + size;
+    *addr = at;
+    return 0;
+}

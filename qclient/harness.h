@@ -1,0 +1,105 @@
+/*
+ * harness.h -- run vgpu-server and QEMU for qtest-driven tests.
+ *
+ * Every test gets a private temporary directory holding the sockets and
+ * the children's logs (stdout and stderr of each child go to
+ * <dir>/<name>.log).  Children get SIGKILL if the test process dies, so an
+ * aborted test leaves no processes behind.  All waits are bounded.
+ * The binaries come from the environment: VGMIG_SERVER, VGMIG_QEMU and
+ * VGMIG_FIRMWARE; a missing one is an error, never a silent skip.
+ */
+#ifndef VG_QCLIENT_HARNESS_H
+#define VG_QCLIENT_HARNESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "qmp.h"
+#include "qtest.h"
+
+#define VG_HARNESS_START_TIMEOUT_MS 20000
+#define VG_HARNESS_STOP_TIMEOUT_MS  10000
+
+/* Create a fresh directory under $TMPDIR (or /tmp), "vgmig-<tag>-XXXXXX". */
+int vg_tmpdir_create(const char *tag, char **path, struct vg_error *err);
+/* Remove @path and the files in it (not recursive). */
+int vg_tmpdir_remove(const char *path, struct vg_error *err);
+
+/* Value of environment variable @name that must name an existing file. */
+int vg_env_path(const char *name, const char **path, struct vg_error *err);
+
+/* A child process. */
+struct vg_proc {
+    char *name;
+    char *log; /* path of its output */
+    pid_t pid;
+    bool reaped;
+    int status; /* waitpid status once reaped */
+};
+
+/* Whether the child is still running (reaps it if it exited). */
+bool vg_proc_alive(struct vg_proc *p);
+/* Send @sig and wait up to @timeout_ms for the child to exit (reaped). */
+int vg_proc_kill(struct vg_proc *p, int sig, int timeout_ms,
+                 struct vg_error *err);
+/* SIGTERM, then SIGKILL if still alive after @timeout_ms; reaped. */
+int vg_proc_stop(struct vg_proc *p, int timeout_ms, struct vg_error *err);
+/* Last @max bytes of the child's log (caller g_free()s), for messages. */
+char *vg_proc_log_tail(const struct vg_proc *p, size_t max);
+
+struct vg_server_opts {
+    const char *dir;       /* where the socket and log go */
+    const char *vram;      /* --vram, e.g. "64M" */
+    const char *page_size; /* --page-size, e.g. "64K" */
+    const char *log_level; /* --log-level, NULL: "info" */
+};
+
+struct vg_server {
+    struct vg_proc proc;
+    char *socket;
+};
+
+/* Start $VGMIG_SERVER and wait until it listens on <dir>/vgpu.sock. */
+int vg_server_start(const struct vg_server_opts *o, struct vg_server **out,
+                    struct vg_error *err);
+/* Stop (if running), reap and free. */
+void vg_server_free(struct vg_server *s);
+
+struct vg_qemu_opts {
+    const char *dir;       /* where sockets and log go */
+    const char *name;      /* file name prefix, e.g. "qemu1" */
+    uint64_t ram_mib;      /* guest RAM (memfd, shared) */
+    const char *vgpu_sock; /* vfio-user socket, NULL: no vGPU device */
+};
+
+struct vg_qemu {
+    struct vg_proc proc;
+    struct vg_qtest *qt;
+    struct vg_qmp *qmp;
+};
+
+/* Start $VGMIG_QEMU under -accel qtest with a pc machine, connected to a
+ * qtest and a QMP socket this function listens on; the vGPU, if any, is
+ * device "vgpu0". */
+int vg_qemu_start(const struct vg_qemu_opts *o, struct vg_qemu **out,
+                  struct vg_error *err);
+/* Close the connections, SIGKILL QEMU and reap it (for crash tests). */
+int vg_qemu_kill9(struct vg_qemu *q, struct vg_error *err);
+/* QMP quit, then as vg_proc_stop; reaped and freed. */
+void vg_qemu_free(struct vg_qemu *q);
+
+/* Bump allocator for guest physical RAM. */
+struct vg_galloc {
+    uint64_t next;
+    uint64_t end;
+};
+
+/* Hand out [@start, @end); tests use RAM above 1 MiB. */
+void vg_galloc_init(struct vg_galloc *a, uint64_t start, uint64_t end);
+/* Allocate @size bytes aligned to @align (a power of two). */
+int vg_galloc_alloc(struct vg_galloc *a, uint64_t size, uint64_t align,
+                    uint64_t *addr, struct vg_error *err);
+
+#endif

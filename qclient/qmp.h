@@ -1,0 +1,54 @@
+/*
+ * qmp.h -- client for the QEMU Machine Protocol.
+ *
+ * vg_qmp_open_fd() reads the greeting and negotiates capabilities.  Each
+ * command carries an "id"; the matching reply's "return" is handed back as
+ * a json-glib node, a reply with "error" becomes a vg_error whose message
+ * holds QEMU's class and description.  Events that arrive meanwhile are
+ * queued and can be awaited by name.  Every wait is bounded by a timeout.
+ */
+#ifndef VG_QCLIENT_QMP_H
+#define VG_QCLIENT_QMP_H
+
+#include <json-glib/json-glib.h>
+
+#include "common/error.h"
+
+struct vg_qmp;
+
+#define VG_QMP_DEFAULT_TIMEOUT_MS 10000
+
+/* Connect to QMP server socket @path, then as vg_qmp_open_fd(). */
+int vg_qmp_connect(const char *path, struct vg_qmp **out, struct vg_error *err);
+/* Take connected socket @fd (ownership taken, also on failure), read the
+ * greeting and run qmp_capabilities. */
+int vg_qmp_open_fd(int fd, struct vg_qmp **out, struct vg_error *err);
+void vg_qmp_close(struct vg_qmp *qmp);
+/* Timeout for each reply or event wait, in milliseconds. */
+void vg_qmp_set_timeout(struct vg_qmp *qmp, int timeout_ms);
+
+/* Execute @cmd with arguments @args (a JSON object node, or NULL); on
+ * success store the "return" value in *@ret if @ret is not NULL (free with
+ * json_node_unref()).  A QMP error fails with -EREMOTEIO and
+ * "<cmd>: <class>: <desc>". */
+int vg_qmp_execute(struct vg_qmp *qmp, const char *cmd, JsonNode *args,
+                   JsonNode **ret, struct vg_error *err);
+/* As vg_qmp_execute() with @args_json the arguments as JSON text ("{...}"),
+ * or NULL. */
+int vg_qmp_execute_json(struct vg_qmp *qmp, const char *cmd,
+                        const char *args_json, JsonNode **ret,
+                        struct vg_error *err);
+/* Run HMP command @cmdline through human-monitor-command; its output in
+ * *@output (caller g_free()s). */
+int vg_qmp_hmp(struct vg_qmp *qmp, const char *cmdline, char **output,
+               struct vg_error *err);
+
+/* Wait up to @timeout_ms for event @name (queued or arriving); remove it
+ * from the queue and store the whole event object in *@event if not NULL.
+ * -ETIMEDOUT if it does not come. */
+int vg_qmp_wait_event(struct vg_qmp *qmp, const char *name, int timeout_ms,
+                      JsonNode **event, struct vg_error *err);
+/* Number of events queued and not yet taken. */
+unsigned vg_qmp_pending_events(const struct vg_qmp *qmp);
+
+#endif

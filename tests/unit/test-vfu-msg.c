@@ -1,0 +1,314 @@
+/* Unit tests of vfu-msg and vfu-caps: parsing, validation, encoding. */
+#include <errno.h>
+#include <glib.h>
+#include <linux/vfio.h>
+#include <string.h>
+
+#include "vfio-migration/vfu-msg.h"
+
+static const uint64_t region_size[9] = {0x4000, 0, 0x100000, 0, 0, 0, 0, 256};
+static const uint32_t irq_count[3] = {1, 0, 2};
+static const struct vfu_limits lim = {
+    .max_msg_size = 4096,
+    .max_xfer = 1024,
+    .num_regions = 9,
+    .region_size = region_size,
+    .num_irqs = 3,
+    .irq_count = irq_count,
+    .dma_pgsize = 4096,
+};
+
+static void test_hdr(void)
+{
+    struct vfu_hdr h = {.id = 7, .command = VFU_CMD_REGION_READ, .size = 32};
+    struct vfu_hdr r;
+    struct vg_error err;
+
+    g_assert_cmpint(vfu_hdr_check(&h, &lim, &err), ==, 0);
+    h.size = 15; /* shorter than the header */
+    g_assert_cmpint(vfu_hdr_check(&h, &lim, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "smaller than the header"));
+    h.size = 4097; /* oversized */
+    g_assert_cmpint(vfu_hdr_check(&h, &lim, &err), ==, -E2BIG);
+    h.size = 16;
+    h.flags = VFU_FLAG_REPLY;
+    g_assert_cmpint(vfu_hdr_check(&h, &lim, &err), ==, -EINVAL);
+    h.flags = 0x100; /* unknown flag */
+    g_assert_cmpint(vfu_hdr_check(&h, &lim, &err), ==, -EINVAL);
+    h.flags = VFU_FLAG_ERROR;
+    g_assert_cmpint(vfu_hdr_check(&h, &lim, &err), ==, -EINVAL);
+    h.flags = VFU_FLAG_NO_REPLY;
+    g_assert_cmpint(vfu_hdr_check(&h, &lim, &err), ==, 0);
+
+    vfu_hdr_reply(&h, 40, 0, &r);
+    g_assert_cmpuint(r.id, ==, 7);
+    g_assert_cmpuint(r.size, ==, 56);
+    g_assert_cmpuint(r.flags, ==, VFU_FLAG_REPLY);
+    vfu_hdr_reply(&h, 40, EINVAL, &r);
+    g_assert_cmpuint(r.size, ==, 16);
+    g_assert_cmpuint(r.flags, ==, VFU_FLAG_REPLY | VFU_FLAG_ERROR);
+    g_assert_cmpuint(r.error, ==, EINVAL);
+    g_assert_cmpstr(vfu_cmd_name(VFU_CMD_DMA_MAP), ==, "DMA_MAP");
+    g_assert_cmpstr(vfu_cmd_name(999), ==, "unknown");
+}
+
+static size_t version_msg(uint8_t *buf, const char *json)
+{
+    struct vfu_version v = {0, 0};
+
+    memcpy(buf, &v, sizeof(v));
+    strcpy((char *)buf + sizeof(v), json);
+    return sizeof(v) + strlen(json) + 1;
+}
+
+static void test_version(void)
+{
+    uint8_t buf[512];
+    struct vfu_version_req req;
+    struct vg_error err;
+    size_t len;
+
+    len = version_msg(buf, "{\"capabilities\":{\"max_msg_fds\":16,"
+                           "\"migration\":{\"pgsize\":4096},"
+                           "\"pgsizes\":4096,\"write_multiple\":true}}");
+    g_assert_cmpint(vfu_parse_version(buf, len, &req, &err), ==, 0);
+    g_assert_true(req.caps.present[VFU_CAP_MAX_MSG_FDS]);
+    g_assert_cmpuint(req.caps.value[VFU_CAP_MAX_MSG_FDS], ==, 16);
+    g_assert_true(req.caps.present[VFU_CAP_PGSIZES]);
+    g_assert_false(req.caps.present[VFU_CAP_MAX_XFER]);
+    /* no JSON at all is fine */
+    g_assert_cmpint(vfu_parse_version(buf, 4, &req, &err), ==, 0);
+    g_assert_cmpint(vfu_parse_version(buf, 3, &req, &err), ==, -EINVAL);
+    /* not NUL-terminated */
+    g_assert_cmpint(vfu_parse_version(buf, len - 1, &req, &err), ==, -EINVAL);
+    len = version_msg(buf, "{\"capabilities\":{\"max_msg_fds\":-1}}");
+    g_assert_cmpint(vfu_parse_version(buf, len, &req, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "max_msg_fds"));
+    len = version_msg(buf, "{\"capabilities\":{\"pgsizes\":4096}");
+    g_assert_cmpint(vfu_parse_version(buf, len, &req, &err), ==, -EINVAL);
+    len = version_msg(buf, "{} x");
+    g_assert_cmpint(vfu_parse_version(buf, len, &req, &err), ==, -EINVAL);
+    len = version_msg(
+        buf, "[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
+    g_assert_cmpint(vfu_parse_version(buf, len, &req, &err), ==, -EINVAL);
+    len = version_msg(
+        buf, "{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]}");
+    g_assert_cmpint(vfu_parse_version(buf, len, &req, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "nesting"));
+}
+
+static void test_caps_format(void)
+{
+    struct vfu_caps client = {.present = {true, false, true, false}};
+    struct vfu_caps ours = {.present = {true, true, true, true},
+                            .value = {8, 1024, 4096, 10}};
+    char buf[128];
+    struct vg_error err;
+    int n;
+
+    n = vfu_caps_format(&client, &ours, buf, sizeof(buf), &err);
+    g_assert_cmpstr(buf, ==,
+                    "{\"capabilities\":{\"max_msg_fds\":8,\"pgsizes\":4096}}");
+    g_assert_cmpint(n, ==, (int)strlen(buf) + 1);
+    g_assert_cmpint(vfu_caps_format(&client, &ours, buf, 20, &err), ==,
+                    -ENOSPC);
+}
+
+static void test_dma(void)
+{
+    struct vfu_dma_map m = {32, VFIO_DMA_MAP_FLAG_READ, 0, 0x10000, 0x2000};
+    struct vfu_dma_unmap u = {24, 0, 0x10000, 0x2000};
+    struct vfu_dma_map om;
+    struct vfu_dma_unmap ou;
+    struct vg_error err;
+
+    g_assert_cmpint(vfu_parse_dma_map(&m, sizeof(m), &lim, &om, &err), ==, 0);
+    g_assert_cmpuint(om.iova, ==, 0x10000);
+    g_assert_cmpint(vfu_parse_dma_map(&m, sizeof(m) - 1, &lim, &om, &err), ==,
+                    -EINVAL);
+    m.flags = 4;
+    g_assert_cmpint(vfu_parse_dma_map(&m, sizeof(m), &lim, &om, &err), ==,
+                    -EINVAL);
+    m.flags = 3;
+    m.size = 0x1001;
+    g_assert_cmpint(vfu_parse_dma_map(&m, sizeof(m), &lim, &om, &err), ==,
+                    -EINVAL);
+    m.size = 0x2000;
+    m.iova = UINT64_MAX - 0xfff;
+    g_assert_cmpint(vfu_parse_dma_map(&m, sizeof(m), &lim, &om, &err), ==,
+                    -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "overflows"));
+
+    g_assert_cmpint(vfu_parse_dma_unmap(&u, sizeof(u), &lim, &ou, &err), ==, 0);
+    u.flags = VFIO_DMA_UNMAP_FLAG_ALL;
+    g_assert_cmpint(vfu_parse_dma_unmap(&u, sizeof(u), &lim, &ou, &err), ==,
+                    -EINVAL);
+    u.iova = u.size = 0;
+    g_assert_cmpint(vfu_parse_dma_unmap(&u, sizeof(u), &lim, &ou, &err), ==, 0);
+    u.flags = VFIO_DMA_UNMAP_FLAG_GET_DIRTY_BITMAP;
+    g_assert_cmpint(vfu_parse_dma_unmap(&u, sizeof(u), &lim, &ou, &err), ==,
+                    -ENOTSUP);
+}
+
+static void test_info(void)
+{
+    struct vfu_device_info di = {16, 0, 0, 0}, odi;
+    struct vfu_region_info ri = {.argsz = 32, .index = 7}, ori;
+    struct vfu_irq_info ii = {.argsz = 16, .index = 2}, oii;
+    struct vg_error err;
+
+    g_assert_cmpint(vfu_parse_device_info(&di, sizeof(di), &odi, &err), ==, 0);
+    di.argsz = 8;
+    g_assert_cmpint(vfu_parse_device_info(&di, sizeof(di), &odi, &err), ==,
+                    -EINVAL);
+    g_assert_cmpint(vfu_parse_region_info(&ri, sizeof(ri), &lim, &ori, &err),
+                    ==, 0);
+    g_assert_cmpuint(ori.index, ==, 7);
+    ri.index = 9;
+    g_assert_cmpint(vfu_parse_region_info(&ri, sizeof(ri), &lim, &ori, &err),
+                    ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "region 9"));
+    g_assert_cmpint(vfu_parse_irq_info(&ii, sizeof(ii), &lim, &oii, &err), ==,
+                    0);
+    ii.index = 3;
+    g_assert_cmpint(vfu_parse_irq_info(&ii, sizeof(ii), &lim, &oii, &err), ==,
+                    -EINVAL);
+}
+
+static void test_irq_set(void)
+{
+    struct {
+        struct vfu_irq_set s;
+        uint8_t bools[2];
+    } m = {
+        {20, VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER, 2, 0, 2},
+        {1, 0}};
+    struct vfu_irq_set o;
+    const uint8_t *bools;
+    struct vg_error err;
+
+    g_assert_cmpint(vfu_parse_irq_set(&m, 20, &lim, 2, &o, &bools, &err), ==,
+                    0);
+    g_assert_null(bools);
+    /* fds given but not as many as IRQs */
+    g_assert_cmpint(vfu_parse_irq_set(&m, 20, &lim, 1, &o, &bools, &err), ==,
+                    -EINVAL);
+    /* vectors past the index */
+    m.s.start = 1;
+    g_assert_cmpint(vfu_parse_irq_set(&m, 20, &lim, 0, &o, &bools, &err), ==,
+                    -EINVAL);
+    m.s.start = UINT32_MAX;
+    g_assert_cmpint(vfu_parse_irq_set(&m, 20, &lim, 0, &o, &bools, &err), ==,
+                    -EINVAL);
+    m.s.start = 0;
+    m.s.flags = VFIO_IRQ_SET_DATA_BOOL | VFIO_IRQ_SET_ACTION_TRIGGER;
+    g_assert_cmpint(vfu_parse_irq_set(&m, 20, &lim, 0, &o, &bools, &err), ==,
+                    -EINVAL);
+    g_assert_cmpint(vfu_parse_irq_set(&m, 22, &lim, 0, &o, &bools, &err), ==,
+                    0);
+    g_assert_nonnull(bools);
+    g_assert_cmpuint(bools[0], ==, 1);
+    /* two data types */
+    m.s.flags = VFIO_IRQ_SET_DATA_BOOL | VFIO_IRQ_SET_DATA_NONE |
+                VFIO_IRQ_SET_ACTION_TRIGGER;
+    g_assert_cmpint(vfu_parse_irq_set(&m, 22, &lim, 0, &o, &bools, &err), ==,
+                    -EINVAL);
+    /* count 0 = disable all, only with DATA_NONE */
+    m.s.flags = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
+    m.s.count = 0;
+    g_assert_cmpint(vfu_parse_irq_set(&m, 20, &lim, 0, &o, &bools, &err), ==,
+                    0);
+    m.s.flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+    g_assert_cmpint(vfu_parse_irq_set(&m, 20, &lim, 0, &o, &bools, &err), ==,
+                    -EINVAL);
+}
+
+static void test_region_rw(void)
+{
+    struct {
+        struct vfu_region_rw rw;
+        uint8_t data[8];
+    } m = {{0x10, 0, 4}, {1, 2, 3, 4}};
+    struct vfu_region_rw o;
+    const uint8_t *data;
+    struct vg_error err;
+
+    g_assert_cmpint(vfu_parse_region_rw(&m, 16, &lim, false, &o, &data, &err),
+                    ==, 0);
+    g_assert_cmpint(vfu_parse_region_rw(&m, 20, &lim, true, &o, &data, &err),
+                    ==, 0);
+    g_assert_cmpuint(data[3], ==, 4);
+    /* write with the wrong amount of data */
+    g_assert_cmpint(vfu_parse_region_rw(&m, 24, &lim, true, &o, &data, &err),
+                    ==, -EINVAL);
+    /* read carrying data */
+    g_assert_cmpint(vfu_parse_region_rw(&m, 20, &lim, false, &o, &data, &err),
+                    ==, -EINVAL);
+    g_assert_cmpint(vfu_parse_region_rw(&m, 12, &lim, false, &o, &data, &err),
+                    ==, -EINVAL);
+    m.rw.offset = 0x3ffd; /* crosses the end of region 0 */
+    g_assert_cmpint(vfu_parse_region_rw(&m, 16, &lim, false, &o, &data, &err),
+                    ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "outside the region"));
+    m.rw.offset = UINT64_MAX - 1; /* offset + count overflows */
+    g_assert_cmpint(vfu_parse_region_rw(&m, 16, &lim, false, &o, &data, &err),
+                    ==, -EINVAL);
+    m.rw.offset = 0;
+    m.rw.region = 1; /* size 0 */
+    g_assert_cmpint(vfu_parse_region_rw(&m, 16, &lim, false, &o, &data, &err),
+                    ==, -EINVAL);
+    m.rw.region = 9;
+    g_assert_cmpint(vfu_parse_region_rw(&m, 16, &lim, false, &o, &data, &err),
+                    ==, -EINVAL);
+    m.rw.region = 2;
+    m.rw.count = 1025;
+    g_assert_cmpint(vfu_parse_region_rw(&m, 16, &lim, false, &o, &data, &err),
+                    ==, -E2BIG);
+    m.rw.count = 0;
+    g_assert_cmpint(vfu_parse_region_rw(&m, 16, &lim, false, &o, &data, &err),
+                    ==, -EINVAL);
+}
+
+static void test_region_info_encode(void)
+{
+    struct vfu_region_info info = {
+        .flags = VFIO_REGION_INFO_FLAG_MMAP, .index = 2, .size = 0x100000};
+    struct vfu_area area = {0, 0x100000};
+    struct vfu_region_info out;
+    struct vfu_sparse_mmap cap;
+    uint8_t buf[64];
+    struct vg_error err;
+
+    /* argsz too small: no capability, argsz says what is needed */
+    g_assert_cmpint(
+        vfu_encode_region_info(&info, &area, 1, 32, buf, sizeof(buf), &err), ==,
+        32);
+    memcpy(&out, buf, sizeof(out));
+    g_assert_cmpuint(out.argsz, ==, 64);
+    g_assert_cmpuint(out.flags & VFIO_REGION_INFO_FLAG_CAPS, ==, 0);
+    g_assert_cmpint(
+        vfu_encode_region_info(&info, &area, 1, 64, buf, sizeof(buf), &err), ==,
+        64);
+    memcpy(&out, buf, sizeof(out));
+    memcpy(&cap, buf + 32, sizeof(cap));
+    g_assert_cmpuint(out.flags & VFIO_REGION_INFO_FLAG_CAPS, !=, 0);
+    g_assert_cmpuint(out.cap_offset, ==, 32);
+    g_assert_cmpuint(cap.header.id, ==, VFIO_REGION_INFO_CAP_SPARSE_MMAP);
+    g_assert_cmpuint(cap.nr_areas, ==, 1);
+    g_assert_cmpint(vfu_encode_region_info(&info, &area, 1, 64, buf, 40, &err),
+                    ==, -ENOSPC);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/vfu-msg/header", test_hdr);
+    g_test_add_func("/vfu-msg/version", test_version);
+    g_test_add_func("/vfu-msg/caps-format", test_caps_format);
+    g_test_add_func("/vfu-msg/dma", test_dma);
+    g_test_add_func("/vfu-msg/info", test_info);
+    g_test_add_func("/vfu-msg/irq-set", test_irq_set);
+    g_test_add_func("/vfu-msg/region-rw", test_region_rw);
+    g_test_add_func("/vfu-msg/region-info-encode", test_region_info_encode);
+    return g_test_run();
+}

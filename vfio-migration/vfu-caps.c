@@ -1,0 +1,316 @@
+#include "vfu-caps.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define JSON_MAX_DEPTH 16
+
+static const char *const cap_names[VFU_CAP_COUNT] = {
+    [VFU_CAP_MAX_MSG_FDS] = "max_msg_fds",
+    [VFU_CAP_MAX_XFER] = "max_data_xfer_size",
+    [VFU_CAP_PGSIZES] = "pgsizes",
+    [VFU_CAP_MAX_DMA_MAPS] = "max_dma_maps",
+};
+
+struct json {
+    const char *s;
+    size_t len;
+    size_t pos;
+    struct vg_error *err;
+};
+
+const char *vfu_cap_name(enum vfu_cap cap)
+{
+    return cap_names[cap];
+}
+
+static int json_fail(struct json *j, const char *what)
+{
+    return vg_error_set(j->err, EINVAL, "capabilities JSON: %s at byte %zu",
+                        what, j->pos);
+}
+
+static void json_ws(struct json *j)
+{
+    while (j->pos < j->len && strchr(" \t\r\n", j->s[j->pos]) &&
+           j->s[j->pos] != '\0') {
+        j->pos++;
+    }
+}
+
+static bool json_eat(struct json *j, char c)
+{
+    json_ws(j);
+    if (j->pos < j->len && j->s[j->pos] == c) {
+        j->pos++;
+        return true;
+    }
+    return false;
+}
+
+static int json_hex4(struct json *j)
+{
+    for (int i = 0; i < 4; i++) {
+        if (j->pos >= j->len ||
+            !strchr("0123456789abcdefABCDEF", j->s[j->pos]) ||
+            j->s[j->pos] == '\0') {
+            return json_fail(j, "bad \\u escape");
+        }
+        j->pos++;
+    }
+    return 0;
+}
+
+/* Parse a string; copy up to @size - 1 bytes of it (escapes kept as is)
+ * into @out when @out is not NULL. */
+static int json_string(struct json *j, char *out, size_t size)
+{
+    size_t n = 0;
+
+    if (!json_eat(j, '"')) {
+        return json_fail(j, "expected a string");
+    }
+    while (j->pos < j->len) {
+        unsigned char c = (unsigned char)j->s[j->pos++];
+        if (c == '"') {
+            if (out) {
+                out[n] = '\0';
+            }
+            return 0;
+        }
+        if (c < 0x20) {
+            return json_fail(j, "control character in string");
+        }
+        if (out && n + 1 < size) {
+            out[n++] = (char)c;
+        }
+        if (c != '\\') {
+            continue;
+        }
+        if (j->pos >= j->len) {
+            break;
+        }
+        c = (unsigned char)j->s[j->pos++];
+        if (c == 'u') {
+            int ret = json_hex4(j);
+            if (ret < 0) {
+                return ret;
+            }
+        } else if (!strchr("\"\\/bfnrt", c) || c == '\0') {
+            return json_fail(j, "bad escape in string");
+        }
+    }
+    return json_fail(j, "unterminated string");
+}
+
+/* Parse a number; *@uint gets its value when it is a non-negative integer
+ * that fits 64 bits, else *@is_uint is false. */
+static int json_number(struct json *j, uint64_t *uint, bool *is_uint)
+{
+    size_t start = j->pos;
+    uint64_t v = 0;
+    bool ok = true;
+
+    json_ws(j);
+    start = j->pos;
+    if (j->pos < j->len && j->s[j->pos] == '-') {
+        ok = false;
+        j->pos++;
+    }
+    if (j->pos >= j->len || j->s[j->pos] < '0' || j->s[j->pos] > '9') {
+        return json_fail(j, "expected a value");
+    }
+    while (j->pos < j->len && j->s[j->pos] >= '0' && j->s[j->pos] <= '9') {
+        unsigned d = (unsigned)(j->s[j->pos++] - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            ok = false;
+        }
+        v = v * 10 + d;
+    }
+    if (j->pos - start > 1 && j->s[start] == '0') {
+        return json_fail(j, "leading zero in number");
+    }
+    while (j->pos < j->len && j->s[j->pos] != '\0' &&
+           strchr(".eE+-0123456789", j->s[j->pos])) {
+        ok = false;
+        j->pos++;
+    }
+    *uint = v;
+    *is_uint = ok;
+    return 0;
+}
+
+static int json_value(struct json *j, int depth);
+
+static int json_literal(struct json *j)
+{
+    static const char *const words[] = {"true", "false", "null"};
+
+    for (unsigned i = 0; i < 3; i++) {
+        size_t n = strlen(words[i]);
+        if (j->len - j->pos >= n && memcmp(j->s + j->pos, words[i], n) == 0) {
+            j->pos += n;
+            return 0;
+        }
+    }
+    return json_fail(j, "unexpected character");
+}
+
+/* Parse an object; for each member call @member (NULL: skip values). */
+typedef int (*json_member_fn)(struct json *j, const char *key, int depth,
+                              void *opaque);
+
+static int json_object(struct json *j, int depth, json_member_fn member,
+                       void *opaque)
+{
+    char key[64];
+    int ret;
+
+    if (depth > JSON_MAX_DEPTH) {
+        return json_fail(j, "nesting too deep");
+    }
+    if (!json_eat(j, '{')) {
+        return json_fail(j, "expected an object");
+    }
+    if (json_eat(j, '}')) {
+        return 0;
+    }
+    do {
+        ret = json_string(j, key, sizeof(key));
+        if (ret < 0) {
+            return ret;
+        }
+        if (!json_eat(j, ':')) {
+            return json_fail(j, "expected ':'");
+        }
+        ret = member ? member(j, key, depth, opaque) : json_value(j, depth);
+        if (ret < 0) {
+            return ret;
+        }
+    } while (json_eat(j, ','));
+    return json_eat(j, '}') ? 0 : json_fail(j, "expected ',' or '}'");
+}
+
+static int json_array(struct json *j, int depth)
+{
+    int ret;
+
+    if (depth > JSON_MAX_DEPTH) {
+        return json_fail(j, "nesting too deep");
+    }
+    j->pos++; /* '[' */
+    if (json_eat(j, ']')) {
+        return 0;
+    }
+    do {
+        ret = json_value(j, depth);
+        if (ret < 0) {
+            return ret;
+        }
+    } while (json_eat(j, ','));
+    return json_eat(j, ']') ? 0 : json_fail(j, "expected ',' or ']'");
+}
+
+static int json_value(struct json *j, int depth)
+{
+    uint64_t v;
+    bool is_uint;
+
+    json_ws(j);
+    if (j->pos >= j->len) {
+        return json_fail(j, "expected a value");
+    }
+    switch (j->s[j->pos]) {
+    case '{':
+        return json_object(j, depth + 1, NULL, NULL);
+    case '[':
+        return json_array(j, depth + 1);
+    case '"':
+        return json_string(j, NULL, 0);
+    case 't':
+    case 'f':
+    case 'n':
+        return json_literal(j);
+    default:
+        return json_number(j, &v, &is_uint);
+    }
+}
+
+static int caps_member(struct json *j, const char *key, int depth, void *opaque)
+{
+    struct vfu_caps *caps = opaque;
+    bool is_uint;
+    int ret;
+
+    for (unsigned i = 0; i < VFU_CAP_COUNT; i++) {
+        if (strcmp(key, cap_names[i]) != 0) {
+            continue;
+        }
+        ret = json_number(j, &caps->value[i], &is_uint);
+        if (ret == 0 && !is_uint) {
+            ret =
+                vg_error_set(j->err, EINVAL,
+                             "capability %s: not a non-negative integer", key);
+        }
+        caps->present[i] = ret == 0;
+        return ret;
+    }
+    return json_value(j, depth);
+}
+
+static int top_member(struct json *j, const char *key, int depth, void *opaque)
+{
+    if (strcmp(key, "capabilities") == 0) {
+        json_ws(j);
+        return json_object(j, depth + 1, caps_member, opaque);
+    }
+    return json_value(j, depth);
+}
+
+int vfu_caps_parse(const char *json, size_t len, struct vfu_caps *out,
+                   struct vg_error *err)
+{
+    struct json j = {.s = json, .len = len, .err = err};
+    int ret;
+
+    memset(out, 0, sizeof(*out));
+    ret = json_object(&j, 1, top_member, out);
+    if (ret < 0) {
+        return ret;
+    }
+    json_ws(&j);
+    if (j.pos != j.len) {
+        return json_fail(&j, "trailing data");
+    }
+    return 0;
+}
+
+int vfu_caps_format(const struct vfu_caps *client, const struct vfu_caps *ours,
+                    char *buf, size_t size, struct vg_error *err)
+{
+    size_t n = 0;
+    int w;
+    const char *sep = "";
+
+    w = snprintf(buf, size, "{\"capabilities\":{");
+    for (unsigned i = 0; w >= 0 && (size_t)w < size - n && i < VFU_CAP_COUNT;
+         i++) {
+        n += (size_t)w;
+        w = 0;
+        if (client->present[i] && ours->present[i]) {
+            w = snprintf(buf + n, size - n, "%s\"%s\":%llu", sep, cap_names[i],
+                         (unsigned long long)ours->value[i]);
+            sep = ",";
+        }
+    }
+    if (w >= 0 && (size_t)w < size - n) {
+        n += (size_t)w;
+        w = snprintf(buf + n, size - n, "}}");
+    }
+    if (w < 0 || (size_t)w >= size - n) {
+        return vg_error_set(err, ENOSPC, "capabilities reply exceeds %zu bytes",
+                            size);
+    }
+    return (int)(n + (size_t)w + 1);
+}

@@ -1,0 +1,141 @@
+/*
+ * vfu-proto.h -- the vfio-user wire format (docs/interop/vfio-user.rst of
+ * the pinned QEMU), written for vgmig.
+ *
+ * Every message is a 16-byte header followed by a command payload; all
+ * fields are in host byte order.  Structs here describe payloads only (the
+ * header is separate) and are packed by construction: their sizes are
+ * asserted below.  VFIO flag and index values come from <linux/vfio.h>.
+ */
+#ifndef VFU_PROTO_H
+#define VFU_PROTO_H
+
+#include <stdint.h>
+
+enum vfu_command {
+    VFU_CMD_VERSION = 1,
+    VFU_CMD_DMA_MAP = 2,
+    VFU_CMD_DMA_UNMAP = 3,
+    VFU_CMD_DEVICE_GET_INFO = 4,
+    VFU_CMD_DEVICE_GET_REGION_INFO = 5,
+    VFU_CMD_DEVICE_GET_REGION_IO_FDS = 6,
+    VFU_CMD_DEVICE_GET_IRQ_INFO = 7,
+    VFU_CMD_DEVICE_SET_IRQS = 8,
+    VFU_CMD_REGION_READ = 9,
+    VFU_CMD_REGION_WRITE = 10,
+    VFU_CMD_DMA_READ = 11,
+    VFU_CMD_DMA_WRITE = 12,
+    VFU_CMD_DEVICE_RESET = 13,
+    VFU_CMD_DIRTY_PAGES = 14,
+    VFU_CMD_REGION_WRITE_MULTI = 15,
+    VFU_CMD_DEVICE_FEATURE = 16,
+    VFU_CMD_MIG_DATA_READ = 17,
+    VFU_CMD_MIG_DATA_WRITE = 18,
+};
+
+/* Header flags */
+#define VFU_FLAG_TYPE_MASK 0xfu
+#define VFU_FLAG_REQUEST   0x0u
+#define VFU_FLAG_REPLY     0x1u
+#define VFU_FLAG_NO_REPLY  0x10u
+#define VFU_FLAG_ERROR     0x20u
+
+#define VFU_VERSION_MAJOR 0
+#define VFU_VERSION_MINOR 0
+
+struct vfu_hdr {
+    uint16_t id;
+    uint16_t command;
+    uint32_t size; /* whole message, header included */
+    uint32_t flags;
+    uint32_t error; /* errno in an error reply */
+};
+
+struct vfu_version {
+    uint16_t major;
+    uint16_t minor;
+    /* followed by optional NUL-terminated JSON */
+};
+
+struct vfu_dma_map {
+    uint32_t argsz;
+    uint32_t flags;  /* VFIO_DMA_MAP_FLAG_READ | _WRITE */
+    uint64_t offset; /* in the passed fd */
+    uint64_t iova;
+    uint64_t size;
+};
+
+struct vfu_dma_unmap {
+    uint32_t argsz;
+    uint32_t flags; /* 0 or VFIO_DMA_UNMAP_FLAG_ALL */
+    uint64_t iova;
+    uint64_t size;
+};
+
+struct vfu_device_info {
+    uint32_t argsz;
+    uint32_t flags;
+    uint32_t num_regions;
+    uint32_t num_irqs;
+};
+
+struct vfu_region_info {
+    uint32_t argsz;
+    uint32_t flags;
+    uint32_t index;
+    uint32_t cap_offset;
+    uint64_t size;
+    uint64_t offset;
+};
+
+struct vfu_cap_header {
+    uint16_t id;
+    uint16_t version;
+    uint32_t next;
+};
+
+struct vfu_sparse_mmap {
+    struct vfu_cap_header header;
+    uint32_t nr_areas;
+    uint32_t reserved;
+    struct {
+        uint64_t offset;
+        uint64_t size;
+    } areas[];
+};
+
+struct vfu_irq_info {
+    uint32_t argsz;
+    uint32_t flags;
+    uint32_t index;
+    uint32_t count;
+};
+
+struct vfu_irq_set {
+    uint32_t argsz;
+    uint32_t flags;
+    uint32_t index;
+    uint32_t start;
+    uint32_t count;
+    /* followed by count booleans for VFIO_IRQ_SET_DATA_BOOL */
+};
+
+struct vfu_region_rw {
+    uint64_t offset;
+    uint32_t region;
+    uint32_t count;
+    /* followed by count data bytes (write request, read reply) */
+};
+
+_Static_assert(sizeof(struct vfu_hdr) == 16, "vfio-user header");
+_Static_assert(sizeof(struct vfu_version) == 4, "version payload");
+_Static_assert(sizeof(struct vfu_dma_map) == 32, "dma map payload");
+_Static_assert(sizeof(struct vfu_dma_unmap) == 24, "dma unmap payload");
+_Static_assert(sizeof(struct vfu_device_info) == 16, "device info payload");
+_Static_assert(sizeof(struct vfu_region_info) == 32, "region info payload");
+_Static_assert(sizeof(struct vfu_sparse_mmap) == 16, "sparse mmap cap");
+_Static_assert(sizeof(struct vfu_irq_info) == 16, "irq info payload");
+_Static_assert(sizeof(struct vfu_irq_set) == 20, "irq set payload");
+_Static_assert(sizeof(struct vfu_region_rw) == 16, "region rw payload");
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * vfu-server.h -- the vfio-user server of the vGPU.
+ *
+ * Listens on a UNIX socket (mode 0600, peers must have our uid or be root)
+ * and serves one client at a time from a single-threaded poll loop, which
+ * also runs the device's command processor while it is busy.  A malformed
+ * request gets an error reply and serving goes on; a message that cannot be
+ * framed (size below the header, or stalled mid-message) gets an error
+ * reply and the client is disconnected.  On disconnect DMA mappings and
+ * interrupt eventfds are released; device state is kept for the next
+ * client.
+ */
+#ifndef VFU_SERVER_H
+#define VFU_SERVER_H
+
+#include "common/error.h"
+#include "vgpu/vgpu.h"
+
+struct vfu_server;
+
+struct vfu_server_config {
+    const char *socket_path;
+    struct vgpu_config gpu; /* vram_size must be a power of two */
+};
+
+int vfu_server_new(const struct vfu_server_config *cfg, struct vfu_server **out,
+                   struct vg_error *err);
+/* Serve until @signal_fd (a signalfd) becomes readable; returns 0 then. */
+int vfu_server_run(struct vfu_server *srv, int signal_fd, struct vg_error *err);
+/* Disconnect, free the device, close and remove the socket. */
+void vfu_server_free(struct vfu_server *srv);
+
+#endif

@@ -1,0 +1,197 @@
+/*
+ * vgpu-server -- serve the vgmig vGPU to QEMU over vfio-user.
+ *
+ * Parses the command line, sets up logging and signals (SIGTERM, SIGINT and
+ * SIGHUP end the server cleanly, removing the socket) and runs the server
+ * of vfu-server.h until then.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/size.h"
+#include "vfu-server.h"
+
+#define PAGE_MIN (4u << 10)
+#define PAGE_MAX (2u << 20)
+
+static void usage(FILE *out)
+{
+    fprintf(
+        out,
+        "Usage: vgpu-server --socket PATH --vram SIZE [OPTION]...\n"
+        "\n"
+        "Serve the vgmig vGPU, a PCI 3D controller with a command ring and\n"
+        "VRAM, to one QEMU at a time over the vfio-user protocol.  QEMU\n"
+        "attaches with\n"
+        "  -device '{\"driver\":\"vfio-user-pci\",\n"
+        "            \"socket\":{\"type\":\"unix\",\"path\":\"PATH\"}}'\n"
+        "and must back guest RAM with shareable memory (for example\n"
+        "-object memory-backend-memfd,id=mem,size=...,share=on\n"
+        "-machine memory-backend=mem) so the device can DMA to it.\n"
+        "\n"
+        "Options:\n"
+        "  -s, --socket PATH      UNIX socket to listen on; created with mode\n"
+        "                         0600, a stale socket there is replaced\n"
+        "  -v, --vram SIZE        VRAM size (BAR2), a power of two from the\n"
+        "                         page size up, e.g. 256M or 4G\n"
+        "  -p, --page-size SIZE   dirty-tracking page size, a power of two\n"
+        "                         from 4K to 2M (default 64K)\n"
+        "  -b, --backend NAME     VRAM backend: cpu (default)\n"
+        "  -l, --log-level LEVEL  error, warn, info (default), debug, trace\n"
+        "  -h, --help             show this help and exit\n"
+        "\n"
+        "SIZE is a number with an optional K, M, G or T suffix (powers of\n"
+        "1024).  The server keeps device state (VRAM, registers) across\n"
+        "client connections; DMA mappings and interrupts are released when a\n"
+        "client disconnects.  SIGTERM or SIGINT stops it and removes the\n"
+        "socket.  Exit status: 0 after a clean stop, 1 on errors, 2 on\n"
+        "usage errors.\n");
+}
+
+struct options {
+    const char *socket;
+    uint64_t vram;
+    uint64_t page;
+    const char *backend;
+};
+
+static int parse_size_opt(const char *name, const char *text, uint64_t min,
+                          uint64_t max, uint64_t *out)
+{
+    struct vg_error err;
+
+    if (vg_parse_size(text, min, max, out, &err) < 0) {
+        fprintf(stderr, "vgpu-server: --%s: %s\n", name, err.msg);
+        return -1;
+    }
+    if (*out & (*out - 1)) {
+        fprintf(stderr, "vgpu-server: --%s: '%s' is not a power of two\n", name,
+                text);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_opt(int c, struct options *o)
+{
+    enum vg_log_level level;
+
+    switch (c) {
+    case 's':
+        o->socket = optarg;
+        return 0;
+    case 'v':
+        return parse_size_opt("vram", optarg, PAGE_MIN, UINT64_MAX >> 1,
+                              &o->vram);
+    case 'p':
+        return parse_size_opt("page-size", optarg, PAGE_MIN, PAGE_MAX,
+                              &o->page);
+    case 'b':
+        o->backend = optarg;
+        return strcmp(optarg, "cpu") == 0 ? 0 : -1;
+    case 'l':
+        if (!vg_log_parse_level(optarg, &level)) {
+            return -1;
+        }
+        vg_log_set_level(level);
+        return 0;
+    case 'h':
+        usage(stdout);
+        exit(0);
+    default:
+        return -1;
+    }
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+    static const struct option longopts[] = {
+        {"socket", required_argument, NULL, 's'},
+        {"vram", required_argument, NULL, 'v'},
+        {"page-size", required_argument, NULL, 'p'},
+        {"backend", required_argument, NULL, 'b'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+
+    while ((c = getopt_long(argc, argv, "s:v:p:b:l:h", longopts, NULL)) != -1) {
+        if (parse_opt(c, o) < 0) {
+            fprintf(stderr, "vgpu-server: bad option '%s'%s%s\n",
+                    argv[optind - 1], optarg ? " value " : "",
+                    optarg ? optarg : "");
+            return -1;
+        }
+    }
+    if (optind < argc || !o->socket || !o->vram) {
+        fprintf(stderr, "vgpu-server: %s\n",
+                optind < argc ? "unexpected argument"
+                              : "--socket and --vram are required");
+        return -1;
+    }
+    if (o->vram < o->page) {
+        fprintf(stderr, "vgpu-server: --vram is smaller than --page-size\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Block the stop signals and return a signalfd for them. */
+static int stop_signals_fd(void)
+{
+    sigset_t set;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    signal(SIGPIPE, SIG_IGN);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0) {
+        return -1;
+    }
+    return signalfd(-1, &set, SFD_CLOEXEC);
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {.page = 64u << 10, .backend = "cpu"};
+    struct vfu_server_config cfg;
+    struct vfu_server *srv;
+    struct vg_error err;
+    int sfd, ret;
+
+    vg_log_set_prog("vgpu-server");
+    if (parse_args(argc, argv, &o) < 0) {
+        fprintf(stderr, "Try 'vgpu-server --help'.\n");
+        return 2;
+    }
+    sfd = stop_signals_fd();
+    if (sfd < 0) {
+        vg_err("signalfd: %m");
+        return 1;
+    }
+    cfg = (struct vfu_server_config){
+        .socket_path = o.socket,
+        .gpu = {.vram_size = o.vram,
+                .page_size = (uint32_t)o.page,
+                .backend = o.backend},
+    };
+    if (vfu_server_new(&cfg, &srv, &err) < 0) {
+        vg_err("%s", err.msg);
+        return 1;
+    }
+    ret = vfu_server_run(srv, sfd, &err);
+    if (ret < 0) {
+        vg_err("%s", err.msg);
+    }
+    vfu_server_free(srv);
+    close(sfd);
+    return ret < 0 ? 1 : 0;
+}
