@@ -104,15 +104,18 @@ TEST_ENV := VGMIG_QEMU=$(abspath $(O)/qemu-system-x86_64) \
             VGMIG_FIRMWARE=$(QEMU_FIRMWARE_DIR)
 PROVE ?= prove
 PROVE_FLAGS ?= --timer
+# No test may hang a run: each test program gets at most this many seconds.
+TEST_TIMEOUT ?= 600
+RUN_TEST := --exec 'timeout -k 10 $(TEST_TIMEOUT)'
 
 check-unit: $(UNIT_TESTS)
-	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) --exec '' $(UNIT_TESTS)
+	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(UNIT_TESTS)
 
 check-qtest: all $(QTESTS)
-	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) --exec '' $(QTESTS)
+	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(QTESTS)
 
 check: all $(UNIT_TESTS) $(QTESTS)
-	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) --exec '' $(UNIT_TESTS) $(QTESTS)
+	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(UNIT_TESTS) $(QTESTS)
 
 check-sanitize:
 	$(MAKE) SAN=1 check

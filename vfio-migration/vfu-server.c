@@ -773,11 +773,6 @@ static void accept_client(struct vfu_server *srv)
         vg_warn("accept: %s", strerror(errno));
         return;
     }
-    if (srv->client_fd >= 0) {
-        vg_warn("refusing a second client: one at a time");
-        close(fd);
-        return;
-    }
     if (!peer_allowed(fd)) {
         close(fd);
         return;
@@ -969,7 +964,8 @@ int vfu_server_run(struct vfu_server *srv, int signal_fd, struct vg_error *err)
     for (;;) {
         struct pollfd pfd[3] = {
             {.fd = signal_fd, .events = POLLIN},
-            {.fd = srv->listen_fd, .events = POLLIN},
+            /* One client at a time: others wait in the backlog. */
+            {.fd = srv->client_fd < 0 ? srv->listen_fd : -1, .events = POLLIN},
             {.fd = srv->client_fd, .events = POLLIN},
         };
         struct signalfd_siginfo si;
@@ -983,7 +979,7 @@ int vfu_server_run(struct vfu_server *srv, int signal_fd, struct vg_error *err)
             }
             return 0;
         }
-        if (pfd[1].revents & POLLIN) {
+        if (pfd[1].fd >= 0 && (pfd[1].revents & POLLIN)) {
             accept_client(srv);
         }
         if (srv->client_fd >= 0 && pfd[2].fd == srv->client_fd &&

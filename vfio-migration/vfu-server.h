@@ -2,13 +2,13 @@
  * vfu-server.h -- the vfio-user server of the vGPU.
  *
  * Listens on a UNIX socket (mode 0600, peers must have our uid or be root)
- * and serves one client at a time from a single-threaded poll loop, which
- * also runs the device's command processor while it is busy.  A malformed
- * request gets an error reply and serving goes on; a message that cannot be
- * framed (size below the header, or stalled mid-message) gets an error
- * reply and the client is disconnected.  On disconnect DMA mappings and
- * interrupt eventfds are released; device state is kept for the next
- * client.
+ * and serves one client at a time (others wait in the backlog) from a
+ * single-threaded poll loop, which also runs the device's command processor
+ * while it is busy.  A malformed request gets an error reply and serving goes
+ * on; a message that cannot be framed (size below the header, or stalled
+ * mid-message) gets an error reply and the client is disconnected.  On
+ * disconnect DMA mappings and interrupt eventfds are released; device state is
+ * kept for the next client.
  */
 #ifndef VFU_SERVER_H
 #define VFU_SERVER_H

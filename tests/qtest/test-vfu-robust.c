@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -29,6 +30,12 @@ struct server {
 
 static struct server srv;
 
+/* The server dies with the test, even when an assertion aborts it. */
+static void die_with_parent(gpointer data)
+{
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+}
+
 static void server_start(void)
 {
     const char *bin = getenv("VGMIG_SERVER");
@@ -42,8 +49,9 @@ static void server_start(void)
     srv.path = g_build_filename(srv.dir, "vgpu.sock", NULL);
     char *argv[] = {(char *)bin, "--socket",    srv.path, "--vram",
                     "16M",       "--log-level", "error",  NULL};
-    g_spawn_async(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
-                  &srv.pid, &gerr);
+    g_spawn_async(NULL, argv, NULL,
+                  G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
+                  die_with_parent, NULL, &srv.pid, &gerr);
     g_assert_no_error(gerr);
     for (int i = 0; i < 500 && !g_file_test(srv.path, G_FILE_TEST_EXISTS);
          i++) {
@@ -101,6 +109,9 @@ static bool recv_reply(int fd, struct vfu_hdr *h, void *buf, size_t size,
     n = recv(fd, h, sizeof(*h), MSG_WAITALL);
     if (n == 0) {
         return false;
+    }
+    if (n < 0) {
+        g_error("recv reply header: %s", strerror(errno));
     }
     g_assert_cmpint(n, ==, sizeof(*h));
     g_assert_cmpuint(h->flags & VFU_FLAG_TYPE_MASK, ==, VFU_FLAG_REPLY);
