@@ -21,6 +21,7 @@
 #include "common/size.h"
 #include "qclient/harness.h"
 #include "qclient/vgpu-drv.h"
+#include "vgpu/cmd.h"
 
 #define GUEST_RAM_MIB  512
 #define CHUNK          (1u << 20) /* bytes uploaded per step */
@@ -160,12 +161,6 @@ static int parse_opts(int argc, char **argv, struct demo_opts *o)
     return 0;
 }
 
-static struct vgpu_cmd cmd(uint16_t op, uint64_t a0, uint64_t a1, uint64_t a2,
-                           uint64_t a3, uint64_t a4, uint64_t a5)
-{
-    return (struct vgpu_cmd){.opcode = op, .arg = {a0, a1, a2, a3, a4, a5, 0}};
-}
-
 static uint32_t float_bits(float f)
 {
     uint32_t u;
@@ -270,9 +265,11 @@ static int step_dma_copy(struct demo *d, struct vg_error *err)
     if (ret < 0) {
         return ret;
     }
-    c[0] = cmd(VGPU_OP_DMA_TO_VRAM, at->upload, at->up_src, CHUNK, 0, 0, 0);
-    c[1] = cmd(VGPU_OP_COPY, at->copy, at->upload, CHUNK, 0, 0, 0);
-    c[2] = cmd(VGPU_OP_DMA_FROM_VRAM, at->down_dst, at->copy, CHUNK, 0, 0, 0);
+    c[0] = vgpu_cmd_make(VGPU_OP_DMA_TO_VRAM, at->upload, at->up_src, CHUNK, 0,
+                         0, 0);
+    c[1] = vgpu_cmd_make(VGPU_OP_COPY, at->copy, at->upload, CHUNK, 0, 0, 0);
+    c[2] = vgpu_cmd_make(VGPU_OP_DMA_FROM_VRAM, at->down_dst, at->copy, CHUNK,
+                         0, 0, 0);
     ret = submit(d, c, 3, err);
     if (ret == 0) {
         ret = vg_qtest_memread(d->gpu.qt, at->down_dst, back, CHUNK, err);
@@ -290,7 +287,7 @@ static int step_fill(struct demo *d, uint32_t pattern, struct vg_error *err)
 {
     const struct demo_layout *at = &d->at;
     struct vgpu_cmd c =
-        cmd(VGPU_OP_FILL, at->fill, at->fill_len, pattern, 0, 0, 0);
+        vgpu_cmd_make(VGPU_OP_FILL, at->fill, at->fill_len, pattern, 0, 0, 0);
     uint32_t head, tail;
     int ret;
 
@@ -317,8 +314,8 @@ static int step_axpy(struct demo *d, float a, struct vg_error *err)
     g_autofree float *x = g_malloc(AXPY_COUNT * 4);
     g_autofree float *y = g_malloc(AXPY_COUNT * 4);
     const struct demo_layout *at = &d->at;
-    struct vgpu_cmd c = cmd(VGPU_OP_AXPY, at->axpy_y, at->axpy_x, AXPY_COUNT,
-                            float_bits(a), 0, 0);
+    struct vgpu_cmd c = vgpu_cmd_make(VGPU_OP_AXPY, at->axpy_y, at->axpy_x,
+                                      AXPY_COUNT, float_bits(a), 0, 0);
     int ret;
 
     ret = read_vram(d, at->axpy_x, x, AXPY_COUNT * 4, err);
@@ -358,10 +355,11 @@ static int step_scatter(struct demo *d, float value, struct vg_error *err)
     }
     /* The index array goes to VRAM by DMA, as a guest driver would do. */
     ret = write_guest(d, at->up_src, idx, SCATTER_COUNT * 4, err);
-    c[0] = cmd(VGPU_OP_DMA_TO_VRAM, at->index, at->up_src, SCATTER_COUNT * 4, 0,
-               0, 0);
-    c[1] = cmd(VGPU_OP_SCATTER_ADD, at->table, SCATTER_ROWS, SCATTER_ROWLEN,
-               at->index, SCATTER_COUNT, float_bits(value));
+    c[0] = vgpu_cmd_make(VGPU_OP_DMA_TO_VRAM, at->index, at->up_src,
+                         SCATTER_COUNT * 4, 0, 0, 0);
+    c[1] = vgpu_cmd_make(VGPU_OP_SCATTER_ADD, at->table, SCATTER_ROWS,
+                         SCATTER_ROWLEN, at->index, SCATTER_COUNT,
+                         float_bits(value));
     if (ret == 0) {
         ret = submit(d, c, 2, err);
     }
@@ -380,7 +378,7 @@ static int step_scatter(struct demo *d, float value, struct vg_error *err)
 /* FENCE @value: the register and the MSI-X message must both arrive. */
 static int step_fence(struct demo *d, uint32_t value, struct vg_error *err)
 {
-    struct vgpu_cmd c = cmd(VGPU_OP_FENCE, value, 0, 0, 0, 0, 0);
+    struct vgpu_cmd c = vgpu_cmd_make(VGPU_OP_FENCE, value, 0, 0, 0, 0, 0);
     int ret;
 
     ret = vg_vgpu_msi_clear(&d->gpu, VGPU_MSIX_VEC_FENCE, err);
@@ -444,11 +442,12 @@ static int init_workload(struct demo *d, struct vg_error *err)
     if (ret == 0) {
         ret = write_guest(d, d->at.up_src, x, AXPY_COUNT * 4, err);
     }
-    c[0] = cmd(VGPU_OP_DMA_TO_VRAM, d->at.axpy_x, d->at.up_src, AXPY_COUNT * 4,
-               0, 0, 0);
-    c[1] = cmd(VGPU_OP_FILL, d->at.axpy_y, AXPY_COUNT * 4, 0, 0, 0, 0);
-    c[2] = cmd(VGPU_OP_FILL, d->at.table, SCATTER_ROWS * SCATTER_ROWLEN, 0, 0,
-               0, 0);
+    c[0] = vgpu_cmd_make(VGPU_OP_DMA_TO_VRAM, d->at.axpy_x, d->at.up_src,
+                         AXPY_COUNT * 4, 0, 0, 0);
+    c[1] =
+        vgpu_cmd_make(VGPU_OP_FILL, d->at.axpy_y, AXPY_COUNT * 4, 0, 0, 0, 0);
+    c[2] = vgpu_cmd_make(VGPU_OP_FILL, d->at.table,
+                         SCATTER_ROWS * SCATTER_ROWLEN, 0, 0, 0, 0);
     if (ret == 0) {
         ret = submit(d, c, 3, err);
     }

@@ -99,6 +99,23 @@ static int check_argsz(uint32_t argsz, size_t want, struct vg_error *err)
     return 0;
 }
 
+/* Copy a payload of exactly @size bytes that starts with its argsz field
+ * into @out, checking both lengths. */
+static int copy_fixed(const void *p, size_t len, void *out, size_t size,
+                      struct vg_error *err)
+{
+    uint32_t argsz;
+    int ret;
+
+    ret = check_len(len, size, true, err);
+    if (ret < 0) {
+        return ret;
+    }
+    memcpy(out, p, size);
+    memcpy(&argsz, out, sizeof(argsz));
+    return check_argsz(argsz, size, err);
+}
+
 int vfu_parse_version(const void *p, size_t len, struct vfu_version_req *out,
                       struct vg_error *err)
 {
@@ -152,12 +169,7 @@ int vfu_parse_dma_map(const void *p, size_t len, const struct vfu_limits *lim,
     uint32_t known = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
     int ret;
 
-    ret = check_len(len, sizeof(*out), true, err);
-    if (ret < 0) {
-        return ret;
-    }
-    memcpy(out, p, sizeof(*out));
-    ret = check_argsz(out->argsz, sizeof(*out), err);
+    ret = copy_fixed(p, len, out, sizeof(*out), err);
     if (ret < 0) {
         return ret;
     }
@@ -177,12 +189,7 @@ int vfu_parse_dma_unmap(const void *p, size_t len, const struct vfu_limits *lim,
 {
     int ret;
 
-    ret = check_len(len, sizeof(*out), true, err);
-    if (ret < 0) {
-        return ret;
-    }
-    memcpy(out, p, sizeof(*out));
-    ret = check_argsz(out->argsz, sizeof(*out), err);
+    ret = copy_fixed(p, len, out, sizeof(*out), err);
     if (ret < 0) {
         return ret;
     }
@@ -203,14 +210,7 @@ int vfu_parse_dma_unmap(const void *p, size_t len, const struct vfu_limits *lim,
 int vfu_parse_device_info(const void *p, size_t len,
                           struct vfu_device_info *out, struct vg_error *err)
 {
-    int ret;
-
-    ret = check_len(len, sizeof(*out), true, err);
-    if (ret < 0) {
-        return ret;
-    }
-    memcpy(out, p, sizeof(*out));
-    return check_argsz(out->argsz, sizeof(*out), err);
+    return copy_fixed(p, len, out, sizeof(*out), err);
 }
 
 int vfu_parse_region_info(const void *p, size_t len,
@@ -219,12 +219,7 @@ int vfu_parse_region_info(const void *p, size_t len,
 {
     int ret;
 
-    ret = check_len(len, sizeof(*out), true, err);
-    if (ret < 0) {
-        return ret;
-    }
-    memcpy(out, p, sizeof(*out));
-    ret = check_argsz(out->argsz, sizeof(*out), err);
+    ret = copy_fixed(p, len, out, sizeof(*out), err);
     if (ret < 0) {
         return ret;
     }
@@ -241,12 +236,7 @@ int vfu_parse_irq_info(const void *p, size_t len, const struct vfu_limits *lim,
 {
     int ret;
 
-    ret = check_len(len, sizeof(*out), true, err);
-    if (ret < 0) {
-        return ret;
-    }
-    memcpy(out, p, sizeof(*out));
-    ret = check_argsz(out->argsz, sizeof(*out), err);
+    ret = copy_fixed(p, len, out, sizeof(*out), err);
     if (ret < 0) {
         return ret;
     }

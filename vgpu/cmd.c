@@ -8,6 +8,13 @@
 
 _Static_assert(sizeof(struct vgpu_cmd) == VGPU_CMD_SIZE, "ring entry layout");
 
+struct vgpu_cmd vgpu_cmd_make(uint16_t op, uint64_t a0, uint64_t a1,
+                              uint64_t a2, uint64_t a3, uint64_t a4,
+                              uint64_t a5)
+{
+    return (struct vgpu_cmd){.opcode = op, .arg = {a0, a1, a2, a3, a4, a5}};
+}
+
 void vgpu_cmd_decode(const void *raw, struct vgpu_cmd *cmd)
 {
     int i;

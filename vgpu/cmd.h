@@ -17,6 +17,12 @@
 /* Size of one ring entry in guest RAM. */
 #define VGPU_CMD_SIZE 64u
 
+/* An entry with opcode @op and arguments arg0..arg5 (arg6, flags and
+ * reserved zero): what drivers and tests submit. */
+struct vgpu_cmd vgpu_cmd_make(uint16_t op, uint64_t a0, uint64_t a1,
+                              uint64_t a2, uint64_t a3, uint64_t a4,
+                              uint64_t a5);
+
 /* Decode the little-endian ring entry at @raw (VGPU_CMD_SIZE bytes). */
 void vgpu_cmd_decode(const void *raw, struct vgpu_cmd *cmd);
 /* Encode @cmd as a little-endian ring entry at @raw (VGPU_CMD_SIZE bytes). */

@@ -25,8 +25,8 @@ static void check_device_works(struct vgt *t, uint32_t pattern)
     g_assert_cmphex(vgt_rd(t, VGPU_REG_SCRATCH), ==, pattern);
     VGT_OK(vg_vgpu_ring_init(&t->gpu, &t->ram, 16, VGT_ERR));
     vgt_wr(t, VGPU_REG_IRQ_MASK, IRQ_ALL);
-    c[0] = vgt_cmd(VGPU_OP_FILL, 0x40000, 0x10000, pattern, 0, 0, 0);
-    c[1] = vgt_cmd(VGPU_OP_FENCE, pattern, 0, 0, 0, 0, 0);
+    c[0] = vgpu_cmd_make(VGPU_OP_FILL, 0x40000, 0x10000, pattern, 0, 0, 0);
+    c[1] = vgpu_cmd_make(VGPU_OP_FENCE, pattern, 0, 0, 0, 0, 0);
     g_assert_cmphex(vgt_run(t, c, 2), ==, 0);
     g_assert_cmphex(vgt_rd(t, VGPU_REG_FENCE_LO), ==, pattern);
     g_assert_cmphex(vgt_rd(t, VGPU_REG_ERROR_CODE), ==, VGPU_ERR_NONE);
@@ -46,8 +46,8 @@ static void kill_qemu_busy(struct vgt *t)
     struct vgpu_cmd c[2];
     pid_t server_pid = t->srv->proc.pid;
 
-    c[0] = vgt_cmd(VGPU_OP_FILL, 0, VGT_VRAM_SIZE, 0x77777777, 0, 0, 0);
-    c[1] = vgt_cmd(VGPU_OP_FILL, 0, VGT_VRAM_SIZE, 0x88888888, 0, 0, 0);
+    c[0] = vgpu_cmd_make(VGPU_OP_FILL, 0, VGT_VRAM_SIZE, 0x77777777, 0, 0, 0);
+    c[1] = vgpu_cmd_make(VGPU_OP_FILL, 0, VGT_VRAM_SIZE, 0x88888888, 0, 0, 0);
     VGT_OK(vg_vgpu_submit(&t->gpu, c, 2, VGT_ERR));
     VGT_OK(vg_qemu_kill9(t->qemu, VGT_ERR));
     g_assert_true(WIFSIGNALED(t->qemu->proc.status));

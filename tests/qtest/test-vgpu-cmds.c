@@ -63,7 +63,7 @@ static void test_fill(void)
     cmds_start(&t, "cmds-fill");
     VGT_OK(vg_qtest_memset(t.qemu->qt, t.gpu.vram_addr + dst - 4, 0x77, len + 8,
                            VGT_ERR));
-    c = vgt_cmd(VGPU_OP_FILL, dst, len, 0xa5c3e1f0, 0, 0, 0);
+    c = vgpu_cmd_make(VGPU_OP_FILL, dst, len, 0xa5c3e1f0, 0, 0, 0);
     run_ok(&t, &c, 1);
     vram_read(&t, dst - 4, back, len + 8);
     for (i = 0; i < 4; i++) {
@@ -90,7 +90,7 @@ static void test_copy(void)
     vram_write(&t, src, data, len);
     VGT_OK(vg_qtest_memset(t.qemu->qt, t.gpu.vram_addr + dst - 1, 0x33, len + 2,
                            VGT_ERR));
-    c = vgt_cmd(VGPU_OP_COPY, dst, src, len, 0, 0, 0);
+    c = vgpu_cmd_make(VGPU_OP_COPY, dst, src, len, 0, 0, 0);
     run_ok(&t, &c, 1);
     vram_read(&t, dst - 1, back, len + 2);
     g_assert_cmphex(back[0], ==, 0x33);
@@ -120,7 +120,7 @@ static void test_dma(void)
     VGT_OK(vg_qtest_memset(t.qemu->qt, ram_dst - 1, 0xee, len + 2, VGT_ERR));
 
     /* guest RAM -> VRAM, checked through BAR2 */
-    c[0] = vgt_cmd(VGPU_OP_DMA_TO_VRAM, voff, ram_src, len, 0, 0, 0);
+    c[0] = vgpu_cmd_make(VGPU_OP_DMA_TO_VRAM, voff, ram_src, len, 0, 0, 0);
     run_ok(&t, c, 1);
     vram_read(&t, voff, back, len);
     g_assert_cmpmem(back, len, data, len);
@@ -128,8 +128,8 @@ static void test_dma(void)
     /* VRAM -> guest RAM, after changing VRAM through BAR2 */
     random_bytes(data, len, 3);
     vram_write(&t, voff, data, len);
-    c[0] = vgt_cmd(VGPU_OP_DMA_FROM_VRAM, ram_dst, voff, len, 0, 0, 0);
-    c[1] = vgt_cmd(VGPU_OP_FENCE, 1, 0, 0, 0, 0, 0);
+    c[0] = vgpu_cmd_make(VGPU_OP_DMA_FROM_VRAM, ram_dst, voff, len, 0, 0, 0);
+    c[1] = vgpu_cmd_make(VGPU_OP_FENCE, 1, 0, 0, 0, 0, 0);
     run_ok(&t, c, 2);
     vgt_memread(&t, ram_dst - 1, back, len + 2);
     g_assert_cmphex(back[0], ==, 0xee);
@@ -200,7 +200,7 @@ static void test_axpy(void)
     }
     put_floats(&t, xo, x, N);
     put_floats(&t, yo, y, N);
-    c = vgt_cmd(VGPU_OP_AXPY, yo, xo, N, bits32(a), 0, 0);
+    c = vgpu_cmd_make(VGPU_OP_AXPY, yo, xo, N, bits32(a), 0, 0);
     run_ok(&t, &c, 1);
     get_floats(&t, yo, got, N);
     for (i = 0; i < N; i++) {
@@ -217,7 +217,7 @@ static void test_axpy(void)
         y[i] = (float)(i - N / 2);
     }
     put_floats(&t, yo, y, N);
-    c = vgt_cmd(VGPU_OP_AXPY, yo, yo, N, bits32(3.0f), 0, 0);
+    c = vgpu_cmd_make(VGPU_OP_AXPY, yo, yo, N, bits32(3.0f), 0, 0);
     run_ok(&t, &c, 1);
     get_floats(&t, yo, got, N);
     for (i = 0; i < N; i++) {
@@ -252,8 +252,8 @@ static void test_scatter_add(void)
         le_idx[i] = GUINT32_TO_LE(idx[i]);
     }
     vram_write(&t, idx_off, le_idx, sizeof(le_idx));
-    c = vgt_cmd(VGPU_OP_SCATTER_ADD, table, ROWS, ROW_FLOATS * 4, idx_off,
-                COUNT, bits32(0.5f));
+    c = vgpu_cmd_make(VGPU_OP_SCATTER_ADD, table, ROWS, ROW_FLOATS * 4, idx_off,
+                      COUNT, bits32(0.5f));
     run_ok(&t, &c, 1);
     for (i = 0; i < COUNT; i++) {
         for (j = 0; j < ROW_FLOATS; j++) {
@@ -275,7 +275,7 @@ static void test_nop(void)
 
     cmds_start(&t, "cmds-nop");
     for (i = 0; i < 5; i++) {
-        c[i] = vgt_cmd(VGPU_OP_NOP, 0, 0, 0, 0, 0, 0);
+        c[i] = vgpu_cmd_make(VGPU_OP_NOP, 0, 0, 0, 0, 0, 0);
     }
     run_ok(&t, c, 5);
     g_assert_cmpuint(vgt_rd(&t, VGPU_REG_CMDS_DONE), ==, 5);
@@ -298,7 +298,7 @@ static void test_fence(void)
     struct vgt t;
 
     cmds_start(&t, "cmds-fence");
-    c = vgt_cmd(VGPU_OP_FENCE, v1, 0, 0, 0, 0, 0);
+    c = vgpu_cmd_make(VGPU_OP_FENCE, v1, 0, 0, 0, 0, 0);
     run_ok(&t, &c, 1);
     g_assert_cmphex(vgt_rd(&t, VGPU_REG_FENCE_LO), ==, (uint32_t)v1);
     g_assert_cmphex(vgt_rd(&t, VGPU_REG_FENCE_HI), ==, (uint32_t)(v1 >> 32));
@@ -311,7 +311,7 @@ static void test_fence(void)
     /* Acknowledge; the next fence sends a new message. */
     vgt_wr(&t, VGPU_REG_IRQ_STATUS, VGPU_IRQ_FENCE);
     VGT_OK(vg_vgpu_msi_clear(&t.gpu, VGPU_MSIX_VEC_FENCE, VGT_ERR));
-    c = vgt_cmd(VGPU_OP_FENCE, v2, 0, 0, 0, 0, 0);
+    c = vgpu_cmd_make(VGPU_OP_FENCE, v2, 0, 0, 0, 0, 0);
     run_ok(&t, &c, 1);
     g_assert_cmphex(vgt_rd(&t, VGPU_REG_FENCE_LO), ==, v2);
     g_assert_cmphex(vgt_rd(&t, VGPU_REG_FENCE_HI), ==, 0);
@@ -322,7 +322,7 @@ static void test_fence(void)
     vgt_wr(&t, VGPU_REG_IRQ_STATUS, VGPU_IRQ_FENCE);
     VGT_OK(vg_vgpu_msi_clear(&t.gpu, VGPU_MSIX_VEC_FENCE, VGT_ERR));
     vgt_wr(&t, VGPU_REG_IRQ_MASK, VGPU_IRQ_ERROR);
-    c = vgt_cmd(VGPU_OP_FENCE, v3, 0, 0, 0, 0, 0);
+    c = vgpu_cmd_make(VGPU_OP_FENCE, v3, 0, 0, 0, 0, 0);
     run_ok(&t, &c, 1);
     g_assert_cmphex(vgt_rd(&t, VGPU_REG_FENCE_LO), ==, v3);
     g_assert_cmphex(vgt_rd(&t, VGPU_REG_IRQ_STATUS), ==, VGPU_IRQ_FENCE);
@@ -336,7 +336,7 @@ static void test_fence(void)
     vgt_wr(&t, VGPU_REG_IRQ_STATUS, VGPU_IRQ_FENCE);
     VGT_OK(vg_vgpu_msi_clear(&t.gpu, VGPU_MSIX_VEC_FENCE, VGT_ERR));
     VGT_OK(vg_pci_msix_mask(&t.gpu.pci, VGPU_MSIX_VEC_FENCE, true, VGT_ERR));
-    c = vgt_cmd(VGPU_OP_FENCE, v3 + 1, 0, 0, 0, 0, 0);
+    c = vgpu_cmd_make(VGPU_OP_FENCE, v3 + 1, 0, 0, 0, 0, 0);
     run_ok(&t, &c, 1);
     g_assert_cmpint(vg_vgpu_msi_wait(&t.gpu, VGPU_MSIX_VEC_FENCE, 300, NULL),
                     ==, -ETIMEDOUT);
@@ -357,8 +357,8 @@ static void test_long_fill(void)
     size_t i, j;
 
     cmds_start(&t, "cmds-long");
-    c[0] = vgt_cmd(VGPU_OP_FILL, 0, len, 0x0badf00d, 0, 0, 0);
-    c[1] = vgt_cmd(VGPU_OP_FENCE, 99, 0, 0, 0, 0, 0);
+    c[0] = vgpu_cmd_make(VGPU_OP_FILL, 0, len, 0x0badf00d, 0, 0, 0);
+    c[1] = vgpu_cmd_make(VGPU_OP_FENCE, 99, 0, 0, 0, 0, 0);
     VGT_OK(vg_qtest_writel(t.qemu->qt, t.gpu.vram_addr + len, 0x5555, VGT_ERR));
     VGT_OK(vg_vgpu_submit(&t.gpu, c, 2, VGT_ERR));
     VGT_OK(vg_vgpu_wait_reg(&t.gpu, VGPU_REG_FENCE_LO, 99, VGT_TIMEOUT_MS,

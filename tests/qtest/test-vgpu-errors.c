@@ -103,9 +103,9 @@ static void test_bad_entry(const void *data)
     vgt_start(&t, "errors");
     VGT_OK(vg_vgpu_ring_init(&t.gpu, &t.ram, 16, VGT_ERR));
     vgt_wr(&t, VGPU_REG_IRQ_MASK, IRQ_ALL);
-    c[0] = vgt_cmd(VGPU_OP_FILL, 0x1000, 64, 0x11111111, 0, 0, 0);
+    c[0] = vgpu_cmd_make(VGPU_OP_FILL, 0x1000, 64, 0x11111111, 0, 0, 0);
     c[1] = bc->cmd;
-    c[2] = vgt_cmd(VGPU_OP_FENCE, 5, 0, 0, 0, 0, 0);
+    c[2] = vgpu_cmd_make(VGPU_OP_FENCE, 5, 0, 0, 0, 0, 0);
     status = vgt_run(&t, c, 3);
     g_assert_cmphex(status & VGPU_STATUS_HALTED, ==, VGPU_STATUS_HALTED);
     g_assert_cmpuint(vgt_rd(&t, VGPU_REG_ERROR_CODE), ==, bc->code);
@@ -128,7 +128,7 @@ static void test_bad_entry(const void *data)
     g_assert_cmphex(status, ==, 0);
     g_assert_cmpuint(vgt_rd(&t, VGPU_REG_ERROR_CODE), ==, VGPU_ERR_NONE);
     /* And the next valid command runs. */
-    c[0] = vgt_cmd(VGPU_OP_FILL, 0x2000, 64, 0x22222222, 0, 0, 0);
+    c[0] = vgpu_cmd_make(VGPU_OP_FILL, 0x2000, 64, 0x22222222, 0, 0, 0);
     g_assert_cmphex(vgt_run(&t, c, 1), ==, 0);
     VGT_OK(vg_qtest_readl(t.qemu->qt, t.gpu.vram_addr + 0x2000, &w, VGT_ERR));
     g_assert_cmphex(w, ==, 0x22222222);
@@ -155,7 +155,8 @@ static void test_scatter_index(void)
         vg_qtest_memset(t.qemu->qt, t.gpu.vram_addr + table, 0, 64, VGT_ERR));
     vgt_memwrite(&t, t.gpu.vram_addr + idx_off, idx, sizeof(idx));
     /* rows 4, 16 bytes each, value 1.0f */
-    c = vgt_cmd(VGPU_OP_SCATTER_ADD, table, 4, 16, idx_off, 3, 0x3f800000);
+    c = vgpu_cmd_make(VGPU_OP_SCATTER_ADD, table, 4, 16, idx_off, 3,
+                      0x3f800000);
     status = vgt_run(&t, &c, 1);
     g_assert_cmphex(status & VGPU_STATUS_HALTED, ==, VGPU_STATUS_HALTED);
     g_assert_cmpuint(vgt_rd(&t, VGPU_REG_ERROR_CODE), ==, VGPU_ERR_INDEX_RANGE);
@@ -169,7 +170,7 @@ static void test_scatter_index(void)
     }
     vgt_assert_alive(&t);
     vgt_wr(&t, VGPU_REG_IRQ_STATUS, VGPU_IRQ_ERROR);
-    c = vgt_cmd(VGPU_OP_FENCE, 9, 0, 0, 0, 0, 0);
+    c = vgpu_cmd_make(VGPU_OP_FENCE, 9, 0, 0, 0, 0, 0);
     g_assert_cmphex(vgt_run(&t, &c, 1), ==, 0);
     g_assert_cmphex(vgt_rd(&t, VGPU_REG_FENCE_LO), ==, 9);
     vgt_stop(&t);
@@ -199,7 +200,7 @@ static void test_ring_fetch(void)
     vgt_wr(&t, VGPU_REG_IRQ_STATUS, VGPU_IRQ_ERROR);
     VGT_OK(vg_vgpu_ring_init(&t.gpu, &t.ram, 16, VGT_ERR));
     {
-        struct vgpu_cmd c = vgt_cmd(VGPU_OP_FENCE, 3, 0, 0, 0, 0, 0);
+        struct vgpu_cmd c = vgpu_cmd_make(VGPU_OP_FENCE, 3, 0, 0, 0, 0, 0);
 
         g_assert_cmphex(vgt_run(&t, &c, 1), ==, 0);
     }

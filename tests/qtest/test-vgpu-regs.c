@@ -139,7 +139,7 @@ static void test_bad_access(void)
 /* A FENCE with a ring set up at @t; leaves IRQ_STATUS.FENCE set. */
 static void run_fence(struct vgt *t, uint64_t value)
 {
-    struct vgpu_cmd c = vgt_cmd(VGPU_OP_FENCE, value, 0, 0, 0, 0, 0);
+    struct vgpu_cmd c = vgpu_cmd_make(VGPU_OP_FENCE, value, 0, 0, 0, 0, 0);
 
     g_assert_cmphex(vgt_run(t, &c, 1), ==, 0);
     g_assert_cmphex(vgt_rd(t, VGPU_REG_FENCE_LO), ==, (uint32_t)value);

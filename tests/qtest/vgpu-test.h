@@ -18,6 +18,7 @@
 #include "qclient/qmp.h"
 #include "qclient/qtest.h"
 #include "qclient/vgpu-drv.h"
+#include "vgpu/cmd.h"
 
 #define VGT_VRAM_SIZE  ((uint64_t)64 << 20)
 #define VGT_VRAM_ARG   "64M"
@@ -146,16 +147,6 @@ static inline void vgt_memread(struct vgt *t, uint64_t addr, void *buf,
                                size_t len)
 {
     VGT_OK(vg_qtest_memread(t->qemu->qt, addr, buf, len, VGT_ERR));
-}
-
-/* A command with opcode @op and arguments @a0..@a5. */
-static inline struct vgpu_cmd vgt_cmd(uint16_t op, uint64_t a0, uint64_t a1,
-                                      uint64_t a2, uint64_t a3, uint64_t a4,
-                                      uint64_t a5)
-{
-    struct vgpu_cmd c = {.opcode = op, .arg = {a0, a1, a2, a3, a4, a5, 0}};
-
-    return c;
 }
 
 #endif

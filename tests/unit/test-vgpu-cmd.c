@@ -8,20 +8,6 @@
 
 #define V (1024u * 1024) /* VRAM size of the tests */
 
-static struct vgpu_cmd mk(uint16_t op, uint64_t a0, uint64_t a1, uint64_t a2,
-                          uint64_t a3, uint64_t a4, uint64_t a5)
-{
-    struct vgpu_cmd c = {.opcode = op};
-
-    c.arg[0] = a0;
-    c.arg[1] = a1;
-    c.arg[2] = a2;
-    c.arg[3] = a3;
-    c.arg[4] = a4;
-    c.arg[5] = a5;
-    return c;
-}
-
 static void expect(struct vgpu_cmd c, enum vgpu_error_code want)
 {
     enum vgpu_error_code code = 12345;
@@ -46,21 +32,21 @@ static struct vgpu_cmd valid_cmd(unsigned op)
 {
     switch (op) {
     case VGPU_OP_FILL:
-        return mk(op, 0, V, 0xdeadbeef, 0, 0, 0);
+        return vgpu_cmd_make(op, 0, V, 0xdeadbeef, 0, 0, 0);
     case VGPU_OP_COPY:
-        return mk(op, 0, V / 2, V / 2, 0, 0, 0);
+        return vgpu_cmd_make(op, 0, V / 2, V / 2, 0, 0, 0);
     case VGPU_OP_DMA_TO_VRAM:
-        return mk(op, 16, 0x1000, 100, 0, 0, 0);
+        return vgpu_cmd_make(op, 16, 0x1000, 100, 0, 0, 0);
     case VGPU_OP_DMA_FROM_VRAM:
-        return mk(op, 0x1000, 16, 100, 0, 0, 0);
+        return vgpu_cmd_make(op, 0x1000, 16, 100, 0, 0, 0);
     case VGPU_OP_AXPY:
-        return mk(op, 0, 4096, 1024, 0x3f800000, 0, 0);
+        return vgpu_cmd_make(op, 0, 4096, 1024, 0x3f800000, 0, 0);
     case VGPU_OP_SCATTER_ADD:
-        return mk(op, 0, 16, 64, 4096, 8, 0x3f800000);
+        return vgpu_cmd_make(op, 0, 16, 64, 4096, 8, 0x3f800000);
     case VGPU_OP_FENCE:
-        return mk(op, UINT64_MAX, 0, 0, 0, 0, 0);
+        return vgpu_cmd_make(op, UINT64_MAX, 0, 0, 0, 0, 0);
     default:
-        return mk(VGPU_OP_NOP, 0, 0, 0, 0, 0, 0);
+        return vgpu_cmd_make(VGPU_OP_NOP, 0, 0, 0, 0, 0, 0);
     }
 }
 
@@ -78,8 +64,8 @@ static void test_valid_each_opcode(void)
 
 static void test_bad_opcode(void)
 {
-    expect(mk(VGPU_OP_COUNT, 0, 0, 0, 0, 0, 0), VGPU_ERR_BAD_OPCODE);
-    expect(mk(0xffff, 0, 0, 0, 0, 0, 0), VGPU_ERR_BAD_OPCODE);
+    expect(vgpu_cmd_make(VGPU_OP_COUNT, 0, 0, 0, 0, 0, 0), VGPU_ERR_BAD_OPCODE);
+    expect(vgpu_cmd_make(0xffff, 0, 0, 0, 0, 0, 0), VGPU_ERR_BAD_OPCODE);
 }
 
 static void test_flags_reserved_unused(void)
@@ -119,40 +105,44 @@ static void test_u32_args(void)
 
 static void test_fill(void)
 {
-    expect(mk(1, V - 4, 4, 0, 0, 0, 0), VGPU_ERR_NONE); /* ends at V */
-    expect(mk(1, V - 4, 8, 0, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
-    expect(mk(1, V, 4, 0, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
-    expect(mk(1, UINT64_MAX - 3, 8, 0, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
-    expect(mk(1, 0, 0, 0, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
-    expect(mk(1, 0, V + 4, 0, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
-    expect(mk(1, 0, UINT64_MAX - 3, 0, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
-    expect(mk(1, 2, 4, 0, 0, 0, 0), VGPU_ERR_ALIGNMENT);
-    expect(mk(1, 0, 6, 0, 0, 0, 0), VGPU_ERR_ALIGNMENT);
+    expect(vgpu_cmd_make(1, V - 4, 4, 0, 0, 0, 0),
+           VGPU_ERR_NONE); /* ends at V */
+    expect(vgpu_cmd_make(1, V - 4, 8, 0, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
+    expect(vgpu_cmd_make(1, V, 4, 0, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
+    expect(vgpu_cmd_make(1, UINT64_MAX - 3, 8, 0, 0, 0, 0),
+           VGPU_ERR_VRAM_RANGE);
+    expect(vgpu_cmd_make(1, 0, 0, 0, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(1, 0, V + 4, 0, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(1, 0, UINT64_MAX - 3, 0, 0, 0, 0),
+           VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(1, 2, 4, 0, 0, 0, 0), VGPU_ERR_ALIGNMENT);
+    expect(vgpu_cmd_make(1, 0, 6, 0, 0, 0, 0), VGPU_ERR_ALIGNMENT);
     /* check order: length before alignment before range */
-    expect(mk(1, 3, 0, 0, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
-    expect(mk(1, V + 2, 4, 0, 0, 0, 0), VGPU_ERR_ALIGNMENT);
+    expect(vgpu_cmd_make(1, 3, 0, 0, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(1, V + 2, 4, 0, 0, 0, 0), VGPU_ERR_ALIGNMENT);
 }
 
 static void test_copy(void)
 {
-    expect(mk(2, 1, 100, 3, 0, 0, 0), VGPU_ERR_NONE); /* no alignment */
-    expect(mk(2, 0, 10, 10, 0, 0, 0), VGPU_ERR_NONE); /* adjacent */
-    expect(mk(2, 10, 0, 10, 0, 0, 0), VGPU_ERR_NONE);
-    expect(mk(2, 0, 9, 10, 0, 0, 0), VGPU_ERR_OVERLAP);
-    expect(mk(2, 9, 0, 10, 0, 0, 0), VGPU_ERR_OVERLAP);
-    expect(mk(2, 5, 5, 1, 0, 0, 0), VGPU_ERR_OVERLAP);
-    expect(mk(2, V - 10, 0, 10, 0, 0, 0), VGPU_ERR_NONE);
-    expect(mk(2, V - 9, 0, 10, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
-    expect(mk(2, 0, V - 9, 10, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
-    expect(mk(2, 0, UINT64_MAX, 10, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
-    expect(mk(2, 0, 10, 0, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
-    expect(mk(2, 0, 0, V + 1, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(2, 1, 100, 3, 0, 0, 0),
+           VGPU_ERR_NONE); /* no alignment */
+    expect(vgpu_cmd_make(2, 0, 10, 10, 0, 0, 0), VGPU_ERR_NONE); /* adjacent */
+    expect(vgpu_cmd_make(2, 10, 0, 10, 0, 0, 0), VGPU_ERR_NONE);
+    expect(vgpu_cmd_make(2, 0, 9, 10, 0, 0, 0), VGPU_ERR_OVERLAP);
+    expect(vgpu_cmd_make(2, 9, 0, 10, 0, 0, 0), VGPU_ERR_OVERLAP);
+    expect(vgpu_cmd_make(2, 5, 5, 1, 0, 0, 0), VGPU_ERR_OVERLAP);
+    expect(vgpu_cmd_make(2, V - 10, 0, 10, 0, 0, 0), VGPU_ERR_NONE);
+    expect(vgpu_cmd_make(2, V - 9, 0, 10, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
+    expect(vgpu_cmd_make(2, 0, V - 9, 10, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
+    expect(vgpu_cmd_make(2, 0, UINT64_MAX, 10, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
+    expect(vgpu_cmd_make(2, 0, 10, 0, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(2, 0, 0, V + 1, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
 }
 
 /* DMA in both directions: @vi and @ii are the VRAM and IOVA arg slots. */
 static void check_dma(uint16_t op, int vi, int ii)
 {
-    struct vgpu_cmd c = mk(op, 0, 0, 0, 0, 0, 0);
+    struct vgpu_cmd c = vgpu_cmd_make(op, 0, 0, 0, 0, 0, 0);
 
     c.arg[vi] = V - 100;
     c.arg[ii] = 0x1000;
@@ -182,43 +172,47 @@ static void test_dma(void)
 
 static void test_axpy(void)
 {
-    expect(mk(5, 64, 64, 16, 0, 0, 0), VGPU_ERR_NONE); /* x == y */
-    expect(mk(5, 0, 64, 16, 0, 0, 0), VGPU_ERR_NONE);  /* adjacent */
-    expect(mk(5, 0, 60, 16, 0, 0, 0), VGPU_ERR_OVERLAP);
-    expect(mk(5, 60, 0, 16, 0, 0, 0), VGPU_ERR_OVERLAP);
-    expect(mk(5, V - 64, 0, 16, 0, 0, 0), VGPU_ERR_NONE);
-    expect(mk(5, V - 60, 0, 16, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
-    expect(mk(5, 0, V - 60, 16, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
-    expect(mk(5, 0, 2, 16, 0, 0, 0), VGPU_ERR_ALIGNMENT);
-    expect(mk(5, 1, 64, 16, 0, 0, 0), VGPU_ERR_ALIGNMENT);
-    expect(mk(5, 0, 64, 0, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
-    expect(mk(5, 0, 0, V / 4, 0, 0, 0), VGPU_ERR_NONE);
-    expect(mk(5, 0, 0, V / 4 + 1, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(5, 64, 64, 16, 0, 0, 0), VGPU_ERR_NONE); /* x == y */
+    expect(vgpu_cmd_make(5, 0, 64, 16, 0, 0, 0), VGPU_ERR_NONE);  /* adjacent */
+    expect(vgpu_cmd_make(5, 0, 60, 16, 0, 0, 0), VGPU_ERR_OVERLAP);
+    expect(vgpu_cmd_make(5, 60, 0, 16, 0, 0, 0), VGPU_ERR_OVERLAP);
+    expect(vgpu_cmd_make(5, V - 64, 0, 16, 0, 0, 0), VGPU_ERR_NONE);
+    expect(vgpu_cmd_make(5, V - 60, 0, 16, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
+    expect(vgpu_cmd_make(5, 0, V - 60, 16, 0, 0, 0), VGPU_ERR_VRAM_RANGE);
+    expect(vgpu_cmd_make(5, 0, 2, 16, 0, 0, 0), VGPU_ERR_ALIGNMENT);
+    expect(vgpu_cmd_make(5, 1, 64, 16, 0, 0, 0), VGPU_ERR_ALIGNMENT);
+    expect(vgpu_cmd_make(5, 0, 64, 0, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(5, 0, 0, V / 4, 0, 0, 0), VGPU_ERR_NONE);
+    expect(vgpu_cmd_make(5, 0, 0, V / 4 + 1, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
     /* count * 4 wraps to a small number */
-    expect(mk(5, 0, 64, (1ull << 62) + 1, 0, 0, 0), VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(5, 0, 64, (1ull << 62) + 1, 0, 0, 0),
+           VGPU_ERR_BAD_LENGTH);
 }
 
 static void test_scatter(void)
 {
     /* table [0, 1024), idx [1024, 1056) */
-    expect(mk(6, 0, 16, 64, 1024, 8, 0), VGPU_ERR_NONE);
-    expect(mk(6, 0, 16, 64, 1020, 8, 0), VGPU_ERR_OVERLAP);
-    expect(mk(6, 1032, 16, 64, 1004, 8, 0), VGPU_ERR_OVERLAP);
-    expect(mk(6, 1032, 16, 64, 1000, 8, 0), VGPU_ERR_NONE); /* adjacent */
-    expect(mk(6, 0, 0, 64, 1024, 8, 0), VGPU_ERR_BAD_LENGTH);
-    expect(mk(6, 0, 16, 0, 1024, 8, 0), VGPU_ERR_BAD_LENGTH);
-    expect(mk(6, 0, 16, 64, 1024, 0, 0), VGPU_ERR_BAD_LENGTH);
-    expect(mk(6, 0, 16, 64, 1024, V / 4 + 1, 0), VGPU_ERR_BAD_LENGTH);
-    expect(mk(6, 0, 1ull << 40, 1ull << 30, 1024, 8, 0), VGPU_ERR_BAD_LENGTH);
-    expect(mk(6, 0, 2, V, 1024, 8, 0), VGPU_ERR_BAD_LENGTH);
-    expect(mk(6, 0, 1, V + 4, 1024, 8, 0), VGPU_ERR_BAD_LENGTH);
-    expect(mk(6, 0, 16, 62, 1024, 8, 0), VGPU_ERR_ALIGNMENT);
-    expect(mk(6, 2, 16, 64, 1024, 8, 0), VGPU_ERR_ALIGNMENT);
-    expect(mk(6, 0, 16, 64, 1026, 8, 0), VGPU_ERR_ALIGNMENT);
-    expect(mk(6, V - 1024, 16, 64, 0, 8, 0), VGPU_ERR_NONE);
-    expect(mk(6, V - 1020, 16, 64, 0, 8, 0), VGPU_ERR_VRAM_RANGE);
-    expect(mk(6, 0, 16, 64, V - 32, 8, 0), VGPU_ERR_NONE);
-    expect(mk(6, 0, 16, 64, V - 28, 8, 0), VGPU_ERR_VRAM_RANGE);
+    expect(vgpu_cmd_make(6, 0, 16, 64, 1024, 8, 0), VGPU_ERR_NONE);
+    expect(vgpu_cmd_make(6, 0, 16, 64, 1020, 8, 0), VGPU_ERR_OVERLAP);
+    expect(vgpu_cmd_make(6, 1032, 16, 64, 1004, 8, 0), VGPU_ERR_OVERLAP);
+    expect(vgpu_cmd_make(6, 1032, 16, 64, 1000, 8, 0),
+           VGPU_ERR_NONE); /* adjacent */
+    expect(vgpu_cmd_make(6, 0, 0, 64, 1024, 8, 0), VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(6, 0, 16, 0, 1024, 8, 0), VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(6, 0, 16, 64, 1024, 0, 0), VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(6, 0, 16, 64, 1024, V / 4 + 1, 0),
+           VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(6, 0, 1ull << 40, 1ull << 30, 1024, 8, 0),
+           VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(6, 0, 2, V, 1024, 8, 0), VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(6, 0, 1, V + 4, 1024, 8, 0), VGPU_ERR_BAD_LENGTH);
+    expect(vgpu_cmd_make(6, 0, 16, 62, 1024, 8, 0), VGPU_ERR_ALIGNMENT);
+    expect(vgpu_cmd_make(6, 2, 16, 64, 1024, 8, 0), VGPU_ERR_ALIGNMENT);
+    expect(vgpu_cmd_make(6, 0, 16, 64, 1026, 8, 0), VGPU_ERR_ALIGNMENT);
+    expect(vgpu_cmd_make(6, V - 1024, 16, 64, 0, 8, 0), VGPU_ERR_NONE);
+    expect(vgpu_cmd_make(6, V - 1020, 16, 64, 0, 8, 0), VGPU_ERR_VRAM_RANGE);
+    expect(vgpu_cmd_make(6, 0, 16, 64, V - 32, 8, 0), VGPU_ERR_NONE);
+    expect(vgpu_cmd_make(6, 0, 16, 64, V - 28, 8, 0), VGPU_ERR_VRAM_RANGE);
 }
 
 static bool in_vram(uint64_t off, unsigned __int128 len)
@@ -285,7 +279,8 @@ static void test_random_accepted_in_range(void)
 
 static void test_codec(void)
 {
-    struct vgpu_cmd c = mk(VGPU_OP_AXPY, 0x0102030405060708ull, 2, 3, 4, 5, 6);
+    struct vgpu_cmd c =
+        vgpu_cmd_make(VGPU_OP_AXPY, 0x0102030405060708ull, 2, 3, 4, 5, 6);
     struct vgpu_cmd d;
     uint8_t raw[VGPU_CMD_SIZE];
 

@@ -140,20 +140,6 @@ static unsigned drain(struct tb *t, uint64_t budget)
     return n;
 }
 
-static struct vgpu_cmd mk(uint16_t op, uint64_t a0, uint64_t a1, uint64_t a2,
-                          uint64_t a3, uint64_t a4, uint64_t a5)
-{
-    struct vgpu_cmd c = {.opcode = op};
-
-    c.arg[0] = a0;
-    c.arg[1] = a1;
-    c.arg[2] = a2;
-    c.arg[3] = a3;
-    c.arg[4] = a4;
-    c.arg[5] = a5;
-    return c;
-}
-
 static void check_vram(struct tb *t)
 {
     g_assert_cmpmem(vgpu_vram(t->gpu), VRAM_SIZE, t->ref, VRAM_SIZE);
@@ -356,37 +342,40 @@ static void test_commands(gconstpointer data)
     tb_init(&t);
     ring_on(&t);
     memcpy(t.ref_a, t.a, MAP_A_LEN);
-    push(&t, mk(VGPU_OP_NOP, 0, 0, 0, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_NOP, 0, 0, 0, 0, 0, 0));
     /* FILL [0x1000, +0x30004) */
-    push(&t, mk(VGPU_OP_FILL, 0x1000, 0x30004, 0x11223344, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FILL, 0x1000, 0x30004, 0x11223344, 0, 0, 0));
     ref_fill(t.ref, 0x1000, 0x30004, 0x11223344);
     written += 0x30004;
     /* COPY odd sizes and offsets */
-    push(&t, mk(VGPU_OP_COPY, 0x50003, 0x1fff1, 0x2345f, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_COPY, 0x50003, 0x1fff1, 0x2345f, 0, 0, 0));
     memcpy(t.ref + 0x50003, t.ref + 0x1fff1, 0x2345f);
     written += 0x2345f;
     /* DMA in: 150001 bytes of guest data */
-    push(&t, mk(VGPU_OP_DMA_TO_VRAM, 0x80001, DATA + 7, 150001, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_DMA_TO_VRAM, 0x80001, DATA + 7, 150001, 0, 0,
+                           0));
     memcpy(t.ref + 0x80001, t.a + (DATA - MAP_A) + 7, 150001);
     written += 150001;
     /* DMA out: VRAM to guest RAM */
-    push(&t,
-         mk(VGPU_OP_DMA_FROM_VRAM, DATA + 0x30000 + 3, 0x1003, 99999, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_DMA_FROM_VRAM, DATA + 0x30000 + 3, 0x1003,
+                           99999, 0, 0, 0));
     /* AXPY, distinct x and y; then x == y */
     put_floats(&t, 0x100000, 40000);
     put_floats(&t, 0x140000, 40000);
-    push(&t, mk(VGPU_OP_AXPY, 0x100000, 0x140000, 40000, 0x3fc00000, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_AXPY, 0x100000, 0x140000, 40000, 0x3fc00000,
+                           0, 0));
     ref_axpy(t.ref, 0x100000, 0x140000, 40000, 0x3fc00000);
-    push(&t, mk(VGPU_OP_AXPY, 0x140000, 0x140000, 1000, 0xc0000000, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_AXPY, 0x140000, 0x140000, 1000, 0xc0000000,
+                           0, 0));
     written += 4 * 41000;
     /* SCATTER_ADD: 8 rows of 0x2004 bytes, indices with repeats */
     put_floats(&t, 0x200000, 8 * 0x2004 / 4);
     memcpy(vgpu_vram(t.gpu) + 0x220000, idx, sizeof(idx));
     memcpy(t.ref + 0x220000, idx, sizeof(idx));
-    push(&t,
-         mk(VGPU_OP_SCATTER_ADD, 0x200000, 8, 0x2004, 0x220000, 6, 0x40490fdb));
+    push(&t, vgpu_cmd_make(VGPU_OP_SCATTER_ADD, 0x200000, 8, 0x2004, 0x220000,
+                           6, 0x40490fdb));
     written += 6 * 0x2004;
-    push(&t, mk(VGPU_OP_FENCE, 42, 0, 0, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FENCE, 42, 0, 0, 0, 0, 0));
     kick(&t);
     g_assert_cmpuint(drain(&t, budget), >=, budget == 1 ? 100000 : 1);
 
@@ -419,7 +408,8 @@ static void test_fence_irq(void)
     tb_init(&t);
     ring_on(&t);
     wr(&t, VGPU_REG_IRQ_MASK, VGPU_IRQ_FENCE);
-    push(&t, mk(VGPU_OP_FENCE, 0x123456789abcdef0ull, 0, 0, 0, 0, 0));
+    push(&t,
+         vgpu_cmd_make(VGPU_OP_FENCE, 0x123456789abcdef0ull, 0, 0, 0, 0, 0));
     kick(&t);
     drain(&t, 1 << 20);
     g_assert_cmphex(rd(&t, VGPU_REG_FENCE_LO), ==, 0x9abcdef0);
@@ -428,7 +418,7 @@ static void test_fence_irq(void)
     g_assert_cmpuint(t.irqs[VGPU_MSIX_VEC_FENCE], ==, 1);
     g_assert_cmpuint(t.irqs[VGPU_MSIX_VEC_ERROR], ==, 0);
     /* status still set: the next fence raises no new interrupt */
-    push(&t, mk(VGPU_OP_FENCE, 2, 0, 0, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FENCE, 2, 0, 0, 0, 0, 0));
     kick(&t);
     drain(&t, 1 << 20);
     g_assert_cmpuint(rd(&t, VGPU_REG_FENCE_LO), ==, 2);
@@ -436,7 +426,7 @@ static void test_fence_irq(void)
     /* acknowledged: the next one does */
     wr(&t, VGPU_REG_IRQ_STATUS, VGPU_IRQ_FENCE);
     g_assert_cmphex(rd(&t, VGPU_REG_IRQ_STATUS), ==, 0);
-    push(&t, mk(VGPU_OP_FENCE, 3, 0, 0, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FENCE, 3, 0, 0, 0, 0, 0));
     kick(&t);
     drain(&t, 1 << 20);
     g_assert_cmpuint(t.irqs[VGPU_MSIX_VEC_FENCE], ==, 2);
@@ -450,8 +440,8 @@ static void test_masked_irq(void)
 
     tb_init(&t);
     ring_on(&t);
-    push(&t, mk(VGPU_OP_FENCE, 7, 0, 0, 0, 0, 0));
-    push(&t, mk(0x77, 0, 0, 0, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FENCE, 7, 0, 0, 0, 0, 0));
+    push(&t, vgpu_cmd_make(0x77, 0, 0, 0, 0, 0, 0));
     kick(&t);
     drain(&t, 1 << 20);
     g_assert_cmphex(rd(&t, VGPU_REG_IRQ_STATUS), ==,
@@ -479,9 +469,9 @@ static void test_bad_entry_resume(void)
     tb_init(&t);
     ring_on(&t);
     wr(&t, VGPU_REG_IRQ_MASK, VGPU_IRQ_ERROR);
-    push(&t, mk(VGPU_OP_FILL, 0, 64, 0xaaaaaaaa, 0, 0, 0));
-    push(&t, mk(VGPU_OP_FILL, 2, 64, 0xbbbbbbbb, 0, 0, 0));
-    push(&t, mk(VGPU_OP_FILL, 128, 64, 0xcccccccc, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FILL, 0, 64, 0xaaaaaaaa, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FILL, 2, 64, 0xbbbbbbbb, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FILL, 128, 64, 0xcccccccc, 0, 0, 0));
     kick(&t);
     drain(&t, 1 << 20);
     ref_fill(t.ref, 0, 64, 0xaaaaaaaa);
@@ -524,22 +514,25 @@ static void test_exec_faults(void)
     tb_init(&t);
     ring_on(&t);
     /* unmapped IOVA, both directions */
-    run_one_expect_error(&t, mk(VGPU_OP_DMA_TO_VRAM, 0, 0x5000, 16, 0, 0, 0),
-                         VGPU_ERR_DMA_FAULT);
-    run_one_expect_error(&t, mk(VGPU_OP_DMA_FROM_VRAM, 0x5000, 0, 16, 0, 0, 0),
-                         VGPU_ERR_DMA_FAULT);
+    run_one_expect_error(
+        &t, vgpu_cmd_make(VGPU_OP_DMA_TO_VRAM, 0, 0x5000, 16, 0, 0, 0),
+        VGPU_ERR_DMA_FAULT);
+    run_one_expect_error(
+        &t, vgpu_cmd_make(VGPU_OP_DMA_FROM_VRAM, 0x5000, 0, 16, 0, 0, 0),
+        VGPU_ERR_DMA_FAULT);
     /* mapped, but across two mappings */
-    run_one_expect_error(&t, mk(VGPU_OP_DMA_TO_VRAM, 0, MAP_B - 8, 16, 0, 0, 0),
-                         VGPU_ERR_DMA_FAULT);
+    run_one_expect_error(
+        &t, vgpu_cmd_make(VGPU_OP_DMA_TO_VRAM, 0, MAP_B - 8, 16, 0, 0, 0),
+        VGPU_ERR_DMA_FAULT);
     /* chunk-aligned across A and B: each 64 KiB chunk alone is mapped, the
      * range is not in one mapping, so nothing may be copied */
-    run_one_expect_error(
-        &t,
-        mk(VGPU_OP_DMA_TO_VRAM, 0x300000, MAP_B - 0x10000, 0x20000, 0, 0, 0),
-        VGPU_ERR_DMA_FAULT);
+    run_one_expect_error(&t,
+                         vgpu_cmd_make(VGPU_OP_DMA_TO_VRAM, 0x300000,
+                                       MAP_B - 0x10000, 0x20000, 0, 0, 0),
+                         VGPU_ERR_DMA_FAULT);
     check_vram(&t);
     /* wholly in B works */
-    push(&t, mk(VGPU_OP_DMA_FROM_VRAM, MAP_B, 0x100, 16, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_DMA_FROM_VRAM, MAP_B, 0x100, 16, 0, 0, 0));
     kick(&t);
     drain(&t, 1 << 20);
     g_assert_cmpmem(t.b, 16, t.ref + 0x100, 16);
@@ -548,9 +541,10 @@ static void test_exec_faults(void)
     put_floats(&t, 0x10000, 4 * 16);
     memcpy(vgpu_vram(t.gpu) + 0x20000, idx, sizeof(idx));
     memcpy(t.ref + 0x20000, idx, sizeof(idx));
-    run_one_expect_error(
-        &t, mk(VGPU_OP_SCATTER_ADD, 0x10000, 4, 64, 0x20000, 3, 0x3f800000),
-        VGPU_ERR_INDEX_RANGE);
+    run_one_expect_error(&t,
+                         vgpu_cmd_make(VGPU_OP_SCATTER_ADD, 0x10000, 4, 64,
+                                       0x20000, 3, 0x3f800000),
+                         VGPU_ERR_INDEX_RANGE);
     ref_scatter(t.ref, 0x10000, 64, 0x20000, 1, 0x3f800000);
     check_vram(&t);
     tb_fini(&t);
@@ -563,7 +557,8 @@ static void test_dma_unmapped_midway(void)
 
     tb_init(&t);
     ring_on(&t);
-    push(&t, mk(VGPU_OP_DMA_FROM_VRAM, MAP_B, 0, MAP_B_LEN, 0, 0, 0));
+    push(&t,
+         vgpu_cmd_make(VGPU_OP_DMA_FROM_VRAM, MAP_B, 0, MAP_B_LEN, 0, 0, 0));
     kick(&t);
     g_assert_true(vgpu_step(t.gpu, 256 * 1024));
     g_assert_cmpuint(rd(&t, VGPU_REG_ERROR_CODE), ==, 0);
@@ -604,7 +599,7 @@ static void test_doorbell_needed(void)
 
     tb_init(&t);
     ring_on(&t);
-    push(&t, mk(VGPU_OP_FILL, 0, 64, 1, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FILL, 0, 64, 1, 0, 0, 0));
     wr(&t, VGPU_REG_RING_TAIL, t.tail);
     g_assert_false(vgpu_busy(t.gpu));
     g_assert_false(vgpu_step(t.gpu, 1 << 20));
@@ -615,7 +610,7 @@ static void test_doorbell_needed(void)
     ref_fill(t.ref, 0, 64, 1);
     check_vram(&t);
     /* the ring drained: the next TAIL write again needs a doorbell */
-    push(&t, mk(VGPU_OP_FILL, 64, 64, 2, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FILL, 64, 64, 2, 0, 0, 0));
     wr(&t, VGPU_REG_RING_TAIL, t.tail);
     g_assert_false(vgpu_step(t.gpu, 1 << 20));
     g_assert_cmpuint(rd(&t, VGPU_REG_RING_HEAD), ==, 1);
@@ -632,7 +627,7 @@ static void test_ring_wrap(void)
     tb_init(&t);
     ring_on(&t);
     for (i = 0; i < 3 * RING_N; i++) {
-        push(&t, mk(VGPU_OP_FILL, 4 * i, 4, i, 0, 0, 0));
+        push(&t, vgpu_cmd_make(VGPU_OP_FILL, 4 * i, 4, i, 0, 0, 0));
         ref_fill(t.ref, 4 * i, 4, i);
         if (i % 50 == 49) {
             kick(&t);
@@ -655,7 +650,7 @@ static void test_slicing(void)
 
     tb_init(&t);
     ring_on(&t);
-    push(&t, mk(VGPU_OP_FILL, 0x100000, len, 0x5a5a1234, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FILL, 0x100000, len, 0x5a5a1234, 0, 0, 0));
     kick(&t);
     while (vgpu_step(t.gpu, 1024 * 1024)) {
         steps++;
@@ -680,9 +675,9 @@ static void test_reset(void)
     ring_on(&t);
     wr(&t, VGPU_REG_IRQ_MASK, VGPU_IRQ_FENCE);
     wr(&t, VGPU_REG_SCRATCH, 9);
-    push(&t, mk(VGPU_OP_FILL, 0, 8u << 20, 0x01020304, 0, 0, 0));
-    push(&t, mk(VGPU_OP_FENCE, 5, 0, 0, 0, 0, 0));
-    push(&t, mk(0x99, 0, 0, 0, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FILL, 0, 8u << 20, 0x01020304, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FENCE, 5, 0, 0, 0, 0, 0));
+    push(&t, vgpu_cmd_make(0x99, 0, 0, 0, 0, 0, 0));
     kick(&t);
     vgpu_step(t.gpu, 1 << 20); /* FILL half done */
     memcpy(t.ref, vgpu_vram(t.gpu), VRAM_SIZE);
@@ -702,7 +697,7 @@ static void test_reset(void)
     g_assert_cmphex(rd(&t, VGPU_REG_ID), ==, VGPU_ID_MAGIC);
     /* the device works after reset */
     ring_on(&t);
-    push(&t, mk(VGPU_OP_FENCE, 6, 0, 0, 0, 0, 0));
+    push(&t, vgpu_cmd_make(VGPU_OP_FENCE, 6, 0, 0, 0, 0, 0));
     kick(&t);
     drain(&t, 1 << 20);
     g_assert_cmpuint(rd(&t, VGPU_REG_FENCE_LO), ==, 6);
