@@ -143,6 +143,23 @@ static int json_number(struct json *j, uint64_t *uint, bool *is_uint)
 
 static int json_value(struct json *j, int depth);
 
+/* Parse true or false into *@v. */
+static int json_bool(struct json *j, bool *v)
+{
+    json_ws(j);
+    if (j->len - j->pos >= 4 && memcmp(j->s + j->pos, "true", 4) == 0) {
+        j->pos += 4;
+        *v = true;
+        return 0;
+    }
+    if (j->len - j->pos >= 5 && memcmp(j->s + j->pos, "false", 5) == 0) {
+        j->pos += 5;
+        *v = false;
+        return 0;
+    }
+    return json_fail(j, "expected true or false");
+}
+
 static int json_literal(struct json *j)
 {
     static const char *const words[] = {"true", "false", "null"};
@@ -237,11 +254,51 @@ static int json_value(struct json *j, int depth)
     }
 }
 
+/* A non-negative integer member @key into *@v. */
+static int json_uint_member(struct json *j, const char *key, uint64_t *v)
+{
+    bool is_uint;
+    int ret = json_number(j, v, &is_uint);
+
+    if (ret == 0 && !is_uint) {
+        ret = vg_error_set(j->err, EINVAL,
+                           "capability %s: not a non-negative integer", key);
+    }
+    return ret;
+}
+
+static int migr_member(struct json *j, const char *key, int depth, void *opaque)
+{
+    struct vfu_migr_caps *mc = opaque;
+    int ret;
+
+    if (strcmp(key, "pgsize") == 0) {
+        ret = json_uint_member(j, "migration.pgsize", &mc->pgsize);
+        mc->has_pgsize = ret == 0;
+        return ret;
+    }
+    if (strcmp(key, "max_bitmap_size") == 0) {
+        ret = json_uint_member(j, "migration.max_bitmap_size",
+                               &mc->max_bitmap_size);
+        mc->has_max_bitmap = ret == 0;
+        return ret;
+    }
+    if (strcmp(key, "precopy_info") == 0) {
+        return json_bool(j, &mc->precopy_info);
+    }
+    return json_value(j, depth);
+}
+
 static int caps_member(struct json *j, const char *key, int depth, void *opaque)
 {
     struct vfu_caps *caps = opaque;
     bool is_uint;
     int ret;
+
+    if (strcmp(key, "migration") == 0) {
+        json_ws(j);
+        return json_object(j, depth + 1, migr_member, &caps->migr);
+    }
 
     for (unsigned i = 0; i < VFU_CAP_COUNT; i++) {
         if (strcmp(key, cap_names[i]) != 0) {
@@ -286,6 +343,38 @@ int vfu_caps_parse(const char *json, size_t len, struct vfu_caps *out,
     return 0;
 }
 
+/* The "migration" member of the reply (snprintf's return convention);
+ * nothing if the client proposed none of its members. */
+static int format_migr(const struct vfu_migr_caps *client,
+                       const struct vfu_migr_caps *ours, const char *sep,
+                       char *buf, size_t size)
+{
+    uint64_t bitmap = ours->max_bitmap_size;
+    char pgsize[40] = "", max_bitmap[48] = "";
+    bool precopy = client->precopy_info && ours->precopy_info;
+
+    if (!client->has_pgsize && !client->has_max_bitmap && !precopy) {
+        return snprintf(buf, size, "%s", "");
+    }
+    if (client->has_max_bitmap && client->max_bitmap_size < bitmap) {
+        bitmap = client->max_bitmap_size;
+    }
+    if (client->has_pgsize) {
+        snprintf(pgsize, sizeof(pgsize), "\"pgsize\":%llu",
+                 (unsigned long long)ours->pgsize);
+    }
+    if (client->has_max_bitmap) {
+        snprintf(max_bitmap, sizeof(max_bitmap), "%s\"max_bitmap_size\":%llu",
+                 client->has_pgsize ? "," : "", (unsigned long long)bitmap);
+    }
+    return snprintf(buf, size, "%s\"migration\":{%s%s%s}", sep, pgsize,
+                    max_bitmap,
+                    !precopy ? ""
+                    : client->has_pgsize || client->has_max_bitmap
+                        ? ",\"precopy_info\":true"
+                        : "\"precopy_info\":true");
+}
+
 int vfu_caps_format(const struct vfu_caps *client, const struct vfu_caps *ours,
                     char *buf, size_t size, struct vg_error *err)
 {
@@ -303,6 +392,10 @@ int vfu_caps_format(const struct vfu_caps *client, const struct vfu_caps *ours,
                          (unsigned long long)ours->value[i]);
             sep = ",";
         }
+    }
+    if (w >= 0 && (size_t)w < size - n) {
+        n += (size_t)w;
+        w = format_migr(&client->migr, &ours->migr, sep, buf + n, size - n);
     }
     if (w >= 0 && (size_t)w < size - n) {
         n += (size_t)w;

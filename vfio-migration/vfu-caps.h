@@ -6,6 +6,13 @@
  * values; unknown ones are skipped.  vfu_caps_format() writes our reply:
  * only capabilities the client proposed (the spec requires a subset), with
  * our limits.  Pure functions, no I/O.
+ *
+ * The "migration" object (QEMU proposes {"pgsize": N, "max_bitmap_size":
+ * N}) is answered with the members the client proposed: pgsize (ours),
+ * max_bitmap_size (the smaller of both), and the vgmig extension
+ * "precopy_info": true (VFIO_USER_MIG_GET_PRECOPY_INFO is available) only
+ * if the client proposed "precopy_info": true.  An object with none of
+ * these members is left out of the reply.
  */
 #ifndef VFU_CAPS_H
 #define VFU_CAPS_H
@@ -24,9 +31,19 @@ enum vfu_cap {
     VFU_CAP_COUNT,
 };
 
+/* The "migration" capability object. */
+struct vfu_migr_caps {
+    bool has_pgsize;
+    bool has_max_bitmap;
+    bool precopy_info; /* "precopy_info": true */
+    uint64_t pgsize;
+    uint64_t max_bitmap_size;
+};
+
 struct vfu_caps {
     bool present[VFU_CAP_COUNT];
     uint64_t value[VFU_CAP_COUNT];
+    struct vfu_migr_caps migr;
 };
 
 /* Name of @cap in the JSON ("max_msg_fds", ...). */

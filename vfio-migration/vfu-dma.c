@@ -18,7 +18,21 @@ struct dma_map {
     bool writable;
 };
 
+/* One logged IOVA range: pages of the log's page size from @base. */
+struct log_range {
+    uint64_t base; /* iova rounded down to the page size */
+    uint64_t end;  /* iova + length rounded up */
+    uint64_t *bits;
+};
+
+struct dma_log {
+    uint64_t page_size;
+    uint32_t n;
+    struct log_range *ranges;
+};
+
 struct vfu_dma {
+    struct dma_log log; /* n == 0: logging off */
     unsigned max;
     unsigned count;
     struct dma_map maps[];
@@ -40,6 +54,7 @@ int vfu_dma_new(unsigned max_maps, struct vfu_dma **out, struct vg_error *err)
 void vfu_dma_free(struct vfu_dma *dma)
 {
     if (dma) {
+        vfu_dma_log_stop(dma);
         vfu_dma_unmap_all(dma);
         free(dma);
     }
@@ -140,6 +155,8 @@ void vfu_dma_unmap_all(struct vfu_dma *dma)
     }
 }
 
+static void log_mark(struct dma_log *log, uint64_t iova, uint64_t len);
+
 void *vfu_dma_ptr(struct vfu_dma *dma, uint64_t iova, uint64_t len, bool write)
 {
     for (unsigned i = 0; i < dma->count; i++) {
@@ -151,7 +168,185 @@ void *vfu_dma_ptr(struct vfu_dma *dma, uint64_t iova, uint64_t len, bool write)
             !(write ? m->writable : m->readable)) {
             return NULL;
         }
+        if (write && dma->log.n && len) {
+            log_mark(&dma->log, iova, len);
+        }
         return m->host + (iova - m->iova);
     }
     return NULL;
+}
+
+/* ------------------------------------------------------------ DMA logging */
+
+static uint64_t clamp_pgsize(uint64_t hint)
+{
+    if (hint < VFU_DMA_LOG_PGSIZE_MIN) {
+        return VFU_DMA_LOG_PGSIZE_MIN;
+    }
+    return hint > VFU_DMA_LOG_PGSIZE_MAX ? VFU_DMA_LOG_PGSIZE_MAX : hint;
+}
+
+/* Check @ranges; the total number of pages at @ps goes to *@pages. */
+static int log_check(const struct vfu_dma_log_range *ranges, uint32_t n,
+                     uint64_t ps, uint64_t *pages, struct vg_error *err)
+{
+    *pages = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct vfu_dma_log_range *r = &ranges[i];
+        if (r->length == 0 || r->iova > UINT64_MAX - r->length ||
+            r->iova + r->length > UINT64_MAX - ps) {
+            return vg_error_set(err, EINVAL, "range %u: bad range %#llx+%#llx",
+                                i, (unsigned long long)r->iova,
+                                (unsigned long long)r->length);
+        }
+        for (uint32_t j = 0; j < i; j++) {
+            if (r->iova < ranges[j].iova + ranges[j].length &&
+                ranges[j].iova < r->iova + r->length) {
+                return vg_error_set(err, EINVAL, "range %u overlaps range %u",
+                                    i, j);
+            }
+        }
+        *pages += (r->iova % ps + r->length + ps - 1) / ps;
+        if (*pages > VFU_DMA_LOG_MAX_PAGES) {
+            return vg_error_set(err, E2BIG,
+                                "ranges need more than %u pages of %llu bytes",
+                                VFU_DMA_LOG_MAX_PAGES, (unsigned long long)ps);
+        }
+    }
+    return 0;
+}
+
+int vfu_dma_log_start(struct vfu_dma *dma, uint64_t *page_size,
+                      const struct vfu_dma_log_range *ranges, uint32_t n,
+                      struct vg_error *err)
+{
+    uint64_t ps = clamp_pgsize(*page_size), pages;
+    struct dma_log log = {.page_size = ps, .n = n};
+    int ret;
+
+    if (dma->log.n) {
+        return vg_error_set(err, EBUSY, "DMA logging already started");
+    }
+    if (*page_size == 0 || (*page_size & (*page_size - 1)) || n == 0 ||
+        n > VFU_DMA_LOG_MAX_RANGES) {
+        return vg_error_set(err, EINVAL,
+                            "page size %#llx (power of two needed), %u ranges "
+                            "(1..%u)",
+                            (unsigned long long)*page_size, n,
+                            VFU_DMA_LOG_MAX_RANGES);
+    }
+    ret = log_check(ranges, n, ps, &pages, err);
+    if (ret < 0) {
+        return ret;
+    }
+    log.ranges = calloc(n, sizeof(*log.ranges));
+    for (uint32_t i = 0; log.ranges && i < n; i++) {
+        struct log_range *r = &log.ranges[i];
+        r->base = ranges[i].iova - ranges[i].iova % ps;
+        r->end = (ranges[i].iova + ranges[i].length + ps - 1) / ps * ps;
+        r->bits = calloc((size_t)((r->end - r->base) / ps + 63) / 64, 8);
+        if (!r->bits) {
+            dma->log = log;
+            vfu_dma_log_stop(dma);
+            return vg_error_set(err, ENOMEM, "DMA log bitmaps");
+        }
+    }
+    if (!log.ranges) {
+        return vg_error_set(err, ENOMEM, "DMA log ranges");
+    }
+    dma->log = log;
+    *page_size = ps;
+    vg_dbg("DMA logging started: %u ranges, %llu pages of %llu bytes", n,
+           (unsigned long long)pages, (unsigned long long)ps);
+    return 0;
+}
+
+void vfu_dma_log_stop(struct vfu_dma *dma)
+{
+    if (!dma->log.ranges) {
+        return;
+    }
+    for (uint32_t i = 0; i < dma->log.n; i++) {
+        free(dma->log.ranges[i].bits);
+    }
+    free(dma->log.ranges);
+    memset(&dma->log, 0, sizeof(dma->log));
+    vg_dbg("DMA logging stopped");
+}
+
+bool vfu_dma_logging(const struct vfu_dma *dma)
+{
+    return dma->log.n != 0;
+}
+
+/* Mark the logged pages of [iova, iova + len), len > 0. */
+static void log_mark(struct dma_log *log, uint64_t iova, uint64_t len)
+{
+    uint64_t last = iova + len - 1;
+
+    for (uint32_t i = 0; i < log->n; i++) {
+        struct log_range *r = &log->ranges[i];
+        uint64_t lo = iova > r->base ? iova : r->base;
+        uint64_t hi = last < r->end - 1 ? last : r->end - 1;
+        for (uint64_t p = (lo - r->base) / log->page_size;
+             lo <= hi && p <= (hi - r->base) / log->page_size; p++) {
+            r->bits[p / 64] |= 1ull << (p % 64);
+        }
+    }
+}
+
+/* Set the report bits of [a, b) within [iova, end). */
+static void report_span(uint64_t *bitmap, uint64_t iova, uint64_t end,
+                        uint64_t ps, uint64_t a, uint64_t b)
+{
+    uint64_t lo = a > iova ? a : iova, hi = b < end ? b : end;
+
+    for (uint64_t k = (lo - iova) / ps; k <= (hi - 1 - iova) / ps; k++) {
+        bitmap[k / 64] |= 1ull << (k % 64);
+    }
+}
+
+static void report_range(struct dma_log *log, struct log_range *r,
+                         uint64_t iova, uint64_t end, uint64_t ps,
+                         uint64_t *bitmap)
+{
+    uint64_t lo = iova > r->base ? iova : r->base;
+    uint64_t hi = end < r->end ? end : r->end;
+    uint64_t lps = log->page_size;
+
+    if (lo >= hi) {
+        return;
+    }
+    for (uint64_t p = (lo - r->base) / lps; p <= (hi - 1 - r->base) / lps;
+         p++) {
+        uint64_t a = r->base + p * lps, b = a + lps;
+        if (!(r->bits[p / 64] >> (p % 64) & 1)) {
+            continue;
+        }
+        report_span(bitmap, iova, end, ps, a, b);
+        if (a >= iova && b <= end) {
+            r->bits[p / 64] &= ~(1ull << (p % 64));
+        }
+    }
+}
+
+int vfu_dma_log_report(struct vfu_dma *dma, uint64_t iova, uint64_t length,
+                       uint64_t page_size, uint64_t *bitmap,
+                       struct vg_error *err)
+{
+    if (!dma->log.n) {
+        return vg_error_set(err, EINVAL, "DMA logging not started");
+    }
+    if (length == 0 || iova > UINT64_MAX - length || page_size == 0 ||
+        (page_size & (page_size - 1))) {
+        return vg_error_set(
+            err, EINVAL, "bad report range %#llx+%#llx page size %#llx",
+            (unsigned long long)iova, (unsigned long long)length,
+            (unsigned long long)page_size);
+    }
+    for (uint32_t i = 0; i < dma->log.n; i++) {
+        report_range(&dma->log, &dma->log.ranges[i], iova, iova + length,
+                     page_size, bitmap);
+    }
+    return 0;
 }

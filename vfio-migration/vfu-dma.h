@@ -6,6 +6,13 @@
  * accessible (we never use DMA_READ/WRITE messages).  Mappings may not
  * overlap; unmap needs the exact range.  vfu_dma_ptr() is the bounds-checked
  * lookup behind struct vgpu_host.dma_ptr.
+ *
+ * DMA logging (VFIO_DEVICE_FEATURE_DMA_LOGGING_*): while started, every
+ * vfu_dma_ptr() lookup for writing marks the pages of its range in the
+ * logged IOVA ranges.  The device writes guest RAM only through such a
+ * pointer, right after the lookup, and the server is single-threaded, so
+ * a report never falls between a lookup and its write: every page written
+ * is reported dirty at least once after the write.
  */
 #ifndef VFU_DMA_H
 #define VFU_DMA_H
@@ -34,5 +41,39 @@ unsigned vfu_dma_count(const struct vfu_dma *dma);
 /* Host pointer for [iova, iova + len) if it lies in one accessible mapping
  * allowing @write access, else NULL. */
 void *vfu_dma_ptr(struct vfu_dma *dma, uint64_t iova, uint64_t len, bool write);
+
+/* Bounds of DMA logging. */
+#define VFU_DMA_LOG_MAX_RANGES 256u
+#define VFU_DMA_LOG_MAX_PAGES  (1u << 27) /* bits over all ranges */
+#define VFU_DMA_LOG_PGSIZE_MIN 4096u
+#define VFU_DMA_LOG_PGSIZE_MAX (1u << 30)
+
+struct vfu_dma_log_range {
+    uint64_t iova;
+    uint64_t length;
+};
+
+/*
+ * Start logging writes to @n (1..VFU_DMA_LOG_MAX_RANGES) non-overlapping,
+ * non-empty @ranges.  *@page_size (a power of two) is the hint; the page
+ * size used, the hint clamped to [VFU_DMA_LOG_PGSIZE_MIN,
+ * VFU_DMA_LOG_PGSIZE_MAX], is stored back.  -EBUSY if already started.
+ */
+int vfu_dma_log_start(struct vfu_dma *dma, uint64_t *page_size,
+                      const struct vfu_dma_log_range *ranges, uint32_t n,
+                      struct vg_error *err);
+/* Stop logging (nothing happens if it is not started). */
+void vfu_dma_log_stop(struct vfu_dma *dma);
+bool vfu_dma_logging(const struct vfu_dma *dma);
+/*
+ * Report and clear the log for [iova, iova + length): set bit k of
+ * @bitmap (which the caller zeroed, ceil(length / page_size) bits) if a
+ * page of size @page_size (a power of two) starting at iova + k *
+ * page_size was written since the last report.  Logged pages partly
+ * outside the range stay logged.  -EINVAL if logging is not started.
+ */
+int vfu_dma_log_report(struct vfu_dma *dma, uint64_t iova, uint64_t length,
+                       uint64_t page_size, uint64_t *bitmap,
+                       struct vg_error *err);
 
 #endif

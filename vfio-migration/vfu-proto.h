@@ -31,6 +31,9 @@ enum vfu_command {
     VFU_CMD_DEVICE_FEATURE = 16,
     VFU_CMD_MIG_DATA_READ = 17,
     VFU_CMD_MIG_DATA_WRITE = 18,
+    /* vgmig extension, negotiated with "precopy_info" in the "migration"
+     * capability: VFIO_MIG_GET_PRECOPY_INFO */
+    VFU_CMD_MIG_GET_PRECOPY_INFO = 19,
 };
 
 /* Header flags */
@@ -127,7 +130,82 @@ struct vfu_region_rw {
     /* followed by count data bytes (write request, read reply) */
 };
 
+/*
+ * VFIO_USER_DEVICE_FEATURE: struct vfio_device_feature (argsz = reply
+ * payload size at most, flags = feature index | GET/SET/PROBE), then the
+ * feature's data.  Feature indices and migration flags that Linux 6.1's
+ * <linux/vfio.h> lacks are defined here.
+ */
+struct vfu_device_feature {
+    uint32_t argsz;
+    uint32_t flags;
+    /* followed by the feature data */
+};
+
+#define VFU_FEATURE_MIGRATION          1
+#define VFU_FEATURE_MIG_DEVICE_STATE   2
+#define VFU_FEATURE_DMA_LOGGING_START  6
+#define VFU_FEATURE_DMA_LOGGING_STOP   7
+#define VFU_FEATURE_DMA_LOGGING_REPORT 8
+#define VFU_FEATURE_MIG_DATA_SIZE      9
+#define VFU_MIGRATION_STOP_COPY        (1u << 0)
+#define VFU_MIGRATION_PRE_COPY         (1u << 2)
+
+struct vfu_feature_migration {
+    uint64_t flags; /* VFU_MIGRATION_* */
+};
+
+struct vfu_feature_mig_state {
+    uint32_t device_state; /* enum mig_state */
+    int32_t data_fd;       /* always -1 in vfio-user */
+};
+
+struct vfu_feature_mig_data_size {
+    uint64_t stop_copy_length;
+};
+
+/* DMA_LOGGING_START data: the ranges are embedded. */
+struct vfu_dma_logging_control {
+    uint64_t page_size;
+    uint32_t num_ranges;
+    uint32_t reserved;
+    /* followed by num_ranges struct vfu_dma_logging_range */
+};
+
+struct vfu_dma_logging_range {
+    uint64_t iova;
+    uint64_t length;
+};
+
+/* DMA_LOGGING_REPORT data; the reply appends the bitmap (u64s). */
+struct vfu_dma_logging_report {
+    uint64_t iova;
+    uint64_t length;
+    uint64_t page_size;
+};
+
+/* MIG_DATA_READ request (no data) and reply, MIG_DATA_WRITE request. */
+struct vfu_mig_data {
+    uint32_t argsz;
+    uint32_t size;
+    /* followed by size data bytes */
+};
+
+/* MIG_GET_PRECOPY_INFO: the request is argsz and flags only. */
+struct vfu_precopy_info {
+    uint32_t argsz;
+    uint32_t flags;
+    uint64_t initial_bytes;
+    uint64_t dirty_bytes;
+};
+
 _Static_assert(sizeof(struct vfu_hdr) == 16, "vfio-user header");
+_Static_assert(sizeof(struct vfu_device_feature) == 8, "feature header");
+_Static_assert(sizeof(struct vfu_feature_mig_state) == 8, "mig state");
+_Static_assert(sizeof(struct vfu_dma_logging_control) == 16, "logging");
+_Static_assert(sizeof(struct vfu_dma_logging_report) == 24, "report");
+_Static_assert(sizeof(struct vfu_mig_data) == 8, "mig data");
+_Static_assert(sizeof(struct vfu_precopy_info) == 24, "precopy info");
 _Static_assert(sizeof(struct vfu_version) == 4, "version payload");
 _Static_assert(sizeof(struct vfu_dma_map) == 32, "dma map payload");
 _Static_assert(sizeof(struct vfu_dma_unmap) == 24, "dma unmap payload");

@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "mig.h"
 #include "pci-config.h"
 #include "vfu-dma.h"
+#include "vfu-mig-msg.h"
 #include "vfu-msg.h"
 
 #define MAX_XFER        (1024u * 1024u)
@@ -48,8 +50,10 @@ struct vfu_server {
     int listen_fd;
     int client_fd;
     bool negotiated;
-    bool drop; /* disconnect after the current reply */
+    bool precopy_info; /* the client negotiated MIG_GET_PRECOPY_INFO */
+    bool drop;         /* disconnect after the current reply */
     struct vgpu *gpu;
+    struct mig *mig;
     struct vfu_dma *dma;
     struct pci_config cfg;
     uint8_t msix[MSIX_AREA];
@@ -146,8 +150,10 @@ static void client_close(struct vfu_server *srv)
     close(srv->client_fd);
     srv->client_fd = -1;
     srv->negotiated = false;
+    srv->precopy_info = false;
     srv->drop = false;
     rx_reset(&srv->rx);
+    vfu_dma_log_stop(srv->dma);
     vfu_dma_unmap_all(srv->dma);
     for (unsigned i = 0; i < NUM_IRQS; i++) {
         irqs_close(srv, i);
@@ -220,6 +226,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
     struct vfu_caps ours = {
         .present = {true, true, true, true},
         .value = {MAX_FDS, MAX_XFER, DMA_PGSIZE, MAX_DMA_MAPS},
+        .migr = {true, true, true, DMA_PGSIZE, MAX_XFER},
     };
     int ret;
 
@@ -243,6 +250,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
     }
     r->len = (uint32_t)(sizeof(ver) + (size_t)ret);
     srv->negotiated = true;
+    srv->precopy_info = req.caps.migr.precopy_info;
     vg_info("client negotiated vfio-user %u.%u", VFU_VERSION_MAJOR,
             VFU_VERSION_MINOR);
     return 0;
@@ -527,12 +535,244 @@ static int handle_reset(struct vfu_server *srv, size_t len,
         return vg_error_set(err, EINVAL, "DEVICE_RESET has %zu payload bytes",
                             len);
     }
+    mig_reset(srv->mig);
     vgpu_reset(srv->gpu);
     pci_config_reset(&srv->cfg);
     memset(srv->msix, 0, sizeof(srv->msix));
     srv->intx_masked = false;
     vg_info("device reset");
     return 0;
+}
+
+/* ------------------------------------------------------------ migration */
+
+/* Reply to DEVICE_FEATURE request @p: its header with argsz covering
+ * @n bytes of @data (NULL: the request's own data, echoed). */
+static void feature_reply(struct vfu_server *srv, const uint8_t *p,
+                          const void *data, size_t n, struct reply *r)
+{
+    struct vfu_device_feature h;
+
+    memcpy(&h, p, sizeof(h));
+    h.argsz = (uint32_t)(sizeof(h) + n);
+    memcpy(PAYLOAD(srv), &h, sizeof(h));
+    memmove(PAYLOAD(srv) + sizeof(h), data ? data : p + sizeof(h), n);
+    r->len = (uint32_t)(sizeof(h) + n);
+}
+
+/* The feature supports GET (@get) and/or SET (@set) only. */
+static int feature_ops(const struct vfu_feature_req *f, bool get, bool set,
+                       struct vg_error *err)
+{
+    if ((f->get && !get) || (f->set && !set)) {
+        return vg_error_set(err, EINVAL, "feature %u: %s not supported",
+                            f->index, f->get && !get ? "GET" : "SET");
+    }
+    return 0;
+}
+
+static int feature_migration(struct vfu_server *srv, const uint8_t *p,
+                             const struct vfu_feature_req *f, struct reply *r,
+                             struct vg_error *err)
+{
+    struct vfu_feature_migration m = {mig_flags()};
+    int ret = vfu_feature_check_argsz(f, sizeof(m), err);
+
+    if (ret == 0) {
+        feature_reply(srv, p, &m, sizeof(m), r);
+    }
+    return ret;
+}
+
+static int feature_mig_state(struct vfu_server *srv, const uint8_t *p,
+                             const struct vfu_feature_req *f, struct reply *r,
+                             struct vg_error *err)
+{
+    struct vfu_feature_mig_state st = {0, -1};
+    int ret = vfu_feature_check_argsz(f, sizeof(st), err);
+
+    if (ret == 0 && f->set) {
+        ret = vfu_parse_mig_state(f, &st.device_state, err);
+        if (ret == 0) {
+            ret = mig_set_state(srv->mig, st.device_state, err);
+        }
+    }
+    if (ret == 0) {
+        st.device_state = mig_state(srv->mig);
+        feature_reply(srv, p, &st, sizeof(st), r);
+    }
+    return ret;
+}
+
+static int feature_data_size(struct vfu_server *srv, const uint8_t *p,
+                             const struct vfu_feature_req *f, struct reply *r,
+                             struct vg_error *err)
+{
+    struct vfu_feature_mig_data_size ds = {mig_stopcopy_size(srv->mig)};
+    int ret = vfu_feature_check_argsz(f, sizeof(ds), err);
+
+    if (ret == 0) {
+        feature_reply(srv, p, &ds, sizeof(ds), r);
+    }
+    return ret;
+}
+
+static int feature_log_start(struct vfu_server *srv, const uint8_t *p,
+                             const struct vfu_feature_req *f, struct reply *r,
+                             struct vg_error *err)
+{
+    struct vfu_dma_log_range ranges[VFU_DMA_LOG_MAX_RANGES];
+    struct vfu_dma_logging_control c;
+    uint32_t n;
+    int ret;
+
+    ret = vfu_parse_logging_start(f, &c.page_size, ranges, &n, err);
+    if (ret == 0) {
+        ret = vfu_dma_log_start(srv->dma, &c.page_size, ranges, n, err);
+    }
+    if (ret == 0) {
+        feature_reply(srv, p, NULL, f->data_len, r);
+        memcpy(PAYLOAD(srv) + sizeof(struct vfu_device_feature), &c.page_size,
+               sizeof(c.page_size)); /* the page size we chose */
+    }
+    return ret;
+}
+
+static int feature_log_stop(struct vfu_server *srv, const uint8_t *p,
+                            const struct vfu_feature_req *f, struct reply *r,
+                            struct vg_error *err)
+{
+    if (f->data_len) {
+        return vg_error_set(err, EINVAL, "DMA_LOGGING_STOP with %zu data bytes",
+                            f->data_len);
+    }
+    vfu_dma_log_stop(srv->dma);
+    feature_reply(srv, p, NULL, 0, r);
+    return 0;
+}
+
+static int feature_log_report(struct vfu_server *srv, const uint8_t *p,
+                              const struct vfu_feature_req *f, struct reply *r,
+                              struct vg_error *err)
+{
+    uint8_t *out = PAYLOAD(srv) + sizeof(struct vfu_device_feature);
+    struct vfu_dma_logging_report rep;
+    size_t bytes;
+    int ret;
+
+    ret = vfu_parse_logging_report(f, MAX_XFER, &rep, &bytes, err);
+    if (ret < 0) {
+        return ret;
+    }
+    memset(out + sizeof(rep), 0, bytes);
+    ret = vfu_dma_log_report(srv->dma, rep.iova, rep.length, rep.page_size,
+                             (uint64_t *)(out + sizeof(rep)), err);
+    if (ret == 0) {
+        memcpy(out, &rep, sizeof(rep));
+        feature_reply(srv, p, out, sizeof(rep) + bytes, r);
+    }
+    return ret;
+}
+
+typedef int (*feature_fn)(struct vfu_server *srv, const uint8_t *p,
+                          const struct vfu_feature_req *f, struct reply *r,
+                          struct vg_error *err);
+
+static const struct {
+    feature_fn fn;
+    bool get, set;
+} features[] = {
+    [VFU_FEATURE_MIGRATION] = {feature_migration, true, false},
+    [VFU_FEATURE_MIG_DEVICE_STATE] = {feature_mig_state, true, true},
+    [VFU_FEATURE_DMA_LOGGING_START] = {feature_log_start, false, true},
+    [VFU_FEATURE_DMA_LOGGING_STOP] = {feature_log_stop, false, true},
+    [VFU_FEATURE_DMA_LOGGING_REPORT] = {feature_log_report, true, false},
+    [VFU_FEATURE_MIG_DATA_SIZE] = {feature_data_size, true, false},
+};
+
+static int handle_feature(struct vfu_server *srv, const uint8_t *p, size_t len,
+                          struct reply *r, struct vg_error *err)
+{
+    struct vfu_feature_req f;
+    int ret;
+
+    ret = vfu_parse_feature(p, len, &f, err);
+    if (ret < 0) {
+        return ret;
+    }
+    if (f.index >= sizeof(features) / sizeof(features[0]) ||
+        !features[f.index].fn) {
+        return vg_error_set(err, ENOTTY, "device feature %u not supported",
+                            f.index);
+    }
+    ret = feature_ops(&f, features[f.index].get, features[f.index].set, err);
+    if (ret < 0 || f.probe) {
+        if (ret == 0) {
+            feature_reply(srv, p, NULL, f.data_len, r);
+        }
+        return ret;
+    }
+    ret = features[f.index].fn(srv, p, &f, r, err);
+    if (ret < 0) {
+        vg_error_prefix(err, "device feature %u", f.index);
+    }
+    return ret;
+}
+
+static int handle_mig_data_read(struct vfu_server *srv, const uint8_t *p,
+                                size_t len, struct reply *r,
+                                struct vg_error *err)
+{
+    struct vfu_mig_data d;
+    uint32_t size;
+    int ret;
+
+    ret = vfu_parse_mig_data_read(p, len, MAX_XFER, &size, err);
+    if (ret == 0) {
+        ret = mig_read(srv->mig, PAYLOAD(srv) + sizeof(d), size, &d.size, err);
+    }
+    if (ret == 0) {
+        d.argsz = (uint32_t)sizeof(d) + d.size;
+        memcpy(PAYLOAD(srv), &d, sizeof(d));
+        r->len = d.argsz;
+    }
+    return ret;
+}
+
+static int handle_mig_data_write(struct vfu_server *srv, const uint8_t *p,
+                                 size_t len, struct vg_error *err)
+{
+    const uint8_t *data;
+    uint32_t size;
+    int ret;
+
+    ret = vfu_parse_mig_data_write(p, len, MAX_XFER, &data, &size, err);
+    if (ret == 0) {
+        ret = mig_write(srv->mig, data, size, err);
+    }
+    return ret;
+}
+
+static int handle_precopy_info(struct vfu_server *srv, const uint8_t *p,
+                               size_t len, struct reply *r,
+                               struct vg_error *err)
+{
+    struct vfu_precopy_info info = {sizeof(info), 0, 0, 0};
+    int ret;
+
+    if (!srv->precopy_info) {
+        return vg_error_set(err, ENOTSUP, "precopy_info was not negotiated");
+    }
+    ret = vfu_parse_precopy_info(p, len, err);
+    if (ret == 0) {
+        ret = mig_precopy_info(srv->mig, &info.initial_bytes, &info.dirty_bytes,
+                               err);
+    }
+    if (ret == 0) {
+        memcpy(PAYLOAD(srv), &info, sizeof(info));
+        r->len = sizeof(info);
+    }
+    return ret;
 }
 
 static int dispatch(struct vfu_server *srv, uint16_t cmd, const uint8_t *p,
@@ -567,6 +807,14 @@ static int dispatch(struct vfu_server *srv, uint16_t cmd, const uint8_t *p,
                                 err);
     case VFU_CMD_DEVICE_RESET:
         return handle_reset(srv, len, err);
+    case VFU_CMD_DEVICE_FEATURE:
+        return handle_feature(srv, p, len, r, err);
+    case VFU_CMD_MIG_DATA_READ:
+        return handle_mig_data_read(srv, p, len, r, err);
+    case VFU_CMD_MIG_DATA_WRITE:
+        return handle_mig_data_write(srv, p, len, err);
+    case VFU_CMD_MIG_GET_PRECOPY_INFO:
+        return handle_precopy_info(srv, p, len, r, err);
     default:
         return vg_error_set(err, ENOTSUP, "command %u (%s) not supported", cmd,
                             vfu_cmd_name(cmd));
@@ -863,6 +1111,20 @@ static void init_limits(struct vfu_server *srv)
     };
 }
 
+static int mig_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
+                    struct vg_error *err)
+{
+    struct mig_config mc = {
+        .gpu = srv->gpu,
+        .stats_path = cfg->stats_path,
+        .fault = cfg->fault,
+    };
+
+    /* The destination must offer the features the source's guest saw. */
+    vgpu_bar0_read(srv->gpu, VGPU_REG_FEATURES, &mc.features, 4);
+    return mig_new(&mc, &srv->mig, err);
+}
+
 static int server_init(struct vfu_server *srv,
                        const struct vfu_server_config *cfg,
                        struct vg_error *err)
@@ -881,6 +1143,9 @@ static int server_init(struct vfu_server *srv,
     }
     if (ret == 0) {
         ret = vgpu_new(&cfg->gpu, &host, &srv->gpu, err);
+    }
+    if (ret == 0) {
+        ret = mig_init(srv, cfg, err);
     }
     if (ret < 0) {
         return ret;
@@ -930,6 +1195,7 @@ void vfu_server_free(struct vfu_server *srv)
         unlink(srv->path);
         free(srv->path);
     }
+    mig_free(srv->mig);
     if (srv->gpu) {
         vgpu_free(srv->gpu);
     }
@@ -943,7 +1209,7 @@ static int poll_timeout(const struct vfu_server *srv)
 {
     int64_t left;
 
-    if (vgpu_busy(srv->gpu)) {
+    if (vgpu_runnable(srv->gpu)) {
         return 0;
     }
     if (srv->client_fd < 0 || (srv->rx.have == 0 && !srv->rx.refused)) {
@@ -989,7 +1255,9 @@ int vfu_server_run(struct vfu_server *srv, int signal_fd, struct vg_error *err)
         if (rx_expired(srv)) {
             rx_timeout(srv);
         }
-        if (vgpu_busy(srv->gpu)) {
+        /* Not in STOP, STOP_COPY, RESUMING or ERROR: the device is
+         * stopped there. */
+        if (vgpu_runnable(srv->gpu)) {
             vgpu_step(srv->gpu, STEP_BUDGET);
         }
     }

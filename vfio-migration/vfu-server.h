@@ -7,13 +7,20 @@
  * while it is busy.  A malformed request gets an error reply and serving goes
  * on; a message that cannot be framed (size below the header, or stalled
  * mid-message) gets an error reply and the client is disconnected.  On
- * disconnect DMA mappings and interrupt eventfds are released; device state is
- * kept for the next client.
+ * disconnect DMA mappings, DMA logging and interrupt eventfds are released;
+ * device state (the migration state included) is kept for the next client.
+ *
+ * Migration (mig.h): DEVICE_FEATURE with the MIGRATION, MIG_DEVICE_STATE,
+ * MIG_DATA_SIZE and DMA_LOGGING_START/STOP/REPORT features, MIG_DATA_READ,
+ * MIG_DATA_WRITE and, once the client proposed "precopy_info" in the
+ * "migration" capability, MIG_GET_PRECOPY_INFO (19).  The command
+ * processor runs only in RUNNING and PRE_COPY.
  */
 #ifndef VFU_SERVER_H
 #define VFU_SERVER_H
 
 #include "common/error.h"
+#include "mig.h"
 #include "vgpu/vgpu.h"
 
 struct vfu_server;
@@ -21,13 +28,16 @@ struct vfu_server;
 struct vfu_server_config {
     const char *socket_path;
     struct vgpu_config gpu; /* vram_size must be a power of two */
+    const char *stats_path; /* migration statistics file, NULL: none */
+    struct mig_fault fault; /* test-only fault injection */
 };
 
 int vfu_server_new(const struct vfu_server_config *cfg, struct vfu_server **out,
                    struct vg_error *err);
 /* Serve until @signal_fd (a signalfd) becomes readable; returns 0 then. */
 int vfu_server_run(struct vfu_server *srv, int signal_fd, struct vg_error *err);
-/* Disconnect, free the device, close and remove the socket. */
+/* Disconnect, write the statistics file a last time, free the device,
+ * close and remove the socket. */
 void vfu_server_free(struct vfu_server *srv);
 
 #endif

@@ -5,11 +5,14 @@
  * SIGHUP end the server cleanly, removing the socket) and runs the server
  * of vfu-server.h until then.
  */
+#include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -44,7 +47,39 @@ static void usage(FILE *out)
         "                         from 4K to 2M (default 64K)\n"
         "  -b, --backend NAME     VRAM backend: cpu (default)\n"
         "  -l, --log-level LEVEL  error, warn, info (default), debug, trace\n"
+        "      --stats-file PATH  write migration statistics to PATH as JSON,\n"
+        "                         replaced atomically (temporary file and\n"
+        "                         rename) at every migration state change\n"
+        "                         and at exit; see STATISTICS\n"
+        "      --fault SPEC       TEST ONLY: inject a fault; SPEC is\n"
+        "                         corrupt-stream:OFFSET (flip, xor 0xff, the\n"
+        "                         byte at stream offset OFFSET of each\n"
+        "                         outgoing migration stream) or\n"
+        "                         corrupt-stream:random[:SEED] (an offset\n"
+        "                         drawn from SEED, random if omitted; the\n"
+        "                         seed is printed at start-up)\n"
         "  -h, --help             show this help and exit\n"
+        "\n"
+        "MIGRATION\n"
+        "The device supports VFIO migration v2 (STOP_COPY and PRE_COPY)\n"
+        "over vfio-user: QEMU drives the state machine with DEVICE_FEATURE\n"
+        "and moves the stream (docs/migration-stream.md) with MIG_DATA_READ\n"
+        "and MIG_DATA_WRITE.  The destination server must have the same\n"
+        "--vram and --page-size; a mismatch fails the migration with both\n"
+        "values named, and the source keeps running.  DMA logging reports\n"
+        "the guest pages the device wrote.\n"
+        "\n"
+        "STATISTICS\n"
+        "The --stats-file JSON object has: state (RUNNING, STOP, PRE_COPY,\n"
+        "STOP_COPY, RESUMING, ERROR); migrations_started, bytes_sent,\n"
+        "bytes_received (totals since start); precopy_bytes,\n"
+        "stopcopy_bytes, rounds (passes over VRAM) and device_stopcopy_ms\n"
+        "(STOP_COPY entry until the END record was read; null before) for\n"
+        "the last migration; vram_checksum and device_state_checksum\n"
+        "(XXH3-64, seed 0, 16 hex digits; null before any) taken on the\n"
+        "source when entering STOP_COPY and on the destination when the\n"
+        "loaded state is applied, so equal values on both sides prove an\n"
+        "exact copy; last_error (\"\" if none).\n"
         "\n"
         "SIZE is a number with an optional K, M, G or T suffix (powers of\n"
         "1024).  The server keeps device state (VRAM, registers) across\n"
@@ -59,7 +94,44 @@ struct options {
     uint64_t vram;
     uint64_t page;
     const char *backend;
+    const char *stats_file;
+    struct mig_fault fault;
 };
+
+enum { OPT_STATS_FILE = 256, OPT_FAULT };
+
+/* A decimal u64 that is all of @text. */
+static int parse_u64(const char *text, uint64_t *out)
+{
+    char *end;
+
+    errno = 0;
+    *out = strtoull(text, &end, 10);
+    return errno || end == text || *end || *text == '-' ? -1 : 0;
+}
+
+/* --fault corrupt-stream:OFFSET | corrupt-stream:random[:SEED] */
+static int parse_fault(const char *spec, struct mig_fault *f)
+{
+    static const char prefix[] = "corrupt-stream:";
+    const char *arg = spec + sizeof(prefix) - 1;
+
+    if (strncmp(spec, prefix, sizeof(prefix) - 1) != 0) {
+        return -1;
+    }
+    f->corrupt = true;
+    if (strncmp(arg, "random", 6) != 0) {
+        return parse_u64(arg, &f->offset);
+    }
+    f->random = true;
+    if (arg[6] == ':') {
+        return parse_u64(arg + 7, &f->seed);
+    }
+    if (arg[6] || getrandom(&f->seed, sizeof(f->seed), 0) != 8) {
+        return -1;
+    }
+    return 0;
+}
 
 static int parse_size_opt(const char *name, const char *text, uint64_t min,
                           uint64_t max, uint64_t *out)
@@ -101,6 +173,11 @@ static int parse_opt(int c, struct options *o)
         }
         vg_log_set_level(level);
         return 0;
+    case OPT_STATS_FILE:
+        o->stats_file = optarg;
+        return 0;
+    case OPT_FAULT:
+        return parse_fault(optarg, &o->fault);
     case 'h':
         usage(stdout);
         exit(0);
@@ -117,6 +194,8 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"page-size", required_argument, NULL, 'p'},
         {"backend", required_argument, NULL, 'b'},
         {"log-level", required_argument, NULL, 'l'},
+        {"stats-file", required_argument, NULL, OPT_STATS_FILE},
+        {"fault", required_argument, NULL, OPT_FAULT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -182,7 +261,17 @@ int main(int argc, char **argv)
         .gpu = {.vram_size = o.vram,
                 .page_size = (uint32_t)o.page,
                 .backend = o.backend},
+        .stats_path = o.stats_file,
+        .fault = o.fault,
     };
+    if (o.fault.random) {
+        vg_warn(
+            "TEST ONLY fault injection: corrupt-stream:random seed %" PRIu64,
+            o.fault.seed);
+    } else if (o.fault.corrupt) {
+        vg_warn("TEST ONLY fault injection: corrupt-stream offset %" PRIu64,
+                o.fault.offset);
+    }
     if (vfu_server_new(&cfg, &srv, &err) < 0) {
         vg_err("%s", err.msg);
         return 1;

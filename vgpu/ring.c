@@ -100,6 +100,9 @@ static void job_run(struct vgpu *gpu, uint64_t *budget)
 
 bool vgpu_step(struct vgpu *gpu, uint64_t budget)
 {
+    if (gpu->stopped) {
+        return false;
+    }
     while (budget > 0) {
         if (gpu->job_active) {
             job_run(gpu, &budget);
@@ -120,4 +123,21 @@ bool vgpu_busy(const struct vgpu *gpu)
     return gpu->job_active ||
            (gpu->kicked && r->ring_size != 0 && r->ring_head != r->ring_tail &&
             r->error_code == VGPU_ERR_NONE);
+}
+
+void vgpu_set_stopped(struct vgpu *gpu, bool stopped)
+{
+    vg_dbg("vgpu: %s (job %s)", stopped ? "stopped" : "resumed",
+           gpu->job_active ? "in flight" : "none");
+    gpu->stopped = stopped;
+}
+
+bool vgpu_stopped(const struct vgpu *gpu)
+{
+    return gpu->stopped;
+}
+
+bool vgpu_runnable(const struct vgpu *gpu)
+{
+    return !gpu->stopped && vgpu_busy(gpu);
 }

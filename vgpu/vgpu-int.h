@@ -34,6 +34,7 @@ struct vgpu {
     uint32_t page_size;
     struct vgpu_regs regs;
     bool kicked;     /* DOORBELL written since the ring last drained */
+    bool stopped;    /* quiesced for migration: vgpu_step does nothing */
     bool job_active; /* @job holds a command in flight */
     struct vgpu_job job;
     struct vgpu_engine_env env;

@@ -31,8 +31,8 @@ struct vgpu_host {
 };
 
 struct vgpu_config {
-    uint64_t vram_size; /* bytes, multiple of page_size, >= page_size */
-    uint32_t page_size; /* power of two, 4 KiB .. 2 MiB */
+    uint64_t vram_size;  /* bytes, multiple of page_size, >= page_size */
+    uint32_t page_size;  /* power of two, 4 KiB .. 2 MiB */
     const char *backend; /* "cpu" */
 };
 
@@ -71,11 +71,49 @@ int vgpu_bar2_write(struct vgpu *gpu, uint64_t off, const void *data,
                     uint32_t len);
 
 /* Run the command processor for at most @budget bytes of engine work (long
- * commands continue across calls).  Returns true while work is pending. */
+ * commands continue across calls).  Returns true while work is pending;
+ * while stopped it does nothing and returns false. */
 bool vgpu_step(struct vgpu *gpu, uint64_t budget);
 bool vgpu_busy(const struct vgpu *gpu);
 
-/* Device reset: registers to defaults, ring off, error cleared; VRAM kept. */
+/*
+ * Migration quiesce.  While stopped, vgpu_step() does nothing and returns
+ * false, so the command processor rests at a slice boundary: a command in
+ * flight stays in flight (its cursor is part of the saved state) and no
+ * VRAM, guest RAM or interrupt changes.  Register accesses still work.
+ * vgpu_runnable() is what a transport's loop asks before vgpu_step().
+ */
+void vgpu_set_stopped(struct vgpu *gpu, bool stopped);
+bool vgpu_stopped(const struct vgpu *gpu);
+/* Not stopped and work is pending. */
+bool vgpu_runnable(const struct vgpu *gpu);
+
+/*
+ * Device state for migration (vgpu-state.c): registers, ring state and the
+ * in-flight command with its cursor, as a fixed-size, versioned,
+ * little-endian blob of VGPU_STATE_SIZE bytes; docs/migration-stream.md
+ * gives the layout.  VRAM is not part of it.
+ */
+#define VGPU_STATE_MAGIC   0x54534756u /* "VGST" */
+#define VGPU_STATE_VERSION 1u
+#define VGPU_STATE_SIZE    168u
+
+/* Serialize @gpu's state into @buf (@size >= VGPU_STATE_SIZE); returns
+ * VGPU_STATE_SIZE, or -ENOSPC. */
+int vgpu_state_save(const struct vgpu *gpu, void *buf, size_t size,
+                    struct vg_error *err);
+/*
+ * Validate the blob (@len bytes) completely -- magic, version, size, this
+ * device's VRAM and page size, every register value, the in-flight command
+ * (vgpu_cmd_validate) and its cursor -- then install it.  On failure @gpu
+ * is unchanged and @err names the first bad field and its value.  The
+ * stopped flag and statistics are not part of the state.
+ */
+int vgpu_state_load(struct vgpu *gpu, const void *buf, size_t len,
+                    struct vg_error *err);
+
+/* Device reset: registers to defaults, ring off, error cleared; VRAM and
+ * the stopped flag kept. */
 void vgpu_reset(struct vgpu *gpu);
 void vgpu_get_stats(const struct vgpu *gpu, struct vgpu_stats *stats);
 

@@ -114,6 +114,50 @@ static void test_caps_format(void)
                     -ENOSPC);
 }
 
+/* The "migration" object: answered with the members proposed; the
+ * precopy_info extension only when proposed true. */
+static void test_caps_migration(void)
+{
+    static const struct {
+        const char *json;
+        const char *reply;
+    } cases[] = {
+        {"{\"capabilities\":{\"migration\":{\"pgsize\":4096,"
+         "\"max_bitmap_size\":268435456,\"precopy_info\":true}}}",
+         "{\"capabilities\":{\"migration\":{\"pgsize\":4096,"
+         "\"max_bitmap_size\":1048576,\"precopy_info\":true}}}"},
+        {"{\"capabilities\":{\"max_msg_fds\":2,\"migration\":{\"pgsize\":"
+         "8192,\"max_bitmap_size\":512}}}",
+         "{\"capabilities\":{\"max_msg_fds\":8,\"migration\":{\"pgsize\":"
+         "4096,\"max_bitmap_size\":512}}}"},
+        {"{\"capabilities\":{\"migration\":{\"precopy_info\":false}}}",
+         "{\"capabilities\":{}}"},
+        {"{\"capabilities\":{\"migration\":{\"precopy_info\":true}}}",
+         "{\"capabilities\":{\"migration\":{\"precopy_info\":true}}}"},
+        {"{\"capabilities\":{\"migration\":{}}}", "{\"capabilities\":{}}"},
+    };
+    struct vfu_caps ours = {.present = {true, true, true, true},
+                            .value = {8, 1024, 4096, 10},
+                            .migr = {true, true, true, 4096, 1048576}};
+    static const char bad[] =
+        "{\"capabilities\":{\"migration\":{\"precopy_info\":1}}}";
+    struct vfu_caps client;
+    struct vg_error err;
+    char buf[256];
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_assert_cmpint(
+            vfu_caps_parse(cases[i].json, strlen(cases[i].json), &client, &err),
+            ==, 0);
+        g_assert_cmpint(vfu_caps_format(&client, &ours, buf, sizeof(buf), &err),
+                        >, 0);
+        g_assert_cmpstr(buf, ==, cases[i].reply);
+    }
+    g_assert_cmpint(vfu_caps_parse(bad, strlen(bad), &client, &err), ==,
+                    -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "expected true or false"));
+}
+
 static void test_dma(void)
 {
     struct vfu_dma_map m = {32, VFIO_DMA_MAP_FLAG_READ, 0, 0x10000, 0x2000};
@@ -305,6 +349,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vfu-msg/header", test_hdr);
     g_test_add_func("/vfu-msg/version", test_version);
     g_test_add_func("/vfu-msg/caps-format", test_caps_format);
+    g_test_add_func("/vfu-msg/caps-migration", test_caps_migration);
     g_test_add_func("/vfu-msg/dma", test_dma);
     g_test_add_func("/vfu-msg/info", test_info);
     g_test_add_func("/vfu-msg/irq-set", test_irq_set);

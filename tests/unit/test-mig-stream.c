@@ -1,0 +1,482 @@
+/*
+ * Unit tests of the migration stream codec (mig-stream): encode -> decode
+ * round trips fed in random chunk sizes, and every kind of malformed input
+ * with the precise error it must produce.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "vfio-migration/mig-stream.h"
+
+#define PAGE   4096u
+#define NPAGES 256u
+#define VRAM   (PAGE * NPAGES)
+#define FEAT   7u
+
+static const struct mig_stream_config cfg = {VRAM, PAGE, FEAT};
+
+/* A growing stream. */
+struct sb {
+    struct mig_enc *enc;
+    uint8_t *data;
+    size_t len;
+    uint8_t *rec; /* MIG_REC_MAX scratch */
+};
+
+static void sb_init(struct sb *b)
+{
+    struct vg_error err;
+
+    memset(b, 0, sizeof(*b));
+    g_assert_cmpint(mig_enc_new(PAGE, &b->enc, &err), ==, 0);
+    b->rec = g_malloc(MIG_REC_MAX);
+    b->data = g_malloc(64 << 20);
+}
+
+static void sb_fini(struct sb *b)
+{
+    mig_enc_free(b->enc);
+    g_free(b->rec);
+    g_free(b->data);
+}
+
+static void sb_put(struct sb *b, const void *p, size_t n)
+{
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+
+static void sb_add(struct sb *b, size_t n)
+{
+    sb_put(b, b->rec, n);
+}
+
+/* A hand-made record with a valid checksum (not in the encoder's digest). */
+static void sb_raw(struct sb *b, uint16_t type, const void *payload,
+                   uint32_t len)
+{
+    uint8_t hdr[16];
+    uint64_t seed, sum;
+
+    memset(hdr, 0, sizeof(hdr));
+    hdr[0] = (uint8_t)type;
+    hdr[1] = (uint8_t)(type >> 8);
+    len = htole32(len);
+    memcpy(hdr + 4, &len, 4);
+    len = le32toh(len);
+    memcpy(&seed, hdr, 8);
+    sum = htole64(XXH3_64bits_withSeed(payload, len, le64toh(seed)));
+    memcpy(hdr + 8, &sum, 8);
+    sb_put(b, hdr, sizeof(hdr));
+    sb_put(b, payload, len);
+}
+
+/* HEADER payload with the given fields. */
+static void header_payload(uint8_t *p, const char *magic, uint32_t version,
+                           uint32_t page, uint64_t vram, uint32_t feat)
+{
+    uint32_t v;
+    uint64_t w;
+
+    memset(p, 0, MIG_HEADER_SIZE);
+    memcpy(p, magic, 8);
+    v = htole32(version);
+    memcpy(p + 8, &v, 4);
+    v = htole32(page);
+    memcpy(p + 12, &v, 4);
+    w = htole64(vram);
+    memcpy(p + 16, &w, 8);
+    v = htole32(feat);
+    memcpy(p + 24, &v, 4);
+}
+
+/* The destination: VRAM and the device state it received. */
+struct dst {
+    uint8_t vram[VRAM];
+    uint8_t state[MIG_STATE_MAX];
+    uint32_t state_len;
+};
+
+static int dst_pages(void *o, uint64_t first, uint64_t count,
+                     const uint8_t *data, struct vg_error *err)
+{
+    struct dst *d = o;
+
+    g_assert_cmpuint(first + count, <=, NPAGES);
+    memcpy(d->vram + first * PAGE, data, count * PAGE);
+    return 0;
+}
+
+static int dst_zeros(void *o, uint64_t first, uint64_t count,
+                     struct vg_error *err)
+{
+    struct dst *d = o;
+
+    g_assert_cmpuint(first + count, <=, NPAGES);
+    memset(d->vram + first * PAGE, 0, count * PAGE);
+    return 0;
+}
+
+static int dst_state(void *o, const uint8_t *blob, uint32_t len,
+                     struct vg_error *err)
+{
+    struct dst *d = o;
+
+    memcpy(d->state, blob, len);
+    d->state_len = len;
+    return 0;
+}
+
+/* Decode @len bytes of @data in chunks (0: random sizes); returns the
+ * first error (feed or finish) with its message in @err. */
+static int decode(const struct mig_stream_config *c, const uint8_t *data,
+                  size_t len, size_t chunk, struct dst *d, struct vg_error *err)
+{
+    struct mig_dec_sink sink = {d, dst_pages, dst_zeros, dst_state};
+    struct mig_dec *dec;
+    size_t off = 0;
+    int ret;
+
+    memset(d->vram, 0xee, VRAM);
+    g_assert_cmpint(mig_dec_new(c, &sink, &dec, err), ==, 0);
+    while (off < len) {
+        size_t n = chunk ? chunk : (size_t)g_test_rand_int_range(1, 70000);
+        if (n > len - off) {
+            n = len - off;
+        }
+        ret = mig_dec_feed(dec, data + off, n, err);
+        if (ret < 0) {
+            /* sticky: the next feed fails the same way */
+            char first[VG_ERROR_MAX];
+            g_strlcpy(first, err->msg, sizeof(first));
+            g_assert_cmpint(mig_dec_feed(dec, data, 1, err), ==, ret);
+            g_assert_cmpstr(err->msg, ==, first);
+            mig_dec_free(dec);
+            return ret;
+        }
+        off += n;
+    }
+    g_assert_cmpuint(mig_dec_bytes(dec), ==, len);
+    ret = mig_dec_finish(dec, err);
+    mig_dec_free(dec);
+    return ret;
+}
+
+/* Random VRAM with zero pages; the stream of one full pass over it, a
+ * partial second pass (pages sent twice), the state and the END. */
+static void build_valid(struct sb *b, uint8_t *vram, uint8_t *state)
+{
+    for (unsigned i = 0; i < VRAM; i++) {
+        vram[i] = (uint8_t)g_test_rand_int();
+    }
+    memset(vram + 10 * PAGE, 0, 30 * PAGE);
+    memset(vram + (NPAGES - 1) * PAGE, 0, PAGE);
+    for (unsigned i = 0; i < 100; i++) {
+        state[i] = (uint8_t)i;
+    }
+    sb_add(b, mig_enc_header(b->enc, &cfg, b->rec));
+    for (unsigned p = 0; p < NPAGES;) {
+        if (p >= 10 && p < 40) {
+            sb_add(b, mig_enc_zeros(b->enc, 10, 30, b->rec));
+            p = 40;
+        } else if (p == NPAGES - 1) {
+            sb_add(b, mig_enc_zeros(b->enc, p, 1, b->rec));
+            p++;
+        } else {
+            uint32_t n =
+                p < 10 ? 10 - p : (NPAGES - 1 - p > 64 ? 64 : NPAGES - 1 - p);
+            sb_add(b, mig_enc_pages(b->enc, p, n, vram + p * PAGE, b->rec));
+            p += n;
+        }
+    }
+    /* second pass: pages 3..5 changed, page 12 now non-zero */
+    memset(vram + 3 * PAGE, 0x5a, 3 * PAGE);
+    sb_add(b, mig_enc_pages(b->enc, 3, 3, vram + 3 * PAGE, b->rec));
+    memset(vram + 12 * PAGE, 0x77, PAGE);
+    sb_add(b, mig_enc_pages(b->enc, 12, 1, vram + 12 * PAGE, b->rec));
+    sb_add(b, mig_enc_state(b->enc, state, 100, b->rec));
+    sb_add(b, mig_enc_end(b->enc, b->rec));
+    g_assert_cmpuint(mig_enc_bytes(b->enc), ==, b->len);
+}
+
+static void test_round_trip(void)
+{
+    static uint8_t vram[VRAM];
+    static struct dst d;
+    uint8_t state[100];
+    struct vg_error err = {0};
+    struct sb b;
+
+    sb_init(&b);
+    build_valid(&b, vram, state);
+    for (unsigned round = 0; round < 20; round++) {
+        size_t chunk = round == 0 ? 1 : round == 1 ? b.len : 0;
+        g_assert_cmpint(decode(&cfg, b.data, b.len, chunk, &d, &err), ==, 0);
+        g_assert_true(memcmp(d.vram, vram, VRAM) == 0);
+        g_assert_cmpuint(d.state_len, ==, 100);
+        g_assert_true(memcmp(d.state, state, 100) == 0);
+    }
+    sb_fini(&b);
+}
+
+/* Decoding @b must fail with @code and a message containing @what. */
+static void expect_fail(const struct mig_stream_config *c, struct sb *b,
+                        int code, const char *what)
+{
+    static struct dst d;
+    struct vg_error err = {0};
+    size_t chunks[] = {1, 7, 4096, 0};
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(chunks); i++) {
+        g_assert_cmpint(decode(c, b->data, b->len, chunks[i], &d, &err), ==,
+                        -code);
+        if (!strstr(err.msg, what)) {
+            g_error("expected \"%s\" in \"%s\"", what, err.msg);
+        }
+    }
+    g_test_message("%s", err.msg);
+}
+
+static void add_header(struct sb *b)
+{
+    sb_add(b, mig_enc_header(b->enc, &cfg, b->rec));
+}
+
+static void test_bad_header(void)
+{
+    static const struct mig_stream_config big = {128u << 20, 65536, FEAT};
+    static const struct mig_stream_config dev64 = {64u << 20, 65536, FEAT};
+    uint8_t p[MIG_HEADER_SIZE];
+    struct sb b;
+
+    sb_init(&b);
+    header_payload(p, "VGMIGSTX", 1, PAGE, VRAM, FEAT);
+    sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
+    expect_fail(&cfg, &b, EINVAL, "HEADER record #0 at offset 0: bad magic");
+    b.len = 0;
+    header_payload(p, MIG_STREAM_MAGIC, 2, PAGE, VRAM, FEAT);
+    sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
+    expect_fail(&cfg, &b, EPROTO,
+                "unknown stream version 2, this device reads version 1");
+    /* another VRAM size: both values named */
+    b.len = 0;
+    sb_add(&b, mig_enc_header(b.enc, &big, b.rec));
+    expect_fail(&dev64, &b, EINVAL,
+                "VRAM size mismatch: stream has 134217728 bytes, this device "
+                "has 67108864");
+    b.len = 0;
+    header_payload(p, MIG_STREAM_MAGIC, 1, 4096, 64u << 20, FEAT);
+    sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
+    expect_fail(&dev64, &b, EINVAL,
+                "page size mismatch: stream has 4096 bytes, this device has "
+                "65536");
+    b.len = 0;
+    header_payload(p, MIG_STREAM_MAGIC, 1, PAGE, VRAM, 1);
+    sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
+    expect_fail(&cfg, &b, EINVAL, "features mismatch: stream has 0x1");
+    /* the first record must be the HEADER */
+    b.len = 0;
+    sb_add(&b, mig_enc_zeros(b.enc, 0, 1, b.rec));
+    expect_fail(&cfg, &b, EINVAL,
+                "ZEROS record #0 at offset 0: the stream must start with "
+                "HEADER");
+    sb_fini(&b);
+}
+
+static void test_bad_checksum(void)
+{
+    static uint8_t vram[VRAM];
+    uint8_t state[100];
+    struct sb b;
+
+    sb_init(&b);
+    build_valid(&b, vram, state);
+    b.data[48 + 16 + 16 + 100] ^= 0x01; /* inside the first PAGES data */
+    expect_fail(&cfg, &b, EBADMSG, "PAGES record #1 at offset 48: checksum");
+    b.data[48 + 16 + 16 + 100] ^= 0x01;
+    b.data[48 + 8] ^= 0x80; /* the checksum field itself */
+    expect_fail(&cfg, &b, EBADMSG, "PAGES record #1 at offset 48: checksum");
+    b.data[48 + 8] ^= 0x80;
+    b.data[48 + 4] ^= 0x01; /* the length: the record takes one more byte */
+    expect_fail(&cfg, &b, EBADMSG, "PAGES record #1 at offset 48: checksum");
+    sb_fini(&b);
+}
+
+static void test_truncated(void)
+{
+    static uint8_t vram[VRAM];
+    uint8_t state[100];
+    struct sb b;
+    size_t full;
+
+    sb_init(&b);
+    build_valid(&b, vram, state);
+    full = b.len;
+    b.len = 48 + 16 + 10; /* inside the first PAGES record */
+    expect_fail(&cfg, &b, EINVAL,
+                "truncated: PAGES record #1 at offset 48 has 26 of 40992 "
+                "bytes");
+    b.len = 48 + 5; /* inside a record header */
+    expect_fail(&cfg, &b, EINVAL,
+                "truncated: PAGES record #1 at offset 48 has 5 of 16 bytes");
+    b.len = 48 + 1; /* not even the type */
+    expect_fail(&cfg, &b, EINVAL,
+                "truncated: a record #1 at offset 48 has 1 of 16 bytes");
+    b.len = full - (16 + MIG_END_SIZE); /* no END */
+    expect_fail(&cfg, &b, EINVAL, "truncated: no END record after");
+    b.len = 0; /* nothing at all */
+    expect_fail(&cfg, &b, EINVAL,
+                "no END record after 0 bytes in 0 records, "
+                "no HEADER, no DEVICE_STATE");
+    sb_fini(&b);
+}
+
+static void test_duplicates(void)
+{
+    uint8_t state[8] = {1};
+    struct sb b;
+
+    sb_init(&b);
+    add_header(&b);
+    add_header(&b);
+    expect_fail(&cfg, &b, EINVAL, "HEADER record #1 at offset 48: duplicate");
+    b.len = 0;
+    add_header(&b);
+    sb_add(&b, mig_enc_state(b.enc, state, 8, b.rec));
+    sb_add(&b, mig_enc_state(b.enc, state, 8, b.rec));
+    expect_fail(&cfg, &b, EINVAL,
+                "DEVICE_STATE record #2 at offset 72: "
+                "duplicate DEVICE_STATE");
+    b.len = 0;
+    add_header(&b);
+    sb_add(&b, mig_enc_state(b.enc, state, 8, b.rec));
+    sb_add(&b, mig_enc_zeros(b.enc, 0, 1, b.rec));
+    expect_fail(&cfg, &b, EINVAL,
+                "ZEROS record #2 at offset 72: page data "
+                "after DEVICE_STATE");
+    sb_fini(&b);
+}
+
+static void test_ranges(void)
+{
+    static uint8_t page[2 * PAGE];
+    uint8_t p[MIG_RUN_HDR_SIZE + PAGE];
+    uint32_t v;
+    struct sb b;
+
+    sb_init(&b);
+    add_header(&b);
+    sb_add(&b, mig_enc_pages(b.enc, NPAGES - 1, 2, page, b.rec));
+    expect_fail(&cfg, &b, ERANGE,
+                "PAGES record #1 at offset 48: pages 255+2 outside VRAM of "
+                "256 pages");
+    b.len = 0;
+    add_header(&b);
+    sb_add(&b, mig_enc_zeros(b.enc, UINT64_MAX - 1, 4, b.rec)); /* wraps */
+    expect_fail(&cfg, &b, ERANGE, "outside VRAM of 256 pages");
+    b.len = 0;
+    add_header(&b);
+    sb_add(&b, mig_enc_zeros(b.enc, 0, 0, b.rec));
+    expect_fail(&cfg, &b, ERANGE, "pages 0+0 outside VRAM");
+    /* a run whose count does not match its data */
+    b.len = 0;
+    add_header(&b);
+    memset(p, 0, sizeof(p));
+    v = htole32(2);
+    memcpy(p + 8, &v, 4); /* 2 pages, one page of data */
+    sb_raw(&b, MIG_REC_PAGES, p, sizeof(p));
+    expect_fail(&cfg, &b, EINVAL,
+                "run of 2 pages of 4096 bytes does not match payload length "
+                "4112");
+    sb_fini(&b);
+}
+
+static void test_after_end_and_digest(void)
+{
+    static uint8_t vram[VRAM];
+    uint8_t state[100], end[MIG_END_SIZE];
+    struct sb b;
+    size_t full;
+
+    sb_init(&b);
+    build_valid(&b, vram, state);
+    full = b.len;
+    sb_put(&b, "x", 1);
+    expect_fail(&cfg, &b, EINVAL, "1 bytes after the END record");
+    /* a wrong digest (the END record itself intact) */
+    b.len = full - (16 + MIG_END_SIZE);
+    memcpy(end, b.data + b.len + 16, sizeof(end));
+    end[0] ^= 1;
+    sb_raw(&b, MIG_REC_END, end, sizeof(end));
+    expect_fail(&cfg, &b, EBADMSG, "END record #");
+    expect_fail(&cfg, &b, EBADMSG, "stream digest");
+    /* wrong byte count */
+    b.len = full - (16 + MIG_END_SIZE);
+    end[0] ^= 1;
+    end[8] ^= 1;
+    sb_raw(&b, MIG_REC_END, end, sizeof(end));
+    expect_fail(&cfg, &b, EINVAL, "END counts");
+    /* END without DEVICE_STATE */
+    b.len = 0;
+    add_header(&b);
+    sb_add(&b, mig_enc_end(b.enc, b.rec));
+    expect_fail(&cfg, &b, EINVAL, "END before any DEVICE_STATE");
+    sb_fini(&b);
+}
+
+static void test_bad_record_header(void)
+{
+    uint8_t hdr[16] = {0};
+    struct sb b;
+
+    sb_init(&b);
+    add_header(&b);
+    hdr[0] = MIG_REC_PAGES;
+    memset(hdr + 4, 0xff, 4); /* payload length 4294967295 */
+    sb_put(&b, hdr, sizeof(hdr));
+    expect_fail(&cfg, &b, EINVAL,
+                "PAGES record #1 at offset 48: payload length 4294967295 "
+                "outside [4112, 2097168]");
+    b.len = 48;
+    hdr[0] = 9;
+    sb_put(&b, hdr, sizeof(hdr));
+    expect_fail(&cfg, &b, EINVAL, "unknown record type 9");
+    b.len = 48;
+    hdr[0] = MIG_REC_ZEROS;
+    hdr[2] = 1; /* flags */
+    sb_put(&b, hdr, sizeof(hdr));
+    expect_fail(&cfg, &b, EINVAL, "flags 0x1, expected 0");
+    sb_fini(&b);
+}
+
+static void test_bad_config(void)
+{
+    struct mig_stream_config c = {VRAM, 3000, 0};
+    struct mig_dec_sink sink = {NULL, dst_pages, dst_zeros, dst_state};
+    struct mig_dec *dec;
+    struct vg_error err;
+
+    g_assert_cmpint(mig_dec_new(&c, &sink, &dec, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "page size 3000"));
+    g_assert_cmpstr(mig_rec_name(MIG_REC_DEVICE_STATE), ==, "DEVICE_STATE");
+    g_assert_cmpstr(mig_rec_name(77), ==, "unknown");
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/mig-stream/round-trip", test_round_trip);
+    g_test_add_func("/mig-stream/bad-header", test_bad_header);
+    g_test_add_func("/mig-stream/bad-checksum", test_bad_checksum);
+    g_test_add_func("/mig-stream/truncated", test_truncated);
+    g_test_add_func("/mig-stream/duplicates", test_duplicates);
+    g_test_add_func("/mig-stream/ranges", test_ranges);
+    g_test_add_func("/mig-stream/after-end-and-digest",
+                    test_after_end_and_digest);
+    g_test_add_func("/mig-stream/bad-record-header", test_bad_record_header);
+    g_test_add_func("/mig-stream/bad-config", test_bad_config);
+    return g_test_run();
+}

@@ -1,0 +1,84 @@
+/*
+ * mig-int.h -- state shared by mig.c (FSM actions, statistics), mig-save.c
+ * (the source's saving session) and mig-load.c (the destination's loading
+ * session).  Not an API: users include mig.h.
+ */
+#ifndef MIG_INT_H
+#define MIG_INT_H
+
+#include "mig-stream.h"
+#include "mig.h"
+
+struct mig_save; /* mig-save.c */
+struct mig_load; /* mig-load.c */
+
+struct mig {
+    struct mig_fsm fsm;
+    struct vgpu *gpu;
+    struct mig_stream_config scfg;
+    char *stats_path;
+    struct mig_fault fault;
+    uint64_t npages;
+    /* Pages last seen non-zero (zero scan at PRE_COPY entry, updated as
+     * pages are sent); without a scan every page counts as non-zero. */
+    uint64_t *nonzero;
+    uint64_t nonzero_count;
+    struct mig_save *save;
+    struct mig_load *load;
+    struct mig_stats stats;
+};
+
+/* Milliseconds of CLOCK_MONOTONIC. */
+double mig_now_ms(void);
+/* Take the checksums of VRAM and of the device state into the stats. */
+void mig_take_checksums(struct mig *m);
+/* Record @msg as the last error and rewrite the stats file. */
+void mig_note_error(struct mig *m, const char *msg);
+
+/* Bitmaps of pages. */
+static inline bool mig_bit(const uint64_t *bm, uint64_t i)
+{
+    return bm[i / 64] >> (i % 64) & 1;
+}
+
+static inline void mig_bit_put(uint64_t *bm, uint64_t i, bool v)
+{
+    if (v) {
+        bm[i / 64] |= 1ull << (i % 64);
+    } else {
+        bm[i / 64] &= ~(1ull << (i % 64));
+    }
+}
+
+/* Set the first @bits bits of @bm (the rest of its last word clear). */
+static inline void mig_bitmap_fill(uint64_t *bm, uint64_t bits)
+{
+    for (uint64_t i = 0; i < bits / 64; i++) {
+        bm[i] = UINT64_MAX;
+    }
+    if (bits % 64) {
+        bm[bits / 64] = (1ull << (bits % 64)) - 1;
+    }
+}
+
+/* mig-save.c: open a saving session; @precopy: start the initial pass
+ * (running), else wait for mig_save_stopcopy. */
+int mig_save_open(struct mig *m, bool precopy, struct vg_error *err);
+/* The device is quiesced: start the stop-copy pass. */
+void mig_save_stopcopy(struct mig *m);
+void mig_save_close(struct mig *m);
+int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got);
+/* Bytes of the initial pass not read yet (0 after it). */
+uint64_t mig_save_initial_left(const struct mig *m);
+/* Bytes a stop-copy pass still has to deliver from now. */
+uint64_t mig_save_stopcopy_left(const struct mig *m);
+
+/* mig-load.c: open a loading session (registers reset). */
+int mig_load_open(struct mig *m, struct vg_error *err);
+int mig_load_write(struct mig *m, const uint8_t *data, uint32_t size,
+                   struct vg_error *err);
+/* Check the stream is complete, apply the device state, close. */
+int mig_load_finish(struct mig *m, struct vg_error *err);
+void mig_load_close(struct mig *m);
+
+#endif

@@ -1,0 +1,133 @@
+/*
+ * mig-load.c -- the destination's loading session: the stream decoder
+ * writes pages into VRAM; the device state is applied only when the
+ * stream is complete and valid.
+ */
+#include "mig-int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+struct mig_load {
+    struct mig_dec *dec;
+    uint8_t state[MIG_STATE_MAX];
+    uint32_t state_len;
+    bool failed; /* a write failed (reported once) */
+};
+
+/* Host address of pages [first, first + count), re-checked here. */
+static uint8_t *vram_pages(struct mig *m, uint64_t first, uint64_t count,
+                           struct vg_error *err)
+{
+    if (first >= m->npages || count > m->npages - first) {
+        vg_error_set(err, ERANGE, "pages %" PRIu64 "+%" PRIu64 " outside VRAM",
+                     first, count);
+        return NULL;
+    }
+    return vgpu_vram(m->gpu) + first * m->scfg.page_size;
+}
+
+static int sink_pages(void *opaque, uint64_t first, uint64_t count,
+                      const uint8_t *data, struct vg_error *err)
+{
+    struct mig *m = opaque;
+    uint8_t *p = vram_pages(m, first, count, err);
+
+    if (!p) {
+        return -ERANGE;
+    }
+    memcpy(p, data, count * m->scfg.page_size);
+    return 0;
+}
+
+static int sink_zeros(void *opaque, uint64_t first, uint64_t count,
+                      struct vg_error *err)
+{
+    struct mig *m = opaque;
+    uint8_t *p = vram_pages(m, first, count, err);
+
+    if (!p) {
+        return -ERANGE;
+    }
+    memset(p, 0, count * m->scfg.page_size);
+    return 0;
+}
+
+/* Keep the device state; it is validated and applied at the end. */
+static int sink_state(void *opaque, const uint8_t *blob, uint32_t len,
+                      struct vg_error *err)
+{
+    struct mig *m = opaque;
+
+    if (len != VGPU_STATE_SIZE) {
+        return vg_error_set(err, EINVAL,
+                            "device state of %u bytes, expected %u", len,
+                            VGPU_STATE_SIZE);
+    }
+    memcpy(m->load->state, blob, len);
+    m->load->state_len = len;
+    return 0;
+}
+
+int mig_load_open(struct mig *m, struct vg_error *err)
+{
+    struct mig_dec_sink sink = {m, sink_pages, sink_zeros, sink_state};
+    int ret;
+
+    m->load = calloc(1, sizeof(*m->load));
+    if (!m->load) {
+        return vg_error_set(err, ENOMEM, "loading session");
+    }
+    ret = mig_dec_new(&m->scfg, &sink, &m->load->dec, err);
+    if (ret < 0) {
+        mig_load_close(m);
+        return ret;
+    }
+    vgpu_reset(m->gpu);
+    return 0;
+}
+
+int mig_load_write(struct mig *m, const uint8_t *data, uint32_t size,
+                   struct vg_error *err)
+{
+    struct mig_load *l = m->load;
+    int ret = mig_dec_feed(l->dec, data, size, err);
+
+    if (ret == 0) {
+        m->stats.bytes_received += size;
+    } else if (!l->failed) {
+        l->failed = true;
+        mig_note_error(m, err ? err->msg : "migration data refused");
+    }
+    return ret;
+}
+
+int mig_load_finish(struct mig *m, struct vg_error *err)
+{
+    struct mig_load *l = m->load;
+    int ret = mig_dec_finish(l->dec, err);
+
+    if (ret == 0) {
+        ret = vgpu_state_load(m->gpu, l->state, l->state_len, err);
+    }
+    if (ret == 0) {
+        mig_take_checksums(m);
+        vg_info("migration: stream of %" PRIu64 " bytes loaded",
+                mig_dec_bytes(l->dec));
+    }
+    mig_load_close(m);
+    return ret;
+}
+
+void mig_load_close(struct mig *m)
+{
+    if (m->load) {
+        mig_dec_free(m->load->dec);
+        free(m->load);
+        m->load = NULL;
+    }
+}

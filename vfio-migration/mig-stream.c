@@ -1,0 +1,572 @@
+/*
+ * mig-stream.c -- records of the migration stream: encoding, and an
+ * incremental, validating decoder (docs/migration-stream.md).
+ */
+#include "mig-stream.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* ------------------------------------------------------------ byte order */
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    v = htole32(v);
+    memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    v = htole64(v);
+    memcpy(p, &v, 8);
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+    uint16_t v;
+
+    memcpy(&v, p, 2);
+    return le16toh(v);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v;
+
+    memcpy(&v, p, 4);
+    return le32toh(v);
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v;
+
+    memcpy(&v, p, 8);
+    return le64toh(v);
+}
+
+/* Checksum of a record: XXH3-64 of its payload, seeded with header bytes
+ * 0..7 (type, flags, length) read as a little-endian u64. */
+static uint64_t rec_checksum(const uint8_t *hdr, const uint8_t *payload,
+                             uint32_t len)
+{
+    return XXH3_64bits_withSeed(payload, len, get64(hdr));
+}
+
+const char *mig_rec_name(uint32_t type)
+{
+    switch (type) {
+    case MIG_REC_HEADER:
+        return "HEADER";
+    case MIG_REC_PAGES:
+        return "PAGES";
+    case MIG_REC_ZEROS:
+        return "ZEROS";
+    case MIG_REC_DEVICE_STATE:
+        return "DEVICE_STATE";
+    case MIG_REC_END:
+        return "END";
+    default:
+        return "unknown";
+    }
+}
+
+/* ---------------------------------------------------------------- encoder */
+
+struct mig_enc {
+    XXH3_state_t *digest;
+    uint64_t bytes;
+    uint64_t records;
+    uint32_t page_size;
+};
+
+int mig_enc_new(uint32_t page_size, struct mig_enc **out, struct vg_error *err)
+{
+    struct mig_enc *enc = calloc(1, sizeof(*enc));
+
+    if (enc) {
+        enc->digest = XXH3_createState();
+    }
+    if (!enc || !enc->digest) {
+        free(enc);
+        return vg_error_set(err, ENOMEM, "stream encoder");
+    }
+    XXH3_64bits_reset(enc->digest);
+    enc->page_size = page_size;
+    *out = enc;
+    return 0;
+}
+
+void mig_enc_free(struct mig_enc *enc)
+{
+    if (enc) {
+        XXH3_freeState(enc->digest);
+        free(enc);
+    }
+}
+
+uint64_t mig_enc_bytes(const struct mig_enc *enc)
+{
+    return enc->bytes;
+}
+
+/* Finish the record of @len payload bytes at @buf; returns its size. */
+static size_t rec_seal(struct mig_enc *enc, uint8_t *buf, uint16_t type,
+                       uint32_t len)
+{
+    size_t size = MIG_REC_HDR_SIZE + len;
+
+    buf[0] = (uint8_t)type;
+    buf[1] = (uint8_t)(type >> 8);
+    buf[2] = buf[3] = 0; /* flags */
+    put32(buf + 4, len);
+    put64(buf + 8, rec_checksum(buf, buf + MIG_REC_HDR_SIZE, len));
+    if (type != MIG_REC_END) {
+        XXH3_64bits_update(enc->digest, buf, size);
+    }
+    enc->bytes += size;
+    enc->records++;
+    return size;
+}
+
+size_t mig_enc_header(struct mig_enc *enc, const struct mig_stream_config *cfg,
+                      uint8_t *buf)
+{
+    uint8_t *p = buf + MIG_REC_HDR_SIZE;
+
+    memset(p, 0, MIG_HEADER_SIZE);
+    memcpy(p, MIG_STREAM_MAGIC, 8);
+    put32(p + 8, MIG_STREAM_VERSION);
+    put32(p + 12, cfg->page_size);
+    put64(p + 16, cfg->vram_size);
+    put32(p + 24, cfg->features);
+    return rec_seal(enc, buf, MIG_REC_HEADER, MIG_HEADER_SIZE);
+}
+
+size_t mig_enc_pages(struct mig_enc *enc, uint64_t first, uint32_t count,
+                     const uint8_t *data, uint8_t *buf)
+{
+    uint8_t *p = buf + MIG_REC_HDR_SIZE;
+    uint32_t n = count * enc->page_size;
+
+    put64(p, first);
+    put32(p + 8, count);
+    put32(p + 12, 0);
+    memcpy(p + MIG_RUN_HDR_SIZE, data, n);
+    return rec_seal(enc, buf, MIG_REC_PAGES, MIG_RUN_HDR_SIZE + n);
+}
+
+size_t mig_enc_zeros(struct mig_enc *enc, uint64_t first, uint64_t count,
+                     uint8_t *buf)
+{
+    uint8_t *p = buf + MIG_REC_HDR_SIZE;
+
+    put64(p, first);
+    put64(p + 8, count);
+    return rec_seal(enc, buf, MIG_REC_ZEROS, MIG_RUN_HDR_SIZE);
+}
+
+size_t mig_enc_state(struct mig_enc *enc, const void *blob, uint32_t len,
+                     uint8_t *buf)
+{
+    memcpy(buf + MIG_REC_HDR_SIZE, blob, len);
+    return rec_seal(enc, buf, MIG_REC_DEVICE_STATE, len);
+}
+
+size_t mig_enc_end(struct mig_enc *enc, uint8_t *buf)
+{
+    uint8_t *p = buf + MIG_REC_HDR_SIZE;
+
+    put64(p, XXH3_64bits_digest(enc->digest));
+    put64(p + 8, enc->bytes);
+    put64(p + 16, enc->records);
+    return rec_seal(enc, buf, MIG_REC_END, MIG_END_SIZE);
+}
+
+/* ---------------------------------------------------------------- decoder */
+
+struct mig_dec {
+    struct mig_stream_config cfg;
+    struct mig_dec_sink sink;
+    uint64_t npages;
+    XXH3_state_t *digest;
+    uint8_t *rec;     /* the record being received (MIG_REC_MAX) */
+    size_t have;      /* bytes of it received */
+    size_t want;      /* its size: header, then header + payload */
+    uint64_t offset;  /* stream offset of the record */
+    uint64_t index;   /* its index (0 = first record) */
+    bool seen_header; /* a HEADER was accepted */
+    bool seen_state;  /* a DEVICE_STATE was accepted */
+    bool seen_end;    /* an END was accepted */
+    int failed;       /* sticky -errno */
+    struct vg_error error;
+};
+
+int mig_dec_new(const struct mig_stream_config *cfg,
+                const struct mig_dec_sink *sink, struct mig_dec **out,
+                struct vg_error *err)
+{
+    uint32_t ps = cfg->page_size;
+    struct mig_dec *dec;
+
+    if (ps < MIG_PAGE_SIZE_MIN || ps > MIG_PAGE_SIZE_MAX || (ps & (ps - 1)) ||
+        cfg->vram_size % ps || cfg->vram_size == 0) {
+        return vg_error_set(err, EINVAL,
+                            "decoder: bad configuration (VRAM %" PRIu64
+                            " bytes, page size %u)",
+                            cfg->vram_size, ps);
+    }
+    dec = calloc(1, sizeof(*dec));
+    if (dec) {
+        dec->rec = malloc(MIG_REC_MAX);
+        dec->digest = XXH3_createState();
+    }
+    if (!dec || !dec->rec || !dec->digest) {
+        mig_dec_free(dec);
+        return vg_error_set(err, ENOMEM, "stream decoder");
+    }
+    XXH3_64bits_reset(dec->digest);
+    dec->cfg = *cfg;
+    dec->sink = *sink;
+    dec->npages = cfg->vram_size / ps;
+    dec->want = MIG_REC_HDR_SIZE;
+    *out = dec;
+    return 0;
+}
+
+void mig_dec_free(struct mig_dec *dec)
+{
+    if (dec) {
+        XXH3_freeState(dec->digest);
+        free(dec->rec);
+        free(dec);
+    }
+}
+
+uint64_t mig_dec_bytes(const struct mig_dec *dec)
+{
+    return dec->offset + dec->have;
+}
+
+/* Fail the stream: "<TYPE> record #<index> at offset <off>: <what>". */
+static int __attribute__((format(printf, 3, 4)))
+dec_fail(struct mig_dec *dec, int code, const char *fmt, ...);
+
+static int dec_fail(struct mig_dec *dec, int code, const char *fmt, ...)
+{
+    char what[VG_ERROR_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    vg_error_set(&dec->error, code,
+                 "migration stream: %s%srecord #%" PRIu64 " at offset %" PRIu64
+                 ": %s",
+                 dec->have >= 2 ? mig_rec_name(get16(dec->rec)) : "",
+                 dec->have >= 2 ? " " : "", dec->index, dec->offset, what);
+    dec->failed = -code;
+    return dec->failed;
+}
+
+/* Sink errors keep their text, with the record prefixed. */
+static int dec_sink_failed(struct mig_dec *dec, int ret, struct vg_error *se)
+{
+    return dec_fail(dec, -ret, "%s", se->msg);
+}
+
+/* Payload bounds of @type: [*min, *max]. */
+static bool rec_bounds(const struct mig_dec *dec, uint32_t type, uint32_t *min,
+                       uint32_t *max)
+{
+    switch (type) {
+    case MIG_REC_HEADER:
+        *min = *max = MIG_HEADER_SIZE;
+        return true;
+    case MIG_REC_PAGES:
+        *min = MIG_RUN_HDR_SIZE + dec->cfg.page_size;
+        *max = MIG_RUN_HDR_SIZE + MIG_RUN_MAX_BYTES;
+        return true;
+    case MIG_REC_ZEROS:
+        *min = *max = MIG_RUN_HDR_SIZE;
+        return true;
+    case MIG_REC_DEVICE_STATE:
+        *min = 1;
+        *max = MIG_STATE_MAX;
+        return true;
+    case MIG_REC_END:
+        *min = *max = MIG_END_SIZE;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The record header is in: check type, flags and length. */
+static int dec_rec_header(struct mig_dec *dec)
+{
+    uint32_t type = get16(dec->rec), flags = get16(dec->rec + 2);
+    uint32_t len = get32(dec->rec + 4), min, max;
+
+    if (!rec_bounds(dec, type, &min, &max)) {
+        return dec_fail(dec, EINVAL, "unknown record type %u", type);
+    }
+    if (flags) {
+        return dec_fail(dec, EINVAL, "flags %#x, expected 0", flags);
+    }
+    if (len < min || len > max) {
+        return dec_fail(dec, EINVAL,
+                        "payload length %u outside [%u, %u] for this type", len,
+                        min, max);
+    }
+    if (!dec->seen_header && type != MIG_REC_HEADER) {
+        return dec_fail(dec, EINVAL, "the stream must start with HEADER");
+    }
+    dec->want = MIG_REC_HDR_SIZE + len;
+    return 0;
+}
+
+static int dec_header(struct mig_dec *dec, const uint8_t *p)
+{
+    const struct mig_stream_config *c = &dec->cfg;
+
+    if (dec->seen_header) {
+        return dec_fail(dec, EINVAL, "duplicate HEADER");
+    }
+    if (memcmp(p, MIG_STREAM_MAGIC, 8) != 0) {
+        return dec_fail(dec, EINVAL,
+                        "bad magic %02x%02x%02x%02x%02x%02x%02x%02x, expected "
+                        "\"%s\"",
+                        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
+                        MIG_STREAM_MAGIC);
+    }
+    if (get32(p + 8) != MIG_STREAM_VERSION) {
+        return dec_fail(dec, EPROTO,
+                        "unknown stream version %u, this device reads "
+                        "version %u",
+                        get32(p + 8), MIG_STREAM_VERSION);
+    }
+    if (get64(p + 16) != c->vram_size) {
+        return dec_fail(dec, EINVAL,
+                        "VRAM size mismatch: stream has %" PRIu64
+                        " bytes, this device has %" PRIu64,
+                        get64(p + 16), c->vram_size);
+    }
+    if (get32(p + 12) != c->page_size) {
+        return dec_fail(dec, EINVAL,
+                        "page size mismatch: stream has %u bytes, this device "
+                        "has %u",
+                        get32(p + 12), c->page_size);
+    }
+    if (get32(p + 24) != c->features || get32(p + 28) != 0) {
+        return dec_fail(dec, EINVAL,
+                        "features mismatch: stream has %#x (reserved %#x), "
+                        "this device has %#x",
+                        get32(p + 24), get32(p + 28), c->features);
+    }
+    dec->seen_header = true;
+    return 0;
+}
+
+/* Pages [first, first + count) inside VRAM and before DEVICE_STATE. */
+static int dec_range(struct mig_dec *dec, uint64_t first, uint64_t count)
+{
+    if (dec->seen_state) {
+        return dec_fail(dec, EINVAL, "page data after DEVICE_STATE");
+    }
+    if (count == 0 || first >= dec->npages || count > dec->npages - first) {
+        return dec_fail(dec, ERANGE,
+                        "pages %" PRIu64 "+%" PRIu64 " outside VRAM of %" PRIu64
+                        " pages",
+                        first, count, dec->npages);
+    }
+    return 0;
+}
+
+static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
+{
+    uint64_t first = get64(p);
+    uint32_t count = get32(p + 8), ps = dec->cfg.page_size;
+    struct vg_error se;
+    int ret;
+
+    if (get32(p + 12)) {
+        return dec_fail(dec, EINVAL, "reserved field %#x, expected 0",
+                        get32(p + 12));
+    }
+    if (count > MIG_RUN_MAX_BYTES / ps ||
+        len != MIG_RUN_HDR_SIZE + (uint64_t)count * ps) {
+        return dec_fail(dec, EINVAL,
+                        "run of %u pages of %u bytes does not match payload "
+                        "length %u",
+                        count, ps, len);
+    }
+    ret = dec_range(dec, first, count);
+    if (ret == 0) {
+        ret = dec->sink.pages(dec->sink.opaque, first, count,
+                              p + MIG_RUN_HDR_SIZE, &se);
+        if (ret < 0) {
+            return dec_sink_failed(dec, ret, &se);
+        }
+    }
+    return ret;
+}
+
+static int dec_zeros(struct mig_dec *dec, const uint8_t *p)
+{
+    struct vg_error se;
+    int ret = dec_range(dec, get64(p), get64(p + 8));
+
+    if (ret == 0) {
+        ret = dec->sink.zeros(dec->sink.opaque, get64(p), get64(p + 8), &se);
+        if (ret < 0) {
+            return dec_sink_failed(dec, ret, &se);
+        }
+    }
+    return ret;
+}
+
+static int dec_state(struct mig_dec *dec, const uint8_t *p, uint32_t len)
+{
+    struct vg_error se;
+    int ret;
+
+    if (dec->seen_state) {
+        return dec_fail(dec, EINVAL, "duplicate DEVICE_STATE");
+    }
+    ret = dec->sink.state(dec->sink.opaque, p, len, &se);
+    if (ret < 0) {
+        return dec_sink_failed(dec, ret, &se);
+    }
+    dec->seen_state = true;
+    return 0;
+}
+
+static int dec_end(struct mig_dec *dec, const uint8_t *p)
+{
+    uint64_t digest = XXH3_64bits_digest(dec->digest);
+
+    if (!dec->seen_state) {
+        return dec_fail(dec, EINVAL, "END before any DEVICE_STATE");
+    }
+    if (get64(p + 8) != dec->offset || get64(p + 16) != dec->index) {
+        return dec_fail(dec, EINVAL,
+                        "END counts %" PRIu64 " bytes in %" PRIu64
+                        " records, received %" PRIu64 " bytes in %" PRIu64,
+                        get64(p + 8), get64(p + 16), dec->offset, dec->index);
+    }
+    if (get64(p) != digest) {
+        return dec_fail(dec, EBADMSG,
+                        "stream digest %016" PRIx64 ", computed %016" PRIx64,
+                        get64(p), digest);
+    }
+    dec->seen_end = true;
+    return 0;
+}
+
+static int dec_dispatch(struct mig_dec *dec, const uint8_t *p, uint32_t len)
+{
+    switch (get16(dec->rec)) {
+    case MIG_REC_HEADER:
+        return dec_header(dec, p);
+    case MIG_REC_PAGES:
+        return dec_pages(dec, p, len);
+    case MIG_REC_ZEROS:
+        return dec_zeros(dec, p);
+    case MIG_REC_DEVICE_STATE:
+        return dec_state(dec, p, len);
+    default: /* MIG_REC_END: rec_bounds admits no other type */
+        return dec_end(dec, p);
+    }
+}
+
+/* A whole record is in: verify its checksum, apply it, move on. */
+static int dec_record(struct mig_dec *dec)
+{
+    const uint8_t *p = dec->rec + MIG_REC_HDR_SIZE;
+    uint32_t len = (uint32_t)(dec->want - MIG_REC_HDR_SIZE);
+    uint64_t sum = rec_checksum(dec->rec, p, len);
+    int ret;
+
+    if (sum != get64(dec->rec + 8)) {
+        return dec_fail(dec, EBADMSG,
+                        "checksum %016" PRIx64 ", computed %016" PRIx64
+                        " over %u payload bytes",
+                        get64(dec->rec + 8), sum, len);
+    }
+    ret = dec_dispatch(dec, p, len);
+    if (ret < 0) {
+        return ret;
+    }
+    if (get16(dec->rec) != MIG_REC_END) {
+        XXH3_64bits_update(dec->digest, dec->rec, dec->want);
+    }
+    dec->offset += dec->want;
+    dec->index++;
+    dec->have = 0;
+    dec->want = MIG_REC_HDR_SIZE;
+    return 0;
+}
+
+int mig_dec_feed(struct mig_dec *dec, const void *data, size_t len,
+                 struct vg_error *err)
+{
+    const uint8_t *in = data;
+
+    while (len && !dec->failed) {
+        size_t n = dec->want - dec->have < len ? dec->want - dec->have : len;
+
+        if (dec->seen_end) {
+            dec_fail(dec, EINVAL, "%zu bytes after the END record", len);
+            break;
+        }
+        memcpy(dec->rec + dec->have, in, n);
+        dec->have += n;
+        in += n;
+        len -= n;
+        if (dec->have == MIG_REC_HDR_SIZE && dec->want == MIG_REC_HDR_SIZE) {
+            dec_rec_header(dec);
+        }
+        if (!dec->failed && dec->have == dec->want &&
+            dec->want > MIG_REC_HDR_SIZE) {
+            dec_record(dec);
+        }
+    }
+    if (dec->failed && err) {
+        *err = dec->error;
+    }
+    return dec->failed;
+}
+
+int mig_dec_finish(struct mig_dec *dec, struct vg_error *err)
+{
+    if (dec->failed) {
+        if (err) {
+            *err = dec->error;
+        }
+        return dec->failed;
+    }
+    if (dec->have) {
+        return vg_error_set(err, EINVAL,
+                            "migration stream truncated: %s record #%" PRIu64
+                            " at offset %" PRIu64 " has %zu of %zu bytes",
+                            dec->have >= 2 ? mig_rec_name(get16(dec->rec))
+                                           : "a",
+                            dec->index, dec->offset, dec->have, dec->want);
+    }
+    if (!dec->seen_end) {
+        return vg_error_set(err, EINVAL,
+                            "migration stream truncated: no END record after "
+                            "%" PRIu64 " bytes in %" PRIu64 " records%s%s",
+                            dec->offset, dec->index,
+                            dec->seen_header ? "" : ", no HEADER",
+                            dec->seen_state ? "" : ", no DEVICE_STATE");
+    }
+    return 0;
+}

@@ -1,0 +1,122 @@
+/*
+ * mig-stream.h -- the vGPU migration stream: encoder and decoder.
+ *
+ * The stream is a sequence of records; docs/migration-stream.md gives the
+ * byte layout.  Each record is a 16-byte record header (type, flags,
+ * payload length, XXH3-64 checksum of header bytes 0..7 and the payload)
+ * and its payload.  A stream is: one HEADER (magic, version, the device
+ * configuration the destination must match), then PAGES and ZEROS runs
+ * in any order (a page may appear more than once: the later record wins,
+ * which is how pre-copy data is superseded by stop-copy data), then one
+ * DEVICE_STATE, then one END with the XXH3-64 digest (seed 0) of every
+ * stream byte before the END record, the byte count and record count.
+ *
+ * The encoder writes one complete record at a time into a caller buffer
+ * of at least MIG_REC_MAX bytes.  The decoder is an incremental pure
+ * function: it takes byte chunks of any size, trusts nothing, buffers one
+ * record at a time (bounded by MIG_REC_MAX), checks it completely and only
+ * then hands its content to the sink.  Its first error is sticky and
+ * names the record type, index, stream offset and the values involved.
+ */
+#ifndef MIG_STREAM_H
+#define MIG_STREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+#define MIG_STREAM_MAGIC   "VGMIGSTR" /* 8 bytes, no NUL on the wire */
+#define MIG_STREAM_VERSION 1u
+
+enum mig_rec_type {
+    MIG_REC_HEADER = 1,
+    MIG_REC_PAGES = 2,
+    MIG_REC_ZEROS = 3,
+    MIG_REC_DEVICE_STATE = 4,
+    MIG_REC_END = 5,
+};
+
+#define MIG_REC_HDR_SIZE    16u
+#define MIG_HEADER_SIZE     32u /* HEADER payload */
+#define MIG_RUN_HDR_SIZE    16u /* PAGES payload before the data; ZEROS */
+#define MIG_END_SIZE        24u /* END payload */
+#define MIG_RUN_MAX_BYTES   (2u * 1024 * 1024) /* PAGES data per record */
+#define MIG_STATE_MAX       4096u              /* DEVICE_STATE payload */
+#define MIG_REC_MAX_PAYLOAD (MIG_RUN_HDR_SIZE + MIG_RUN_MAX_BYTES)
+#define MIG_REC_MAX         (MIG_REC_HDR_SIZE + MIG_REC_MAX_PAYLOAD)
+#define MIG_PAGE_SIZE_MIN   4096u
+#define MIG_PAGE_SIZE_MAX   MIG_RUN_MAX_BYTES
+
+/* What both ends must agree on (HEADER).  @features: VGPU_FEAT_* bits. */
+struct mig_stream_config {
+    uint64_t vram_size;
+    uint32_t page_size;
+    uint32_t features;
+};
+
+/* "HEADER", "PAGES", ...; "unknown" otherwise. */
+const char *mig_rec_name(uint32_t type);
+
+/* ---------------------------------------------------------------- encoder */
+
+struct mig_enc;
+
+/* An encoder for a device with pages of @page_size bytes. */
+int mig_enc_new(uint32_t page_size, struct mig_enc **out, struct vg_error *err);
+void mig_enc_free(struct mig_enc *enc);
+
+/*
+ * Each writes one complete record into @buf (MIG_REC_MAX bytes or more)
+ * and returns its size.  mig_enc_pages: @count pages of data at @data,
+ * count * page_size <= MIG_RUN_MAX_BYTES.  mig_enc_state: @len <=
+ * MIG_STATE_MAX.  mig_enc_end closes the stream; nothing may follow.
+ */
+size_t mig_enc_header(struct mig_enc *enc, const struct mig_stream_config *cfg,
+                      uint8_t *buf);
+size_t mig_enc_pages(struct mig_enc *enc, uint64_t first, uint32_t count,
+                     const uint8_t *data, uint8_t *buf);
+size_t mig_enc_zeros(struct mig_enc *enc, uint64_t first, uint64_t count,
+                     uint8_t *buf);
+size_t mig_enc_state(struct mig_enc *enc, const void *blob, uint32_t len,
+                     uint8_t *buf);
+size_t mig_enc_end(struct mig_enc *enc, uint8_t *buf);
+
+/* Stream bytes encoded so far. */
+uint64_t mig_enc_bytes(const struct mig_enc *enc);
+
+/* ---------------------------------------------------------------- decoder */
+
+/* Where decoded content goes; each returns 0 or -errno with @err set
+ * (which fails the stream).  Ranges are already checked against VRAM. */
+struct mig_dec_sink {
+    void *opaque;
+    int (*pages)(void *opaque, uint64_t first, uint64_t count,
+                 const uint8_t *data, struct vg_error *err);
+    int (*zeros)(void *opaque, uint64_t first, uint64_t count,
+                 struct vg_error *err);
+    int (*state)(void *opaque, const uint8_t *blob, uint32_t len,
+                 struct vg_error *err);
+};
+
+struct mig_dec;
+
+/* A decoder for a destination device configured as @cfg. */
+int mig_dec_new(const struct mig_stream_config *cfg,
+                const struct mig_dec_sink *sink, struct mig_dec **out,
+                struct vg_error *err);
+void mig_dec_free(struct mig_dec *dec);
+
+/* Consume @len bytes.  After the first error every call fails with it. */
+int mig_dec_feed(struct mig_dec *dec, const void *data, size_t len,
+                 struct vg_error *err);
+/* The stream is over: fails unless a valid END was decoded (which also
+ * implies exactly one HEADER and one DEVICE_STATE) and no bytes are
+ * pending. */
+int mig_dec_finish(struct mig_dec *dec, struct vg_error *err);
+
+/* Stream bytes consumed so far. */
+uint64_t mig_dec_bytes(const struct mig_dec *dec);
+
+#endif

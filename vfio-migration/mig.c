@@ -1,0 +1,402 @@
+/*
+ * mig.c -- the migration module's core: the FSM's arc actions on the
+ * device and the sessions, the message-level entry points and the
+ * statistics file.
+ */
+#include "mig-int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/vfio.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "common/log.h"
+
+/* Not in every <linux/vfio.h> (Debian 12 ships Linux 6.1's). */
+#define MIGRATION_PRE_COPY (1u << 2)
+
+#define STATS_JSON_MAX 2048
+
+double mig_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void mig_take_checksums(struct mig *m)
+{
+    uint8_t blob[VGPU_STATE_SIZE];
+
+    vgpu_state_save(m->gpu, blob, sizeof(blob), NULL);
+    m->stats.vram_checksum = XXH3_64bits(vgpu_vram(m->gpu), m->scfg.vram_size);
+    m->stats.device_state_checksum = XXH3_64bits(blob, sizeof(blob));
+    m->stats.have_checksums = true;
+    vg_info("migration: VRAM checksum %016" PRIx64
+            ", device state checksum %016" PRIx64,
+            m->stats.vram_checksum, m->stats.device_state_checksum);
+}
+
+void mig_note_error(struct mig *m, const char *msg)
+{
+    snprintf(m->stats.last_error, sizeof(m->stats.last_error), "%s", msg);
+    mig_stats_flush(m, NULL);
+}
+
+/* ------------------------------------------------------------ arc actions */
+
+/* A new session: per-migration counters start over. */
+static void session_started(struct mig *m)
+{
+    m->stats.migrations_started++;
+    m->stats.precopy_bytes = 0;
+    m->stats.stopcopy_bytes = 0;
+    m->stats.rounds = 0;
+    m->stats.device_stopcopy_ms = -1;
+}
+
+static int arc_quiesce(void *opaque, struct vg_error *err)
+{
+    struct mig *m = opaque;
+
+    vgpu_set_stopped(m->gpu, true);
+    return 0;
+}
+
+static int arc_resume(void *opaque, struct vg_error *err)
+{
+    struct mig *m = opaque;
+
+    vgpu_set_stopped(m->gpu, false);
+    return 0;
+}
+
+static int arc_precopy_start(void *opaque, struct vg_error *err)
+{
+    struct mig *m = opaque;
+
+    session_started(m);
+    return mig_save_open(m, true, err);
+}
+
+static int arc_save_end(void *opaque, struct vg_error *err)
+{
+    mig_save_close(opaque);
+    return 0;
+}
+
+static int arc_precopy_to_stopcopy(void *opaque, struct vg_error *err)
+{
+    struct mig *m = opaque;
+
+    vgpu_set_stopped(m->gpu, true);
+    mig_save_stopcopy(m);
+    return 0;
+}
+
+static int arc_stopcopy_start(void *opaque, struct vg_error *err)
+{
+    struct mig *m = opaque;
+
+    session_started(m);
+    return mig_save_open(m, false, err);
+}
+
+static int arc_resume_start(void *opaque, struct vg_error *err)
+{
+    struct mig *m = opaque;
+
+    session_started(m);
+    return mig_load_open(m, err);
+}
+
+static int arc_resume_end(void *opaque, struct vg_error *err)
+{
+    return mig_load_finish(opaque, err);
+}
+
+static void fsm_reset(void *opaque)
+{
+    struct mig *m = opaque;
+
+    mig_save_close(m);
+    mig_load_close(m);
+    vgpu_set_stopped(m->gpu, false);
+}
+
+/* After every change: ERROR keeps the device quiesced and ends sessions;
+ * the stats file follows the state. */
+static void fsm_changed(void *opaque, enum mig_state from, enum mig_state to)
+{
+    struct mig *m = opaque;
+
+    if (to == MIG_STATE_ERROR) {
+        vgpu_set_stopped(m->gpu, true);
+        mig_save_close(m);
+        mig_load_close(m);
+    }
+    vg_info("migration: device state %s -> %s", mig_state_name(from),
+            mig_state_name(to));
+    mig_stats_flush(m, NULL);
+}
+
+static const struct mig_fsm_ops fsm_ops = {
+    .running_to_stop = arc_quiesce,
+    .stop_to_running = arc_resume,
+    .running_to_precopy = arc_precopy_start,
+    .precopy_to_running = arc_save_end,
+    .precopy_to_stopcopy = arc_precopy_to_stopcopy,
+    .stop_to_stopcopy = arc_stopcopy_start,
+    .stopcopy_to_stop = arc_save_end,
+    .stop_to_resuming = arc_resume_start,
+    .resuming_to_stop = arc_resume_end,
+    .reset = fsm_reset,
+    .changed = fsm_changed,
+};
+
+/* ------------------------------------------------------------- lifecycle */
+
+int mig_new(const struct mig_config *cfg, struct mig **out,
+            struct vg_error *err)
+{
+    struct mig *m = calloc(1, sizeof(*m));
+    int ret;
+
+    if (!m) {
+        return vg_error_set(err, ENOMEM, "migration state");
+    }
+    m->gpu = cfg->gpu;
+    m->scfg = (struct mig_stream_config){
+        .vram_size = vgpu_vram_size(cfg->gpu),
+        .page_size = vgpu_page_size(cfg->gpu),
+        .features = cfg->features,
+    };
+    m->npages = m->scfg.vram_size / m->scfg.page_size;
+    m->fault = cfg->fault;
+    m->nonzero = calloc((size_t)(m->npages + 63) / 64, 8);
+    m->stats_path = cfg->stats_path ? strdup(cfg->stats_path) : NULL;
+    if (!m->nonzero || (cfg->stats_path && !m->stats_path)) {
+        mig_free(m);
+        return vg_error_set(err, ENOMEM, "migration state");
+    }
+    mig_bitmap_fill(m->nonzero, m->npages);
+    m->nonzero_count = m->npages;
+    m->stats.device_stopcopy_ms = -1;
+    mig_fsm_init(&m->fsm, &fsm_ops, m);
+    ret = mig_stats_flush(m, err);
+    if (ret < 0) {
+        free(m->stats_path);
+        m->stats_path = NULL; /* no second attempt from mig_free */
+        mig_free(m);
+        return ret;
+    }
+    *out = m;
+    return 0;
+}
+
+void mig_free(struct mig *m)
+{
+    if (!m) {
+        return;
+    }
+    mig_save_close(m);
+    mig_load_close(m);
+    if (m->nonzero) {
+        mig_stats_flush(m, NULL);
+    }
+    free(m->nonzero);
+    free(m->stats_path);
+    free(m);
+}
+
+/* --------------------------------------------------------- entry points */
+
+uint64_t mig_flags(void)
+{
+    return VFIO_MIGRATION_STOP_COPY | MIGRATION_PRE_COPY;
+}
+
+enum mig_state mig_state(const struct mig *m)
+{
+    return m->fsm.state;
+}
+
+int mig_set_state(struct mig *m, uint32_t target, struct vg_error *err)
+{
+    int ret = mig_fsm_set(&m->fsm, target, err);
+
+    if (ret < 0 && err) {
+        mig_note_error(m, err->msg);
+    }
+    return ret;
+}
+
+void mig_reset(struct mig *m)
+{
+    mig_fsm_reset(&m->fsm);
+}
+
+int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
+             struct vg_error *err)
+{
+    enum mig_state s = m->fsm.state;
+
+    if (s != MIG_STATE_PRE_COPY && s != MIG_STATE_STOP_COPY) {
+        return vg_error_set(err, EINVAL, "no migration data to read in %s",
+                            mig_state_name(s));
+    }
+    return mig_save_read(m, buf, size, got);
+}
+
+int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
+              struct vg_error *err)
+{
+    if (m->fsm.state != MIG_STATE_RESUMING) {
+        return vg_error_set(err, EINVAL, "migration data refused in %s",
+                            mig_state_name(m->fsm.state));
+    }
+    return mig_load_write(m, data, size, err);
+}
+
+int mig_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty,
+                     struct vg_error *err)
+{
+    if (m->fsm.state != MIG_STATE_PRE_COPY) {
+        return vg_error_set(err, EINVAL, "pre-copy info outside PRE_COPY (%s)",
+                            mig_state_name(m->fsm.state));
+    }
+    *initial = mig_save_initial_left(m);
+    *dirty = 0;
+    return 0;
+}
+
+uint64_t mig_stopcopy_size(struct mig *m)
+{
+    return mig_save_stopcopy_left(m);
+}
+
+/* ------------------------------------------------------------ statistics */
+
+void mig_get_stats(const struct mig *m, struct mig_stats *st)
+{
+    *st = m->stats;
+}
+
+/* @s as a JSON string body (quotes not included) into @out (@size). */
+static void json_escape(const char *s, char *out, size_t size)
+{
+    size_t n = 0;
+
+    for (; *s && n + 7 < size; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)c;
+        } else if (c < 0x20) {
+            n += (size_t)snprintf(out + n, size - n, "\\u%04x", c);
+        } else {
+            out[n++] = (char)c;
+        }
+    }
+    out[n] = '\0';
+}
+
+static void hex_or_null(bool have, uint64_t v, char *out, size_t size)
+{
+    if (have) {
+        snprintf(out, size, "\"%016" PRIx64 "\"", v);
+    } else {
+        snprintf(out, size, "null");
+    }
+}
+
+int mig_stats_json(const struct mig *m, char *buf, size_t size,
+                   struct vg_error *err)
+{
+    const struct mig_stats *st = &m->stats;
+    char error[VG_ERROR_MAX * 2], vram[24], state[24], ms[32];
+    int n;
+
+    json_escape(st->last_error, error, sizeof(error));
+    hex_or_null(st->have_checksums, st->vram_checksum, vram, sizeof(vram));
+    hex_or_null(st->have_checksums, st->device_state_checksum, state,
+                sizeof(state));
+    if (st->device_stopcopy_ms < 0) {
+        snprintf(ms, sizeof(ms), "null");
+    } else {
+        snprintf(ms, sizeof(ms), "%.3f", st->device_stopcopy_ms);
+    }
+    n = snprintf(buf, size,
+                 "{\n  \"state\": \"%s\",\n  \"migrations_started\": %" PRIu64
+                 ",\n  \"bytes_sent\": %" PRIu64
+                 ",\n  \"bytes_received\": %" PRIu64
+                 ",\n  \"precopy_bytes\": %" PRIu64
+                 ",\n  \"stopcopy_bytes\": %" PRIu64 ",\n  \"rounds\": %" PRIu64
+                 ",\n  \"device_stopcopy_ms\": %s,\n  \"vram_checksum\": %s,"
+                 "\n  \"device_state_checksum\": %s,\n  \"last_error\": "
+                 "\"%s\"\n}\n",
+                 mig_state_name(m->fsm.state), st->migrations_started,
+                 st->bytes_sent, st->bytes_received, st->precopy_bytes,
+                 st->stopcopy_bytes, st->rounds, ms, vram, state, error);
+    if (n < 0 || (size_t)n >= size) {
+        return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
+    }
+    return n;
+}
+
+/* Write @len bytes of @text to @path through a temporary file + rename. */
+static int write_atomic(const char *path, const char *text, size_t len,
+                        struct vg_error *err)
+{
+    char tmp[4096];
+    FILE *f;
+    int ok;
+
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >=
+        (int)sizeof(tmp)) {
+        return vg_error_set(err, ENAMETOOLONG, "stats file name too long");
+    }
+    f = fopen(tmp, "w");
+    if (!f) {
+        return vg_error_set(err, errno, "stats file %s: %s", tmp,
+                            strerror(errno));
+    }
+    errno = EIO;
+    ok = fwrite(text, 1, len, f) == len;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) < 0) {
+        int e = errno;
+        unlink(tmp);
+        return vg_error_set(err, e, "stats file %s: %s", path, strerror(e));
+    }
+    return 0;
+}
+
+int mig_stats_flush(struct mig *m, struct vg_error *err)
+{
+    char buf[STATS_JSON_MAX];
+    struct vg_error e;
+    int n;
+
+    if (!m->stats_path) {
+        return 0;
+    }
+    n = mig_stats_json(m, buf, sizeof(buf), &e);
+    if (n >= 0) {
+        n = write_atomic(m->stats_path, buf, (size_t)n, &e);
+    }
+    if (n < 0) {
+        vg_warn("%s", e.msg);
+        if (err) {
+            *err = e;
+        }
+        return n;
+    }
+    return 0;
+}

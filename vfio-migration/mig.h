@@ -1,0 +1,106 @@
+/*
+ * mig.h -- the vGPU's migration data path behind the VFIO v2 FSM.
+ *
+ * Source: RUNNING -> PRE_COPY opens a saving session and starts the
+ * initial pass over all of VRAM while the device runs (zero pages go as
+ * ZEROS runs); PRE_COPY -> STOP_COPY (or STOP -> STOP_COPY) quiesces the
+ * device and starts the stop-copy pass, which resends every page (the
+ * page set of a pass is a bitmap, so a dirty-page tracker can later
+ * replace "every page"), then the device state and the END record.
+ * mig_read() serves the stream; a short read means no more data now.
+ * Leaving the saving group ends the session; the source's VRAM and
+ * device are never modified by it, so a failed migration resumes intact.
+ *
+ * Destination: STOP -> RESUMING resets the registers and opens a loading
+ * session; mig_write() feeds the stream decoder, which writes pages
+ * straight into VRAM (bounds-checked); RESUMING -> STOP succeeds only if
+ * the stream ended with a valid END (digest included) after a device
+ * state, which is then applied; otherwise the SET fails and the device
+ * goes to ERROR.
+ *
+ * Statistics (mig_stats_json) go to the stats file, if any, atomically
+ * (temporary file + rename) at every state change and on mig_free().
+ */
+#ifndef MIG_H
+#define MIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "mig-fsm.h"
+#include "vgpu/vgpu.h"
+
+/* Test-only fault injection on the source's outgoing stream. */
+struct mig_fault {
+    bool corrupt;    /* flip (xor 0xff) one byte of each saving session */
+    bool random;     /* pick the offset from @seed, else use @offset */
+    uint64_t offset; /* stream offset of the byte */
+    uint64_t seed;
+};
+
+struct mig_config {
+    struct vgpu *gpu;
+    uint32_t features;      /* VGPU_FEAT_* the destination must match */
+    const char *stats_path; /* NULL: no stats file */
+    struct mig_fault fault;
+};
+
+/* Counters: "total" ones over the process lifetime, the others for the
+ * last migration session. */
+struct mig_stats {
+    uint64_t migrations_started; /* total: saving + loading sessions */
+    uint64_t bytes_sent;         /* total: stream bytes read */
+    uint64_t bytes_received;     /* total: stream bytes written */
+    uint64_t precopy_bytes;      /* read in PRE_COPY */
+    uint64_t stopcopy_bytes;     /* read in STOP_COPY */
+    uint64_t rounds;             /* passes over VRAM started */
+    double device_stopcopy_ms;   /* STOP_COPY entry to END read; -1: none */
+    bool have_checksums;
+    uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */
+    uint64_t device_state_checksum; /* XXH3-64 of the state blob */
+    char last_error[VG_ERROR_MAX];
+};
+
+struct mig;
+
+int mig_new(const struct mig_config *cfg, struct mig **out,
+            struct vg_error *err);
+/* Ends any session and writes the stats file a last time. */
+void mig_free(struct mig *m);
+
+/* VFIO_MIGRATION_* flags of VFIO_DEVICE_FEATURE_MIGRATION. */
+uint64_t mig_flags(void);
+enum mig_state mig_state(const struct mig *m);
+/* VFIO_DEVICE_FEATURE_MIG_DEVICE_STATE SET (see mig_fsm_set). */
+int mig_set_state(struct mig *m, uint32_t target, struct vg_error *err);
+/* DEVICE_RESET: end sessions, device running, state RUNNING. */
+void mig_reset(struct mig *m);
+
+/* MIG_DATA_READ: up to @size stream bytes into @buf; *@got < @size means
+ * no more data now.  -EINVAL outside PRE_COPY and STOP_COPY. */
+int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
+             struct vg_error *err);
+/* MIG_DATA_WRITE: -EINVAL outside RESUMING, or the decoder's error. */
+int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
+              struct vg_error *err);
+/* VFIO_MIG_GET_PRECOPY_INFO: -EINVAL outside PRE_COPY.  @initial: bytes
+ * of the initial pass not read yet (estimated from the zero scan done at
+ * PRE_COPY entry); @dirty: always 0, since no data beyond the initial pass
+ * is offered in PRE_COPY (changes are resent in STOP_COPY and counted in
+ * mig_stopcopy_size). */
+int mig_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty,
+                     struct vg_error *err);
+/* VFIO_DEVICE_FEATURE_MIG_DATA_SIZE: estimated stream bytes still to come
+ * in STOP_COPY (in STOP_COPY: those not read yet). */
+uint64_t mig_stopcopy_size(struct mig *m);
+
+void mig_get_stats(const struct mig *m, struct mig_stats *st);
+/* Write the stats JSON into @buf; returns its length or -ENOSPC. */
+int mig_stats_json(const struct mig *m, char *buf, size_t size,
+                   struct vg_error *err);
+/* Rewrite the stats file now (no-op without one). */
+int mig_stats_flush(struct mig *m, struct vg_error *err);
+
+#endif

@@ -1,0 +1,196 @@
+/*
+ * vfu-mig-msg.c -- parsing of the vfio-user migration messages.
+ */
+#include "vfu-mig-msg.h"
+
+#include <errno.h>
+#include <linux/vfio.h>
+#include <string.h>
+
+#define FEATURE_OPS                                                            \
+    (VFIO_DEVICE_FEATURE_GET | VFIO_DEVICE_FEATURE_SET |                       \
+     VFIO_DEVICE_FEATURE_PROBE)
+
+int vfu_parse_feature(const void *p, size_t len, struct vfu_feature_req *out,
+                      struct vg_error *err)
+{
+    struct vfu_device_feature h;
+
+    if (len < sizeof(h)) {
+        return vg_error_set(err, EINVAL, "payload is %zu bytes, expected %zu",
+                            len, sizeof(h));
+    }
+    memcpy(&h, p, sizeof(h));
+    if (h.argsz < sizeof(h) ||
+        (h.flags & ~(FEATURE_OPS | VFIO_DEVICE_FEATURE_MASK)) ||
+        !(h.flags & FEATURE_OPS)) {
+        return vg_error_set(err, EINVAL, "argsz %u flags %#x invalid", h.argsz,
+                            h.flags);
+    }
+    *out = (struct vfu_feature_req){
+        .argsz = h.argsz,
+        .index = h.flags & VFIO_DEVICE_FEATURE_MASK,
+        .get = h.flags & VFIO_DEVICE_FEATURE_GET,
+        .set = h.flags & VFIO_DEVICE_FEATURE_SET,
+        .probe = h.flags & VFIO_DEVICE_FEATURE_PROBE,
+        .data = (const uint8_t *)p + sizeof(h),
+        .data_len = len - sizeof(h),
+    };
+    if (out->get && out->set && !out->probe) {
+        return vg_error_set(err, EINVAL, "GET and SET together");
+    }
+    return 0;
+}
+
+int vfu_feature_check_argsz(const struct vfu_feature_req *f, size_t data_out,
+                            struct vg_error *err)
+{
+    if (f->argsz < sizeof(struct vfu_device_feature) + data_out) {
+        return vg_error_set(err, EINVAL,
+                            "argsz %u leaves no room for %zu bytes of data",
+                            f->argsz, data_out);
+    }
+    return 0;
+}
+
+/* The feature data is exactly @want bytes. */
+static int data_exact(const struct vfu_feature_req *f, size_t want,
+                      struct vg_error *err)
+{
+    if (f->data_len != want) {
+        return vg_error_set(err, EINVAL,
+                            "feature %u data is %zu bytes, expected %zu",
+                            f->index, f->data_len, want);
+    }
+    return 0;
+}
+
+int vfu_parse_mig_state(const struct vfu_feature_req *f, uint32_t *state,
+                        struct vg_error *err)
+{
+    struct vfu_feature_mig_state s;
+    int ret = data_exact(f, sizeof(s), err);
+
+    if (ret == 0) {
+        memcpy(&s, f->data, sizeof(s));
+        *state = s.device_state;
+    }
+    return ret;
+}
+
+int vfu_parse_logging_start(const struct vfu_feature_req *f,
+                            uint64_t *page_size,
+                            struct vfu_dma_log_range *ranges, uint32_t *n,
+                            struct vg_error *err)
+{
+    struct vfu_dma_logging_control c;
+    int ret;
+
+    if (f->data_len < sizeof(c)) {
+        return data_exact(f, sizeof(c), err);
+    }
+    memcpy(&c, f->data, sizeof(c));
+    if (c.num_ranges == 0 || c.num_ranges > VFU_DMA_LOG_MAX_RANGES) {
+        return vg_error_set(err, EINVAL, "%u ranges, expected 1..%u",
+                            c.num_ranges, VFU_DMA_LOG_MAX_RANGES);
+    }
+    ret = data_exact(f,
+                     sizeof(c) + (size_t)c.num_ranges *
+                                     sizeof(struct vfu_dma_logging_range),
+                     err);
+    if (ret < 0) {
+        return ret;
+    }
+    for (uint32_t i = 0; i < c.num_ranges; i++) {
+        struct vfu_dma_logging_range r;
+        memcpy(&r, f->data + sizeof(c) + i * sizeof(r), sizeof(r));
+        ranges[i] = (struct vfu_dma_log_range){r.iova, r.length};
+    }
+    *page_size = c.page_size;
+    *n = c.num_ranges;
+    return 0;
+}
+
+int vfu_parse_logging_report(const struct vfu_feature_req *f, size_t max_bitmap,
+                             struct vfu_dma_logging_report *out,
+                             size_t *bitmap_bytes, struct vg_error *err)
+{
+    uint64_t pages, words;
+    int ret = data_exact(f, sizeof(*out), err);
+
+    if (ret < 0) {
+        return ret;
+    }
+    memcpy(out, f->data, sizeof(*out));
+    if (out->length == 0 || out->page_size == 0 ||
+        (out->page_size & (out->page_size - 1))) {
+        return vg_error_set(err, EINVAL,
+                            "report length %#llx page size %#llx invalid",
+                            (unsigned long long)out->length,
+                            (unsigned long long)out->page_size);
+    }
+    pages = out->length / out->page_size + !!(out->length % out->page_size);
+    words = pages / 64 + !!(pages % 64);
+    if (words > max_bitmap / 8) {
+        return vg_error_set(err, E2BIG,
+                            "bitmap of %llu pages exceeds %zu bytes",
+                            (unsigned long long)pages, max_bitmap);
+    }
+    *bitmap_bytes = (size_t)words * 8;
+    return vfu_feature_check_argsz(f, sizeof(*out) + *bitmap_bytes, err);
+}
+
+int vfu_parse_mig_data_read(const void *p, size_t len, uint32_t max_xfer,
+                            uint32_t *size, struct vg_error *err)
+{
+    struct vfu_mig_data d;
+
+    if (len != sizeof(d)) {
+        return vg_error_set(err, EINVAL, "payload is %zu bytes, expected %zu",
+                            len, sizeof(d));
+    }
+    memcpy(&d, p, sizeof(d));
+    if (d.size > max_xfer || d.argsz < sizeof(d) + (uint64_t)d.size) {
+        return vg_error_set(err, EINVAL, "size %u (max %u) or argsz %u invalid",
+                            d.size, max_xfer, d.argsz);
+    }
+    *size = d.size;
+    return 0;
+}
+
+int vfu_parse_mig_data_write(const void *p, size_t len, uint32_t max_xfer,
+                             const uint8_t **data, uint32_t *size,
+                             struct vg_error *err)
+{
+    struct vfu_mig_data d;
+
+    if (len < sizeof(d)) {
+        return vg_error_set(err, EINVAL, "payload is %zu bytes, expected %zu",
+                            len, sizeof(d));
+    }
+    memcpy(&d, p, sizeof(d));
+    if (d.size > max_xfer || d.size != len - sizeof(d) || d.argsz < sizeof(d)) {
+        return vg_error_set(err, EINVAL,
+                            "size %u (max %u) with %zu data bytes, argsz %u",
+                            d.size, max_xfer, len - sizeof(d), d.argsz);
+    }
+    *data = (const uint8_t *)p + sizeof(d);
+    *size = d.size;
+    return 0;
+}
+
+int vfu_parse_precopy_info(const void *p, size_t len, struct vg_error *err)
+{
+    uint32_t req[2];
+
+    if (len != sizeof(req)) {
+        return vg_error_set(err, EINVAL, "payload is %zu bytes, expected %zu",
+                            len, sizeof(req));
+    }
+    memcpy(req, p, sizeof(req));
+    if (req[0] < sizeof(struct vfu_precopy_info) || req[1] != 0) {
+        return vg_error_set(err, EINVAL, "argsz %u flags %#x invalid", req[0],
+                            req[1]);
+    }
+    return 0;
+}

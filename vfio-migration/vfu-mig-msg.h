@@ -1,0 +1,61 @@
+/*
+ * vfu-mig-msg.h -- pure parsing and validation of the vfio-user migration
+ * messages: DEVICE_FEATURE (and the data of its migration and DMA logging
+ * features), MIG_DATA_READ, MIG_DATA_WRITE and the vgmig extension
+ * MIG_GET_PRECOPY_INFO.  Like vfu-msg.h: payload in, host values out,
+ * -errno with a message on anything malformed; no I/O, no device state.
+ */
+#ifndef VFU_MIG_MSG_H
+#define VFU_MIG_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "vfu-dma.h"
+#include "vfu-proto.h"
+
+struct vfu_feature_req {
+    uint32_t argsz; /* reply payload size the client accepts */
+    uint32_t index; /* VFU_FEATURE_* */
+    bool get, set, probe;
+    const uint8_t *data; /* the feature data after the 8-byte header */
+    size_t data_len;
+};
+
+/* DEVICE_FEATURE: argsz >= 8, known flag bits only, at least one of
+ * GET/SET/PROBE, GET and SET together only with PROBE. */
+int vfu_parse_feature(const void *p, size_t len, struct vfu_feature_req *out,
+                      struct vg_error *err);
+/* The client's argsz leaves room for @data_out bytes of reply data. */
+int vfu_feature_check_argsz(const struct vfu_feature_req *f, size_t data_out,
+                            struct vg_error *err);
+/* MIG_DEVICE_STATE SET: exactly a struct vfu_feature_mig_state. */
+int vfu_parse_mig_state(const struct vfu_feature_req *f, uint32_t *state,
+                        struct vg_error *err);
+/* DMA_LOGGING_START SET: the control header and exactly num_ranges
+ * (1..VFU_DMA_LOG_MAX_RANGES) ranges, copied into @ranges. */
+int vfu_parse_logging_start(const struct vfu_feature_req *f,
+                            uint64_t *page_size,
+                            struct vfu_dma_log_range *ranges, uint32_t *n,
+                            struct vg_error *err);
+/* DMA_LOGGING_REPORT GET: exactly a report request, page size a power of
+ * two, length > 0; the bitmap (*@bitmap_bytes) at most @max_bitmap bytes
+ * and within the client's argsz. */
+int vfu_parse_logging_report(const struct vfu_feature_req *f, size_t max_bitmap,
+                             struct vfu_dma_logging_report *out,
+                             size_t *bitmap_bytes, struct vg_error *err);
+
+/* MIG_DATA_READ: exactly a struct vfu_mig_data, size <= @max_xfer and
+ * argsz >= 8 + size. */
+int vfu_parse_mig_data_read(const void *p, size_t len, uint32_t max_xfer,
+                            uint32_t *size, struct vg_error *err);
+/* MIG_DATA_WRITE: header then exactly size bytes, size <= @max_xfer. */
+int vfu_parse_mig_data_write(const void *p, size_t len, uint32_t max_xfer,
+                             const uint8_t **data, uint32_t *size,
+                             struct vg_error *err);
+/* MIG_GET_PRECOPY_INFO: exactly argsz and flags, argsz >= 24, flags 0. */
+int vfu_parse_precopy_info(const void *p, size_t len, struct vg_error *err);
+
+#endif
