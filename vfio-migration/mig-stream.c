@@ -3,6 +3,7 @@
  * incremental, validating decoder (docs/migration-stream.md).
  */
 #include "mig-stream.h"
+#include "common/le.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -13,50 +14,12 @@
 #include <string.h>
 #include <xxhash.h>
 
-/* ------------------------------------------------------------ byte order */
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    v = htole64(v);
-    memcpy(p, &v, 8);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    uint16_t v;
-
-    memcpy(&v, p, 2);
-    return le16toh(v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v;
-
-    memcpy(&v, p, 4);
-    return le32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v;
-
-    memcpy(&v, p, 8);
-    return le64toh(v);
-}
-
 /* Checksum of a record: XXH3-64 of its payload, seeded with header bytes
  * 0..7 (type, flags, length) read as a little-endian u64. */
 static uint64_t rec_checksum(const uint8_t *hdr, const uint8_t *payload,
                              uint32_t len)
 {
-    return XXH3_64bits_withSeed(payload, len, get64(hdr));
+    return XXH3_64bits_withSeed(payload, len, vg_get_le64(hdr));
 }
 
 const char *mig_rec_name(uint32_t type)
@@ -125,8 +88,8 @@ static size_t rec_seal(struct mig_enc *enc, uint8_t *buf, uint16_t type,
     buf[0] = (uint8_t)type;
     buf[1] = (uint8_t)(type >> 8);
     buf[2] = buf[3] = 0; /* flags */
-    put32(buf + 4, len);
-    put64(buf + 8, rec_checksum(buf, buf + MIG_REC_HDR_SIZE, len));
+    vg_put_le32(buf + 4, len);
+    vg_put_le64(buf + 8, rec_checksum(buf, buf + MIG_REC_HDR_SIZE, len));
     if (type != MIG_REC_END) {
         XXH3_64bits_update(enc->digest, buf, size);
     }
@@ -142,10 +105,10 @@ size_t mig_enc_header(struct mig_enc *enc, const struct mig_stream_config *cfg,
 
     memset(p, 0, MIG_HEADER_SIZE);
     memcpy(p, MIG_STREAM_MAGIC, 8);
-    put32(p + 8, MIG_STREAM_VERSION);
-    put32(p + 12, cfg->page_size);
-    put64(p + 16, cfg->vram_size);
-    put32(p + 24, cfg->features);
+    vg_put_le32(p + 8, MIG_STREAM_VERSION);
+    vg_put_le32(p + 12, cfg->page_size);
+    vg_put_le64(p + 16, cfg->vram_size);
+    vg_put_le32(p + 24, cfg->features);
     return rec_seal(enc, buf, MIG_REC_HEADER, MIG_HEADER_SIZE);
 }
 
@@ -155,9 +118,9 @@ size_t mig_enc_pages(struct mig_enc *enc, uint64_t first, uint32_t count,
     uint8_t *p = buf + MIG_REC_HDR_SIZE;
     uint32_t n = count * enc->page_size;
 
-    put64(p, first);
-    put32(p + 8, count);
-    put32(p + 12, 0);
+    vg_put_le64(p, first);
+    vg_put_le32(p + 8, count);
+    vg_put_le32(p + 12, 0);
     memcpy(p + MIG_RUN_HDR_SIZE, data, n);
     return rec_seal(enc, buf, MIG_REC_PAGES, MIG_RUN_HDR_SIZE + n);
 }
@@ -167,8 +130,8 @@ size_t mig_enc_zeros(struct mig_enc *enc, uint64_t first, uint64_t count,
 {
     uint8_t *p = buf + MIG_REC_HDR_SIZE;
 
-    put64(p, first);
-    put64(p + 8, count);
+    vg_put_le64(p, first);
+    vg_put_le64(p + 8, count);
     return rec_seal(enc, buf, MIG_REC_ZEROS, MIG_RUN_HDR_SIZE);
 }
 
@@ -183,9 +146,9 @@ size_t mig_enc_end(struct mig_enc *enc, uint8_t *buf)
 {
     uint8_t *p = buf + MIG_REC_HDR_SIZE;
 
-    put64(p, XXH3_64bits_digest(enc->digest));
-    put64(p + 8, enc->bytes);
-    put64(p + 16, enc->records);
+    vg_put_le64(p, XXH3_64bits_digest(enc->digest));
+    vg_put_le64(p + 8, enc->bytes);
+    vg_put_le64(p + 16, enc->records);
     return rec_seal(enc, buf, MIG_REC_END, MIG_END_SIZE);
 }
 
@@ -269,7 +232,7 @@ static int dec_fail(struct mig_dec *dec, int code, const char *fmt, ...)
     vg_error_set(&dec->error, code,
                  "migration stream: %s%srecord #%" PRIu64 " at offset %" PRIu64
                  ": %s",
-                 dec->have >= 2 ? mig_rec_name(get16(dec->rec)) : "",
+                 dec->have >= 2 ? mig_rec_name(vg_get_le16(dec->rec)) : "",
                  dec->have >= 2 ? " " : "", dec->index, dec->offset, what);
     dec->failed = -code;
     return dec->failed;
@@ -311,8 +274,8 @@ static bool rec_bounds(const struct mig_dec *dec, uint32_t type, uint32_t *min,
 /* The record header is in: check type, flags and length. */
 static int dec_rec_header(struct mig_dec *dec)
 {
-    uint32_t type = get16(dec->rec), flags = get16(dec->rec + 2);
-    uint32_t len = get32(dec->rec + 4), min, max;
+    uint32_t type = vg_get_le16(dec->rec), flags = vg_get_le16(dec->rec + 2);
+    uint32_t len = vg_get_le32(dec->rec + 4), min, max;
 
     if (!rec_bounds(dec, type, &min, &max)) {
         return dec_fail(dec, EINVAL, "unknown record type %u", type);
@@ -346,29 +309,29 @@ static int dec_header(struct mig_dec *dec, const uint8_t *p)
                         p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
                         MIG_STREAM_MAGIC);
     }
-    if (get32(p + 8) != MIG_STREAM_VERSION) {
+    if (vg_get_le32(p + 8) != MIG_STREAM_VERSION) {
         return dec_fail(dec, EPROTO,
                         "unknown stream version %u, this device reads "
                         "version %u",
-                        get32(p + 8), MIG_STREAM_VERSION);
+                        vg_get_le32(p + 8), MIG_STREAM_VERSION);
     }
-    if (get64(p + 16) != c->vram_size) {
+    if (vg_get_le64(p + 16) != c->vram_size) {
         return dec_fail(dec, EINVAL,
                         "VRAM size mismatch: stream has %" PRIu64
                         " bytes, this device has %" PRIu64,
-                        get64(p + 16), c->vram_size);
+                        vg_get_le64(p + 16), c->vram_size);
     }
-    if (get32(p + 12) != c->page_size) {
+    if (vg_get_le32(p + 12) != c->page_size) {
         return dec_fail(dec, EINVAL,
                         "page size mismatch: stream has %u bytes, this device "
                         "has %u",
-                        get32(p + 12), c->page_size);
+                        vg_get_le32(p + 12), c->page_size);
     }
-    if (get32(p + 24) != c->features || get32(p + 28) != 0) {
+    if (vg_get_le32(p + 24) != c->features || vg_get_le32(p + 28) != 0) {
         return dec_fail(dec, EINVAL,
                         "features mismatch: stream has %#x (reserved %#x), "
                         "this device has %#x",
-                        get32(p + 24), get32(p + 28), c->features);
+                        vg_get_le32(p + 24), vg_get_le32(p + 28), c->features);
     }
     dec->seen_header = true;
     return 0;
@@ -391,14 +354,14 @@ static int dec_range(struct mig_dec *dec, uint64_t first, uint64_t count)
 
 static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
 {
-    uint64_t first = get64(p);
-    uint32_t count = get32(p + 8), ps = dec->cfg.page_size;
+    uint64_t first = vg_get_le64(p);
+    uint32_t count = vg_get_le32(p + 8), ps = dec->cfg.page_size;
     struct vg_error se;
     int ret;
 
-    if (get32(p + 12)) {
+    if (vg_get_le32(p + 12)) {
         return dec_fail(dec, EINVAL, "reserved field %#x, expected 0",
-                        get32(p + 12));
+                        vg_get_le32(p + 12));
     }
     if (count > MIG_RUN_MAX_BYTES / ps ||
         len != MIG_RUN_HDR_SIZE + (uint64_t)count * ps) {
@@ -421,10 +384,11 @@ static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
 static int dec_zeros(struct mig_dec *dec, const uint8_t *p)
 {
     struct vg_error se;
-    int ret = dec_range(dec, get64(p), get64(p + 8));
+    int ret = dec_range(dec, vg_get_le64(p), vg_get_le64(p + 8));
 
     if (ret == 0) {
-        ret = dec->sink.zeros(dec->sink.opaque, get64(p), get64(p + 8), &se);
+        ret = dec->sink.zeros(dec->sink.opaque, vg_get_le64(p),
+                              vg_get_le64(p + 8), &se);
         if (ret < 0) {
             return dec_sink_failed(dec, ret, &se);
         }
@@ -455,16 +419,18 @@ static int dec_end(struct mig_dec *dec, const uint8_t *p)
     if (!dec->seen_state) {
         return dec_fail(dec, EINVAL, "END before any DEVICE_STATE");
     }
-    if (get64(p + 8) != dec->offset || get64(p + 16) != dec->index) {
+    if (vg_get_le64(p + 8) != dec->offset ||
+        vg_get_le64(p + 16) != dec->index) {
         return dec_fail(dec, EINVAL,
                         "END counts %" PRIu64 " bytes in %" PRIu64
                         " records, received %" PRIu64 " bytes in %" PRIu64,
-                        get64(p + 8), get64(p + 16), dec->offset, dec->index);
+                        vg_get_le64(p + 8), vg_get_le64(p + 16), dec->offset,
+                        dec->index);
     }
-    if (get64(p) != digest) {
+    if (vg_get_le64(p) != digest) {
         return dec_fail(dec, EBADMSG,
                         "stream digest %016" PRIx64 ", computed %016" PRIx64,
-                        get64(p), digest);
+                        vg_get_le64(p), digest);
     }
     dec->seen_end = true;
     return 0;
@@ -472,7 +438,7 @@ static int dec_end(struct mig_dec *dec, const uint8_t *p)
 
 static int dec_dispatch(struct mig_dec *dec, const uint8_t *p, uint32_t len)
 {
-    switch (get16(dec->rec)) {
+    switch (vg_get_le16(dec->rec)) {
     case MIG_REC_HEADER:
         return dec_header(dec, p);
     case MIG_REC_PAGES:
@@ -494,17 +460,17 @@ static int dec_record(struct mig_dec *dec)
     uint64_t sum = rec_checksum(dec->rec, p, len);
     int ret;
 
-    if (sum != get64(dec->rec + 8)) {
+    if (sum != vg_get_le64(dec->rec + 8)) {
         return dec_fail(dec, EBADMSG,
                         "checksum %016" PRIx64 ", computed %016" PRIx64
                         " over %u payload bytes",
-                        get64(dec->rec + 8), sum, len);
+                        vg_get_le64(dec->rec + 8), sum, len);
     }
     ret = dec_dispatch(dec, p, len);
     if (ret < 0) {
         return ret;
     }
-    if (get16(dec->rec) != MIG_REC_END) {
+    if (vg_get_le16(dec->rec) != MIG_REC_END) {
         XXH3_64bits_update(dec->digest, dec->rec, dec->want);
     }
     dec->offset += dec->want;
@@ -556,7 +522,7 @@ int mig_dec_finish(struct mig_dec *dec, struct vg_error *err)
         return vg_error_set(err, EINVAL,
                             "migration stream truncated: %s record #%" PRIu64
                             " at offset %" PRIu64 " has %zu of %zu bytes",
-                            dec->have >= 2 ? mig_rec_name(get16(dec->rec))
+                            dec->have >= 2 ? mig_rec_name(vg_get_le16(dec->rec))
                                            : "a",
                             dec->index, dec->offset, dec->have, dec->want);
     }

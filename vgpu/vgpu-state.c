@@ -20,6 +20,7 @@
 
 #include "cmd.h"
 #include "common/log.h"
+#include "common/le.h"
 
 #define IRQ_ALL          (VGPU_IRQ_FENCE | VGPU_IRQ_ERROR)
 #define FLAG_KICKED      (1u << 0)
@@ -33,70 +34,28 @@
 _Static_assert(OFF_JOB_CMD + VGPU_CMD_SIZE == OFF_JOB_DONE, "state layout");
 _Static_assert(OFF_JOB_ROW_DONE + 8 == VGPU_STATE_SIZE, "state size");
 
-static void put16(uint8_t *p, uint16_t v)
-{
-    v = htole16(v);
-    memcpy(p, &v, 2);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    v = htole64(v);
-    memcpy(p, &v, 8);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    uint16_t v;
-
-    memcpy(&v, p, 2);
-    return le16toh(v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v;
-
-    memcpy(&v, p, 4);
-    return le32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v;
-
-    memcpy(&v, p, 8);
-    return le64toh(v);
-}
-
 static void save_regs(const struct vgpu_regs *r, uint8_t *b)
 {
-    put64(b + 24, r->ring_base);
-    put32(b + 32, r->ring_size);
-    put32(b + 36, r->ring_head);
-    put32(b + 40, r->ring_tail);
-    put32(b + 44, r->irq_status);
-    put64(b + 48, r->fence);
-    put32(b + 56, r->irq_mask);
-    put32(b + 60, r->error_code);
-    put32(b + 64, r->error_index);
-    put32(b + 68, r->cmds_done);
-    put32(b + 72, r->scratch);
+    vg_put_le64(b + 24, r->ring_base);
+    vg_put_le32(b + 32, r->ring_size);
+    vg_put_le32(b + 36, r->ring_head);
+    vg_put_le32(b + 40, r->ring_tail);
+    vg_put_le32(b + 44, r->irq_status);
+    vg_put_le64(b + 48, r->fence);
+    vg_put_le32(b + 56, r->irq_mask);
+    vg_put_le32(b + 60, r->error_code);
+    vg_put_le32(b + 64, r->error_index);
+    vg_put_le32(b + 68, r->cmds_done);
+    vg_put_le32(b + 72, r->scratch);
 }
 
 static void save_job(const struct vgpu_job *job, uint8_t *b)
 {
-    put32(b + 76, job->ring_index);
+    vg_put_le32(b + 76, job->ring_index);
     vgpu_cmd_encode(&job->cmd, b + OFF_JOB_CMD);
-    put64(b + OFF_JOB_DONE, job->done);
-    put64(b + OFF_JOB_ROW, job->row);
-    put64(b + OFF_JOB_ROW_DONE, job->row_done);
+    vg_put_le64(b + OFF_JOB_DONE, job->done);
+    vg_put_le64(b + OFF_JOB_ROW, job->row);
+    vg_put_le64(b + OFF_JOB_ROW_DONE, job->row_done);
 }
 
 int vgpu_state_save(const struct vgpu *gpu, void *buf, size_t size,
@@ -110,13 +69,13 @@ int vgpu_state_save(const struct vgpu *gpu, void *buf, size_t size,
                             VGPU_STATE_SIZE, size);
     }
     memset(b, 0, VGPU_STATE_SIZE);
-    put32(b, VGPU_STATE_MAGIC);
-    put16(b + 4, VGPU_STATE_VERSION);
-    put16(b + 6, VGPU_STATE_SIZE);
-    put64(b + 8, gpu->vram_size);
-    put32(b + 16, gpu->page_size);
-    put32(b + 20, (gpu->kicked ? FLAG_KICKED : 0) |
-                      (gpu->job_active ? FLAG_JOB_ACTIVE : 0));
+    vg_put_le32(b, VGPU_STATE_MAGIC);
+    vg_put_le16(b + 4, VGPU_STATE_VERSION);
+    vg_put_le16(b + 6, VGPU_STATE_SIZE);
+    vg_put_le64(b + 8, gpu->vram_size);
+    vg_put_le32(b + 16, gpu->page_size);
+    vg_put_le32(b + 20, (gpu->kicked ? FLAG_KICKED : 0) |
+                            (gpu->job_active ? FLAG_JOB_ACTIVE : 0));
     save_regs(&gpu->regs, b);
     if (gpu->job_active) {
         save_job(&gpu->job, b);
@@ -132,44 +91,46 @@ static int check_frame(const struct vgpu *gpu, const uint8_t *b, size_t len,
         return vg_error_set(err, EINVAL, "size %zu, expected %u", len,
                             VGPU_STATE_SIZE);
     }
-    if (get32(b) != VGPU_STATE_MAGIC) {
+    if (vg_get_le32(b) != VGPU_STATE_MAGIC) {
         return vg_error_set(err, EINVAL, "bad magic %#x (expected %#x)",
-                            get32(b), VGPU_STATE_MAGIC);
+                            vg_get_le32(b), VGPU_STATE_MAGIC);
     }
-    if (get16(b + 4) != VGPU_STATE_VERSION || get16(b + 6) != len) {
+    if (vg_get_le16(b + 4) != VGPU_STATE_VERSION || vg_get_le16(b + 6) != len) {
         return vg_error_set(err, EINVAL,
                             "version %u size %u unsupported (this device: "
                             "version %u size %u)",
-                            get16(b + 4), get16(b + 6), VGPU_STATE_VERSION,
-                            VGPU_STATE_SIZE);
+                            vg_get_le16(b + 4), vg_get_le16(b + 6),
+                            VGPU_STATE_VERSION, VGPU_STATE_SIZE);
     }
-    if (get64(b + 8) != gpu->vram_size || get32(b + 16) != gpu->page_size) {
+    if (vg_get_le64(b + 8) != gpu->vram_size ||
+        vg_get_le32(b + 16) != gpu->page_size) {
         return vg_error_set(
             err, EINVAL,
             "state of a device with VRAM %llu bytes and page size %u, this "
             "device has %llu and %u",
-            (unsigned long long)get64(b + 8), get32(b + 16),
+            (unsigned long long)vg_get_le64(b + 8), vg_get_le32(b + 16),
             (unsigned long long)gpu->vram_size, gpu->page_size);
     }
-    if (get32(b + 20) & ~FLAGS_ALL) {
-        return vg_error_set(err, EINVAL, "unknown flags %#x", get32(b + 20));
+    if (vg_get_le32(b + 20) & ~FLAGS_ALL) {
+        return vg_error_set(err, EINVAL, "unknown flags %#x",
+                            vg_get_le32(b + 20));
     }
     return 0;
 }
 
 static void load_regs(const uint8_t *b, struct vgpu_regs *r)
 {
-    r->ring_base = get64(b + 24);
-    r->ring_size = get32(b + 32);
-    r->ring_head = get32(b + 36);
-    r->ring_tail = get32(b + 40);
-    r->irq_status = get32(b + 44);
-    r->fence = get64(b + 48);
-    r->irq_mask = get32(b + 56);
-    r->error_code = get32(b + 60);
-    r->error_index = get32(b + 64);
-    r->cmds_done = get32(b + 68);
-    r->scratch = get32(b + 72);
+    r->ring_base = vg_get_le64(b + 24);
+    r->ring_size = vg_get_le32(b + 32);
+    r->ring_head = vg_get_le32(b + 36);
+    r->ring_tail = vg_get_le32(b + 40);
+    r->irq_status = vg_get_le32(b + 44);
+    r->fence = vg_get_le64(b + 48);
+    r->irq_mask = vg_get_le32(b + 56);
+    r->error_code = vg_get_le32(b + 60);
+    r->error_index = vg_get_le32(b + 64);
+    r->cmds_done = vg_get_le32(b + 68);
+    r->scratch = vg_get_le32(b + 72);
 }
 
 static int check_ring(const struct vgpu_regs *r, struct vg_error *err)
@@ -301,11 +262,11 @@ static int load_job(const uint8_t *b, bool active, uint64_t vram_size,
                                   "job fields set without a job in flight")
                    : 0;
     }
-    job->ring_index = get32(b + 76);
+    job->ring_index = vg_get_le32(b + 76);
     vgpu_cmd_decode(b + OFF_JOB_CMD, &job->cmd);
-    job->done = get64(b + OFF_JOB_DONE);
-    job->row = get64(b + OFF_JOB_ROW);
-    job->row_done = get64(b + OFF_JOB_ROW_DONE);
+    job->done = vg_get_le64(b + OFF_JOB_DONE);
+    job->row = vg_get_le64(b + OFF_JOB_ROW);
+    job->row_done = vg_get_le64(b + OFF_JOB_ROW_DONE);
     return check_job(job, vram_size, ring_size, err);
 }
 
@@ -326,7 +287,7 @@ int vgpu_state_load(struct vgpu *gpu, const void *buf, size_t len,
     if (ret == 0) {
         ret = check_irq_error(&regs, err);
     }
-    flags = ret == 0 ? get32(b + 20) : 0;
+    flags = ret == 0 ? vg_get_le32(b + 20) : 0;
     if (ret == 0) {
         ret = load_job(b, flags & FLAG_JOB_ACTIVE, gpu->vram_size,
                        regs.ring_size, &job, err);

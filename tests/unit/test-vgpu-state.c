@@ -12,6 +12,7 @@
 
 #include "vgpu/cmd.h"
 #include "vgpu/vgpu.h"
+#include "common/le.h"
 
 #define VRAM_SIZE (8u * 1024 * 1024)
 #define PAGE      (64u * 1024)
@@ -210,12 +211,6 @@ static void expect_refused(struct dev *d, const uint8_t *good, size_t off,
     g_assert_true(memcmp(before, after, sizeof(before)) == 0);
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p, &v, 4);
-}
-
 static void test_malformed(void)
 {
     uint8_t good[VGPU_STATE_SIZE], v[64];
@@ -232,7 +227,7 @@ static void test_malformed(void)
     save(&a, good);
 #define REFUSE(off, val, what)                                                 \
     do {                                                                       \
-        put32(v, (uint32_t)(val));                                             \
+        vg_put_le32(v, (uint32_t)(val));                                       \
         expect_refused(&b, good, off, v, 4, what);                             \
     } while (0)
     REFUSE(0, 0x12345678, "bad magic 0x12345678");
@@ -282,11 +277,11 @@ static void test_malformed_scatter(void)
     submit(&a, &c[3], 1);
     vgpu_step(a.gpu, 1000);
     save(&a, good);
-    put32(v, 32);
+    vg_put_le32(v, 32);
     expect_refused(&b, good, 152, v, 4, "row cursor 32/");
-    put32(v, 4096);
+    vg_put_le32(v, 4096);
     expect_refused(&b, good, 160, v, 4, "outside 32 rows of 4096 bytes");
-    put32(v, 2);
+    vg_put_le32(v, 2);
     expect_refused(&b, good, 160, v, 4, "outside 32 rows");
     dev_fini(&a);
     dev_fini(&b);
