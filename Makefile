@@ -88,8 +88,8 @@ $(O)/tests/qtest/%: tests/qtest/%.c $(O)/libqclient.a $(O)/libvgmig.a
 		$(GLIB_LIBS) $(LDLIBS)
 
 # ------------------------------------------------------------ top level --
-.PHONY: all check check-unit check-qtest check-sanitize demo clean \
-        distclean help format format-check
+.PHONY: all check check-unit check-qtest check-sanitize checkpatch demo \
+        clean distclean help format format-check
 
 all: $(PROGRAMS) $(O)/qemu-system-x86_64
 
@@ -120,6 +120,12 @@ check: all $(UNIT_TESTS) $(QTESTS)
 check-sanitize:
 	$(MAKE) SAN=1 check
 
+# QEMU's own style checker on every patch of the series.
+checkpatch: config.mak
+	$(Q)for p in $$(grep -v '^[[:space:]]*\(#\|$$\)' qemu-patches/series); do \
+	    perl $(QEMU_SRC)/scripts/checkpatch.pl --no-tree qemu-patches/$$p || exit 1; \
+	done
+
 demo: all
 	$(TEST_ENV) $(O)/vgmig-demo --out $(O)/demo
 
@@ -142,6 +148,7 @@ help:
 	@echo "  check-unit      unit tests only"
 	@echo "  check-qtest     qtest integration tests only"
 	@echo "  check-sanitize  the tests built with ASan and UBSan (build/san)"
+	@echo "  checkpatch      QEMU's scripts/checkpatch.pl on qemu-patches/series"
 	@echo "  format          clang-format the sources in place"
 	@echo "  clean           remove build/ (the QEMU cache is kept)"
 	@echo "  distclean       also remove config.mak"
