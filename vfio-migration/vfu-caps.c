@@ -351,28 +351,29 @@ static int format_migr(const struct vfu_migr_caps *client,
 {
     uint64_t bitmap = ours->max_bitmap_size;
     char pgsize[40] = "", max_bitmap[48] = "";
+    bool has_pgsize = client->has_pgsize && ours->has_pgsize;
+    bool has_bitmap = client->has_max_bitmap && ours->has_max_bitmap;
     bool precopy = client->precopy_info && ours->precopy_info;
 
-    if (!client->has_pgsize && !client->has_max_bitmap && !precopy) {
+    if (!has_pgsize && !has_bitmap && !precopy) {
         return snprintf(buf, size, "%s", "");
     }
-    if (client->has_max_bitmap && client->max_bitmap_size < bitmap) {
+    if (has_bitmap && client->max_bitmap_size < bitmap) {
         bitmap = client->max_bitmap_size;
     }
-    if (client->has_pgsize) {
+    if (has_pgsize) {
         snprintf(pgsize, sizeof(pgsize), "\"pgsize\":%llu",
                  (unsigned long long)ours->pgsize);
     }
-    if (client->has_max_bitmap) {
+    if (has_bitmap) {
         snprintf(max_bitmap, sizeof(max_bitmap), "%s\"max_bitmap_size\":%llu",
-                 client->has_pgsize ? "," : "", (unsigned long long)bitmap);
+                 has_pgsize ? "," : "", (unsigned long long)bitmap);
     }
     return snprintf(buf, size, "%s\"migration\":{%s%s%s}", sep, pgsize,
                     max_bitmap,
-                    !precopy ? ""
-                    : client->has_pgsize || client->has_max_bitmap
-                        ? ",\"precopy_info\":true"
-                        : "\"precopy_info\":true");
+                    !precopy                   ? ""
+                    : has_pgsize || has_bitmap ? ",\"precopy_info\":true"
+                                               : "\"precopy_info\":true");
 }
 
 int vfu_caps_format(const struct vfu_caps *client, const struct vfu_caps *ours,

@@ -51,6 +51,7 @@ struct vfu_server {
     int client_fd;
     bool negotiated;
     bool precopy_info; /* the client negotiated MIG_GET_PRECOPY_INFO */
+    bool no_migration; /* --no-migration: no migration features */
     bool drop;         /* disconnect after the current reply */
     struct vgpu *gpu;
     struct mig *mig;
@@ -232,6 +233,9 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
 
     if (srv->negotiated) {
         return vg_error_set(err, EINVAL, "version already negotiated");
+    }
+    if (srv->no_migration) {
+        ours.migr = (struct vfu_migr_caps){0};
     }
     ret = vfu_parse_version(p, len, &req, err);
     if (ret < 0) {
@@ -700,6 +704,12 @@ static int handle_feature(struct vfu_server *srv, const uint8_t *p, size_t len,
     if (ret < 0) {
         return ret;
     }
+    if (srv->no_migration) {
+        return vg_error_set(err, ENOTSUP,
+                            "device feature %u: migration is disabled "
+                            "(--no-migration)",
+                            f.index);
+    }
     if (f.index >= sizeof(features) / sizeof(features[0]) ||
         !features[f.index].fn) {
         return vg_error_set(err, ENOTTY, "device feature %u not supported",
@@ -1132,6 +1142,7 @@ static int server_init(struct vfu_server *srv,
     struct vgpu_host host = {srv, dma_ptr, raise_irq};
     int ret;
 
+    srv->no_migration = cfg->no_migration;
     srv->rxbuf = malloc(MAX_MSG);
     srv->txbuf = malloc(MAX_MSG);
     if (!srv->rxbuf || !srv->txbuf) {

@@ -30,6 +30,7 @@ struct vfu_server_config {
     struct vgpu_config gpu; /* vram_size must be a power of two */
     const char *stats_path; /* migration statistics file, NULL: none */
     struct mig_fault fault; /* test-only fault injection */
+    bool no_migration;      /* refuse the migration features */
 };
 
 int vfu_server_new(const struct vfu_server_config *cfg, struct vfu_server **out,

@@ -51,6 +51,9 @@ static void usage(FILE *out)
         "                         replaced atomically (temporary file and\n"
         "                         rename) at every migration state change\n"
         "                         and at exit; see STATISTICS\n"
+        "      --no-migration     serve a device without migration support:\n"
+        "                         the migration device features are refused,\n"
+        "                         so QEMU blocks migration of this VM\n"
         "      --fault SPEC       TEST ONLY: inject a fault; SPEC is\n"
         "                         corrupt-stream:OFFSET (flip, xor 0xff, the\n"
         "                         byte at stream offset OFFSET of each\n"
@@ -96,9 +99,10 @@ struct options {
     const char *backend;
     const char *stats_file;
     struct mig_fault fault;
+    bool no_migration;
 };
 
-enum { OPT_STATS_FILE = 256, OPT_FAULT };
+enum { OPT_STATS_FILE = 256, OPT_FAULT, OPT_NO_MIGRATION };
 
 /* A decimal u64 that is all of @text. */
 static int parse_u64(const char *text, uint64_t *out)
@@ -178,6 +182,9 @@ static int parse_opt(int c, struct options *o)
         return 0;
     case OPT_FAULT:
         return parse_fault(optarg, &o->fault);
+    case OPT_NO_MIGRATION:
+        o->no_migration = true;
+        return 0;
     case 'h':
         usage(stdout);
         exit(0);
@@ -196,6 +203,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"log-level", required_argument, NULL, 'l'},
         {"stats-file", required_argument, NULL, OPT_STATS_FILE},
         {"fault", required_argument, NULL, OPT_FAULT},
+        {"no-migration", no_argument, NULL, OPT_NO_MIGRATION},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -263,6 +271,7 @@ int main(int argc, char **argv)
                 .backend = o.backend},
         .stats_path = o.stats_file,
         .fault = o.fault,
+        .no_migration = o.no_migration,
     };
     if (o.fault.random) {
         vg_warn(
