@@ -240,11 +240,61 @@ static bool unix_listening(const char *path)
     return found;
 }
 
+/* Append the NULL-terminated @args (may be NULL) to @argv. */
+static void add_args(GPtrArray *argv, const char *const *args)
+{
+    for (size_t i = 0; args && args[i]; i++) {
+        g_ptr_array_add(argv, (char *)args[i]);
+    }
+}
+
+/* Command line of the server described by @o, listening on @socket. */
+static GPtrArray *server_argv(const struct vg_server_opts *o, const char *bin,
+                              const char *socket)
+{
+    GPtrArray *argv = g_ptr_array_new();
+    const char *fixed[] = {
+        bin,          "--socket",    socket,
+        "--vram",     o->vram,       "--page-size",
+        o->page_size, "--log-level", o->log_level ? o->log_level : "info"};
+
+    for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++) {
+        g_ptr_array_add(argv, (char *)fixed[i]);
+    }
+    if (o->stats_file) {
+        g_ptr_array_add(argv, "--stats-file");
+        g_ptr_array_add(argv, (char *)o->stats_file);
+    }
+    add_args(argv, o->extra_args);
+    g_ptr_array_add(argv, NULL);
+    return argv;
+}
+
+/* Wait until @s listens on its socket, or died, or @deadline passed. */
+static int server_wait_listening(struct vg_server *s, int64_t deadline,
+                                 struct vg_error *err)
+{
+    while (!unix_listening(s->socket)) {
+        if (!vg_proc_alive(&s->proc)) {
+            return died(&s->proc, "starting", err);
+        }
+        if (vg_now_ms() > deadline) {
+            return vg_error_set(
+                err, ETIMEDOUT, "%s not listening on %s after %d ms",
+                s->proc.name, s->socket, VG_HARNESS_START_TIMEOUT_MS);
+        }
+        g_usleep(POLL_INTERVAL_US);
+    }
+    return 0;
+}
+
 int vg_server_start(const struct vg_server_opts *o, struct vg_server **out,
                     struct vg_error *err)
 {
     int64_t deadline = vg_now_ms() + VG_HARNESS_START_TIMEOUT_MS;
+    const char *name = o->name ? o->name : "vgpu-server";
     struct vg_server *s;
+    GPtrArray *argv;
     const char *bin;
     int rc = vg_env_path("VGMIG_SERVER", &bin, err);
 
@@ -252,34 +302,17 @@ int vg_server_start(const struct vg_server_opts *o, struct vg_server **out,
         return rc;
     }
     s = g_new0(struct vg_server, 1);
-    s->socket = g_strdup_printf("%s/vgpu.sock", o->dir);
-    {
-        char *argv[] = {(char *)bin,
-                        "--socket",
-                        s->socket,
-                        "--vram",
-                        (char *)o->vram,
-                        "--page-size",
-                        (char *)o->page_size,
-                        "--log-level",
-                        (char *)(o->log_level ? o->log_level : "info"),
-                        NULL};
-
-        rc = proc_spawn(&s->proc, "vgpu-server", o->dir, argv, err);
-    }
-    while (rc == 0 && !unix_listening(s->socket)) {
-        if (!vg_proc_alive(&s->proc)) {
-            rc = died(&s->proc, "starting", err);
-        } else if (vg_now_ms() > deadline) {
-            rc = vg_error_set(err, ETIMEDOUT,
-                              "vgpu-server not listening on %s after %d ms",
-                              s->socket, VG_HARNESS_START_TIMEOUT_MS);
-        } else {
-            g_usleep(POLL_INTERVAL_US);
-        }
+    s->socket = o->name ? g_strdup_printf("%s/%s.sock", o->dir, o->name)
+                        : g_strdup_printf("%s/vgpu.sock", o->dir);
+    s->stats_file = g_strdup(o->stats_file);
+    argv = server_argv(o, bin, s->socket);
+    rc = proc_spawn(&s->proc, name, o->dir, (char **)argv->pdata, err);
+    g_ptr_array_free(argv, TRUE);
+    if (rc == 0) {
+        rc = server_wait_listening(s, deadline, err);
     }
     if (rc < 0) {
-        vg_error_prefix(err, "start vgpu-server");
+        vg_error_prefix(err, "start %s", name);
         vg_server_free(s);
         return rc;
     }
@@ -293,6 +326,7 @@ void vg_server_free(struct vg_server *s)
         vg_proc_stop(&s->proc, VG_HARNESS_STOP_TIMEOUT_MS, NULL);
         proc_destroy(&s->proc);
         g_free(s->socket);
+        g_free(s->stats_file);
         g_free(s);
     }
 }
@@ -405,6 +439,11 @@ int vg_qemu_start(const struct vg_qemu_opts *o, struct vg_qemu **out,
         g_ptr_array_add(argv, "-device");
         g_ptr_array_add(argv, dev_arg);
     }
+    if (o->incoming) {
+        g_ptr_array_add(argv, "-incoming");
+        g_ptr_array_add(argv, (char *)o->incoming);
+    }
+    add_args(argv, o->extra_args);
     g_ptr_array_add(argv, NULL);
 
     rc = vg_unix_listen(qtest_path, &lqt, err);

@@ -54,14 +54,21 @@ struct vg_server_opts {
     const char *vram;      /* --vram, e.g. "64M" */
     const char *page_size; /* --page-size, e.g. "64K" */
     const char *log_level; /* --log-level, NULL: "info" */
+    /* Optional: */
+    const char *name;       /* NULL: log vgpu-server.log, socket vgpu.sock;
+                               else <name>.log and <name>.sock */
+    const char *stats_file; /* --stats-file PATH, NULL: none */
+    const char *const *extra_args; /* more arguments, NULL-terminated */
 };
 
 struct vg_server {
     struct vg_proc proc;
     char *socket;
+    char *stats_file; /* copy of the option, NULL if none */
 };
 
-/* Start $VGMIG_SERVER and wait until it listens on <dir>/vgpu.sock. */
+/* Start $VGMIG_SERVER and wait until it listens on its socket
+ * (<dir>/vgpu.sock or <dir>/<name>.sock). */
 int vg_server_start(const struct vg_server_opts *o, struct vg_server **out,
                     struct vg_error *err);
 /* Stop (if running), reap and free. */
@@ -72,6 +79,9 @@ struct vg_qemu_opts {
     const char *name;      /* file name prefix, e.g. "qemu1" */
     uint64_t ram_mib;      /* guest RAM (memfd, shared) */
     const char *vgpu_sock; /* vfio-user socket, NULL: no vGPU device */
+    /* Optional: */
+    const char *incoming;          /* -incoming value, e.g. "defer" */
+    const char *const *extra_args; /* more arguments, NULL-terminated */
 };
 
 struct vg_qemu {

@@ -147,12 +147,15 @@ static int size_bar(struct vg_pci_dev *dev, unsigned i, struct vg_error *err)
     return 0;
 }
 
-int vg_pci_find(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
-                struct vg_pci_dev *dev, struct vg_error *err)
+static int msix_check(struct vg_pci_dev *dev, unsigned vec,
+                      struct vg_error *err);
+
+/* Find @vendor:@device on bus 0; fill @dev's location and IDs. */
+static int pci_locate(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
+                      struct vg_pci_dev *dev, struct vg_error *err)
 {
-    uint32_t id, bir;
-    uint16_t cmd, flags;
-    unsigned devfn, i;
+    unsigned devfn;
+    uint32_t id;
     int rc;
 
     memset(dev, 0, sizeof(*dev));
@@ -163,16 +166,54 @@ int vg_pci_find(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
             return rc;
         }
         if ((id & 0xffff) == vendor && (id >> 16) == device) {
-            break;
+            dev->devfn = (uint8_t)devfn;
+            dev->vendor_id = vendor;
+            dev->device_id = device;
+            return 0;
         }
     }
-    if (devfn == 256) {
-        return vg_error_set(err, ENODEV, "no PCI device %04x:%04x on bus 0",
-                            vendor, device);
+    return vg_error_set(err, ENODEV, "no PCI device %04x:%04x on bus 0", vendor,
+                        device);
+}
+
+/* Read the MSI-X capability's table size and table/PBA locations. */
+static int read_msix_cap(struct vg_pci_dev *dev, struct vg_error *err)
+{
+    uint16_t flags;
+    uint32_t bir;
+    int rc = vg_pci_find_cap(dev, PCI_CAP_ID_MSIX, &dev->msix_cap, err);
+
+    if (rc < 0 || !dev->msix_cap) {
+        return rc;
     }
-    dev->devfn = (uint8_t)devfn;
-    dev->vendor_id = vendor;
-    dev->device_id = device;
+    rc = vg_pci_cfg_read16(dev->qt, dev->devfn, dev->msix_cap + PCI_MSIX_FLAGS,
+                           &flags, err);
+    dev->msix_entries = (flags & PCI_MSIX_FLAGS_QSIZE) + 1;
+    if (rc == 0) {
+        rc = vg_pci_cfg_read32(dev->qt, dev->devfn,
+                               dev->msix_cap + PCI_MSIX_TABLE, &bir, err);
+        dev->msix_table_bar = bir & PCI_MSIX_TABLE_BIR;
+        dev->msix_table_off = bir & PCI_MSIX_TABLE_OFFSET;
+    }
+    if (rc == 0) {
+        rc = vg_pci_cfg_read32(dev->qt, dev->devfn,
+                               dev->msix_cap + PCI_MSIX_PBA, &bir, err);
+        dev->msix_pba_bar = bir & PCI_MSIX_PBA_BIR;
+        dev->msix_pba_off = bir & PCI_MSIX_PBA_OFFSET;
+    }
+    return rc;
+}
+
+int vg_pci_find(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
+                struct vg_pci_dev *dev, struct vg_error *err)
+{
+    uint16_t cmd;
+    unsigned i;
+    int rc = pci_locate(qt, vendor, device, dev, err);
+
+    if (rc < 0) {
+        return rc;
+    }
     rc = vg_pci_cfg_read16(qt, dev->devfn, PCI_COMMAND, &cmd, err);
     if (rc == 0) {
         rc = vg_pci_cfg_write16(qt, dev->devfn, PCI_COMMAND,
@@ -189,29 +230,92 @@ int vg_pci_find(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
         rc = vg_pci_cfg_write16(qt, dev->devfn, PCI_COMMAND, cmd, err);
     }
     if (rc == 0) {
-        rc = vg_pci_find_cap(dev, PCI_CAP_ID_MSIX, &dev->msix_cap, err);
-    }
-    if (rc == 0 && dev->msix_cap) {
-        rc = vg_pci_cfg_read16(qt, dev->devfn, dev->msix_cap + PCI_MSIX_FLAGS,
-                               &flags, err);
-        dev->msix_entries = (flags & PCI_MSIX_FLAGS_QSIZE) + 1;
-        if (rc == 0) {
-            rc = vg_pci_cfg_read32(qt, dev->devfn,
-                                   dev->msix_cap + PCI_MSIX_TABLE, &bir, err);
-            dev->msix_table_bar = bir & PCI_MSIX_TABLE_BIR;
-            dev->msix_table_off = bir & PCI_MSIX_TABLE_OFFSET;
-        }
-        if (rc == 0) {
-            rc = vg_pci_cfg_read32(qt, dev->devfn, dev->msix_cap + PCI_MSIX_PBA,
-                                   &bir, err);
-            dev->msix_pba_bar = bir & PCI_MSIX_PBA_BIR;
-            dev->msix_pba_off = bir & PCI_MSIX_PBA_OFFSET;
-        }
+        rc = read_msix_cap(dev, err);
     }
     if (rc < 0) {
-        vg_error_prefix(err, "PCI %02x.%x", devfn >> 3, devfn & 7);
+        vg_error_prefix(err, "PCI %02x.%x", dev->devfn >> 3, dev->devfn & 7);
     }
     return rc;
+}
+
+/* Address and type of BAR @i as programmed, without sizing it. */
+static int read_bar(struct vg_pci_dev *dev, unsigned i, struct vg_error *err)
+{
+    struct vg_pci_bar *b = &dev->bar[i];
+    uint8_t reg = PCI_BASE_ADDRESS_0 + 4 * i;
+    uint32_t lo, hi = 0;
+    int rc = vg_pci_cfg_read32(dev->qt, dev->devfn, reg, &lo, err);
+
+    if (rc < 0) {
+        return rc;
+    }
+    b->io = lo & PCI_BASE_ADDRESS_SPACE_IO;
+    if (b->io) {
+        b->addr = lo & PCI_BASE_ADDRESS_IO_MASK;
+        return 0;
+    }
+    b->prefetch = lo & PCI_BASE_ADDRESS_MEM_PREFETCH;
+    b->is64 =
+        (lo & PCI_BASE_ADDRESS_MEM_TYPE_MASK) == PCI_BASE_ADDRESS_MEM_TYPE_64;
+    if (b->is64 && i + 1 < VG_PCI_NUM_BARS) {
+        rc = vg_pci_cfg_read32(dev->qt, dev->devfn, reg + 4, &hi, err);
+    }
+    b->addr = ((uint64_t)hi << 32) | (lo & PCI_BASE_ADDRESS_MEM_MASK);
+    return rc;
+}
+
+int vg_pci_attach(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
+                  struct vg_pci_dev *dev, struct vg_error *err)
+{
+    unsigned i;
+    int rc = pci_locate(qt, vendor, device, dev, err);
+
+    for (i = 0; rc == 0 && i < VG_PCI_NUM_BARS; i++) {
+        rc = read_bar(dev, i, err);
+        if (dev->bar[i].is64) {
+            i++;
+        }
+    }
+    if (rc == 0) {
+        rc = read_msix_cap(dev, err);
+    }
+    if (rc < 0) {
+        vg_error_prefix(err, "PCI %02x.%x (attach)", dev->devfn >> 3,
+                        dev->devfn & 7);
+    }
+    return rc;
+}
+
+int vg_pci_msix_get_vector(struct vg_pci_dev *dev, unsigned vec, uint64_t *addr,
+                           uint32_t *data, bool *masked, struct vg_error *err)
+{
+    uint64_t e = dev->msix_table_off + (uint64_t)vec * PCI_MSIX_ENTRY_SIZE;
+    uint32_t lo = 0, hi = 0, ctl = 0;
+    int rc = msix_check(dev, vec, err);
+
+    if (rc == 0) {
+        rc = vg_pci_bar_read32(dev, dev->msix_table_bar,
+                               e + PCI_MSIX_ENTRY_LOWER_ADDR, &lo, err);
+    }
+    if (rc == 0) {
+        rc = vg_pci_bar_read32(dev, dev->msix_table_bar,
+                               e + PCI_MSIX_ENTRY_UPPER_ADDR, &hi, err);
+    }
+    if (rc == 0) {
+        rc = vg_pci_bar_read32(dev, dev->msix_table_bar,
+                               e + PCI_MSIX_ENTRY_DATA, data, err);
+    }
+    if (rc == 0) {
+        rc = vg_pci_bar_read32(dev, dev->msix_table_bar,
+                               e + PCI_MSIX_ENTRY_VECTOR_CTRL, &ctl, err);
+    }
+    if (rc < 0) {
+        vg_error_prefix(err, "MSI-X vector %u", vec);
+        return rc;
+    }
+    *addr = ((uint64_t)hi << 32) | lo;
+    *masked = ctl & PCI_MSIX_ENTRY_CTRL_MASKBIT;
+    return 0;
 }
 
 static uint64_t align_up(uint64_t v, uint64_t a)

@@ -66,6 +66,12 @@ int vg_pci_cfg_write32(struct vg_qtest *qt, uint8_t devfn, uint8_t off,
  * and MSI-X capability.  -ENODEV if absent. */
 int vg_pci_find(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
                 struct vg_pci_dev *dev, struct vg_error *err);
+/* Find the device as vg_pci_find() does but only read its configuration:
+ * BAR addresses and types as programmed (by firmware, a test, or the
+ * source of a migration), MSI-X capability; BAR sizes stay 0 (the caller
+ * fills in what it knows).  For devices that must not be reprogrammed. */
+int vg_pci_attach(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
+                  struct vg_pci_dev *dev, struct vg_error *err);
 /* Offset of capability @cap_id in *@off, 0 if the device lacks it. */
 int vg_pci_find_cap(struct vg_pci_dev *dev, uint8_t cap_id, uint8_t *off,
                     struct vg_error *err);
@@ -86,6 +92,9 @@ int vg_pci_msix_enable(struct vg_pci_dev *dev, struct vg_error *err);
 /* Program vector @vec: message address @addr, data @data, then unmask. */
 int vg_pci_msix_set_vector(struct vg_pci_dev *dev, unsigned vec, uint64_t addr,
                            uint32_t data, struct vg_error *err);
+/* Read vector @vec's message address, data and mask bit. */
+int vg_pci_msix_get_vector(struct vg_pci_dev *dev, unsigned vec, uint64_t *addr,
+                           uint32_t *data, bool *masked, struct vg_error *err);
 /* Mask or unmask vector @vec. */
 int vg_pci_msix_mask(struct vg_pci_dev *dev, unsigned vec, bool masked,
                      struct vg_error *err);

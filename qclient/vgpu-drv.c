@@ -3,6 +3,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <glib.h>
+#include <linux/pci_regs.h>
 #include <string.h>
 
 #include "io.h"
@@ -49,6 +50,118 @@ int vg_vgpu_open(struct vg_qtest *qt, struct vg_galloc *ram,
     gpu->vram_addr = gpu->pci.bar[VGPU_BAR_VRAM].addr;
     gpu->vram_size = gpu->pci.bar[VGPU_BAR_VRAM].size;
     return 0;
+}
+
+/* Memory decode, bus master and MSI-X must be on, as the source left
+ * them; a device that lost its configuration fails here. */
+static int check_enabled(struct vg_pci_dev *pci, struct vg_error *err)
+{
+    uint16_t cmd = 0, flags = 0;
+    int rc = vg_pci_cfg_read16(pci->qt, pci->devfn, PCI_COMMAND, &cmd, err);
+
+    if (rc == 0 && !pci->msix_cap) {
+        rc = vg_error_set(err, ENODEV, "no MSI-X capability");
+    }
+    if (rc == 0) {
+        rc = vg_pci_cfg_read16(pci->qt, pci->devfn,
+                               pci->msix_cap + PCI_MSIX_FLAGS, &flags, err);
+    }
+    if (rc == 0 && ((cmd & (PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER)) !=
+                        (PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER) ||
+                    !(flags & PCI_MSIX_FLAGS_ENABLE) ||
+                    (flags & PCI_MSIX_FLAGS_MASKALL))) {
+        rc = vg_error_set(err, EPROTO,
+                          "device not configured: COMMAND 0x%04x, MSI-X "
+                          "flags 0x%04x",
+                          cmd, flags);
+    }
+    return rc;
+}
+
+/* Take the MSI-X slots from the vector table: each vector must carry the
+ * message vg_vgpu_open() programmed, unmasked. */
+static int attach_msix(struct vg_vgpu *gpu, struct vg_error *err)
+{
+    uint32_t data = 0;
+    bool masked = true;
+    unsigned v;
+    int rc = 0;
+
+    for (v = 0; rc == 0 && v < VGPU_MSIX_VECTORS; v++) {
+        rc = vg_pci_msix_get_vector(&gpu->pci, v, &gpu->msi_slot[v], &data,
+                                    &masked, err);
+        if (rc == 0 &&
+            (data != VG_VGPU_MSI_DATA(v) || masked || !gpu->msi_slot[v])) {
+            rc = vg_error_set(err, EPROTO,
+                              "MSI-X vector %u: address 0x%" G_GINT64_MODIFIER
+                              "x data 0x%x%s, not set up by vg_vgpu_open()",
+                              v, gpu->msi_slot[v], data,
+                              masked ? " masked" : "");
+        }
+    }
+    return rc;
+}
+
+/* Ring base, size and tail from the registers. */
+static int attach_ring(struct vg_vgpu *gpu, struct vg_error *err)
+{
+    uint32_t lo = 0, hi = 0, size = 0, tail = 0;
+    int rc = vg_vgpu_rd(gpu, VGPU_REG_RING_BASE_LO, &lo, err);
+
+    if (rc == 0) {
+        rc = vg_vgpu_rd(gpu, VGPU_REG_RING_BASE_HI, &hi, err);
+    }
+    if (rc == 0) {
+        rc = vg_vgpu_rd(gpu, VGPU_REG_RING_SIZE, &size, err);
+    }
+    if (rc == 0) {
+        rc = vg_vgpu_rd(gpu, VGPU_REG_RING_TAIL, &tail, err);
+    }
+    gpu->ring_addr = ((uint64_t)hi << 32) | lo;
+    gpu->ring_entries = size;
+    gpu->tail = tail;
+    return rc;
+}
+
+int vg_vgpu_attach(struct vg_qtest *qt, struct vg_vgpu *gpu,
+                   struct vg_error *err)
+{
+    uint32_t lo = 0, hi = 0;
+    int rc;
+
+    memset(gpu, 0, sizeof(*gpu));
+    gpu->qt = qt;
+    rc = vg_pci_attach(qt, VGPU_PCI_VENDOR_ID, VGPU_PCI_DEVICE_ID, &gpu->pci,
+                       err);
+    if (rc == 0) {
+        rc = check_enabled(&gpu->pci, err);
+    }
+    if (rc == 0 && (!gpu->pci.bar[VGPU_BAR_REGS].addr ||
+                    !gpu->pci.bar[VGPU_BAR_VRAM].addr)) {
+        rc = vg_error_set(err, EPROTO, "BAR%d or BAR%d has no address",
+                          VGPU_BAR_REGS, VGPU_BAR_VRAM);
+    }
+    gpu->regs_addr = gpu->pci.bar[VGPU_BAR_REGS].addr;
+    gpu->pci.bar[VGPU_BAR_REGS].size = VGPU_BAR0_SIZE;
+    if (rc == 0) {
+        rc = vg_vgpu_rd(gpu, VGPU_REG_VRAM_SIZE_LO, &lo, err);
+    }
+    if (rc == 0) {
+        rc = vg_vgpu_rd(gpu, VGPU_REG_VRAM_SIZE_HI, &hi, err);
+    }
+    gpu->vram_size = ((uint64_t)hi << 32) | lo;
+    gpu->vram_addr = gpu->pci.bar[VGPU_BAR_VRAM].addr;
+    gpu->pci.bar[VGPU_BAR_VRAM].size = gpu->vram_size;
+    if (rc == 0) {
+        rc = attach_msix(gpu, err);
+    }
+    if (rc == 0) {
+        rc = attach_ring(gpu, err);
+    }
+    if (rc < 0) {
+        vg_error_prefix(err, "vGPU attach");
+    }
+    return rc;
 }
 
 int vg_vgpu_rd(struct vg_vgpu *gpu, uint32_t reg, uint32_t *val,

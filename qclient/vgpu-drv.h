@@ -38,6 +38,14 @@ struct vg_vgpu {
 int vg_vgpu_open(struct vg_qtest *qt, struct vg_galloc *ram,
                  struct vg_vgpu *gpu, struct vg_error *err);
 
+/* Attach to a vGPU that vg_vgpu_open() set up, typically in the source
+ * of a migration, without reprogramming anything: BAR addresses from the
+ * configuration space, MSI-X slots from the vector table (each must carry
+ * VG_VGPU_MSI_DATA(vector), unmasked), the ring from RING_BASE, RING_SIZE
+ * and RING_TAIL.  Fails if memory decode, bus mastering or MSI-X is off. */
+int vg_vgpu_attach(struct vg_qtest *qt, struct vg_vgpu *gpu,
+                   struct vg_error *err);
+
 /* 32-bit register access at BAR0 offset @reg. */
 int vg_vgpu_rd(struct vg_vgpu *gpu, uint32_t reg, uint32_t *val,
                struct vg_error *err);

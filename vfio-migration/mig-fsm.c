@@ -248,6 +248,16 @@ int mig_fsm_set(struct mig_fsm *fsm, uint32_t target, struct vg_error *err)
     return 0;
 }
 
+void mig_fsm_fail(struct mig_fsm *fsm, const char *why)
+{
+    if (fsm->state == ERROR) {
+        return;
+    }
+    vg_warn("migration: %s in %s; device state ERROR", why,
+            state_names[fsm->state]);
+    set_state(fsm, ERROR);
+}
+
 void mig_fsm_reset(struct mig_fsm *fsm)
 {
     vg_dbg("migration: reset from %s", state_names[fsm->state]);

@@ -101,6 +101,10 @@ int mig_fsm_path(uint32_t from, uint32_t to, enum mig_state *path);
  */
 int mig_fsm_set(struct mig_fsm *fsm, uint32_t target, struct vg_error *err);
 
+/* The data path failed in the current state (e.g. RESUMING refused a
+ * record): go to ERROR, which only DEVICE_RESET leaves. */
+void mig_fsm_fail(struct mig_fsm *fsm, const char *why);
+
 /* DEVICE_RESET: call ops->reset and go to RUNNING, from any state. */
 void mig_fsm_reset(struct mig_fsm *fsm);
 

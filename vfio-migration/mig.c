@@ -257,11 +257,18 @@ int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
 int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
               struct vg_error *err)
 {
+    int ret;
+
     if (m->fsm.state != MIG_STATE_RESUMING) {
         return vg_error_set(err, EINVAL, "migration data refused in %s",
                             mig_state_name(m->fsm.state));
     }
-    return mig_load_write(m, data, size, err);
+    ret = mig_load_write(m, data, size, err);
+    if (ret < 0) {
+        /* Nothing loaded can be trusted any more. */
+        mig_fsm_fail(&m->fsm, "bad migration stream");
+    }
+    return ret;
 }
 
 int mig_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty,

@@ -82,7 +82,8 @@ void mig_reset(struct mig *m);
  * no more data now.  -EINVAL outside PRE_COPY and STOP_COPY. */
 int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
              struct vg_error *err);
-/* MIG_DATA_WRITE: -EINVAL outside RESUMING, or the decoder's error. */
+/* MIG_DATA_WRITE: -EINVAL outside RESUMING, or the decoder's error, which
+ * also puts the device in ERROR. */
 int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
               struct vg_error *err);
 /* VFIO_MIG_GET_PRECOPY_INFO: -EINVAL outside PRE_COPY.  @initial: bytes

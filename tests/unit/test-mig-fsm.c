@@ -265,6 +265,28 @@ static void test_reset_everywhere(void)
     }
 }
 
+/* A data-path failure goes to ERROR, refuses every target, until reset. */
+static void test_data_path_failure(void)
+{
+    struct rec r = {.fail = NULL};
+    struct vg_error err = {0};
+    struct mig_fsm fsm;
+
+    mig_fsm_init(&fsm, &ops, &r);
+    g_assert_cmpint(mig_fsm_set(&fsm, RS, &err), ==, 0);
+    g_assert_cmpint(fsm.state, ==, RS);
+    r.changes = 0;
+    mig_fsm_fail(&fsm, "bad record");
+    g_assert_cmpint(fsm.state, ==, E);
+    g_assert_cmpuint(r.changes, ==, 1);
+    mig_fsm_fail(&fsm, "again"); /* already in ERROR: no new change */
+    g_assert_cmpuint(r.changes, ==, 1);
+    g_assert_cmpint(mig_fsm_set(&fsm, S, &err), ==, -EINVAL);
+    g_assert_cmpint(fsm.state, ==, E);
+    mig_fsm_reset(&fsm);
+    g_assert_cmpint(fsm.state, ==, R);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -273,5 +295,6 @@ int main(int argc, char **argv)
     g_test_add_func("/mig-fsm/arc-failure", test_arc_failure);
     g_test_add_func("/mig-fsm/each-arc-fails", test_each_arc_fails);
     g_test_add_func("/mig-fsm/reset", test_reset_everywhere);
+    g_test_add_func("/mig-fsm/data-path-failure", test_data_path_failure);
     return g_test_run();
 }

@@ -1,0 +1,106 @@
+/*
+ * test-mig-basic -- live migration of an idle vGPU between two QEMUs.
+ *
+ * A vGPU whose VRAM holds known patterns, random data and zero pages
+ * migrates, started once through QMP and once through HMP: the
+ * destination's VRAM equals the source's (both servers'
+ * checksums, and samples of every page read through BAR2), the registers
+ * equal, the configuration space came along (BARs, MSI-X), the source
+ * stays in postmigrate, and the destination's vGPU keeps working.
+ */
+#include "mig-test.h"
+
+static const uint32_t saved_regs[] = {
+    VGPU_REG_FENCE_LO,  VGPU_REG_FENCE_HI,   VGPU_REG_RING_HEAD,
+    VGPU_REG_RING_TAIL, VGPU_REG_IRQ_MASK,   VGPU_REG_SCRATCH,
+    VGPU_REG_RING_SIZE, VGPU_REG_IRQ_STATUS, VGPU_REG_ERROR_CODE,
+    VGPU_REG_STATUS,    VGPU_REG_CMDS_DONE,
+};
+
+/* Known VRAM and register contents on the source; the samples read back
+ * in *@samples and the registers in @regs. */
+static void prepare_source(struct mt *t, uint8_t **samples, uint32_t *regs)
+{
+    g_autofree uint8_t *want = mt_expected_samples();
+
+    mt_fill_vram(t);
+    VGT_OK(vg_vgpu_wr(&t->gpu, VGPU_REG_SCRATCH, 0x1234abcdu, VGT_ERR));
+    mt_fence(&t->gpu, 0x77);
+    *samples = mt_vram_samples(&t->gpu);
+    mt_assert_samples(*samples, want, "source before migration");
+    for (unsigned i = 0; i < G_N_ELEMENTS(saved_regs); i++) {
+        regs[i] = mt_rd(&t->gpu, saved_regs[i]);
+    }
+    g_assert_cmphex(regs[1 /* FENCE_HI */], ==, 0);
+    g_assert_cmphex(regs[0 /* FENCE_LO */], ==, 0x77);
+    g_assert_cmphex(regs[5 /* SCRATCH */], ==, 0x1234abcdu);
+}
+
+/* The destination's vGPU runs commands and raises its MSI-X message. */
+static void check_dst_works(struct mt *t)
+{
+    struct vgpu_cmd c =
+        vgpu_cmd_make(VGPU_OP_FILL, 60u << 20, 1u << 20, 0x600dcafe, 0, 0, 0);
+    uint32_t v = 0;
+
+    mt_run(&t->dgpu, &c, 1);
+    mt_fence(&t->dgpu, 0x78);
+    VGT_OK(vg_qtest_readl(t->dst.qemu->qt,
+                          t->dgpu.vram_addr + (60u << 20) + 4096, &v, VGT_ERR));
+    g_assert_cmphex(v, ==, 0x600dcafe);
+    g_assert_cmphex(mt_rd(&t->dgpu, VGPU_REG_ERROR_CODE), ==, VGPU_ERR_NONE);
+}
+
+static void migrate_idle(bool hmp)
+{
+    uint32_t regs[G_N_ELEMENTS(saved_regs)];
+    g_autofree uint8_t *src_samples = NULL;
+    g_autofree uint8_t *dst_samples = NULL;
+    struct vg_stats sst, dst;
+    struct vg_mig_info info;
+    struct mt t;
+
+    mt_start_src(&t, hmp ? "mig-hmp" : "mig-basic", NULL);
+    prepare_source(&t, &src_samples, regs);
+    mt_start_dst(&t, VGT_VRAM_ARG, NULL);
+    if (hmp) {
+        VGT_OK(vg_mig_start_hmp(t.src.qemu->qmp, t.uri, VGT_ERR));
+        mt_migrate_wait(&t, NULL, NULL, &info);
+    } else {
+        mt_migrate(&t, NULL, NULL, &info);
+    }
+    g_assert_true(info.has_vfio);
+    g_assert_cmpint(info.vfio_transferred, >, 0);
+    g_assert_cmpint(info.downtime_ms, >=, 0);
+    mt_attach_dst(&t);
+    mt_assert_stats_equal(&t, &sst, &dst);
+    dst_samples = mt_vram_samples(&t.dgpu);
+    mt_assert_samples(dst_samples, src_samples, "destination");
+    for (unsigned i = 0; i < G_N_ELEMENTS(saved_regs); i++) {
+        g_assert_cmphex(mt_rd(&t.dgpu, saved_regs[i]), ==, regs[i]);
+    }
+    check_dst_works(&t);
+    vg_stats_clear(&sst);
+    vg_stats_clear(&dst);
+    g_assert_true(vg_proc_alive(&t.src.srv->proc));
+    g_assert_true(vg_proc_alive(&t.dst.srv->proc));
+    mt_stop(&t);
+}
+
+static void test_idle_qmp(void)
+{
+    migrate_idle(false);
+}
+
+static void test_idle_hmp(void)
+{
+    migrate_idle(true);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/mig/basic/idle-vram", test_idle_qmp);
+    g_test_add_func("/mig/basic/hmp", test_idle_hmp);
+    return g_test_run();
+}

@@ -1,0 +1,251 @@
+/*
+ * test-mig-faults -- migrations that must fail, or be cancelled, without
+ * harming the source.
+ *
+ * Cancel during pre-copy (then a second migration to a fresh destination
+ * succeeds); the destination's vgpu-server killed mid-migration; a
+ * destination whose VRAM size differs (refused before switchover, the
+ * error names both sizes); a corrupted device stream (--fault
+ * corrupt-stream:OFFSET on the source server: the destination device ends
+ * in ERROR); a server without migration support (--no-migration: QEMU
+ * blocks the migration with a reason).  In every case the source VM keeps
+ * running with its VRAM intact and its vGPU working.
+ */
+#include <signal.h>
+
+#include "mig-test.h"
+
+#define HOLD_BANDWIDTH (4 << 20)
+#define DST_SMALL_VRAM "32M"
+#define DST_SMALL_SIZE ((uint64_t)32 << 20)
+
+/* Poll callback: stop once VRAM data is flowing in the active phase. */
+static int transferring(const struct vg_mig_info *info, void *opaque,
+                        struct vg_error *err)
+{
+    return !strcmp(info->status, "active") && info->vfio_transferred > 0;
+}
+
+/* Start a held migration and wait until it is under way. */
+static void start_held(struct mt *t)
+{
+    struct vg_mig_info info;
+
+    mt_hold(t, HOLD_BANDWIDTH);
+    VGT_OK(vg_mig_start(t->src.qemu->qmp, t->uri, VGT_ERR));
+    VGT_OK(vg_mig_poll(t->src.qemu->qmp, MT_MIG_TIMEOUT_MS, transferring, NULL,
+                       &info, VGT_ERR));
+    mt_log_info("under way", &info);
+    g_assert_cmpstr(info.status, ==, "active");
+}
+
+/* Wait for the end of the migration; it must have ended as @want. */
+static void wait_final(struct mt *t, const char *want, struct vg_mig_info *info)
+{
+    VGT_OK(vg_mig_poll(t->src.qemu->qmp, MT_MIG_TIMEOUT_MS, NULL, NULL, info,
+                       VGT_ERR));
+    mt_log_info("ended", info);
+    g_assert_cmpstr(info->status, ==, want);
+}
+
+/* The source runs, its VRAM equals @before, its vGPU runs a fence with
+ * value @fence and raises the interrupt. */
+static void assert_source_intact(struct mt *t, const uint8_t *before,
+                                 uint32_t fence)
+{
+    g_autofree uint8_t *now = NULL;
+
+    VGT_OK(vg_mig_wait_runstate(t->src.qemu->qmp, "running", VGT_TIMEOUT_MS,
+                                VGT_ERR));
+    g_assert_true(vg_proc_alive(&t->src.srv->proc));
+    now = mt_vram_samples(&t->gpu);
+    mt_assert_samples(now, before, "source after the failed migration");
+    mt_fence(&t->gpu, fence);
+    g_assert_cmphex(mt_rd(&t->gpu, VGPU_REG_ERROR_CODE), ==, VGPU_ERR_NONE);
+}
+
+/* Source with filled VRAM; its samples (checked) in *@before. */
+static void start_filled_src(struct mt *t, const char *tag,
+                             const char *const *extra, uint8_t **before)
+{
+    g_autofree uint8_t *want = mt_expected_samples();
+
+    mt_start_src(t, tag, extra);
+    mt_fill_vram(t);
+    *before = mt_vram_samples(&t->gpu);
+    mt_assert_samples(*before, want, "source before migration");
+}
+
+static void test_cancel(void)
+{
+    g_autofree uint8_t *before = NULL;
+    g_autofree uint8_t *after = NULL;
+    struct vg_stats sst, dst;
+    struct vg_mig_info info;
+    struct mt t;
+
+    start_filled_src(&t, "mig-cancel", NULL, &before);
+    mt_start_dst(&t, VGT_VRAM_ARG, NULL);
+    start_held(&t);
+    VGT_OK(vg_mig_cancel(t.src.qemu->qmp, VGT_ERR));
+    wait_final(&t, "cancelled", &info);
+    assert_source_intact(&t, before, 0x101);
+    VGT_OK(vg_stats_wait_state(t.src.stats, "running", MT_STATS_TIMEOUT_MS,
+                               &sst, VGT_ERR));
+    vg_stats_clear(&sst);
+
+    /* A second migration, to a fresh destination, succeeds. */
+    mt_start_dst(&t, VGT_VRAM_ARG, NULL);
+    VGT_OK(mt_release(&t, VGT_ERR));
+    mt_migrate(&t, NULL, NULL, &info);
+    mt_attach_dst(&t);
+    mt_assert_stats_equal(&t, &sst, &dst);
+    after = mt_vram_samples(&t.dgpu);
+    mt_assert_samples(after, before, "second destination");
+    g_assert_cmpuint(mt_rd(&t.dgpu, VGPU_REG_FENCE_LO), ==, 0x101);
+    mt_fence(&t.dgpu, 0x102);
+    vg_stats_clear(&sst);
+    vg_stats_clear(&dst);
+    mt_stop(&t);
+}
+
+static void test_dst_server_killed(void)
+{
+    g_autofree uint8_t *before = NULL;
+    struct vg_mig_info info;
+    struct mt t;
+
+    start_filled_src(&t, "mig-dstkill", NULL, &before);
+    mt_start_dst(&t, VGT_VRAM_ARG, NULL);
+    start_held(&t);
+    VGT_OK(vg_proc_kill(&t.dst.srv->proc, SIGKILL, VGT_TIMEOUT_MS, VGT_ERR));
+    wait_final(&t, "failed", &info);
+    g_assert_cmpstr(info.error_desc, !=, "");
+    assert_source_intact(&t, before, 0x201);
+    mt_stop(&t);
+}
+
+/* Whether @text names a size of @bytes in any usual spelling. */
+static bool mentions_size(const char *text, uint64_t bytes)
+{
+    g_autofree char *low = g_ascii_strdown(text, -1);
+    char forms[6][48];
+
+    g_snprintf(forms[0], 48, "%" G_GUINT64_FORMAT, bytes);
+    g_snprintf(forms[1], 48, "0x%" G_GINT64_MODIFIER "x", bytes);
+    g_snprintf(forms[2], 48, "%" G_GUINT64_FORMAT "m", bytes >> 20);
+    g_snprintf(forms[3], 48, "%" G_GUINT64_FORMAT " mib", bytes >> 20);
+    g_snprintf(forms[4], 48, "%" G_GUINT64_FORMAT "mib", bytes >> 20);
+    g_snprintf(forms[5], 48, "%" G_GUINT64_FORMAT " mb", bytes >> 20);
+    for (unsigned i = 0; i < G_N_ELEMENTS(forms); i++) {
+        if (strstr(low, forms[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether @what (@text) names both VRAM sizes; logs the finding. */
+static bool names_both_sizes(const char *what, const char *text)
+{
+    bool both = mentions_size(text, VGT_VRAM_SIZE) &&
+                mentions_size(text, DST_SMALL_SIZE);
+
+    g_test_message("%s %s both sizes: %.400s", what,
+                   both ? "names" : "does not name", text);
+    return both;
+}
+
+static void test_vram_size_mismatch(void)
+{
+    g_autofree uint8_t *before = NULL;
+    g_autofree char *srv_log = NULL;
+    g_autofree char *qemu_log = NULL;
+    struct vg_mig_info info;
+    struct vg_stats st = {0};
+    bool named;
+    struct mt t;
+
+    start_filled_src(&t, "mig-vramsize", NULL, &before);
+    mt_start_dst(&t, DST_SMALL_VRAM, NULL);
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+    wait_final(&t, "failed", &info);
+    /* Refused before switchover: the source never left "running" for
+     * "postmigrate", and its device never reached stop-copy. */
+    assert_source_intact(&t, before, 0x301);
+    VGT_OK(vg_stats_read(t.src.stats, &st, VGT_ERR));
+    g_assert_cmpfloat(st.device_stopcopy_ms, <=, 0);
+    vg_stats_clear(&st);
+    named = names_both_sizes("query-migrate error-desc", info.error_desc);
+    if (vg_stats_read(t.dst.stats, &st, NULL) == 0) {
+        named =
+            names_both_sizes("destination stats last_error", st.last_error) ||
+            named;
+        vg_stats_clear(&st);
+    }
+    /* The logs, for the record: they name the configured size anyway. */
+    srv_log = vg_proc_log_tail(&t.dst.srv->proc, 8192);
+    qemu_log = vg_proc_log_tail(&t.dst.qemu->proc, 8192);
+    names_both_sizes("destination server log", srv_log);
+    names_both_sizes("destination QEMU log", qemu_log);
+    g_assert_true(named);
+    mt_stop(&t);
+}
+
+static void test_corrupt_stream(void)
+{
+    static const char *const fault[] = {"--fault", "corrupt-stream:65536",
+                                        NULL};
+    g_autofree uint8_t *before = NULL;
+    struct vg_mig_info info;
+    struct vg_stats st;
+    struct mt t;
+
+    start_filled_src(&t, "mig-corrupt", fault, &before);
+    mt_start_dst(&t, VGT_VRAM_ARG, NULL);
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+    wait_final(&t, "failed", &info);
+    assert_source_intact(&t, before, 0x401);
+    VGT_OK(vg_stats_wait_state(t.dst.stats, "error", MT_STATS_TIMEOUT_MS, &st,
+                               VGT_ERR));
+    g_test_message("destination device: %s, %s", st.state, st.last_error);
+    g_assert_cmpstr(st.last_error, !=, "");
+    vg_stats_clear(&st);
+    mt_stop(&t);
+}
+
+static void test_no_migration_support(void)
+{
+    static const char *const nomig[] = {"--no-migration", NULL};
+    g_autofree uint8_t *before = NULL;
+    struct vg_mig_info info;
+    struct vg_error e = {0};
+    char state[VG_MIG_STATUS_MAX];
+    struct mt t;
+
+    start_filled_src(&t, "mig-blocked", nomig, &before);
+    VGT_OK(vg_mig_query(t.src.qemu->qmp, &info, VGT_ERR));
+    g_test_message("blocked-reasons: %s", info.blocked_reasons);
+    g_assert_nonnull(strstr(info.blocked_reasons, "igration"));
+    mt_start_dst(&t, VGT_VRAM_ARG, NULL);
+    g_assert_cmpint(vg_mig_start(t.src.qemu->qmp, t.uri, &e), <, 0);
+    g_test_message("migrate refused: %s", e.msg);
+    g_assert_nonnull(strstr(e.msg, "igration"));
+    g_assert_nonnull(strstr(e.msg, t.src.srv->socket));
+    assert_source_intact(&t, before, 0x501);
+    VGT_OK(vg_mig_runstate(t.dst.qemu->qmp, state, sizeof(state), VGT_ERR));
+    g_assert_cmpstr(state, ==, "inmigrate");
+    mt_stop(&t);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/mig/faults/cancel", test_cancel);
+    g_test_add_func("/mig/faults/dst-server-killed", test_dst_server_killed);
+    g_test_add_func("/mig/faults/vram-size-mismatch", test_vram_size_mismatch);
+    g_test_add_func("/mig/faults/no-migration-support",
+                    test_no_migration_support);
+    g_test_add_func("/mig/faults/corrupt-stream", test_corrupt_stream);
+    return g_test_run();
+}
