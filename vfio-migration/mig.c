@@ -49,6 +49,12 @@ void mig_note_error(struct mig *m, const char *msg)
     mig_stats_flush(m, NULL);
 }
 
+void mig_note_dma_logging(struct mig *m, bool on)
+{
+    m->stats.dma_logging = on;
+    mig_stats_flush(m, NULL);
+}
+
 /* ------------------------------------------------------------ arc actions */
 
 /* A new session: per-migration counters start over. */
@@ -339,18 +345,18 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
     } else {
         snprintf(ms, sizeof(ms), "%.3f", st->device_stopcopy_ms);
     }
-    n = snprintf(buf, size,
-                 "{\n  \"state\": \"%s\",\n  \"migrations_started\": %" PRIu64
-                 ",\n  \"bytes_sent\": %" PRIu64
-                 ",\n  \"bytes_received\": %" PRIu64
-                 ",\n  \"precopy_bytes\": %" PRIu64
-                 ",\n  \"stopcopy_bytes\": %" PRIu64 ",\n  \"rounds\": %" PRIu64
-                 ",\n  \"device_stopcopy_ms\": %s,\n  \"vram_checksum\": %s,"
-                 "\n  \"device_state_checksum\": %s,\n  \"last_error\": "
-                 "\"%s\"\n}\n",
-                 mig_state_name(m->fsm.state), st->migrations_started,
-                 st->bytes_sent, st->bytes_received, st->precopy_bytes,
-                 st->stopcopy_bytes, st->rounds, ms, vram, state, error);
+    n = snprintf(
+        buf, size,
+        "{\n  \"state\": \"%s\",\n  \"migrations_started\": %" PRIu64
+        ",\n  \"bytes_sent\": %" PRIu64 ",\n  \"bytes_received\": %" PRIu64
+        ",\n  \"precopy_bytes\": %" PRIu64 ",\n  \"stopcopy_bytes\": %" PRIu64
+        ",\n  \"rounds\": %" PRIu64
+        ",\n  \"device_stopcopy_ms\": %s,\n  \"vram_checksum\": %s,"
+        "\n  \"device_state_checksum\": %s,\n  \"dma_logging\": %s,"
+        "\n  \"last_error\": \"%s\"\n}\n",
+        mig_state_name(m->fsm.state), st->migrations_started, st->bytes_sent,
+        st->bytes_received, st->precopy_bytes, st->stopcopy_bytes, st->rounds,
+        ms, vram, state, st->dma_logging ? "true" : "false", error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

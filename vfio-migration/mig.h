@@ -19,7 +19,8 @@
  * goes to ERROR.
  *
  * Statistics (mig_stats_json) go to the stats file, if any, atomically
- * (temporary file + rename) at every state change and on mig_free().
+ * (temporary file + rename) at every state change, when DMA logging
+ * starts or stops, and on mig_free().
  */
 #ifndef MIG_H
 #define MIG_H
@@ -32,12 +33,14 @@
 #include "mig-fsm.h"
 #include "vgpu/vgpu.h"
 
-/* Test-only fault injection on the source's outgoing stream. */
+/* Test-only fault injection: on the source's outgoing stream, and in
+ * DMA logging (applied by the vfio-user server, see vfu-dma.h). */
 struct mig_fault {
     bool corrupt;    /* flip (xor 0xff) one byte of each saving session */
     bool random;     /* pick the offset from @seed, else use @offset */
     uint64_t offset; /* stream offset of the byte */
     uint64_t seed;
+    bool no_dma_log; /* DMA logging never marks the pages the device wrote */
 };
 
 struct mig_config {
@@ -60,6 +63,7 @@ struct mig_stats {
     bool have_checksums;
     uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */
     uint64_t device_state_checksum; /* XXH3-64 of the state blob */
+    bool dma_logging;               /* the client's DMA logging is on */
     char last_error[VG_ERROR_MAX];
 };
 
@@ -101,6 +105,9 @@ void mig_get_stats(const struct mig *m, struct mig_stats *st);
 /* Write the stats JSON into @buf; returns its length or -ENOSPC. */
 int mig_stats_json(const struct mig *m, char *buf, size_t size,
                    struct vg_error *err);
+/* The client started (@on) or stopped DMA logging: the stats say so,
+ * and the stats file is rewritten. */
+void mig_note_dma_logging(struct mig *m, bool on);
 /* Rewrite the stats file now (no-op without one). */
 int mig_stats_flush(struct mig *m, struct vg_error *err);
 

@@ -33,6 +33,7 @@ struct dma_log {
 
 struct vfu_dma {
     struct dma_log log; /* n == 0: logging off */
+    bool log_drop;      /* test-only fault: writes are not marked */
     unsigned max;
     unsigned count;
     struct dma_map maps[];
@@ -168,7 +169,7 @@ void *vfu_dma_ptr(struct vfu_dma *dma, uint64_t iova, uint64_t len, bool write)
             !(write ? m->writable : m->readable)) {
             return NULL;
         }
-        if (write && dma->log.n && len) {
+        if (write && dma->log.n && len && !dma->log_drop) {
             log_mark(&dma->log, iova, len);
         }
         return m->host + (iova - m->iova);
@@ -277,6 +278,11 @@ void vfu_dma_log_stop(struct vfu_dma *dma)
 bool vfu_dma_logging(const struct vfu_dma *dma)
 {
     return dma->log.n != 0;
+}
+
+void vfu_dma_log_set_drop(struct vfu_dma *dma, bool drop)
+{
+    dma->log_drop = drop;
 }
 
 /* Mark the logged pages of [iova, iova + len), len > 0. */

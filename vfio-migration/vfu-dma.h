@@ -66,6 +66,12 @@ int vfu_dma_log_start(struct vfu_dma *dma, uint64_t *page_size,
 void vfu_dma_log_stop(struct vfu_dma *dma);
 bool vfu_dma_logging(const struct vfu_dma *dma);
 /*
+ * TEST ONLY (vgpu-server --fault no-dma-log): while @drop is set, writes
+ * are not marked, so logging starts, stops and reports as usual but
+ * reports nothing the device wrote.  Off by default.
+ */
+void vfu_dma_log_set_drop(struct vfu_dma *dma, bool drop);
+/*
  * Report and clear the log for [iova, iova + length): set bit k of
  * @bitmap (which the caller zeroed, ceil(length / page_size) bits) if a
  * page of size @page_size (a power of two) starting at iova + k *

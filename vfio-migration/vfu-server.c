@@ -141,6 +141,15 @@ static void rx_reset(struct rx_state *rx)
     memset(rx, 0, sizeof(*rx));
 }
 
+/* Stop DMA logging; the statistics record it if it was on. */
+static void dma_log_stop(struct vfu_server *srv)
+{
+    if (vfu_dma_logging(srv->dma)) {
+        vfu_dma_log_stop(srv->dma);
+        mig_note_dma_logging(srv->mig, false);
+    }
+}
+
 static void client_close(struct vfu_server *srv)
 {
     if (srv->client_fd < 0) {
@@ -154,7 +163,7 @@ static void client_close(struct vfu_server *srv)
     srv->precopy_info = false;
     srv->drop = false;
     rx_reset(&srv->rx);
-    vfu_dma_log_stop(srv->dma);
+    dma_log_stop(srv);
     vfu_dma_unmap_all(srv->dma);
     for (unsigned i = 0; i < NUM_IRQS; i++) {
         irqs_close(srv, i);
@@ -638,6 +647,7 @@ static int feature_log_start(struct vfu_server *srv, const uint8_t *p,
         feature_reply(srv, p, NULL, f->data_len, r);
         memcpy(PAYLOAD(srv) + sizeof(struct vfu_device_feature), &c.page_size,
                sizeof(c.page_size)); /* the page size we chose */
+        mig_note_dma_logging(srv->mig, true);
     }
     return ret;
 }
@@ -650,7 +660,7 @@ static int feature_log_stop(struct vfu_server *srv, const uint8_t *p,
         return vg_error_set(err, EINVAL, "DMA_LOGGING_STOP with %zu data bytes",
                             f->data_len);
     }
-    vfu_dma_log_stop(srv->dma);
+    dma_log_stop(srv);
     feature_reply(srv, p, NULL, 0, r);
     return 0;
 }
@@ -1151,6 +1161,9 @@ static int server_init(struct vfu_server *srv,
     ret = pci_config_init(&srv->cfg, cfg->gpu.vram_size, err);
     if (ret == 0) {
         ret = vfu_dma_new(MAX_DMA_MAPS, &srv->dma, err);
+    }
+    if (ret == 0) {
+        vfu_dma_log_set_drop(srv->dma, cfg->fault.no_dma_log);
     }
     if (ret == 0) {
         ret = vgpu_new(&cfg->gpu, &host, &srv->gpu, err);

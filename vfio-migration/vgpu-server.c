@@ -54,13 +54,17 @@ static void usage(FILE *out)
         "      --no-migration     serve a device without migration support:\n"
         "                         the migration device features are refused,\n"
         "                         so QEMU blocks migration of this VM\n"
-        "      --fault SPEC       TEST ONLY: inject a fault; SPEC is\n"
-        "                         corrupt-stream:OFFSET (flip, xor 0xff, the\n"
-        "                         byte at stream offset OFFSET of each\n"
-        "                         outgoing migration stream) or\n"
+        "      --fault SPEC       TEST ONLY: inject a fault (repeatable);\n"
+        "                         SPEC is corrupt-stream:OFFSET (flip, xor\n"
+        "                         0xff, the byte at stream offset OFFSET of\n"
+        "                         each outgoing migration stream),\n"
         "                         corrupt-stream:random[:SEED] (an offset\n"
         "                         drawn from SEED, random if omitted; the\n"
-        "                         seed is printed at start-up)\n"
+        "                         seed is printed at start-up) or\n"
+        "                         no-dma-log (DMA logging starts, stops and\n"
+        "                         reports as usual but never marks the guest\n"
+        "                         pages the device writes, so a migration\n"
+        "                         can lose them)\n"
         "  -h, --help             show this help and exit\n"
         "\n"
         "MIGRATION\n"
@@ -82,7 +86,9 @@ static void usage(FILE *out)
         "(XXH3-64, seed 0, 16 hex digits; null before any) taken on the\n"
         "source when entering STOP_COPY and on the destination when the\n"
         "loaded state is applied, so equal values on both sides prove an\n"
-        "exact copy; last_error (\"\" if none).\n"
+        "exact copy; dma_logging (true while the client has DMA logging\n"
+        "started; the file is also rewritten when it starts or stops);\n"
+        "last_error (\"\" if none).\n"
         "\n"
         "SIZE is a number with an optional K, M, G or T suffix (powers of\n"
         "1024).  The server keeps device state (VRAM, registers) across\n"
@@ -114,12 +120,17 @@ static int parse_u64(const char *text, uint64_t *out)
     return errno || end == text || *end || *text == '-' ? -1 : 0;
 }
 
-/* --fault corrupt-stream:OFFSET | corrupt-stream:random[:SEED] */
+/* --fault corrupt-stream:OFFSET | corrupt-stream:random[:SEED] |
+ * no-dma-log */
 static int parse_fault(const char *spec, struct mig_fault *f)
 {
     static const char prefix[] = "corrupt-stream:";
     const char *arg = spec + sizeof(prefix) - 1;
 
+    if (strcmp(spec, "no-dma-log") == 0) {
+        f->no_dma_log = true;
+        return 0;
+    }
     if (strncmp(spec, prefix, sizeof(prefix) - 1) != 0) {
         return -1;
     }
@@ -246,6 +257,23 @@ static int stop_signals_fd(void)
     return signalfd(-1, &set, SFD_CLOEXEC);
 }
 
+/* Say loudly which test-only faults are armed. */
+static void warn_faults(const struct mig_fault *f)
+{
+    if (f->random) {
+        vg_warn(
+            "TEST ONLY fault injection: corrupt-stream:random seed %" PRIu64,
+            f->seed);
+    } else if (f->corrupt) {
+        vg_warn("TEST ONLY fault injection: corrupt-stream offset %" PRIu64,
+                f->offset);
+    }
+    if (f->no_dma_log) {
+        vg_warn("TEST ONLY fault injection: no-dma-log (device writes to "
+                "guest RAM are not DMA-logged)");
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct options o = {.page = 64u << 10, .backend = "cpu"};
@@ -273,14 +301,7 @@ int main(int argc, char **argv)
         .fault = o.fault,
         .no_migration = o.no_migration,
     };
-    if (o.fault.random) {
-        vg_warn(
-            "TEST ONLY fault injection: corrupt-stream:random seed %" PRIu64,
-            o.fault.seed);
-    } else if (o.fault.corrupt) {
-        vg_warn("TEST ONLY fault injection: corrupt-stream offset %" PRIu64,
-                o.fault.offset);
-    }
+    warn_faults(&o.fault);
     if (vfu_server_new(&cfg, &srv, &err) < 0) {
         vg_err("%s", err.msg);
         return 1;

@@ -13,12 +13,12 @@
 #include <stdint.h>
 
 /* PCI identity: IDs of our own (not assigned by the PCI-SIG). */
-#define VGPU_PCI_VENDOR_ID    0x7667 /* "vg" */
-#define VGPU_PCI_DEVICE_ID    0x6d01
+#define VGPU_PCI_VENDOR_ID     0x7667 /* "vg" */
+#define VGPU_PCI_DEVICE_ID     0x6d01
 #define VGPU_PCI_SUBSYS_VENDOR VGPU_PCI_VENDOR_ID
-#define VGPU_PCI_SUBSYS_ID    0x0001
-#define VGPU_PCI_REVISION     0x01
-#define VGPU_PCI_CLASS        0x030200 /* display controller: 3D */
+#define VGPU_PCI_SUBSYS_ID     0x0001
+#define VGPU_PCI_REVISION      0x01
+#define VGPU_PCI_CLASS         0x030200 /* display controller: 3D */
 
 /* BARs */
 #define VGPU_BAR_REGS  0 /* 32-bit memory BAR, trapped */
@@ -38,7 +38,7 @@
 #define VGPU_REG_VRAM_SIZE_HI 0x00c /* RO: high half */
 #define VGPU_REG_PAGE_SIZE    0x010 /* RO: tracking page size in bytes */
 #define VGPU_REG_FEATURES     0x014 /* RO: VGPU_FEAT_* */
-#define VGPU_REG_RING_BASE_LO 0x020 /* RW: ring IOVA (guest RAM), 64-aligned */
+#define VGPU_REG_RING_BASE_LO 0x020 /* RW: ring IOVA, 64-aligned */
 #define VGPU_REG_RING_BASE_HI 0x024 /* RW */
 #define VGPU_REG_RING_SIZE    0x028 /* RW: entries, power of two, 0 = off */
 #define VGPU_REG_RING_HEAD    0x02c /* RO: next entry the device reads */
@@ -114,15 +114,15 @@ enum vgpu_opcode {
 
 enum vgpu_error_code {
     VGPU_ERR_NONE = 0,
-    VGPU_ERR_BAD_OPCODE = 1,  /* opcode unknown */
-    VGPU_ERR_BAD_FLAGS = 2,   /* flags, reserved or unused args not 0 */
-    VGPU_ERR_VRAM_RANGE = 3,  /* a VRAM range outside VRAM or overflowing */
-    VGPU_ERR_ALIGNMENT = 4,   /* offset or length misaligned */
-    VGPU_ERR_DMA_FAULT = 5,   /* IOVA range not inside one DMA mapping */
-    VGPU_ERR_BAD_LENGTH = 6,  /* zero length or count, or too large */
-    VGPU_ERR_OVERLAP = 7,     /* source and destination overlap */
-    VGPU_ERR_INDEX_RANGE = 8, /* SCATTER_ADD index >= rows */
-    VGPU_ERR_RING_FETCH = 9,  /* ring entry not readable by DMA */
+    VGPU_ERR_BAD_OPCODE = 1,   /* opcode unknown */
+    VGPU_ERR_BAD_FLAGS = 2,    /* flags, reserved or unused args not 0 */
+    VGPU_ERR_VRAM_RANGE = 3,   /* a VRAM range outside VRAM or overflowing */
+    VGPU_ERR_ALIGNMENT = 4,    /* offset or length misaligned */
+    VGPU_ERR_DMA_FAULT = 5,    /* IOVA range not inside one DMA mapping */
+    VGPU_ERR_BAD_LENGTH = 6,   /* zero length or count, or too large */
+    VGPU_ERR_OVERLAP = 7,      /* source and destination overlap */
+    VGPU_ERR_INDEX_RANGE = 8,  /* SCATTER_ADD index >= rows */
+    VGPU_ERR_RING_FETCH = 9,   /* ring entry not readable by DMA */
     VGPU_ERR_RING_CONFIG = 10, /* bad RING_BASE/SIZE/TAIL value */
 };
 

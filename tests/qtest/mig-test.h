@@ -381,6 +381,25 @@ static inline bool mt_stats_done(const struct vg_stats *st, void *opaque)
            (!opaque || !g_ascii_strcasecmp(st->state, opaque));
 }
 
+/* Stats predicate: "dma_logging" is @opaque ("true" or "false"). */
+static inline bool mt_stats_dma_logging(const struct vg_stats *st, void *opaque)
+{
+    g_autofree char *v = vg_stats_str(st, "dma_logging");
+
+    return v && strcmp(v, opaque) == 0;
+}
+
+/* Wait until the server of @side reports DMA logging @on in its stats. */
+static inline void mt_wait_dma_logging(struct mt_side *side, bool on)
+{
+    struct vg_stats st;
+
+    VGT_OK(vg_stats_wait(side->stats, mt_stats_dma_logging,
+                         on ? "true" : "false", MT_STATS_TIMEOUT_MS, &st,
+                         VGT_ERR));
+    vg_stats_clear(&st);
+}
+
 /* Both servers' stats after a completed migration (source device back
  * in STOP, destination RUNNING).  The VRAM checksums (source at entry to
  * stop-copy, destination after loading) must be equal, and so must the

@@ -2,7 +2,8 @@
  * test-mig-faults -- migrations that must fail, or be cancelled, without
  * harming the source.
  *
- * Cancel during pre-copy (then a second migration to a fresh destination
+ * Cancel during pre-copy (the source's DMA logging, on while held in
+ * pre-copy, is stopped; then a second migration to a fresh destination
  * succeeds); the destination's vgpu-server killed mid-migration; a
  * destination whose VRAM size differs (refused before switchover, the
  * error names both sizes); a corrupted device stream (--fault
@@ -87,8 +88,10 @@ static void test_cancel(void)
     start_filled_src(&t, "mig-cancel", NULL, &before);
     mt_start_dst(&t, VGT_VRAM_ARG, NULL);
     start_held(&t);
+    mt_wait_dma_logging(&t.src, true); /* held in pre-copy */
     VGT_OK(vg_mig_cancel(t.src.qemu->qmp, VGT_ERR));
     wait_final(&t, "cancelled", &info);
+    mt_wait_dma_logging(&t.src, false); /* QEMU stopped tracking */
     assert_source_intact(&t, before, 0x101);
     VGT_OK(vg_stats_wait_state(t.src.stats, "running", MT_STATS_TIMEOUT_MS,
                                &sst, VGT_ERR));

@@ -1,7 +1,8 @@
 /*
  * Unit tests of DMA logging in vfu-dma: pages written through
  * vfu_dma_ptr(write=true) are reported once per report, at any report
- * page size, only inside the logged ranges; reads are not logged; bounds.
+ * page size, only inside the logged ranges; reads are not logged; bounds;
+ * the test-only fault that drops the marks (--fault no-dma-log).
  */
 #include <errno.h>
 #include <glib.h>
@@ -111,10 +112,37 @@ static void test_log_start_bounds(void)
     close(fd);
 }
 
+/* With the fault set, logging works but a write marks nothing. */
+static void test_log_drop_fault(void)
+{
+    struct vfu_dma_log_range r = {IOVA, LEN};
+    uint64_t ps = 4096, bm[4] = {0};
+    struct vg_error err;
+    struct vfu_dma *dma;
+    int fd;
+
+    dma = setup(&fd);
+    vfu_dma_log_set_drop(dma, true);
+    g_assert_cmpint(vfu_dma_log_start(dma, &ps, &r, 1, &err), ==, 0);
+    g_assert_true(vfu_dma_logging(dma));
+    g_assert_nonnull(vfu_dma_ptr(dma, IOVA + 0x2000, 0x3000, true));
+    g_assert_cmpint(vfu_dma_log_report(dma, IOVA, 256 * 4096, 4096, bm, &err),
+                    ==, 0);
+    g_assert_cmphex(bm[0] | bm[1] | bm[2] | bm[3], ==, 0);
+    vfu_dma_log_set_drop(dma, false);
+    g_assert_nonnull(vfu_dma_ptr(dma, IOVA + 0x2000, 1, true));
+    g_assert_cmpint(vfu_dma_log_report(dma, IOVA, 256 * 4096, 4096, bm, &err),
+                    ==, 0);
+    g_assert_cmphex(bm[0], ==, 0x4);
+    vfu_dma_free(dma);
+    close(fd);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/vfu-dma/log-report", test_log_report);
     g_test_add_func("/vfu-dma/log-start-bounds", test_log_start_bounds);
+    g_test_add_func("/vfu-dma/log-drop-fault", test_log_drop_fault);
     return g_test_run();
 }
