@@ -241,29 +241,35 @@ static bool unix_listening(const char *path)
 }
 
 /* Append the NULL-terminated @args (may be NULL) to @argv. */
+/* Append copies of @args (NULL-terminated, may be NULL) to @argv. */
 static void add_args(GPtrArray *argv, const char *const *args)
 {
     for (size_t i = 0; args && args[i]; i++) {
-        g_ptr_array_add(argv, (char *)args[i]);
+        g_ptr_array_add(argv, g_strdup(args[i]));
     }
+}
+
+/* Append option @opt and its value @val (taken over) to @argv. */
+static void add_opt(GPtrArray *argv, const char *opt, char *val)
+{
+    g_ptr_array_add(argv, g_strdup(opt));
+    g_ptr_array_add(argv, val);
 }
 
 /* Command line of the server described by @o, listening on @socket. */
 static GPtrArray *server_argv(const struct vg_server_opts *o, const char *bin,
                               const char *socket)
 {
-    GPtrArray *argv = g_ptr_array_new();
-    const char *fixed[] = {
-        bin,          "--socket",    socket,
-        "--vram",     o->vram,       "--page-size",
-        o->page_size, "--log-level", o->log_level ? o->log_level : "info"};
+    GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
 
-    for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++) {
-        g_ptr_array_add(argv, (char *)fixed[i]);
-    }
+    g_ptr_array_add(argv, g_strdup(bin));
+    add_opt(argv, "--socket", g_strdup(socket));
+    add_opt(argv, "--vram", g_strdup(o->vram));
+    add_opt(argv, "--page-size", g_strdup(o->page_size));
+    add_opt(argv, "--log-level",
+            g_strdup(o->log_level ? o->log_level : "info"));
     if (o->stats_file) {
-        g_ptr_array_add(argv, "--stats-file");
-        g_ptr_array_add(argv, (char *)o->stats_file);
+        add_opt(argv, "--stats-file", g_strdup(o->stats_file));
     }
     add_args(argv, o->extra_args);
     g_ptr_array_add(argv, NULL);
@@ -379,14 +385,76 @@ static int accept_from(struct vg_qemu *q, int lfd, int64_t deadline,
     }
 }
 
+/* Command line of QEMU described by @o, connecting to the qtest and QMP
+ * sockets at @qtest_path and @qmp_path. */
+static GPtrArray *qemu_argv(const struct vg_qemu_opts *o, const char *bin,
+                            const char *fw, const char *qtest_path,
+                            const char *qmp_path)
+{
+    static const char *const fixed[] = {"-accel",   "qtest", "-nodefaults",
+                                        "-display", "none",  NULL};
+    GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
+
+    g_ptr_array_add(argv, g_strdup(bin));
+    add_args(argv, fixed);
+    add_opt(argv, "-L", g_strdup(fw));
+    add_opt(
+        argv, "-object",
+        g_strdup_printf("memory-backend-memfd,id=mem,size=%" G_GUINT64_FORMAT
+                        "M,share=on",
+                        o->ram_mib));
+    add_opt(argv, "-machine", g_strdup("pc,memory-backend=mem"));
+    add_opt(argv, "-m", g_strdup_printf("%" G_GUINT64_FORMAT "M", o->ram_mib));
+    add_opt(argv, "-qtest", g_strdup_printf("unix:%s", qtest_path));
+    add_opt(argv, "-chardev",
+            g_strdup_printf("socket,id=qmp0,path=%s", qmp_path));
+    add_opt(argv, "-mon", g_strdup("chardev=qmp0,mode=control"));
+    if (o->vgpu_sock) {
+        add_opt(argv, "-device", vgpu_device_json(o->vgpu_sock));
+    }
+    if (o->incoming) {
+        add_opt(argv, "-incoming", g_strdup(o->incoming));
+    }
+    add_args(argv, o->extra_args);
+    g_ptr_array_add(argv, NULL);
+    return argv;
+}
+
+/* Accept QEMU's qtest and QMP connections on @lqt and @lqmp. */
+static int qemu_connect(struct vg_qemu *q, int lqt, int lqmp, int64_t deadline,
+                        struct vg_error *err)
+{
+    int fd = -1;
+    int rc = accept_from(q, lqt, deadline, "qtest connection", &fd, err);
+
+    if (rc == 0) {
+        rc = vg_qtest_open_fd(fd, &q->qt, err);
+    }
+    if (rc == 0) {
+        rc = accept_from(q, lqmp, deadline, "QMP connection", &fd, err);
+    }
+    if (rc == 0) {
+        rc = vg_qmp_open_fd(fd, &q->qmp, err);
+    }
+    return rc;
+}
+
+/* Stop listening on @fd at @path, if it was opened. */
+static void listen_close(int fd, const char *path)
+{
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+}
+
 int vg_qemu_start(const struct vg_qemu_opts *o, struct vg_qemu **out,
                   struct vg_error *err)
 {
     int64_t deadline = vg_now_ms() + VG_HARNESS_START_TIMEOUT_MS;
+    g_autofree char *qtest_path = NULL, *qmp_path = NULL;
     const char *bin, *fw;
-    char *qtest_path, *qmp_path, *qtest_arg, *qmp_arg, *mem_arg, *ram_arg;
-    char *dev_arg = NULL;
-    int lqt = -1, lqmp = -1, fd = -1;
+    int lqt = -1, lqmp = -1;
     struct vg_qemu *q;
     GPtrArray *argv;
     int rc;
@@ -401,51 +469,7 @@ int vg_qemu_start(const struct vg_qemu_opts *o, struct vg_qemu **out,
     q = g_new0(struct vg_qemu, 1);
     qtest_path = g_strdup_printf("%s/%s-qtest.sock", o->dir, o->name);
     qmp_path = g_strdup_printf("%s/%s-qmp.sock", o->dir, o->name);
-    qtest_arg = g_strdup_printf("unix:%s", qtest_path);
-    qmp_arg = g_strdup_printf("socket,id=qmp0,path=%s", qmp_path);
-    mem_arg = g_strdup_printf(
-        "memory-backend-memfd,id=mem,size=%" G_GUINT64_FORMAT "M,share=on",
-        o->ram_mib);
-    ram_arg = g_strdup_printf("%" G_GUINT64_FORMAT "M", o->ram_mib);
-
-    argv = g_ptr_array_new();
-    g_ptr_array_add(argv, (char *)bin);
-    {
-        const char *fixed[] = {"-accel",
-                               "qtest",
-                               "-nodefaults",
-                               "-display",
-                               "none",
-                               "-L",
-                               fw,
-                               "-object",
-                               mem_arg,
-                               "-machine",
-                               "pc,memory-backend=mem",
-                               "-m",
-                               ram_arg,
-                               "-qtest",
-                               qtest_arg,
-                               "-chardev",
-                               qmp_arg,
-                               "-mon",
-                               "chardev=qmp0,mode=control"};
-        for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++) {
-            g_ptr_array_add(argv, (char *)fixed[i]);
-        }
-    }
-    if (o->vgpu_sock) {
-        dev_arg = vgpu_device_json(o->vgpu_sock);
-        g_ptr_array_add(argv, "-device");
-        g_ptr_array_add(argv, dev_arg);
-    }
-    if (o->incoming) {
-        g_ptr_array_add(argv, "-incoming");
-        g_ptr_array_add(argv, (char *)o->incoming);
-    }
-    add_args(argv, o->extra_args);
-    g_ptr_array_add(argv, NULL);
-
+    argv = qemu_argv(o, bin, fw, qtest_path, qmp_path);
     rc = vg_unix_listen(qtest_path, &lqt, err);
     if (rc == 0) {
         rc = vg_unix_listen(qmp_path, &lqmp, err);
@@ -454,33 +478,11 @@ int vg_qemu_start(const struct vg_qemu_opts *o, struct vg_qemu **out,
         rc = proc_spawn(&q->proc, o->name, o->dir, (char **)argv->pdata, err);
     }
     if (rc == 0) {
-        rc = accept_from(q, lqt, deadline, "qtest connection", &fd, err);
+        rc = qemu_connect(q, lqt, lqmp, deadline, err);
     }
-    if (rc == 0) {
-        rc = vg_qtest_open_fd(fd, &q->qt, err);
-    }
-    if (rc == 0) {
-        rc = accept_from(q, lqmp, deadline, "QMP connection", &fd, err);
-    }
-    if (rc == 0) {
-        rc = vg_qmp_open_fd(fd, &q->qmp, err);
-    }
-    if (lqt >= 0) {
-        close(lqt);
-        unlink(qtest_path);
-    }
-    if (lqmp >= 0) {
-        close(lqmp);
-        unlink(qmp_path);
-    }
+    listen_close(lqt, qtest_path);
+    listen_close(lqmp, qmp_path);
     g_ptr_array_free(argv, TRUE);
-    g_free(qtest_path);
-    g_free(qmp_path);
-    g_free(qtest_arg);
-    g_free(qmp_arg);
-    g_free(mem_arg);
-    g_free(ram_arg);
-    g_free(dev_arg);
     if (rc < 0) {
         vg_error_prefix(err, "start QEMU %s", o->name);
         vg_qemu_free(q);
