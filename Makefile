@@ -30,7 +30,7 @@ GLIB_CFLAGS = $(shell pkg-config --cflags glib-2.0 json-glib-1.0)
 GLIB_LIBS = $(shell pkg-config --libs glib-2.0 json-glib-1.0)
 LDLIBS := -lxxhash -lpthread -lm
 
-NO_CONFIG_GOALS := clean distclean help format format-check
+NO_CONFIG_GOALS := clean distclean help format format-check bench-hash
 ifneq ($(filter-out $(NO_CONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
 include config.mak
 endif
@@ -69,6 +69,10 @@ $(O)/vgmig-demo: $(O)/obj/demo/vgmig-demo.o $(O)/libqclient.a \
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
 
+$(O)/dt-bench: $(O)/obj/bench/dt-bench.o $(O)/libvgmig.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
 # ----------------------------------------------------------------- tests --
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(O)/tests/unit/%, \
                          $(wildcard tests/unit/test-*.c))
@@ -89,7 +93,7 @@ $(O)/tests/qtest/%: tests/qtest/%.c $(O)/libqclient.a $(O)/libvgmig.a
 
 # ------------------------------------------------------------ top level --
 .PHONY: all check check-unit check-qtest check-sanitize checkpatch demo \
-        clean distclean help format format-check
+        clean distclean help format format-check bench-hash
 
 all: $(PROGRAMS) $(O)/qemu-system-x86_64
 
@@ -129,6 +133,9 @@ checkpatch: config.mak
 demo: all
 	$(TEST_ENV) $(O)/vgmig-demo --out $(O)/demo
 
+bench-hash: $(O)/dt-bench
+	$(O)/dt-bench
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 format-check:
@@ -148,6 +155,7 @@ help:
 	@echo "  check-unit      unit tests only"
 	@echo "  check-qtest     qtest integration tests only"
 	@echo "  check-sanitize  the tests built with ASan and UBSan (build/san)"
+	@echo "  bench-hash      dirty-tracking hash GB/s against memcpy (build/dt-bench)"
 	@echo "  checkpatch      QEMU's scripts/checkpatch.pl on qemu-patches/series"
 	@echo "  format          clang-format the sources in place"
 	@echo "  clean           remove build/ (the QEMU cache is kept)"

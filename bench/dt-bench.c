@@ -1,0 +1,244 @@
+/*
+ * dt-bench -- libdirtytrack microbenchmark: how fast pages are hashed,
+ * against memcpy and a plain read of the same buffer, in the same run.
+ *
+ * GB/s are 1e9 bytes of the buffer per second (a memcpy of N bytes counts
+ * N), best of --reps runs.  "pool" is dt_epoch hashing every page
+ * (dt_mark_all_opaque) with 1 to --threads threads.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "common/error.h"
+#include "common/size.h"
+#include "dirty-track/dirtytrack.h"
+
+struct opts {
+    uint64_t size;
+    uint64_t page;
+    unsigned threads;
+    unsigned reps;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Best GB/s over the reps of one measured step. */
+struct best {
+    double gbps;
+    double t0;
+};
+
+static void best_start(struct best *b)
+{
+    b->t0 = now_s();
+}
+
+static void best_stop(struct best *b, uint64_t bytes)
+{
+    double g = (double)bytes / (now_s() - b->t0) / 1e9;
+
+    if (g > b->gbps) {
+        b->gbps = g;
+    }
+}
+
+static double bench_memcpy(const struct opts *o, const uint8_t *src,
+                           uint8_t *dst)
+{
+    struct best b = {0};
+
+    for (unsigned r = 0; r < o->reps; r++) {
+        best_start(&b);
+        memcpy(dst, src, o->size);
+        __asm__ volatile("" : : "r"(dst) : "memory");
+        best_stop(&b, o->size);
+    }
+    return b.gbps;
+}
+
+static double bench_read(const struct opts *o, const uint8_t *src)
+{
+    const uint64_t *w = (const uint64_t *)src;
+    struct best b = {0};
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+
+    for (unsigned r = 0; r < o->reps; r++) {
+        best_start(&b);
+        for (uint64_t i = 0; i < o->size / 8; i += 4) { /* size % 4K == 0 */
+            s0 += w[i];
+            s1 += w[i + 1];
+            s2 += w[i + 2];
+            s3 += w[i + 3];
+        }
+        __asm__ volatile("" : : "r"(s0 + s1 + s2 + s3));
+        best_stop(&b, o->size);
+    }
+    return b.gbps;
+}
+
+static double bench_xxh3(const struct opts *o, const uint8_t *src)
+{
+    struct best b = {0};
+    uint64_t acc = 0;
+
+    for (unsigned r = 0; r < o->reps; r++) {
+        best_start(&b);
+        for (uint64_t off = 0; off < o->size; off += o->page) {
+            acc ^= XXH3_64bits_withSeed(src + off, o->page, 0x5eed);
+        }
+        __asm__ volatile("" : : "r"(acc));
+        best_stop(&b, o->size);
+    }
+    return b.gbps;
+}
+
+/* dt_epoch over every page with @threads threads; its own GB/s figure. */
+static int bench_pool(const struct opts *o, const uint8_t *src,
+                      unsigned threads, double *out, struct vg_error *err)
+{
+    struct dt_config cfg = {src, o->size, (uint32_t)o->page, threads, 0};
+    struct dt_epoch_stats st;
+    struct dt_tracker *t;
+    uint64_t *dirty;
+    int rc = dt_new(&cfg, &t, err);
+
+    if (rc) {
+        return rc;
+    }
+    dirty = calloc(dt_bitmap_words(t), sizeof(uint64_t));
+    if (!dirty) {
+        rc = vg_error_set(err, ENOMEM, "out of memory");
+    }
+    *out = 0;
+    for (unsigned r = 0; !rc && r <= o->reps; r++) {
+        dt_mark_all_opaque(t);
+        rc = dt_epoch(t, dirty, &st, err); /* the first: the baseline */
+        if (!rc && r > 0 && st.hash_gbps > *out) {
+            *out = st.hash_gbps;
+        }
+    }
+    free(dirty);
+    dt_free(t);
+    return rc;
+}
+
+static int run(const struct opts *o, const uint8_t *src, uint8_t *dst)
+{
+    double mc = bench_memcpy(o, src, dst), rd = bench_read(o, src);
+    double xx = bench_xxh3(o, src), pool1 = 0, g;
+    struct vg_error err = {0};
+
+    printf("buffer %llu MiB, page %llu KiB, best of %u\n",
+           (unsigned long long)(o->size >> 20),
+           (unsigned long long)(o->page >> 10), o->reps);
+    printf("memcpy 1 thread       %8.2f GB/s\n", mc);
+    printf("read   1 thread       %8.2f GB/s\n", rd);
+    printf("XXH3-64 per page      %8.2f GB/s  (hash/memcpy %.2f)\n", xx,
+           xx / mc);
+    for (unsigned n = 1; n <= o->threads; n++) {
+        if (bench_pool(o, src, n, &g, &err)) {
+            fprintf(stderr, "dt-bench: %s\n", err.msg);
+            return 1;
+        }
+        pool1 = n == 1 ? g : pool1;
+        printf("hash pool %2u thread%s  %8.2f GB/s  (hash/memcpy %.2f, "
+               "scaling x%.2f)\n",
+               n, n > 1 ? "s" : " ", g, g / mc, g / pool1);
+    }
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: dt-bench [--size BYTES] [--page BYTES] "
+               "[--threads N] [--reps N]\n"
+               "  --size     buffer (default 256M)\n"
+               "  --page     page size, 4K to 2M (default 64K)\n"
+               "  --threads  hash pool measured with 1..N threads "
+               "(default 2)\n"
+               "  --reps     runs of each step, best kept (default 5)\n");
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    static const struct option longopts[] = {
+        {"size", required_argument, NULL, 's'},
+        {"page", required_argument, NULL, 'p'},
+        {"threads", required_argument, NULL, 't'},
+        {"reps", required_argument, NULL, 'r'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct vg_error err = {0};
+    uint64_t v;
+    int c, rc = 0;
+
+    while (!rc && (c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            rc = vg_parse_size(optarg, 1, 1ull << 40, &o->size, &err);
+            break;
+        case 'p':
+            rc = vg_parse_size(optarg, DT_PAGE_SIZE_MIN, DT_PAGE_SIZE_MAX,
+                               &o->page, &err);
+            break;
+        case 't':
+            rc = vg_parse_size(optarg, 1, DT_THREADS_MAX, &v, &err);
+            o->threads = (unsigned)v;
+            break;
+        case 'r':
+            rc = vg_parse_size(optarg, 1, 1000, &v, &err);
+            o->reps = (unsigned)v;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (rc) {
+        fprintf(stderr, "dt-bench: %s\n", err.msg);
+        return 2;
+    }
+    o->size -= o->size % o->page;
+    return o->size ? 0 : 2;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = {256ull << 20, 64 << 10, 2, 5};
+    uint8_t *src, *dst;
+    int rc = parse_args(argc, argv, &o);
+
+    if (rc) {
+        return rc;
+    }
+    src = malloc(o.size);
+    dst = malloc(o.size);
+    if (!src || !dst) {
+        fprintf(stderr, "dt-bench: out of memory for 2 x %llu bytes\n",
+                (unsigned long long)o.size);
+        return 1;
+    }
+    for (uint64_t i = 0; i < o.size / 8; i++) { /* non-zero, faulted in */
+        ((uint64_t *)src)[i] = (i + 1) * 0x9e3779b97f4a7c15ull;
+    }
+    memset(dst, 1, o.size);
+    rc = run(&o, src, dst);
+    free(src);
+    free(dst);
+    return rc;
+}

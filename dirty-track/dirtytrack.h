@@ -1,0 +1,142 @@
+/*
+ * dirtytrack.h -- libdirtytrack: which VRAM pages changed since the last
+ * migration epoch.
+ *
+ * A tracker covers one VRAM range [base, base + size) cut into pages of
+ * page_size bytes (a power of two, 4 KiB to 2 MiB; default 64 KiB).  Pages
+ * are numbered from 0; bitmaps are arrays of uint64_t where bit (p % 64) of
+ * word (p / 64) stands for page p (dt_bitmap_words() gives the length).
+ *
+ * VRAM has three kinds of writer (DESIGN.md, "Dirty tracking"):
+ *  - writers with known ranges (FILL, COPY, DMA, declared kernels, and
+ *    QEMU's log of guest CPU writes): dt_mark_exact / dt_merge_log; those
+ *    pages are reported dirty at the next epoch, without hashing;
+ *  - opaque writers (kernels whose writes nobody sees): dt_mark_opaque with
+ *    every buffer the kernel could write; only those pages are rehashed at
+ *    the next epoch (write-set bounding) and reported if their hash changed;
+ *  - the guest CPU through a BAR2 mapping that QEMU does not log: mark the
+ *    mapped range opaque, or dt_mark_all_opaque, before every epoch.
+ *
+ * Hashes are XXH3-64 keyed by a seed drawn from getrandom() per tracker (per
+ * migration), so a guest cannot engineer collisions.  Hashing runs on a pool
+ * of threads.
+ *
+ * Guarantee: a page that changed since the previous epoch is reported by
+ * the next one PROVIDED every write was marked (exact or opaque) before
+ * that epoch.  An unmarked write outside the marked opaque ranges is never
+ * seen: there is no guarantee for a writer the caller forgets to mark.
+ *
+ * Threads: the dt_mark_* calls may run concurrently with each other (they
+ * set bits atomically), but not with dt_epoch or dt_free; everything else
+ * is for one thread at a time.  Memory must not be written while dt_epoch
+ * runs (pause the writers, or mark those writes for the next epoch).
+ */
+#ifndef DT_DIRTYTRACK_H
+#define DT_DIRTYTRACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+#define DT_PAGE_SIZE_DEFAULT (64u << 10)
+#define DT_PAGE_SIZE_MIN     (4u << 10)
+#define DT_PAGE_SIZE_MAX     (2u << 20)
+#define DT_THREADS_MAX       64u
+
+struct dt_tracker;
+
+struct dt_config {
+    const uint8_t *base; /* host mapping of VRAM, read by dt_epoch */
+    uint64_t size;       /* bytes, a non-zero multiple of page_size */
+    uint32_t page_size;  /* 0 means DT_PAGE_SIZE_DEFAULT */
+    unsigned threads;    /* hashing threads, 1 to DT_THREADS_MAX */
+    uint64_t seed;       /* hash seed; 0 draws one from getrandom() */
+};
+
+/* What one epoch did; every count is in pages. */
+struct dt_epoch_stats {
+    uint64_t epoch;          /* 1 for the first dt_epoch call */
+    uint64_t pages;          /* pages tracked */
+    uint64_t pages_hashed;   /* pages read and hashed by this epoch */
+    uint64_t hash_ns;        /* wall time of the hash pass */
+    double hash_gbps;        /* pages_hashed bytes / hash_ns, in GB/s */
+    uint64_t dirty;          /* pages reported: the three below summed */
+    uint64_t dirty_exact;    /* in the exact log (counted here first) */
+    uint64_t dirty_hash;     /* not exact-logged; hash differs from last */
+    uint64_t dirty_baseline; /* hashed with no valid previous hash */
+    uint64_t zero;           /* hashed pages found all-zero */
+};
+
+/*
+ * Create a tracker for @cfg (copied; @cfg->base must stay mapped until
+ * dt_free).  Reads no memory yet.  -EINVAL with the reason for a bad
+ * config, -ENOMEM, or the error of getrandom() or of starting threads.
+ */
+int dt_new(const struct dt_config *cfg, struct dt_tracker **out,
+           struct vg_error *err);
+/* Stop the threads and free the tracker; NULL is ignored. */
+void dt_free(struct dt_tracker *t);
+
+/* Pages tracked, the page size, and uint64_t words in a page bitmap. */
+uint64_t dt_pages(const struct dt_tracker *t);
+uint32_t dt_page_size(const struct dt_tracker *t);
+uint64_t dt_bitmap_words(const struct dt_tracker *t);
+/* The seed in use (drawn at dt_new when the config said 0). */
+uint64_t dt_seed(const struct dt_tracker *t);
+
+/*
+ * A writer with a known range wrote [@off, @off + @len): the pages it
+ * touches are reported dirty at the next epoch.  @len 0 marks nothing.
+ * -ERANGE if the range leaves [0, size) or wraps around; nothing is marked.
+ */
+int dt_mark_exact(struct dt_tracker *t, uint64_t off, uint64_t len,
+                  struct vg_error *err);
+/*
+ * An opaque writer may have written anywhere in [@off, @off + @len): the
+ * pages it touches are rehashed at the next epoch and reported if changed.
+ * Same range rules and errors as dt_mark_exact.
+ */
+int dt_mark_opaque(struct dt_tracker *t, uint64_t off, uint64_t len,
+                   struct vg_error *err);
+/* Anything may have changed anywhere: the next epoch rehashes every page. */
+void dt_mark_all_opaque(struct dt_tracker *t);
+/*
+ * Merge an exact log kept at another granularity, e.g. QEMU's dirty log of
+ * the BAR2 mapping (4 KiB host pages): bit i of @bitmap (same layout as
+ * ours, @nbits bits) means [@off + i * @gran, + @gran) was written.
+ * -EINVAL unless @gran is a power of two; -ERANGE as dt_mark_exact for the
+ * whole span [@off, @off + @nbits * @gran), checked before marking.
+ */
+int dt_merge_log(struct dt_tracker *t, uint64_t off, const uint64_t *bitmap,
+                 uint64_t nbits, uint64_t gran, struct vg_error *err);
+
+/*
+ * Close an epoch: write the dirty set to @dirty (dt_bitmap_words() words,
+ * every word overwritten, bits past the last page 0) and clear the logs.
+ *
+ * The first epoch hashes every page (the baseline) and reports every page
+ * dirty: everything must be sent once.  Each later epoch hashes the pages
+ * of the opaque write-set (all pages after dt_mark_all_opaque) and reports
+ *   (pages in the exact log) U (hashed pages whose hash differs from the
+ *   one stored when they were last hashed, or that have no valid hash).
+ * An exact-logged page that is not hashed loses its stored hash (its new
+ * content was never read), so a later hash of it reports it again instead
+ * of comparing with stale content.
+ * @st (may be NULL) receives the statistics, also kept for dt_get_stats.
+ * -EINVAL if @dirty is NULL.
+ */
+int dt_epoch(struct dt_tracker *t, uint64_t *dirty, struct dt_epoch_stats *st,
+             struct vg_error *err);
+
+/*
+ * True iff page @page was hashed by the last epoch and found all-zero (the
+ * hash equals the seed's zero-page hash and a byte scan confirms it).  A
+ * page not hashed by the last epoch reads false: unknown, send its data.
+ * False for a page number out of range.
+ */
+bool dt_page_is_zero(const struct dt_tracker *t, uint64_t page);
+/* Statistics of the last epoch (all zero before the first). */
+void dt_get_stats(const struct dt_tracker *t, struct dt_epoch_stats *st);
+
+#endif
