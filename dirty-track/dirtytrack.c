@@ -351,6 +351,30 @@ static void hash_word(struct dt_tracker *t, uint64_t w, struct word_result *r)
     }
 }
 
+/* Record @h as the baseline hash of page @p. */
+static void set_baseline(struct dt_tracker *t, uint64_t p, uint64_t h)
+{
+    t->hashes[p] = h;
+    t->hvalid[p / 64] |= bit(p);
+}
+
+void dt_note_sent(struct dt_tracker *t, uint64_t page, uint64_t n,
+                  const uint8_t *data)
+{
+    for (uint64_t i = 0; i < n && page + i < t->pages; i++) {
+        const uint8_t *d = data + i * t->page_size;
+        set_baseline(t, page + i,
+                     XXH3_64bits_withSeed(d, t->page_size, t->seed));
+    }
+}
+
+void dt_note_sent_zero(struct dt_tracker *t, uint64_t page, uint64_t n)
+{
+    for (uint64_t i = 0; i < n && page + i < t->pages; i++) {
+        set_baseline(t, page + i, t->zero_hash);
+    }
+}
+
 static void add_stat(uint64_t *counter, uint64_t n)
 {
     if (n) {

@@ -130,6 +130,20 @@ int dt_epoch(struct dt_tracker *t, uint64_t *dirty, struct dt_epoch_stats *st,
              struct vg_error *err);
 
 /*
+ * The caller sent @n pages from @page on, @data being the copy that went
+ * out (@n * page size bytes): their hashes become the baseline the next
+ * epoch compares against.  Memory may change between an epoch's hashing
+ * and the send, even while the copy is made; without this, a page that
+ * changed after it was hashed and then changed back would compare equal
+ * and be missed, leaving the receiver with the in-between content.
+ * dt_note_sent_zero() is the same for pages sent as zero pages.  Pages
+ * out of range are ignored.  Not concurrent with dt_epoch().
+ */
+void dt_note_sent(struct dt_tracker *t, uint64_t page, uint64_t n,
+                  const uint8_t *data);
+void dt_note_sent_zero(struct dt_tracker *t, uint64_t page, uint64_t n);
+
+/*
  * True iff page @page was hashed by the last epoch and found all-zero (the
  * hash equals the seed's zero-page hash and a byte scan confirms it).  A
  * page not hashed by the last epoch reads false: unknown, send its data.

@@ -23,6 +23,11 @@ struct mig {
      * pages are sent); without a scan every page counts as non-zero. */
     uint64_t *nonzero;
     uint64_t nonzero_count;
+    enum mig_precopy_mode precopy;
+    enum mig_track_mode track;
+    unsigned hash_threads;
+    bool bar2_shared; /* a client got the VRAM fd: CPU writes are unseen */
+    struct mig_rounds rounds; /* planner and throttle of the session */
     struct mig_save *save;
     struct mig_load *load;
     struct mig_stats stats;
@@ -68,8 +73,9 @@ int mig_save_open(struct mig *m, bool precopy, struct vg_error *err);
 void mig_save_stopcopy(struct mig *m);
 void mig_save_close(struct mig *m);
 int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got);
-/* Bytes of the initial pass not read yet (0 after it). */
-uint64_t mig_save_initial_left(const struct mig *m);
+/* PRECOPY_INFO: bytes of round 0 and of a later round not read yet;
+ * a drained round may start the next one first. */
+void mig_save_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty);
 /* Bytes a stop-copy pass still has to deliver from now. */
 uint64_t mig_save_stopcopy_left(const struct mig *m);
 

@@ -1,7 +1,9 @@
 /*
- * mig-save.c -- the source's saving session: the passes over VRAM, the
- * device state and END, served to MIG_DATA_READ one record at a time,
- * and the size estimates behind PRECOPY_INFO and MIG_DATA_SIZE.
+ * mig-save.c -- the source's saving session: the rounds over VRAM (round
+ * 0 sends every page, each later round the pages dirtied since they were
+ * last sent, found with libdirtytrack), the stop-copy pass, the device
+ * state and END, served to MIG_DATA_READ one record at a time, and the
+ * size estimates behind PRECOPY_INFO and MIG_DATA_SIZE.
  */
 #include "mig-int.h"
 
@@ -11,6 +13,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "dirty-track/dirtytrack.h"
 
 /* Record overhead of one run: record header + run header. */
 #define RUN_OVERHEAD (MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE)
@@ -21,26 +24,33 @@
 #define ZERO_RUN_MAX 16384u
 
 enum save_phase {
-    SAVE_PRECOPY,      /* initial pass, device running */
-    SAVE_PRECOPY_DONE, /* initial pass sent: nothing more in PRE_COPY */
-    SAVE_STOPCOPY,     /* stop-copy pass, device quiesced */
-    SAVE_STATE,        /* device state next */
-    SAVE_END,          /* END next */
-    SAVE_DONE,         /* END staged; the stream ends after it */
+    SAVE_PRECOPY,  /* rounds, device running; nothing to read when drained */
+    SAVE_STOPCOPY, /* final pass, device quiesced */
+    SAVE_STATE,    /* device state next */
+    SAVE_END,      /* END next */
+    SAVE_DONE,     /* END staged; the stream ends after it */
 };
 
 struct mig_save {
     struct mig_enc *enc;
     enum save_phase phase;
     bool header_sent;
-    uint8_t *buf;       /* the staged record (MIG_REC_MAX) */
-    size_t len, pos;    /* its size and the bytes read of it */
-    uint64_t *pass;     /* pages the current pass still has to send */
-    uint64_t cursor;    /* no page below it is left in the pass */
-    uint64_t left;      /* pages left in the pass */
-    uint64_t left_nz;   /* of those, pages last seen non-zero */
-    uint64_t sent;      /* stream bytes read */
-    double stopcopy_t0; /* ms at STOP_COPY entry */
+    uint8_t *buf;     /* the staged record (MIG_REC_MAX) */
+    size_t len, pos;  /* its size and the bytes read of it */
+    uint64_t *pass;   /* pages the current round still has to send */
+    uint64_t *dirty;  /* an epoch's dirty set */
+    uint64_t *marked; /* pages the device wrote since the last epoch
+                         and not in the pass (for the estimate) */
+    uint64_t marked_count;
+    uint64_t cursor;       /* no page below it is left in the pass */
+    uint64_t left;         /* pages left in the pass */
+    uint64_t left_nz;      /* of those, pages last seen non-zero */
+    uint64_t round;        /* rounds started; round 0 is the first */
+    uint64_t round_bytes;  /* stream bytes read in the current round */
+    struct dt_tracker *dt; /* NULL: --dirty-track=none */
+    bool epoch_taken;      /* dt's baseline epoch is done */
+    uint64_t sent;         /* stream bytes read */
+    double stopcopy_t0;    /* ms at STOP_COPY entry */
     bool end_timed;
     bool fault_armed;
     uint64_t fault_offset;
@@ -111,18 +121,109 @@ static void zero_scan(struct mig *m)
            m->nonzero_count, m->npages);
 }
 
-/* Start a pass over every page.  (Dirty tracking will put only the
- * pages written since the last pass into this set.) */
-static void pass_begin(struct mig *m)
+/* ------------------------------------------------------ dirty tracking */
+
+/* The device wrote [@off, +@len): remember it for the estimate, and tell
+ * the tracker (hash mode rehashes everything anyway). */
+static void on_device_write(void *opaque, uint64_t off, uint64_t len,
+                            bool exact)
+{
+    struct mig *m = opaque;
+    struct mig_save *s = m->save;
+    uint64_t ps = m->scfg.page_size;
+
+    if (!s || len == 0 || off >= m->scfg.vram_size) {
+        return;
+    }
+    for (uint64_t p = off / ps; p <= (off + len - 1) / ps && p < m->npages;
+         p++) {
+        if (!mig_bit(s->pass, p) && !mig_bit(s->marked, p)) {
+            mig_bit_put(s->marked, p, true);
+            s->marked_count++;
+        }
+    }
+    if (!s->dt || m->track == MIG_TRACK_HASH) {
+        return;
+    }
+    if ((exact ? dt_mark_exact : dt_mark_opaque)(s->dt, off, len, NULL) < 0) {
+        dt_mark_all_opaque(s->dt); /* never miss a write */
+    }
+}
+
+/* Close an epoch into s->dirty: every page without tracking. */
+static void take_epoch(struct mig *m)
 {
     struct mig_save *s = m->save;
+    struct dt_epoch_stats st;
+    struct vg_error err;
 
-    mig_bitmap_fill(s->pass, m->npages);
-    s->cursor = 0;
-    s->left = m->npages;
-    s->left_nz = m->nonzero_count;
-    m->stats.rounds++;
+    memset(s->marked, 0, bitmap_words(m->npages) * 8);
+    s->marked_count = 0;
+    if (s->dt && (m->track == MIG_TRACK_HASH || m->bar2_shared)) {
+        dt_mark_all_opaque(s->dt); /* CPU writes through BAR2 are unseen */
+    }
+    if (!s->dt || dt_epoch(s->dt, s->dirty, &st, &err) < 0) {
+        if (s->dt) {
+            vg_warn("migration: %s; resending every page", err.msg);
+        }
+        mig_bitmap_fill(s->dirty, m->npages);
+        return;
+    }
+    m->stats.pages_hashed += st.pages_hashed;
+    m->stats.hash_ms += (double)st.hash_ns / 1e6;
+    vg_dbg("migration: epoch %" PRIu64 ": %" PRIu64 " dirty (%" PRIu64
+           " exact, %" PRIu64 " hash), %" PRIu64 " hashed at %.1f GB/s",
+           st.epoch, st.dirty, st.dirty_exact,
+           st.dirty_hash + st.dirty_baseline, st.pages_hashed, st.hash_gbps);
+    if (!s->epoch_taken) {
+        for (uint64_t p = 0; p < m->npages; p++) {
+            note_page(m, p, dt_page_is_zero(s->dt, p));
+        }
+    }
+    s->epoch_taken = true;
 }
+
+/* Add the epoch's dirty set to the pass; returns the pages added. */
+static uint64_t pass_merge(struct mig *m)
+{
+    struct mig_save *s = m->save;
+    uint64_t added = 0;
+
+    for (uint64_t w = 0; w < bitmap_words(m->npages); w++) {
+        uint64_t nw = s->dirty[w] & ~s->pass[w];
+
+        s->pass[w] |= nw;
+        while (nw) {
+            uint64_t p = w * 64 + (uint64_t)__builtin_ctzll(nw);
+
+            nw &= nw - 1;
+            added++;
+            s->left_nz += mig_bit(m->nonzero, p);
+        }
+    }
+    s->left += added;
+    s->cursor = 0;
+    return added;
+}
+
+/* A new round: the pages dirtied since they were last sent.  Returns the
+ * pages it has to send. */
+static uint64_t round_begin(struct mig *m)
+{
+    struct mig_save *s = m->save;
+    uint64_t added;
+
+    take_epoch(m);
+    added = pass_merge(m);
+    if (added > 0 || s->phase == SAVE_STOPCOPY) {
+        m->stats.rounds++;
+    }
+    s->round++;
+    s->round_bytes = 0;
+    return added;
+}
+
+/* ---------------------------------------------------------------- passes */
 
 /* Next page of the pass at or after the cursor; npages if none. */
 static uint64_t pass_next(const struct mig *m)
@@ -171,10 +272,22 @@ static bool stage_run(struct mig *m)
         n++;
     }
     s->cursor = p + n;
-    s->len =
-        zero ? mig_enc_zeros(s->enc, p, n, s->buf)
-             : mig_enc_pages(s->enc, p, (uint32_t)n,
-                             vgpu_vram(m->gpu) + p * m->scfg.page_size, s->buf);
+    if (zero) {
+        s->len = mig_enc_zeros(s->enc, p, n, s->buf);
+        if (s->dt) {
+            dt_note_sent_zero(s->dt, p, n);
+        }
+        return true;
+    }
+    s->len = mig_enc_pages(s->enc, p, (uint32_t)n,
+                           vgpu_vram(m->gpu) + p * m->scfg.page_size, s->buf);
+    if (s->dt) {
+        /* The page data ends the record: baseline what actually went. */
+        dt_note_sent(s->dt, p, n, s->buf + s->len - n * m->scfg.page_size);
+    }
+    if (s->phase == SAVE_STOPCOPY) {
+        m->stats.final_dirty_bytes += n * m->scfg.page_size;
+    }
     return true;
 }
 
@@ -194,6 +307,9 @@ static bool stage_next(struct mig *m)
 
     s->pos = 0;
     s->len = 0;
+    if (s->phase == SAVE_PRECOPY && s->left == 0) {
+        return false; /* nothing in PRE_COPY now: not even the header */
+    }
     if (!s->header_sent) {
         s->header_sent = true;
         s->len = mig_enc_header(s->enc, &m->scfg, s->buf);
@@ -201,14 +317,14 @@ static bool stage_next(struct mig *m)
     }
     switch (s->phase) {
     case SAVE_PRECOPY:
+        return stage_run(m);
     case SAVE_STOPCOPY:
         if (stage_run(m)) {
             return true;
         }
-        vg_dbg("migration: %s pass sent (stream at %" PRIu64 " bytes)",
-               s->phase == SAVE_PRECOPY ? "pre-copy" : "stop-copy",
+        vg_dbg("migration: stop-copy pass sent (stream at %" PRIu64 " bytes)",
                mig_enc_bytes(s->enc));
-        s->phase = s->phase == SAVE_PRECOPY ? SAVE_PRECOPY_DONE : SAVE_STATE;
+        s->phase = SAVE_STATE;
         return stage_next(m);
     case SAVE_STATE:
         stage_state(m);
@@ -218,7 +334,7 @@ static bool stage_next(struct mig *m)
         s->len = mig_enc_end(s->enc, s->buf);
         s->phase = SAVE_DONE;
         return true;
-    default: /* SAVE_PRECOPY_DONE, SAVE_DONE */
+    default: /* SAVE_DONE */
         return false;
     }
 }
@@ -241,8 +357,9 @@ static void account(struct mig *m, uint32_t n)
     struct mig_save *s = m->save;
 
     s->sent += n;
+    s->round_bytes += n;
     m->stats.bytes_sent += n;
-    if (s->phase == SAVE_PRECOPY || s->phase == SAVE_PRECOPY_DONE) {
+    if (s->phase == SAVE_PRECOPY) {
         m->stats.precopy_bytes += n;
     } else {
         m->stats.stopcopy_bytes += n;
@@ -251,8 +368,11 @@ static void account(struct mig *m, uint32_t n)
         s->end_timed = true;
         m->stats.device_stopcopy_ms = mig_now_ms() - s->stopcopy_t0;
         vg_info("migration: stream of %" PRIu64 " bytes read; device "
-                "stop-copy %.3f ms",
-                s->sent, m->stats.device_stopcopy_ms);
+                "stop-copy %.3f ms, %" PRIu64
+                " page bytes, estimate was %" PRIu64 " of %" PRIu64 " bytes",
+                s->sent, m->stats.device_stopcopy_ms,
+                m->stats.final_dirty_bytes, m->stats.stopcopy_estimate_bytes,
+                m->stats.stopcopy_bytes);
     }
 }
 
@@ -278,40 +398,93 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got)
     return 0;
 }
 
-uint64_t mig_save_initial_left(const struct mig *m)
+/* Bytes of the current round not read yet (staged record, header
+ * included). */
+static uint64_t round_left(const struct mig *m)
 {
     const struct mig_save *s = m->save;
-    uint64_t unread = s->len - s->pos;
 
-    if (s->phase == SAVE_PRECOPY) {
-        return unread + (s->header_sent ? 0 : HEADER_BYTES) +
-               pass_bytes(m, s->left, s->left_nz);
+    if (s->left == 0 && s->pos == s->len) {
+        return 0;
     }
-    return s->phase == SAVE_PRECOPY_DONE ? unread : 0;
+    return (s->len - s->pos) + (s->header_sent ? 0 : HEADER_BYTES) +
+           pass_bytes(m, s->left, s->left_nz);
+}
+
+/* The current round is drained: in iterative mode, maybe the next one. */
+static void precopy_next_round(struct mig *m)
+{
+    struct mig_save *s = m->save;
+    double now = mig_now_ms();
+    uint64_t drained = s->round_bytes, added;
+
+    if (!mig_rounds_want_epoch(&m->rounds, now)) {
+        return;
+    }
+    added = round_begin(m);
+    mig_rounds_epoch(&m->rounds, added * m->scfg.page_size, drained,
+                     mig_now_ms());
+    if (mig_rounds_throttle_percent(&m->rounds) > m->stats.throttle_percent) {
+        m->stats.throttle_percent = mig_rounds_throttle_percent(&m->rounds);
+        vg_info("migration: auto-converge: GPU throttled %u%%",
+                m->stats.throttle_percent);
+    }
+    m->stats.throttle_rounds = m->rounds.throttle_rounds;
+}
+
+void mig_save_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty)
+{
+    struct mig_save *s = m->save;
+    uint64_t left;
+
+    if (s->phase == SAVE_PRECOPY && round_left(m) == 0 && s->round > 0) {
+        precopy_next_round(m);
+    }
+    left = s->phase == SAVE_PRECOPY ? round_left(m) : 0;
+    *initial = s->round <= 1 ? left : 0;
+    *dirty = s->round > 1 ? left : 0;
+}
+
+/* Estimate of what the next epoch adds: the pages the device wrote since
+ * the last one (every page not in the pass without tracking or before the
+ * baseline epoch). */
+static uint64_t pending_bytes(const struct mig *m)
+{
+    const struct mig_save *s = m->save;
+
+    if (!s->dt || !s->epoch_taken) {
+        uint64_t rest = m->npages - s->left;
+        uint64_t nz = m->nonzero_count - s->left_nz;
+
+        return pass_bytes(m, rest, nz);
+    }
+    return pass_bytes(m, s->marked_count, s->marked_count);
 }
 
 uint64_t mig_save_stopcopy_left(const struct mig *m)
 {
     const struct mig_save *s = m->save;
-    uint64_t full = pass_bytes(m, m->npages, m->nonzero_count) + TAIL_BYTES;
+    uint64_t unread;
 
     if (!s) {
-        return HEADER_BYTES + full;
+        return HEADER_BYTES + pass_bytes(m, m->npages, m->nonzero_count) +
+               TAIL_BYTES;
     }
-    full += (s->header_sent ? 0 : HEADER_BYTES) + (s->len - s->pos);
+    unread = s->len - s->pos;
     switch (s->phase) {
     case SAVE_PRECOPY:
-    case SAVE_PRECOPY_DONE:
-        return full;
+        return unread + (s->header_sent ? 0 : HEADER_BYTES) +
+               pass_bytes(m, s->left, s->left_nz) + pending_bytes(m) +
+               TAIL_BYTES;
     case SAVE_STOPCOPY:
-        return full - pass_bytes(m, m->npages, m->nonzero_count) +
-               pass_bytes(m, s->left, s->left_nz);
+        return unread + (s->header_sent ? 0 : HEADER_BYTES) +
+               pass_bytes(m, s->left, s->left_nz) + TAIL_BYTES;
     case SAVE_STATE:
-        return (s->len - s->pos) + TAIL_BYTES;
+        return unread + TAIL_BYTES;
     case SAVE_END:
-        return (s->len - s->pos) + END_BYTES;
+        return unread + END_BYTES;
     default:
-        return s->len - s->pos;
+        return unread;
     }
 }
 
@@ -327,7 +500,8 @@ static uint64_t splitmix64(uint64_t x)
 static void arm_fault(struct mig *m)
 {
     struct mig_save *s = m->save;
-    uint64_t span = mig_save_stopcopy_left(m);
+    uint64_t span =
+        HEADER_BYTES + pass_bytes(m, m->npages, m->nonzero_count) + TAIL_BYTES;
 
     if (!m->fault.corrupt) {
         return;
@@ -342,9 +516,27 @@ static void arm_fault(struct mig *m)
             s->fault_offset, m->fault.random ? ", random" : "", m->fault.seed);
 }
 
+/* The tracker of the session (none with --dirty-track=none). */
+static int tracker_new(struct mig *m, struct vg_error *err)
+{
+    struct dt_config dc = {
+        .base = vgpu_vram(m->gpu),
+        .size = m->scfg.vram_size,
+        .page_size = m->scfg.page_size,
+        .threads = m->hash_threads ? m->hash_threads : 2,
+        .seed = 0, /* drawn from getrandom(); never sent */
+    };
+
+    if (m->track == MIG_TRACK_NONE) {
+        return 0;
+    }
+    return dt_new(&dc, &m->save->dt, err);
+}
+
 static int save_alloc(struct mig *m, struct vg_error *err)
 {
     struct mig_save *s = calloc(1, sizeof(*s));
+    size_t bytes = bitmap_words(m->npages) * 8;
     int ret;
 
     if (!s) {
@@ -352,12 +544,17 @@ static int save_alloc(struct mig *m, struct vg_error *err)
     }
     m->save = s;
     s->buf = malloc(MIG_REC_MAX);
-    s->pass = malloc(bitmap_words(m->npages) * 8);
-    if (!s->buf || !s->pass) {
+    s->pass = calloc(1, bytes);
+    s->dirty = calloc(1, bytes);
+    s->marked = calloc(1, bytes);
+    if (!s->buf || !s->pass || !s->dirty || !s->marked) {
         mig_save_close(m);
         return vg_error_set(err, ENOMEM, "saving session buffers");
     }
     ret = mig_enc_new(m->scfg.page_size, &s->enc, err);
+    if (ret == 0) {
+        ret = tracker_new(m, err);
+    }
     if (ret < 0) {
         mig_save_close(m);
     }
@@ -371,10 +568,14 @@ int mig_save_open(struct mig *m, bool precopy, struct vg_error *err)
     if (ret < 0) {
         return ret;
     }
-    if (precopy) {
-        zero_scan(m);
-        m->save->phase = SAVE_PRECOPY;
-        pass_begin(m);
+    mig_rounds_init(&m->rounds, m->precopy, m->track != MIG_TRACK_NONE,
+                    mig_now_ms());
+    if (!m->save->dt || m->precopy == MIG_PRECOPY_NONE) {
+        zero_scan(m); /* for the estimates until an epoch knows better */
+    }
+    vgpu_set_write_observer(m->gpu, on_device_write, m);
+    if (precopy && m->precopy != MIG_PRECOPY_NONE) {
+        round_begin(m); /* round 0: every page */
     }
     arm_fault(m);
     if (!precopy) {
@@ -390,7 +591,12 @@ void mig_save_stopcopy(struct mig *m)
     s->stopcopy_t0 = mig_now_ms();
     mig_take_checksums(m);
     s->phase = SAVE_STOPCOPY;
-    pass_begin(m);
+    m->stats.final_dirty_bytes = 0;
+    round_begin(m); /* the final dirty set, added to what is left */
+    vg_info("migration: stop-copy: %" PRIu64 " pages to send (%" PRIu64
+            " bytes estimated, %" PRIu64 " given to QEMU before)",
+            s->left, mig_save_stopcopy_left(m),
+            m->stats.stopcopy_estimate_bytes);
 }
 
 void mig_save_close(struct mig *m)
@@ -400,11 +606,16 @@ void mig_save_close(struct mig *m)
     if (!s) {
         return;
     }
+    vgpu_set_write_observer(m->gpu, NULL, NULL);
+    dt_free(s->dt);
     mig_enc_free(s->enc);
     free(s->buf);
     free(s->pass);
+    free(s->dirty);
+    free(s->marked);
     free(s);
     m->save = NULL;
+    m->rounds.level = 0; /* the throttle ends with the session */
     /* Outside a session the device runs: forget what was seen. */
     mig_bitmap_fill(m->nonzero, m->npages);
     m->nonzero_count = m->npages;

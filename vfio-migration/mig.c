@@ -64,6 +64,12 @@ static void session_started(struct mig *m)
     m->stats.precopy_bytes = 0;
     m->stats.stopcopy_bytes = 0;
     m->stats.rounds = 0;
+    m->stats.final_dirty_bytes = 0;
+    m->stats.stopcopy_estimate_bytes = 0;
+    m->stats.throttle_percent = 0;
+    m->stats.throttle_rounds = 0;
+    m->stats.pages_hashed = 0;
+    m->stats.hash_ms = 0;
     m->stats.device_stopcopy_ms = -1;
 }
 
@@ -185,6 +191,9 @@ int mig_new(const struct mig_config *cfg, struct mig **out,
     };
     m->npages = m->scfg.vram_size / m->scfg.page_size;
     m->fault = cfg->fault;
+    m->precopy = cfg->precopy;
+    m->track = cfg->track;
+    m->hash_threads = cfg->hash_threads;
     m->nonzero = calloc((size_t)(m->npages + 63) / 64, 8);
     m->stats_path = cfg->stats_path ? strdup(cfg->stats_path) : NULL;
     if (!m->nonzero || (cfg->stats_path && !m->stats_path)) {
@@ -284,14 +293,45 @@ int mig_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty,
         return vg_error_set(err, EINVAL, "pre-copy info outside PRE_COPY (%s)",
                             mig_state_name(m->fsm.state));
     }
-    *initial = mig_save_initial_left(m);
-    *dirty = 0;
+    mig_save_precopy_info(m, initial, dirty);
     return 0;
 }
 
 uint64_t mig_stopcopy_size(struct mig *m)
 {
-    return mig_save_stopcopy_left(m);
+    uint64_t n = mig_save_stopcopy_left(m);
+
+    if (m->fsm.state != MIG_STATE_STOP_COPY) {
+        m->stats.stopcopy_estimate_bytes = n;
+    }
+    return n;
+}
+
+void mig_note_bar2_shared(struct mig *m)
+{
+    if (!m->bar2_shared) {
+        vg_dbg("migration: BAR2 shared with the client: hybrid tracking "
+               "hashes every page");
+    }
+    m->bar2_shared = true;
+}
+
+void mig_gpu_step(struct mig *m, uint64_t budget)
+{
+    double t0 = mig_now_ms();
+
+    if (mig_rounds_step_wait_ms(&m->rounds, t0) > 0) {
+        return;
+    }
+    vgpu_step(m->gpu, budget);
+    mig_rounds_stepped(&m->rounds, t0, mig_now_ms());
+}
+
+int mig_gpu_wait_ms(const struct mig *m)
+{
+    double w = mig_rounds_step_wait_ms(&m->rounds, mig_now_ms());
+
+    return w > 0 ? (int)w + 1 : 0;
 }
 
 /* ------------------------------------------------------------ statistics */
@@ -350,13 +390,21 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         "{\n  \"state\": \"%s\",\n  \"migrations_started\": %" PRIu64
         ",\n  \"bytes_sent\": %" PRIu64 ",\n  \"bytes_received\": %" PRIu64
         ",\n  \"precopy_bytes\": %" PRIu64 ",\n  \"stopcopy_bytes\": %" PRIu64
-        ",\n  \"rounds\": %" PRIu64
+        ",\n  \"rounds\": %" PRIu64 ",\n  \"precopy_mode\": \"%s\""
+        ",\n  \"dirty_track_mode\": \"%s\",\n  \"final_dirty_bytes\": %" PRIu64
+        ",\n  \"stopcopy_estimate_bytes\": %" PRIu64
+        ",\n  \"throttle_percent\": %u,\n  \"throttle_rounds\": %" PRIu64
+        ",\n  \"pages_hashed\": %" PRIu64 ",\n  \"hash_ms\": %.3f"
         ",\n  \"device_stopcopy_ms\": %s,\n  \"vram_checksum\": %s,"
         "\n  \"device_state_checksum\": %s,\n  \"dma_logging\": %s,"
         "\n  \"last_error\": \"%s\"\n}\n",
         mig_state_name(m->fsm.state), st->migrations_started, st->bytes_sent,
         st->bytes_received, st->precopy_bytes, st->stopcopy_bytes, st->rounds,
-        ms, vram, state, st->dma_logging ? "true" : "false", error);
+        mig_precopy_mode_name(m->precopy), mig_track_mode_name(m->track),
+        st->final_dirty_bytes, st->stopcopy_estimate_bytes,
+        st->throttle_percent, st->throttle_rounds, st->pages_hashed,
+        st->hash_ms, ms, vram, state, st->dma_logging ? "true" : "false",
+        error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

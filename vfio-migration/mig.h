@@ -1,12 +1,13 @@
 /*
  * mig.h -- the vGPU's migration data path behind the VFIO v2 FSM.
  *
- * Source: RUNNING -> PRE_COPY opens a saving session and starts the
- * initial pass over all of VRAM while the device runs (zero pages go as
- * ZEROS runs); PRE_COPY -> STOP_COPY (or STOP -> STOP_COPY) quiesces the
- * device and starts the stop-copy pass, which resends every page (the
- * page set of a pass is a bitmap, so a dirty-page tracker can later
- * replace "every page"), then the device state and the END record.
+ * Source: RUNNING -> PRE_COPY opens a saving session: round 0 sends
+ * every page while the device runs (zero pages go as ZEROS runs), each
+ * later round the pages dirtied since they were last sent (libdirtytrack,
+ * fed by the device's write observer; see mig-rounds.h for the modes);
+ * PRE_COPY -> STOP_COPY (or STOP -> STOP_COPY) quiesces the device, closes
+ * a last epoch and sends the final dirty set, then the device state and
+ * the END record.
  * mig_read() serves the stream; a short read means no more data now.
  * Leaving the saving group ends the session; the source's VRAM and
  * device are never modified by it, so a failed migration resumes intact.
@@ -31,6 +32,7 @@
 
 #include "common/error.h"
 #include "mig-fsm.h"
+#include "mig-rounds.h"
 #include "vgpu/vgpu.h"
 
 /* Test-only fault injection: on the source's outgoing stream, and in
@@ -48,6 +50,9 @@ struct mig_config {
     uint32_t features;      /* VGPU_FEAT_* the destination must match */
     const char *stats_path; /* NULL: no stats file */
     struct mig_fault fault;
+    enum mig_precopy_mode precopy; /* --precopy */
+    enum mig_track_mode track;     /* --dirty-track */
+    unsigned hash_threads;         /* 0: 2 */
 };
 
 /* Counters: "total" ones over the process lifetime, the others for the
@@ -58,8 +63,14 @@ struct mig_stats {
     uint64_t bytes_received;     /* total: stream bytes written */
     uint64_t precopy_bytes;      /* read in PRE_COPY */
     uint64_t stopcopy_bytes;     /* read in STOP_COPY */
-    uint64_t rounds;             /* passes over VRAM started */
-    double device_stopcopy_ms;   /* STOP_COPY entry to END read; -1: none */
+    uint64_t rounds;             /* passes that sent pages, stop-copy's too */
+    uint64_t final_dirty_bytes;  /* page data bytes sent in STOP_COPY */
+    uint64_t stopcopy_estimate_bytes; /* last MIG_DATA_SIZE before it */
+    unsigned throttle_percent;        /* highest GPU throttle applied */
+    uint64_t throttle_rounds;         /* pre-copy rounds run throttled */
+    uint64_t pages_hashed;            /* by dirty tracking, this session */
+    double hash_ms;                   /* wall time of those hash passes */
+    double device_stopcopy_ms; /* STOP_COPY entry to END read; -1: none */
     bool have_checksums;
     uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */
     uint64_t device_state_checksum; /* XXH3-64 of the state blob */
@@ -91,14 +102,15 @@ int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
 int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
               struct vg_error *err);
 /* VFIO_MIG_GET_PRECOPY_INFO: -EINVAL outside PRE_COPY.  @initial: bytes
- * of the initial pass not read yet (estimated from the zero scan done at
- * PRE_COPY entry); @dirty: always 0, since no data beyond the initial pass
- * is offered in PRE_COPY (changes are resent in STOP_COPY and counted in
- * mig_stopcopy_size). */
+ * of round 0 not read yet; @dirty: bytes of the current later round not
+ * read yet.  When the current round is drained, iterative mode closes a
+ * dirty-tracking epoch here (at most every MIG_EPOCH_MIN_MS) and the
+ * pages dirtied since they were sent become the next round. */
 int mig_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty,
                      struct vg_error *err);
-/* VFIO_DEVICE_FEATURE_MIG_DATA_SIZE: estimated stream bytes still to come
- * in STOP_COPY (in STOP_COPY: those not read yet). */
+/* VFIO_DEVICE_FEATURE_MIG_DATA_SIZE: estimated stream bytes stop-copy
+ * would send if it started now (in STOP_COPY: those not read yet); never
+ * 0.  Outside STOP_COPY the value is kept as stopcopy_estimate_bytes. */
 uint64_t mig_stopcopy_size(struct mig *m);
 
 void mig_get_stats(const struct mig *m, struct mig_stats *st);
@@ -108,6 +120,14 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
 /* The client started (@on) or stopped DMA logging: the stats say so,
  * and the stats file is rewritten. */
 void mig_note_dma_logging(struct mig *m, bool on);
+/* The client got the VRAM memfd to map BAR2: the guest CPU may write
+ * VRAM unseen from now on (hybrid tracking then hashes every page). */
+void mig_note_bar2_shared(struct mig *m);
+/* Run the command processor for @budget bytes unless auto-converge
+ * holds it back now; mig_gpu_wait_ms() says for how long (0: not). */
+void mig_gpu_step(struct mig *m, uint64_t budget);
+int mig_gpu_wait_ms(const struct mig *m);
+
 /* Rewrite the stats file now (no-op without one). */
 int mig_stats_flush(struct mig *m, struct vg_error *err);
 

@@ -356,6 +356,7 @@ static int handle_region_info(struct vfu_server *srv, const uint8_t *p,
         area.size = info.size;
         nr_areas = 1;
         r->fd = vram_fd;
+        mig_note_bar2_shared(srv->mig);
     }
     ret =
         vfu_encode_region_info(&info, &area, nr_areas, req.argsz, PAYLOAD(srv),
@@ -947,8 +948,12 @@ static void refused_done(struct vfu_server *srv)
     rx_reset(&srv->rx);
 }
 
-/* Make progress on the current message; false on EOF or error. */
-static bool rx_step(struct vfu_server *srv)
+/*
+ * Make progress on the current message: -1 on EOF or error, 1 if part of a
+ * message was read and more may be waiting, 0 if the socket is drained or a
+ * message was completed.
+ */
+static int rx_step(struct vfu_server *srv)
 {
     struct rx_state *rx = &srv->rx;
     size_t want;
@@ -961,36 +966,49 @@ static bool rx_step(struct vfu_server *srv)
         n = rx_read(srv, srv->rxbuf + rx->have, want - rx->have);
     }
     if (n <= 0) {
-        return n < 0 && (errno == EAGAIN || errno == EINTR);
+        return n < 0 && (errno == EAGAIN || errno == EINTR) ? 0 : -1;
     }
     rx->deadline = now_ms() + RX_TIMEOUT_MS;
     if (rx->refused) {
         rx->skip -= (uint64_t)n;
         if (rx->skip == 0) {
             refused_done(srv);
+            return srv->drop ? -1 : 0;
         }
-        return true;
+        return 1;
     }
     rx->have += (size_t)n;
     if (rx->have == sizeof(rx->hdr)) {
         header_done(srv);
         if (rx->refused && rx->skip == 0) {
             refused_done(srv);
-            return !srv->drop;
+            return srv->drop ? -1 : 0;
         }
     }
     if (!rx->refused && rx->have >= sizeof(rx->hdr) &&
         rx->have == rx->hdr.size) {
         process(srv);
         rx_reset(rx);
+        return srv->drop ? -1 : 0;
     }
-    return !srv->drop;
+    return srv->drop ? -1 : 1;
 }
 
 static void client_readable(struct vfu_server *srv)
 {
-    /* One read per wake-up: poll is level-triggered. */
-    if (!rx_step(srv)) {
+    int ret;
+
+    /*
+     * Read until the socket is drained or a message is complete: a large
+     * message (MIG_DATA_WRITE) arrives in pieces of the client's send
+     * buffer size, and a poll round trip per piece only adds latency.
+     * Stopping after each message keeps the device stepping between
+     * requests; poll is level-triggered and brings us back.
+     */
+    do {
+        ret = rx_step(srv);
+    } while (ret > 0);
+    if (ret < 0) {
         client_close(srv);
     }
 }
@@ -1036,6 +1054,7 @@ static bool peer_allowed(int fd)
 static void accept_client(struct vfu_server *srv)
 {
     int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int sndbuf = (int)MAX_MSG;
 
     if (fd < 0) {
         vg_warn("accept: %s", strerror(errno));
@@ -1044,6 +1063,17 @@ static void accept_client(struct vfu_server *srv)
     if (!peer_allowed(fd)) {
         close(fd);
         return;
+    }
+    /*
+     * On AF_UNIX stream sockets the sender's SO_SNDBUF bounds the bytes in
+     * flight. The default (net.core.wmem_default, 208 KiB) splits a
+     * MIG_DATA_READ reply of MAX_XFER bytes into five sendmsg calls, each
+     * waiting for the client to drain the previous one. Ask for room for a
+     * whole reply (the kernel doubles the value for its overhead and caps
+     * it at net.core.wmem_max); failing that, replies are merely slower.
+     */
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) < 0) {
+        vg_warn("SO_SNDBUF: %s", strerror(errno));
     }
     srv->client_fd = fd;
 }
@@ -1138,6 +1168,8 @@ static int mig_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
         .gpu = srv->gpu,
         .stats_path = cfg->stats_path,
         .fault = cfg->fault,
+        .precopy = cfg->precopy,
+        .track = cfg->track,
     };
 
     /* The destination must offer the features the source's guest saw. */
@@ -1234,7 +1266,7 @@ static int poll_timeout(const struct vfu_server *srv)
     int64_t left;
 
     if (vgpu_runnable(srv->gpu)) {
-        return 0;
+        return mig_gpu_wait_ms(srv->mig); /* 0 unless throttled */
     }
     if (srv->client_fd < 0 || (srv->rx.have == 0 && !srv->rx.refused)) {
         return -1;
@@ -1282,7 +1314,7 @@ int vfu_server_run(struct vfu_server *srv, int signal_fd, struct vg_error *err)
         /* Not in STOP, STOP_COPY, RESUMING or ERROR: the device is
          * stopped there. */
         if (vgpu_runnable(srv->gpu)) {
-            vgpu_step(srv->gpu, STEP_BUDGET);
+            mig_gpu_step(srv->mig, STEP_BUDGET);
         }
     }
 }

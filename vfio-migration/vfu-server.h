@@ -27,10 +27,12 @@ struct vfu_server;
 
 struct vfu_server_config {
     const char *socket_path;
-    struct vgpu_config gpu; /* vram_size must be a power of two */
-    const char *stats_path; /* migration statistics file, NULL: none */
-    struct mig_fault fault; /* test-only fault injection */
-    bool no_migration;      /* refuse the migration features */
+    struct vgpu_config gpu;        /* vram_size must be a power of two */
+    const char *stats_path;        /* migration statistics file, NULL: none */
+    struct mig_fault fault;        /* test-only fault injection */
+    bool no_migration;             /* refuse the migration features */
+    enum mig_precopy_mode precopy; /* pre-copy mode (mig-rounds.h) */
+    enum mig_track_mode track;     /* dirty tracking mode */
 };
 
 int vfu_server_new(const struct vfu_server_config *cfg, struct vfu_server **out,

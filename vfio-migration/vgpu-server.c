@@ -51,6 +51,22 @@ static void usage(FILE *out)
         "                         replaced atomically (temporary file and\n"
         "                         rename) at every migration state change\n"
         "                         and at exit; see STATISTICS\n"
+        "      --precopy=MODE     what the device sends while the VM still\n"
+        "                         runs (PRE_COPY): iterative (default):\n"
+        "                         round 0 sends every non-zero page, each\n"
+        "                         later round the pages dirtied since they\n"
+        "                         were last sent, until QEMU switches over;\n"
+        "                         one-shot: round 0 only, stop-copy sends\n"
+        "                         what was dirtied since; none: nothing,\n"
+        "                         stop-copy sends every non-zero page\n"
+        "      --dirty-track=MODE how dirty pages are found: hybrid\n"
+        "                         (default): exact logs of the engines'\n"
+        "                         writes, hashing of the buffers opaque\n"
+        "                         kernels could write, and of all of VRAM\n"
+        "                         while a client may write it through its\n"
+        "                         BAR2 mapping; hash: hash every page every\n"
+        "                         round; none: every round resends every\n"
+        "                         page\n"
         "      --no-migration     serve a device without migration support:\n"
         "                         the migration device features are refused,\n"
         "                         so QEMU blocks migration of this VM\n"
@@ -76,13 +92,32 @@ static void usage(FILE *out)
         "values named, and the source keeps running.  DMA logging reports\n"
         "the guest pages the device wrote.\n"
         "\n"
+        "Page hashes are XXH3-64 keyed with a seed drawn from getrandom() for\n"
+        "each migration and never sent.  PRECOPY_INFO reports the bytes of\n"
+        "round 0 (initial) and of the current later round (dirty) not yet\n"
+        "read; once a round is drained, the next one starts when QEMU asks\n"
+        "again (at most every 20 ms), so an idle device reports 0 and QEMU\n"
+        "converges.  MIG_DATA_SIZE estimates what stop-copy would send now:\n"
+        "pages left and pages the device wrote since the last round, the\n"
+        "device state and the END record.  Auto-converge: after 3 rounds in\n"
+        "a row in which the vGPU dirtied at least as many bytes as the\n"
+        "stream drained, the command processor is throttled 10%% more (up to\n"
+        "90%% of its time taken away), until the migration ends.\n"
+        "\n"
         "STATISTICS\n"
         "The --stats-file JSON object has: state (RUNNING, STOP, PRE_COPY,\n"
         "STOP_COPY, RESUMING, ERROR); migrations_started, bytes_sent,\n"
         "bytes_received (totals since start); precopy_bytes,\n"
-        "stopcopy_bytes, rounds (passes over VRAM) and device_stopcopy_ms\n"
+        "stopcopy_bytes, rounds (passes that sent pages) and "
+        "device_stopcopy_ms\n"
         "(STOP_COPY entry until the END record was read; null before) for\n"
-        "the last migration; vram_checksum and device_state_checksum\n"
+        "the last migration; precopy_mode, dirty_track_mode;\n"
+        "final_dirty_bytes (page bytes sent in stop-copy);\n"
+        "stopcopy_estimate_bytes (the last MIG_DATA_SIZE answer before\n"
+        "STOP_COPY, to compare with stopcopy_bytes); throttle_percent (the\n"
+        "highest GPU throttle applied) and throttle_rounds (pre-copy rounds\n"
+        "run throttled); pages_hashed and hash_ms (dirty tracking's hash\n"
+        "passes); vram_checksum and device_state_checksum\n"
         "(XXH3-64, seed 0, 16 hex digits; null before any) taken on the\n"
         "source when entering STOP_COPY and on the destination when the\n"
         "loaded state is applied, so equal values on both sides prove an\n"
@@ -106,9 +141,17 @@ struct options {
     const char *stats_file;
     struct mig_fault fault;
     bool no_migration;
+    enum mig_precopy_mode precopy;
+    enum mig_track_mode track;
 };
 
-enum { OPT_STATS_FILE = 256, OPT_FAULT, OPT_NO_MIGRATION };
+enum {
+    OPT_STATS_FILE = 256,
+    OPT_FAULT,
+    OPT_NO_MIGRATION,
+    OPT_PRECOPY,
+    OPT_DIRTY_TRACK,
+};
 
 /* A decimal u64 that is all of @text. */
 static int parse_u64(const char *text, uint64_t *out)
@@ -196,6 +239,10 @@ static int parse_opt(int c, struct options *o)
     case OPT_NO_MIGRATION:
         o->no_migration = true;
         return 0;
+    case OPT_PRECOPY:
+        return mig_precopy_mode_parse(optarg, &o->precopy);
+    case OPT_DIRTY_TRACK:
+        return mig_track_mode_parse(optarg, &o->track);
     case 'h':
         usage(stdout);
         exit(0);
@@ -215,6 +262,8 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"stats-file", required_argument, NULL, OPT_STATS_FILE},
         {"fault", required_argument, NULL, OPT_FAULT},
         {"no-migration", no_argument, NULL, OPT_NO_MIGRATION},
+        {"precopy", required_argument, NULL, OPT_PRECOPY},
+        {"dirty-track", required_argument, NULL, OPT_DIRTY_TRACK},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -300,6 +349,8 @@ int main(int argc, char **argv)
         .stats_path = o.stats_file,
         .fault = o.fault,
         .no_migration = o.no_migration,
+        .precopy = o.precopy,
+        .track = o.track,
     };
     warn_faults(&o.fault);
     if (vfu_server_new(&cfg, &srv, &err) < 0) {

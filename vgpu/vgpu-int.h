@@ -39,6 +39,8 @@ struct vgpu {
     struct vgpu_job job;
     struct vgpu_engine_env env;
     struct vgpu_stats stats;
+    vgpu_write_fn observer; /* vgpu_set_write_observer() */
+    void *observer_opaque;
 };
 
 /* regs.c: put every register at its reset value. */

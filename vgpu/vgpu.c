@@ -35,7 +35,7 @@ static int config_check(const struct vgpu_config *cfg,
     return 0;
 }
 
-/* Engine write hook: today it only counts; dirty tracking plugs in here. */
+/* Engine write hook: counts and tells the observer (dirty tracking). */
 static void vram_wrote(void *opaque, uint64_t off, uint64_t len,
                        enum vgpu_write_kind kind)
 {
@@ -45,6 +45,15 @@ static void vram_wrote(void *opaque, uint64_t off, uint64_t len,
     vg_trace("vgpu: wrote VRAM [%#llx, +%#llx) %s", (unsigned long long)off,
              (unsigned long long)len,
              kind == VGPU_WRITE_EXACT ? "exact" : "opaque");
+    if (gpu->observer) {
+        gpu->observer(gpu->observer_opaque, off, len, kind == VGPU_WRITE_EXACT);
+    }
+}
+
+void vgpu_set_write_observer(struct vgpu *gpu, vgpu_write_fn fn, void *opaque)
+{
+    gpu->observer = fn;
+    gpu->observer_opaque = opaque;
 }
 
 int vgpu_new(const struct vgpu_config *cfg, const struct vgpu_host *host,
@@ -132,6 +141,9 @@ int vgpu_bar2_write(struct vgpu *gpu, uint64_t off, const void *data,
         return -EINVAL;
     }
     memcpy(gpu->be->base + off, data, len);
+    if (gpu->observer) {
+        gpu->observer(gpu->observer_opaque, off, len, true);
+    }
     return 0;
 }
 

@@ -112,6 +112,17 @@ int vgpu_state_save(const struct vgpu *gpu, void *buf, size_t size,
 int vgpu_state_load(struct vgpu *gpu, const void *buf, size_t len,
                     struct vg_error *err);
 
+/*
+ * Observer of every VRAM write the device itself makes (the engines and
+ * trapped BAR2 writes), called after each written range: @exact when the
+ * range is exactly what was written, else (opaque kernels) the range
+ * bounds what may have been written.  Writes through an mmap of
+ * vgpu_vram_fd() are not seen.  @fn NULL removes the observer.
+ */
+typedef void (*vgpu_write_fn)(void *opaque, uint64_t off, uint64_t len,
+                              bool exact);
+void vgpu_set_write_observer(struct vgpu *gpu, vgpu_write_fn fn, void *opaque);
+
 /* Device reset: registers to defaults, ring off, error cleared; VRAM and
  * the stopped flag kept. */
 void vgpu_reset(struct vgpu *gpu);

@@ -272,6 +272,36 @@ static void test_stale_hash_after_exact(void)
     dt_free(t);
 }
 
+/*
+ * A page hashed by an epoch, changed before it is sent, sent with the new
+ * content, then changed back: the receiver holds the in-between content,
+ * so the next epoch must report the page.  The baseline is what was sent.
+ */
+static void test_revert_after_send(void)
+{
+    static uint8_t mem[4 * 4096];
+    uint8_t copy[4096];
+    struct dt_tracker *t = new_tracker(mem, sizeof(mem), 4096, 1, 11);
+
+    memset(mem + 4096, 0xaa, 4096);
+    assert_dirty(t, (const int[]){0, 1, 2, 3, -1}); /* hashed: 0xaa */
+    memset(mem + 4096, 0xcc, 4096);                 /* after the hash */
+    memcpy(copy, mem + 4096, sizeof(copy));         /* what is sent */
+    dt_note_sent(t, 1, 1, copy);
+    memset(mem + 4096, 0xaa, 4096); /* back to the hashed content */
+    dt_note_sent_zero(t, 3, 1);     /* page 3 went as a zero page */
+    mem[3 * 4096 + 7] = 1;
+    mem[3 * 4096 + 7] = 0; /* written and reverted: still zero */
+    dt_mark_all_opaque(t);
+    assert_dirty(t, (const int[]){1, -1});
+    /* Baselines outside the range are ignored, not written. */
+    dt_note_sent_zero(t, 3, 5);
+    dt_note_sent(t, 4, 1, copy);
+    dt_mark_all_opaque(t);
+    assert_dirty(t, (const int[]){-1});
+    dt_free(t);
+}
+
 static void test_zero_pages(void)
 {
     static uint8_t mem[6 * 4096];
@@ -570,6 +600,7 @@ int main(int argc, char **argv)
     g_test_add_func("/dirtytrack/precision", test_precision);
     g_test_add_func("/dirtytrack/stale-hash-after-exact",
                     test_stale_hash_after_exact);
+    g_test_add_func("/dirtytrack/revert-after-send", test_revert_after_send);
     g_test_add_func("/dirtytrack/zero-pages", test_zero_pages);
     g_test_add_func("/dirtytrack/merge-log", test_merge_log);
     g_test_add_func("/dirtytrack/seed", test_seed);
