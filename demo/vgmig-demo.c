@@ -48,7 +48,8 @@
 #define HOLD_BANDWIDTH        (32ll << 20)
 #define HOLD_SWITCHOVER_BW    1000 /* bytes/s: a threshold of 1 byte */
 #define FULL_BANDWIDTH        (10ll << 30)
-#define DEFAULT_SWITCHOVER_BW (1ull << 30)
+#define DEFAULT_SWITCHOVER_BW 0 /* QEMU measures the bandwidth itself */
+#define INFLIGHT_FILL         (4u << 20) /* running at switchover */
 
 struct demo_opts {
     const char *out_dir;
@@ -172,7 +173,8 @@ static void usage(FILE *f)
         "  --downtime-limit MS QEMU's downtime-limit, 1..60000 [300]\n"
         "  --switchover-bandwidth SIZE\n"
         "                      QEMU's avail-switchover-bandwidth in bytes per\n"
-        "                      second, 1M..1T [1G]\n"
+        "                      second, 0..1T; 0 lets QEMU use the bandwidth\n"
+        "                      it measures [0]\n"
         "  --log-level L       error, warn, info, debug or trace [info]\n"
         "  -h, --help          show this text\n"
         "\n"
@@ -233,8 +235,8 @@ static int parse_opt(int c, struct demo_opts *o)
         o->downtime_ms = (unsigned)n;
         return 0;
     case 'b':
-        return parse_size_opt("switchover-bandwidth", optarg, 1u << 20,
-                              1ull << 40, &o->switchover_bw);
+        return parse_size_opt("switchover-bandwidth", optarg, 0, 1ull << 40,
+                              &o->switchover_bw);
     case 'l':
         if (!vg_log_parse_level(optarg, &o->log_level)) {
             fprintf(stderr, "vgmig-demo: --log-level: unknown level '%s'\n",
@@ -684,15 +686,16 @@ static int check_precopy(struct demo *d, struct vg_error *err)
     return ret;
 }
 
-/* A long FILL of the big region and a FENCE, not waited for: the device
- * is busy when QEMU switches over. */
+/* A FILL of INFLIGHT_FILL bytes and a FENCE, not waited for: the device
+ * is busy as QEMU heads for switchover. */
 static int submit_inflight(struct demo *d, struct vg_error *err)
 {
     struct vgpu_cmd c[2];
     int ret;
 
     d->mig.inflight_fence = 0xf1f1f1f1u;
-    c[0] = vgpu_cmd_make(VGPU_OP_FILL, d->at.fill, d->at.fill_len,
+    c[0] = vgpu_cmd_make(VGPU_OP_FILL, d->at.fill,
+                         MIN(d->at.fill_len, (uint64_t)INFLIGHT_FILL),
                          d->mig.inflight_fence, 0, 0, 0);
     c[1] = vgpu_cmd_make(VGPU_OP_FENCE, d->mig.inflight_fence, 0, 0, 0, 0, 0);
     ret = vg_vgpu_msi_clear(&d->gpu, VGPU_MSIX_VEC_FENCE, err);
@@ -804,6 +807,7 @@ static int compare_checksums(struct demo *d, struct vg_error *err)
 static int finish_inflight(struct demo *d, struct vg_error *err)
 {
     uint32_t v = d->mig.inflight_fence, head = 0, tail = 0;
+    uint64_t len = MIN(d->at.fill_len, (uint64_t)INFLIGHT_FILL);
     int ret = vg_vgpu_wait_reg(&d->gpu, VGPU_REG_FENCE_LO, v, WAIT_MS, err);
 
     if (ret == 0) {
@@ -816,7 +820,7 @@ static int finish_inflight(struct demo *d, struct vg_error *err)
         ret = read_vram(d, d->at.fill, &head, 4, err);
     }
     if (ret == 0) {
-        ret = read_vram(d, d->at.fill + d->at.fill_len - 4, &tail, 4, err);
+        ret = read_vram(d, d->at.fill + len - 4, &tail, 4, err);
     }
     if (ret == 0) {
         ret = expect_equal(d, "in-flight FILL start", &head, &v, 4, err);
@@ -907,6 +911,22 @@ static void json_str(GString *js, const char *name, const char *v)
     g_string_append_printf(js, "  \"%s\": \"%s\",\n", name, v);
 }
 
+/* Integer statistic @name of the source server, -1 if absent. */
+static int64_t src_stat(const struct demo_mig *m, const char *name)
+{
+    int64_t v = -1;
+
+    if (m->src.root) {
+        vg_stats_int(&m->src, name, &v, NULL);
+    }
+    return v;
+}
+
+/* Source server figures reported as they are in its stats file. */
+static const char *const src_stat_names[] = {
+    "rounds", "final_dirty_bytes", "stopcopy_estimate_bytes", "stopcopy_bytes",
+    "throttle_percent"};
+
 static void json_migration(struct demo *d, GString *js)
 {
     const struct demo_mig *m = &d->mig;
@@ -920,6 +940,10 @@ static void json_migration(struct demo *d, GString *js)
     json_num(js, "device_stopcopy_ms",
              m->src.root ? m->src.device_stopcopy_ms : -1, 3);
     json_num(js, "downtime_limit_ms", d->opts.downtime_ms, 0);
+    for (size_t i = 0; i < G_N_ELEMENTS(src_stat_names); i++) {
+        json_num(js, src_stat_names[i], (double)src_stat(m, src_stat_names[i]),
+                 0);
+    }
     json_str(js, "src_vram_checksum", m->src.vram_checksum);
     json_str(js, "dst_vram_checksum", m->dst.vram_checksum);
     json_str(js, "src_device_state_checksum", m->src.device_state_checksum);
@@ -999,6 +1023,13 @@ static void print_migration_summary(struct demo *d)
     printf("  downtime (QEMU)     %" PRId64 " ms (limit %u ms)\n",
            m->info.downtime_ms, d->opts.downtime_ms);
     printf("  device stop-copy    %.1f ms\n", m->src.device_stopcopy_ms);
+    printf("  rounds              %" PRId64 ", final dirty %.1f MiB, "
+           "stop-copy %.1f MiB (estimate %.1f MiB), throttle %" PRId64 "%%\n",
+           src_stat(m, "rounds"),
+           (double)src_stat(m, "final_dirty_bytes") / (1 << 20),
+           (double)src_stat(m, "stopcopy_bytes") / (1 << 20),
+           (double)src_stat(m, "stopcopy_estimate_bytes") / (1 << 20),
+           src_stat(m, "throttle_percent"));
     printf("  VRAM checksum       source %s, destination %s\n",
            m->src.vram_checksum, m->dst.vram_checksum);
     printf("  device state        %s\n",

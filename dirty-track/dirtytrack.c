@@ -351,11 +351,13 @@ static void hash_word(struct dt_tracker *t, uint64_t w, struct word_result *r)
     }
 }
 
-/* Record @h as the baseline hash of page @p. */
+/* Page @p went out with hash @h: that is its baseline, and exact writes
+ * logged before the copy are in what was sent. */
 static void set_baseline(struct dt_tracker *t, uint64_t p, uint64_t h)
 {
     t->hashes[p] = h;
     t->hvalid[p / 64] |= bit(p);
+    __atomic_fetch_and(&t->exact[p / 64], ~bit(p), __ATOMIC_RELAXED);
 }
 
 void dt_note_sent(struct dt_tracker *t, uint64_t page, uint64_t n,

@@ -136,6 +136,9 @@ int dt_epoch(struct dt_tracker *t, uint64_t *dirty, struct dt_epoch_stats *st,
  * and the send, even while the copy is made; without this, a page that
  * changed after it was hashed and then changed back would compare equal
  * and be missed, leaving the receiver with the in-between content.
+ * Exact writes marked before the copy are in what was sent, so their log
+ * bits are cleared: call it only with a copy made after every write
+ * marked so far (e.g. from the thread that marks).
  * dt_note_sent_zero() is the same for pages sent as zero pages.  Pages
  * out of range are ignored.  Not concurrent with dt_epoch().
  */

@@ -294,6 +294,12 @@ static void test_revert_after_send(void)
     mem[3 * 4096 + 7] = 0; /* written and reverted: still zero */
     dt_mark_all_opaque(t);
     assert_dirty(t, (const int[]){1, -1});
+    /* An exact write before the send is covered by the send. */
+    memset(mem + 2 * 4096, 0x11, 4096);
+    g_assert_cmpint(dt_mark_exact(t, 2 * 4096, 4096, NULL), ==, 0);
+    dt_note_sent(t, 2, 1, mem + 2 * 4096);
+    dt_mark_all_opaque(t);
+    assert_dirty(t, (const int[]){-1});
     /* Baselines outside the range are ignored, not written. */
     dt_note_sent_zero(t, 3, 5);
     dt_note_sent(t, 4, 1, copy);
