@@ -69,6 +69,11 @@ $(O)/vgmig-demo: $(O)/obj/demo/vgmig-demo.o $(O)/libqclient.a \
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
 
+$(O)/vgmig-bench: $(O)/obj/bench/vgmig-bench.o $(O)/libqclient.a \
+                  $(O)/libvgmig.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
+
 $(O)/dt-bench: $(O)/obj/bench/dt-bench.o $(O)/libvgmig.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
@@ -93,7 +98,7 @@ $(O)/tests/qtest/%: tests/qtest/%.c $(O)/libqclient.a $(O)/libvgmig.a
 
 # ------------------------------------------------------------ top level --
 .PHONY: all check check-unit check-qtest check-sanitize checkpatch demo \
-        clean distclean help format format-check bench-hash
+        clean distclean help format format-check bench-hash bench
 
 all: $(PROGRAMS) $(O)/qemu-system-x86_64
 
@@ -136,6 +141,16 @@ demo: all
 bench-hash: $(O)/dt-bench
 	$(O)/dt-bench
 
+# The live-migration benchmark: results in $(O)/bench, the report in
+# docs/benchmarks.md.  BENCH_ARGS overrides the sizes, workloads, modes.
+BENCH_ARGS ?= --sizes 256M,1G,4G --big 1G
+bench: all $(O)/vgmig-bench $(O)/dt-bench
+	$(O)/dt-bench
+	$(TEST_ENV) $(O)/vgmig-bench $(BENCH_ARGS) --out $(O)/bench \
+	    --doc docs/benchmarks.md --cmdline "make bench BENCH_ARGS='$(BENCH_ARGS)'"
+	gnuplot -e "datafile='$(O)/bench/downtime.dat'; outfile='docs/benchmarks-downtime.png'" \
+	    bench/downtime.gp
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 format-check:
@@ -156,6 +171,8 @@ help:
 	@echo "  check-qtest     qtest integration tests only"
 	@echo "  check-sanitize  the tests built with ASan and UBSan (build/san)"
 	@echo "  bench-hash      dirty-tracking hash GB/s against memcpy (build/dt-bench)"
+	@echo "  bench           live-migration benchmark: sizes x workloads x modes"
+	@echo "                  (build/bench, docs/benchmarks.md; runs bench-hash first)"
 	@echo "  checkpatch      QEMU's scripts/checkpatch.pl on qemu-patches/series"
 	@echo "  format          clang-format the sources in place"
 	@echo "  clean           remove build/ (the QEMU cache is kept)"

@@ -1,0 +1,1237 @@
+/*
+ * vgmig-bench -- the program behind `make bench`: live migration of a
+ * vGPU VM for several VRAM sizes, workloads and migration modes.
+ *
+ * Every cell (VRAM size x workload x mode) starts two vgpu-servers and two
+ * patched QEMUs (qclient/harness.h), fills the whole VRAM with non-zero
+ * patterns (one FILL per 64 MiB), starts the workload, migrates with
+ * QEMU's defaults except max-bandwidth (downtime-limit 300 ms,
+ * avail-switchover-bandwidth 0: QEMU decides the switchover itself) and
+ * keeps the workload going from the poll callback until the migration
+ * completes.  A cell that has not completed after its force time gets a
+ * downtime-limit of 60 s and a switchover bandwidth of 10 GiB/s, and is
+ * marked "forced".  Both servers' VRAM checksums at switchover must match.
+ * The cells go to OUT/results.json, a gnuplot data file to OUT/downtime.dat
+ * and, with --doc, the table to a Markdown file.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <glib.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/size.h"
+#include "qclient/harness.h"
+#include "qclient/migrate.h"
+#include "qclient/qtest.h"
+#include "qclient/vgpu-drv.h"
+#include "vgpu/cmd.h"
+
+#define GUEST_RAM_MIB    256
+#define RAM_START        ((uint64_t)16 << 20)
+#define PAGE_SIZE        (64u << 10)
+#define PAGE_ARG         "64K"
+#define RING_ENTRIES     256u
+#define FILL_CHUNK       ((uint64_t)64 << 20)
+#define WAIT_MS          120000
+#define STATS_WAIT_MS    60000
+#define MAX_SIZES        8
+#define MAX_CELLS        256
+#define BANDWIDTH        (10ll << 30)
+#define DEFAULT_DT_MS    300
+#define FORCE_DT_MS      60000
+#define FORCE_SW_BW      (10ll << 30)
+#define IDX_OFF          0u                   /* index arrays, never written */
+#define TABLE_OFF        ((uint64_t)16 << 20) /* sparse table start */
+#define ACT_BYTES        ((uint64_t)64 << 20) /* inference activations */
+#define ACT_ROW          4096u
+#define ACT_ROWS         ((uint32_t)(ACT_BYTES / ACT_ROW))
+#define SPARSE_IDX       65536u
+#define SPARSE_RATE      1600u /* pages per second */
+#define CPU_RATE         800u  /* 4-byte writes to random pages per second */
+#define MAX_PER_TICK     512u
+#define FORCE_BASE_MS    5000 /* force after this + per GiB at the latest */
+#define FORCE_PER_GIB_MS 5000
+#define FORCE_AFTER_MS   3000 /* after a full pass, or with no pre-copy */
+#define QMP_TIMEOUT_MS   300000
+
+enum workload { WL_IDLE, WL_INFER, WL_TRAIN, WL_SPARSE, WL_CPU, WL_COUNT };
+
+static const char *const wl_names[WL_COUNT] = {"idle", "inference", "training",
+                                               "sparse", "cpu-writes"};
+
+struct mode {
+    const char *name;
+    const char *precopy;
+    const char *track;
+};
+
+enum { MODE_STOPCOPY, MODE_NOTRACK, MODE_GMIG, MODE_OURS, MODE_COUNT };
+
+static const struct mode modes[MODE_COUNT] = {
+    {"stop-copy", "none", "none"},
+    {"precopy-notrack", "iterative", "none"},
+    {"gmig", "one-shot", "hash"},
+    {"ours", "iterative", "hybrid"},
+};
+
+struct bench_opts {
+    uint64_t sizes[MAX_SIZES];
+    unsigned nsizes;
+    unsigned wl_mask;
+    unsigned mode_mask;
+    uint64_t big_limit; /* sizes above run only idle and inference */
+    const char *out_dir;
+    const char *doc;
+    const char *cmdline;
+    bool quick;
+    enum vg_log_level log_level;
+};
+
+/* One measured cell. */
+struct cell {
+    enum workload wl;
+    unsigned mode;
+    uint64_t vram;
+    int64_t downtime_ms, total_ms;
+    double stopcopy_ms;
+    int64_t bytes_sent, precopy_bytes, stopcopy_bytes, final_dirty;
+    int64_t rounds, throttle;
+    double stream_bps; /* this cell's pre-copy rate */
+    bool forced, verified;
+    char error[VG_MIG_TEXT_MAX];
+};
+
+struct side {
+    struct vg_server *server;
+    struct vg_qemu *qemu;
+    char *stats;
+};
+
+/* State of one running cell. */
+struct run {
+    const struct bench_opts *o;
+    struct cell *c;
+    char *dir;
+    struct side src, dst;
+    struct vg_galloc ram;
+    struct vg_vgpu gpu;
+    GRand *rng;
+    gint64 t0_us;       /* migrate issued */
+    int64_t force_ms;   /* force switchover after this long */
+    gint64 pass_us;     /* when pre-copy had moved one VRAM's worth */
+    uint64_t done;      /* sparse pages or CPU writes issued */
+    uint32_t step;      /* training steps, sparse index cursor */
+    gint64 act_t0_us;   /* first active sample with bytes moving */
+    int64_t act_bytes0; /* bytes then */
+    gint64 act_t1_us;
+    int64_t act_bytes1;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: vgmig-bench [OPTION]...\n"
+            "\n"
+            "Live-migrate a VM with a vGPU for every VRAM size x workload x "
+            "mode and\n"
+            "record QEMU's downtime, the device's stop-copy time, total time, "
+            "bytes\n"
+            "on the wire, rounds and throttle.  Needs $VGMIG_SERVER, "
+            "$VGMIG_QEMU and\n"
+            "$VGMIG_FIRMWARE like the tests.\n"
+            "\n"
+            "Workloads: idle, inference, training, sparse, cpu-writes.\n"
+            "Modes: stop-copy (--precopy=none), precopy-notrack (iterative, "
+            "none),\n"
+            "gmig (one-shot, hash), ours (iterative, hybrid).\n"
+            "\n"
+            "Options:\n"
+            "  --sizes LIST      VRAM sizes, e.g. 256M,1G,4G [256M,1G,4G]\n"
+            "  --workloads LIST  comma-separated workloads [all]\n"
+            "  --modes LIST      comma-separated modes [all]\n"
+            "  --big SIZE        sizes above SIZE run idle and inference only "
+            "[1G]\n"
+            "  --out DIR         results.json and downtime.dat go here "
+            "[build/bench]\n"
+            "  --doc FILE        also write the Markdown report to FILE\n"
+            "  --cmdline TEXT    command to print in the report\n"
+            "  --quick           smoke run: 256M, idle and sparse, all modes\n"
+            "  --log-level L     error, warn, info, debug or trace [warn]\n"
+            "  -h, --help        show this text\n"
+            "\n"
+            "Exit status: 0 if every cell completed with equal checksums, 1 "
+            "otherwise,\n"
+            "2 on bad usage.\n");
+}
+
+/* ------------------------------------------------------------- options */
+
+static int parse_sizes(const char *text, struct bench_opts *o)
+{
+    g_auto(GStrv) parts = g_strsplit(text, ",", -1);
+    struct vg_error err = {0};
+
+    o->nsizes = 0;
+    for (unsigned i = 0; parts[i]; i++) {
+        if (o->nsizes == MAX_SIZES ||
+            vg_parse_size(parts[i], 256ull << 20, 16ull << 30,
+                          &o->sizes[o->nsizes], &err) < 0) {
+            fprintf(stderr, "vgmig-bench: --sizes: %s\n",
+                    err.msg[0] ? err.msg : "too many sizes");
+            return -1;
+        }
+        o->nsizes++;
+    }
+    return o->nsizes ? 0 : -1;
+}
+
+/* Comma-separated names of @names into a bit mask. */
+static int parse_names(const char *opt, const char *text,
+                       const char *const *names, unsigned n, unsigned *mask)
+{
+    g_auto(GStrv) parts = g_strsplit(text, ",", -1);
+
+    *mask = 0;
+    for (unsigned i = 0; parts[i]; i++) {
+        unsigned k = 0;
+
+        while (k < n && strcmp(names[k], parts[i]) != 0) {
+            k++;
+        }
+        if (k == n) {
+            fprintf(stderr, "vgmig-bench: --%s: unknown '%s'\n", opt, parts[i]);
+            return -1;
+        }
+        *mask |= 1u << k;
+    }
+    return *mask ? 0 : -1;
+}
+
+static int parse_modes(const char *text, unsigned *mask)
+{
+    const char *names[MODE_COUNT];
+
+    for (unsigned i = 0; i < MODE_COUNT; i++) {
+        names[i] = modes[i].name;
+    }
+    return parse_names("modes", text, names, MODE_COUNT, mask);
+}
+
+static int parse_opt(int c, struct bench_opts *o)
+{
+    struct vg_error err = {0};
+
+    switch (c) {
+    case 's':
+        return parse_sizes(optarg, o);
+    case 'w':
+        return parse_names("workloads", optarg, wl_names, WL_COUNT,
+                           &o->wl_mask);
+    case 'm':
+        return parse_modes(optarg, &o->mode_mask);
+    case 'b':
+        if (vg_parse_size(optarg, 0, 1ull << 40, &o->big_limit, &err) < 0) {
+            fprintf(stderr, "vgmig-bench: --big: %s\n", err.msg);
+            return -1;
+        }
+        return 0;
+    case 'o':
+        o->out_dir = optarg;
+        return 0;
+    case 'd':
+        o->doc = optarg;
+        return 0;
+    case 'c':
+        o->cmdline = optarg;
+        return 0;
+    case 'q':
+        o->quick = true;
+        return 0;
+    case 'l':
+        if (!vg_log_parse_level(optarg, &o->log_level)) {
+            fprintf(stderr, "vgmig-bench: --log-level: unknown '%s'\n", optarg);
+            return -1;
+        }
+        return 0;
+    default:
+        usage(stderr);
+        return -1;
+    }
+}
+
+static int parse_opts(int argc, char **argv, struct bench_opts *o)
+{
+    static const struct option longopts[] = {
+        {"sizes", required_argument, NULL, 's'},
+        {"workloads", required_argument, NULL, 'w'},
+        {"modes", required_argument, NULL, 'm'},
+        {"big", required_argument, NULL, 'b'},
+        {"out", required_argument, NULL, 'o'},
+        {"doc", required_argument, NULL, 'd'},
+        {"cmdline", required_argument, NULL, 'c'},
+        {"quick", no_argument, NULL, 'q'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+
+    parse_sizes("256M,1G,4G", o);
+    o->wl_mask = (1u << WL_COUNT) - 1;
+    o->mode_mask = (1u << MODE_COUNT) - 1;
+    o->big_limit = 1ull << 30;
+    o->out_dir = "build/bench";
+    o->log_level = VG_LOG_WARN;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            exit(0);
+        }
+        if (parse_opt(c, o) < 0) {
+            return -1;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "vgmig-bench: unexpected argument '%s'\n",
+                argv[optind]);
+        return -1;
+    }
+    if (o->quick) {
+        parse_sizes("256M", o);
+        o->wl_mask = (1u << WL_IDLE) | (1u << WL_SPARSE);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------- processes */
+
+static int start_side(struct run *r, struct side *s, const char *name,
+                      bool incoming, struct vg_error *err)
+{
+    const struct mode *md = &modes[r->c->mode];
+    g_autofree char *pa = g_strdup_printf("--precopy=%s", md->precopy);
+    g_autofree char *ta = g_strdup_printf("--dirty-track=%s", md->track);
+    g_autofree char *vram = g_strdup_printf("%" PRIu64 "M", r->c->vram >> 20);
+    g_autofree char *qname = g_strdup_printf("qemu-%s", name);
+    const char *extra[] = {pa, ta, NULL};
+    struct vg_server_opts so = {.dir = r->dir,
+                                .vram = vram,
+                                .page_size = PAGE_ARG,
+                                .log_level = "warn",
+                                .name = name,
+                                .extra_args = extra};
+    struct vg_qemu_opts qo = {.dir = r->dir,
+                              .name = qname,
+                              .ram_mib = GUEST_RAM_MIB,
+                              .incoming = incoming ? "defer" : NULL};
+    int ret;
+
+    s->stats = g_strdup_printf("%s/%s-stats.json", r->dir, name);
+    so.stats_file = s->stats;
+    ret = vg_server_start(&so, &s->server, err);
+    if (ret == 0) {
+        qo.vgpu_sock = s->server->socket;
+        ret = vg_qemu_start(&qo, &s->qemu, err);
+    }
+    if (ret < 0) {
+        vg_error_prefix(err, "starting %s", name);
+    }
+    return ret;
+}
+
+static void side_free(struct side *s)
+{
+    vg_qemu_free(s->qemu);
+    vg_server_free(s->server);
+    g_free(s->stats);
+}
+
+/* Submit @n commands and wait until the device is idle again. */
+static int run_cmds(struct run *r, const struct vgpu_cmd *cmds, unsigned n,
+                    struct vg_error *err)
+{
+    uint32_t status = 0;
+    int ret = vg_vgpu_submit(&r->gpu, cmds, n, err);
+
+    if (ret == 0) {
+        ret = vg_vgpu_wait_idle(&r->gpu, WAIT_MS, &status, err);
+    }
+    if (ret == 0 && (status & VGPU_STATUS_HALTED)) {
+        uint32_t code = 0;
+
+        vg_vgpu_rd(&r->gpu, VGPU_REG_ERROR_CODE, &code, NULL);
+        ret =
+            vg_error_set(err, EIO, "the vGPU halted with error code %u", code);
+    }
+    return ret;
+}
+
+/* Every 64 MiB of VRAM gets its own non-zero pattern. */
+static int fill_vram(struct run *r, struct vg_error *err)
+{
+    unsigned n = (unsigned)(r->c->vram / FILL_CHUNK);
+    g_autofree struct vgpu_cmd *c = g_new(struct vgpu_cmd, n);
+
+    for (unsigned i = 0; i < n; i++) {
+        c[i] = vgpu_cmd_make(VGPU_OP_FILL, i * FILL_CHUNK, FILL_CHUNK,
+                             0x3f800000u + i * 0x1011u, 0, 0, 0);
+    }
+    return run_cmds(r, c, n, err);
+}
+
+/* Write @n u32 indices below @rows to VRAM at IDX_OFF through BAR2. */
+static int write_indices(struct run *r, uint32_t n, uint32_t rows,
+                         struct vg_error *err)
+{
+    g_autofree uint32_t *idx = g_new(uint32_t, n);
+
+    for (uint32_t i = 0; i < n; i++) {
+        idx[i] = g_rand_int_range(r->rng, 0, (gint32)rows);
+    }
+    return vg_qtest_memwrite(r->gpu.qt, r->gpu.vram_addr + IDX_OFF, idx,
+                             n * sizeof(uint32_t), err);
+}
+
+static uint32_t sparse_rows(const struct run *r)
+{
+    return (uint32_t)((r->c->vram - TABLE_OFF) / PAGE_SIZE);
+}
+
+static int setup_workload(struct run *r, struct vg_error *err)
+{
+    switch (r->c->wl) {
+    case WL_INFER:
+        return write_indices(r, ACT_ROWS, ACT_ROWS, err);
+    case WL_SPARSE:
+        return write_indices(r, SPARSE_IDX, sparse_rows(r), err);
+    default:
+        return 0;
+    }
+}
+
+static int start_source(struct run *r, struct vg_error *err)
+{
+    int ret = start_side(r, &r->src, "vgpu-src", false, err);
+
+    vg_galloc_init(&r->ram, RAM_START, (uint64_t)GUEST_RAM_MIB << 20);
+    if (ret == 0) {
+        ret = vg_vgpu_open(r->src.qemu->qt, &r->ram, &r->gpu, err);
+    }
+    if (ret == 0) {
+        ret = vg_vgpu_ring_init(&r->gpu, &r->ram, RING_ENTRIES, err);
+    }
+    if (ret == 0) {
+        ret = fill_vram(r, err);
+    }
+    if (ret == 0) {
+        ret = setup_workload(r, err);
+    }
+    if (ret < 0) {
+        vg_error_prefix(err, "source");
+    }
+    return ret;
+}
+
+/* --------------------------------------------------------- workloads */
+
+static int busy(struct run *r, bool *is_busy, struct vg_error *err)
+{
+    uint32_t st = 0;
+    int ret = vg_vgpu_rd(&r->gpu, VGPU_REG_STATUS, &st, err);
+
+    *is_busy = (st & VGPU_STATUS_BUSY) != 0;
+    return ret;
+}
+
+/* Submit @cmd unless the device is still running the previous one. */
+static int submit_if_idle(struct run *r, struct vgpu_cmd cmd,
+                          struct vg_error *err)
+{
+    bool b = true;
+    int ret = busy(r, &b, err);
+
+    if (ret == 0 && !b) {
+        ret = vg_vgpu_submit(&r->gpu, &cmd, 1, err);
+        r->step++;
+    }
+    return ret;
+}
+
+static uint32_t float_bits(float f)
+{
+    uint32_t u;
+
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+static int tick_infer(struct run *r, struct vg_error *err)
+{
+    uint64_t act = r->c->vram - ACT_BYTES;
+
+    return submit_if_idle(r,
+                          vgpu_cmd_make(VGPU_OP_SCATTER_ADD, act, ACT_ROWS,
+                                        ACT_ROW, IDX_OFF, ACT_ROWS,
+                                        float_bits(0.5f)),
+                          err);
+}
+
+static int tick_train(struct run *r, struct vg_error *err)
+{
+    uint64_t q = r->c->vram / 4;
+
+    return submit_if_idle(r,
+                          vgpu_cmd_make(VGPU_OP_FILL, (r->step % 4) * q, q,
+                                        0x40000000u + r->step, 0, 0, 0),
+                          err);
+}
+
+/* How many units are due at @rate per second since the migration began. */
+static uint32_t due(struct run *r, uint32_t rate)
+{
+    uint64_t want =
+        (uint64_t)(g_get_monotonic_time() - r->t0_us) * rate / 1000000u;
+
+    return want > r->done ? (uint32_t)MIN(want - r->done, MAX_PER_TICK) : 0;
+}
+
+static int tick_sparse(struct run *r, struct vg_error *err)
+{
+    uint32_t n = due(r, SPARSE_RATE);
+    uint32_t first = (uint32_t)(r->done % (SPARSE_IDX - MAX_PER_TICK));
+    bool b = true;
+    int ret = n ? busy(r, &b, err) : 0;
+
+    if (ret == 0 && n && !b) {
+        struct vgpu_cmd c = vgpu_cmd_make(
+            VGPU_OP_SCATTER_ADD, TABLE_OFF, sparse_rows(r), PAGE_SIZE,
+            IDX_OFF + 4ull * first, n, float_bits(1.0f));
+
+        ret = vg_vgpu_submit(&r->gpu, &c, 1, err);
+        r->done += n;
+    }
+    return ret;
+}
+
+static int tick_cpu(struct run *r, struct vg_error *err)
+{
+    uint32_t n = due(r, CPU_RATE);
+    uint64_t pages = r->c->vram / PAGE_SIZE;
+    int ret = 0;
+
+    for (uint32_t i = 0; ret == 0 && i < n; i++) {
+        uint64_t page = (uint64_t)g_rand_double(r->rng) * (double)pages;
+        uint64_t off = page * PAGE_SIZE +
+                       (g_rand_int_range(r->rng, 0, PAGE_SIZE / 4) * 4u);
+
+        ret = vg_qtest_writel(r->gpu.qt, r->gpu.vram_addr + off,
+                              0xc0de0000u | (uint32_t)r->done, err);
+        r->done++;
+    }
+    return ret;
+}
+
+static int tick(struct run *r, struct vg_error *err)
+{
+    switch (r->c->wl) {
+    case WL_INFER:
+        return tick_infer(r, err);
+    case WL_TRAIN:
+        return tick_train(r, err);
+    case WL_SPARSE:
+        return tick_sparse(r, err);
+    case WL_CPU:
+        return tick_cpu(r, err);
+    default:
+        return 0;
+    }
+}
+
+/* ---------------------------------------------------------- migration */
+
+static int set_params(struct run *r, int64_t downtime, int64_t sw_bw,
+                      struct vg_error *err)
+{
+    struct vg_qmp *q = r->src.qemu->qmp;
+    int ret = vg_mig_set_parameter(q, "max-bandwidth", BANDWIDTH, err);
+
+    if (ret == 0) {
+        ret = vg_mig_set_parameter(q, "downtime-limit", downtime, err);
+    }
+    if (ret == 0) {
+        ret = vg_mig_set_parameter(q, "avail-switchover-bandwidth", sw_bw, err);
+    }
+    return ret;
+}
+
+/* Pre-copy rate: bytes moved between the first and last active samples. */
+static void note_rate(struct run *r, const struct vg_mig_info *info)
+{
+    int64_t bytes =
+        MAX(info->ram_transferred, 0) + MAX(info->vfio_transferred, 0);
+    gint64 now = g_get_monotonic_time();
+
+    if (strcmp(info->status, "active") != 0 || bytes <= 0) {
+        return;
+    }
+    if (!r->act_t0_us) {
+        r->act_t0_us = now;
+        r->act_bytes0 = bytes;
+    }
+    r->act_t1_us = now;
+    r->act_bytes1 = bytes;
+}
+
+/* Whether QEMU has had its chance to switch over by itself: FORCE_AFTER_MS
+ * after a full pass of VRAM (at once for stop-and-copy, which has no
+ * pre-copy), r->force_ms at the latest. */
+static bool force_due(struct run *r, const struct vg_mig_info *info)
+{
+    gint64 now = g_get_monotonic_time();
+    int64_t since;
+
+    if (!r->pass_us && (modes[r->c->mode].precopy[0] == 'n' ||
+                        info->vfio_transferred >= (int64_t)r->c->vram)) {
+        r->pass_us = now;
+    }
+    since = r->pass_us ? (now - r->pass_us) / 1000 : 0;
+    return since > FORCE_AFTER_MS || (now - r->t0_us) / 1000 > r->force_ms;
+}
+
+static int poll_cb(const struct vg_mig_info *info, void *opaque,
+                   struct vg_error *err)
+{
+    struct run *r = opaque;
+    int ret;
+
+    note_rate(r, info);
+    if (strcmp(info->status, "active") != 0) {
+        return 0;
+    }
+    ret = tick(r, err);
+    if (ret == 0 && !r->c->forced && force_due(r, info)) {
+        r->c->forced = true;
+        ret = set_params(r, FORCE_DT_MS, FORCE_SW_BW, err);
+    }
+    if (ret < 0) {
+        vg_error_prefix(err, "workload %s", wl_names[r->c->wl]);
+    }
+    return ret;
+}
+
+static int migrate(struct run *r, struct vg_error *err)
+{
+    g_autofree char *uri = NULL;
+    struct vg_mig_info info;
+    int ret;
+
+    /* The main loop of the source stalls while the device's stop-copy
+     * runs under the BQL: seconds for a large VRAM. */
+    vg_qmp_set_timeout(r->src.qemu->qmp, QMP_TIMEOUT_MS);
+    vg_qmp_set_timeout(r->dst.qemu->qmp, QMP_TIMEOUT_MS);
+    ret = vg_mig_incoming(r->dst.qemu->qmp, &uri, err);
+
+    if (ret == 0) {
+        ret = set_params(r, DEFAULT_DT_MS, 0, err);
+    }
+    r->force_ms =
+        FORCE_BASE_MS + (int64_t)(r->c->vram >> 30) * FORCE_PER_GIB_MS;
+    r->t0_us = g_get_monotonic_time();
+    if (ret == 0) {
+        ret = vg_mig_start(r->src.qemu->qmp, uri, err);
+    }
+    if (ret == 0) {
+        ret =
+            vg_mig_wait_completed(r->src.qemu->qmp, (int)r->force_ms + WAIT_MS,
+                                  poll_cb, r, &info, err);
+    }
+    if (ret == 0) {
+        r->c->downtime_ms = info.downtime_ms;
+        r->c->total_ms = info.total_time_ms;
+    }
+    if (r->act_t1_us > r->act_t0_us) {
+        r->c->stream_bps = (double)(r->act_bytes1 - r->act_bytes0) * 1e6 /
+                           (double)(r->act_t1_us - r->act_t0_us);
+    }
+    return ret;
+}
+
+static bool stats_done(const struct vg_stats *st, void *opaque)
+{
+    return st->vram_checksum[0] && !g_ascii_strcasecmp(st->state, opaque);
+}
+
+static int64_t stat_or(const struct vg_stats *st, const char *name)
+{
+    int64_t v = -1;
+
+    vg_stats_int(st, name, &v, NULL);
+    return v;
+}
+
+static void record_stats(struct cell *c, const struct vg_stats *s)
+{
+    c->stopcopy_ms = s->device_stopcopy_ms;
+    c->bytes_sent = s->bytes_sent;
+    c->precopy_bytes = stat_or(s, "precopy_bytes");
+    c->stopcopy_bytes = stat_or(s, "stopcopy_bytes");
+    c->final_dirty = stat_or(s, "final_dirty_bytes");
+    c->rounds = stat_or(s, "rounds");
+    c->throttle = stat_or(s, "throttle_percent");
+}
+
+static int verify(struct run *r, struct vg_error *err)
+{
+    struct vg_stats s = {0}, d = {0};
+    int ret =
+        vg_stats_wait(r->src.stats, stats_done, "stop", STATS_WAIT_MS, &s, err);
+
+    if (ret == 0) {
+        ret = vg_stats_wait(r->dst.stats, stats_done, "running", STATS_WAIT_MS,
+                            &d, err);
+    }
+    if (ret == 0) {
+        record_stats(r->c, &s);
+        r->c->verified = !strcmp(s.vram_checksum, d.vram_checksum);
+        if (!r->c->verified) {
+            ret = vg_error_set(err, EIO,
+                               "VRAM checksum %s at the source, %s "
+                               "at the destination",
+                               s.vram_checksum, d.vram_checksum);
+        }
+    }
+    vg_stats_clear(&s);
+    vg_stats_clear(&d);
+    return ret;
+}
+
+static int run_cell_steps(struct run *r, struct vg_error *err)
+{
+    int ret = start_source(r, err);
+
+    if (ret == 0) {
+        ret = start_side(r, &r->dst, "vgpu-dst", true, err);
+    }
+    if (ret == 0) {
+        ret = migrate(r, err);
+    }
+    if (ret == 0) {
+        ret = verify(r, err);
+    }
+    return ret;
+}
+
+static int run_cell(const struct bench_opts *o, struct cell *c)
+{
+    struct run r = {.o = o, .c = c};
+    struct vg_error err = {0};
+    int ret;
+
+    r.rng = g_rand_new_with_seed(0x76676d67u ^ (uint32_t)c->wl);
+    ret = vg_tmpdir_create("bench", &r.dir, &err);
+    if (ret == 0) {
+        ret = run_cell_steps(&r, &err);
+    }
+    if (ret < 0) {
+        g_strlcpy(c->error, err.msg, sizeof(c->error));
+        fprintf(stderr, "vgmig-bench: %s/%" PRIu64 "M/%s: %s (logs in %s)\n",
+                wl_names[c->wl], c->vram >> 20, modes[c->mode].name, err.msg,
+                r.dir ? r.dir : "?");
+    }
+    side_free(&r.dst);
+    side_free(&r.src);
+    if (ret == 0 && r.dir) {
+        vg_tmpdir_remove(r.dir, NULL);
+    }
+    g_free(r.dir);
+    g_rand_free(r.rng);
+    return ret;
+}
+
+/* ------------------------------------------------------------- report */
+
+/* Stream throughput for @vram: the idle "ours" cell's pre-copy rate, else
+ * the highest rate of any cell of that size. */
+static double stream_rate(const struct cell *cells, unsigned n, uint64_t vram)
+{
+    double best = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        const struct cell *c = &cells[i];
+
+        if (c->vram != vram) {
+            continue;
+        }
+        if (c->wl == WL_IDLE && c->mode == MODE_OURS && c->stream_bps > 0) {
+            return c->stream_bps;
+        }
+        best = MAX(best, c->stream_bps);
+    }
+    return best;
+}
+
+static double floor_ms(const struct cell *c, double rate)
+{
+    return rate > 0 && c->final_dirty >= 0
+               ? (double)c->final_dirty * 1000.0 / rate
+               : -1;
+}
+
+static void json_cell(GString *js, const struct cell *c, double rate)
+{
+    g_string_append_printf(
+        js,
+        "  {\"workload\": \"%s\", \"vram_bytes\": %" PRIu64
+        ", \"mode\": \"%s\", \"precopy\": \"%s\", \"dirty_track\": \"%s\", "
+        "\"downtime_ms\": %" PRId64 ", \"device_stopcopy_ms\": %.3f, "
+        "\"total_ms\": %" PRId64 ", \"bytes_sent\": %" PRId64
+        ", \"precopy_bytes\": %" PRId64 ", \"stopcopy_bytes\": %" PRId64
+        ", \"nonzero_vram_bytes\": %" PRIu64 ", \"final_dirty_bytes\": %" PRId64
+        ", \"stream_bytes_per_s\": %.0f, \"cell_precopy_bytes_per_s\": %.0f, "
+        "\"floor_ms\": %.3f, \"rounds\": %" PRId64 ", \"throttle\": %" PRId64
+        ", \"forced\": %s, \"verified\": %s, \"error\": \"%s\"}",
+        wl_names[c->wl], c->vram, modes[c->mode].name, modes[c->mode].precopy,
+        modes[c->mode].track, c->downtime_ms, c->stopcopy_ms, c->total_ms,
+        c->bytes_sent, c->precopy_bytes, c->stopcopy_bytes, c->vram,
+        c->final_dirty, rate, c->stream_bps, floor_ms(c, rate), c->rounds,
+        c->throttle, c->forced ? "true" : "false",
+        c->verified ? "true" : "false", c->error);
+}
+
+static int write_file(const char *path, const GString *s, struct vg_error *err)
+{
+    GError *gerr = NULL;
+
+    if (!g_file_set_contents(path, s->str, (gssize)s->len, &gerr)) {
+        vg_error_set(err, EIO, "cannot write %s: %s", path, gerr->message);
+        g_error_free(gerr);
+        return -EIO;
+    }
+    return 0;
+}
+
+static int write_json(const struct bench_opts *o, const struct cell *cells,
+                      unsigned n, struct vg_error *err)
+{
+    g_autofree char *path = g_build_filename(o->out_dir, "results.json", NULL);
+    GString *js = g_string_new("[\n");
+    int ret;
+
+    for (unsigned i = 0; i < n; i++) {
+        json_cell(js, &cells[i], stream_rate(cells, n, cells[i].vram));
+        g_string_append(js, i + 1 < n ? ",\n" : "\n");
+    }
+    g_string_append(js, "]\n");
+    ret = write_file(path, js, err);
+    g_string_free(js, TRUE);
+    return ret;
+}
+
+/* downtime.dat: one block per mode (workload idle and inference, the
+ * series of the plot): "MiB downtime_ms stopcopy_ms". */
+static int write_plot_data(const struct bench_opts *o, const struct cell *cells,
+                           unsigned n, struct vg_error *err)
+{
+    g_autofree char *path = g_build_filename(o->out_dir, "downtime.dat", NULL);
+    GString *s = g_string_new("");
+    int ret;
+
+    for (unsigned w = 0; w < 2; w++) {
+        for (unsigned m = 0; m < MODE_COUNT; m++) {
+            g_string_append_printf(s, "# %s %s\n", wl_names[w], modes[m].name);
+            for (unsigned i = 0; i < n; i++) {
+                const struct cell *c = &cells[i];
+
+                if (c->wl == w && c->mode == m && c->downtime_ms >= 0) {
+                    g_string_append_printf(s, "%" PRIu64 " %" PRId64 " %.3f\n",
+                                           c->vram >> 20, c->downtime_ms,
+                                           c->stopcopy_ms);
+                }
+            }
+            g_string_append(s, "\n\n");
+        }
+    }
+    ret = write_file(path, s, err);
+    g_string_free(s, TRUE);
+    return ret;
+}
+
+static const struct cell *find_cell(const struct cell *cells, unsigned n,
+                                    enum workload wl, uint64_t vram,
+                                    unsigned mode)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (cells[i].wl == wl && cells[i].vram == vram &&
+            cells[i].mode == mode && cells[i].verified) {
+            return &cells[i];
+        }
+    }
+    return NULL;
+}
+
+static void md_size(GString *s, uint64_t v)
+{
+    if (v >= (1ull << 30)) {
+        g_string_append_printf(s, "%" PRIu64 " GiB", v >> 30);
+    } else {
+        g_string_append_printf(s, "%" PRIu64 " MiB", v >> 20);
+    }
+}
+
+static void md_row(GString *s, const struct cell *c, double rate)
+{
+    g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
+    md_size(s, c->vram);
+    if (!c->verified) {
+        g_string_append_printf(s, " | %s | failed: %s | | | | | | | | |\n",
+                               modes[c->mode].name, c->error);
+        return;
+    }
+    g_string_append_printf(
+        s,
+        " | %s | %" PRId64 " | %.1f | %.1f | %" PRId64
+        " | %.2f | %.1f | %" PRId64 " | %" PRId64 "%% | %s |\n",
+        modes[c->mode].name, c->downtime_ms, c->stopcopy_ms, floor_ms(c, rate),
+        c->total_ms, (double)c->bytes_sent / (double)c->vram,
+        (double)c->final_dirty / (1 << 20), c->rounds, c->throttle,
+        c->forced ? "yes" : "no");
+}
+
+static void md_table(GString *s, const struct cell *cells, unsigned n)
+{
+    g_string_append(
+        s, "| workload | VRAM | mode | downtime ms (QEMU) | device stop-copy "
+           "ms | floor ms | total ms | wire / VRAM | final dirty MiB | rounds "
+           "| throttle | forced |\n|---|---|---|---:|---:|---:|---:|---:|---:|"
+           "---:|---:|---|\n");
+    for (unsigned i = 0; i < n; i++) {
+        md_row(s, &cells[i], stream_rate(cells, n, cells[i].vram));
+    }
+}
+
+static void md_ratio(GString *s, const struct cell *ours,
+                     const struct cell *base)
+{
+    if (!base) {
+        g_string_append(s, " n/a |");
+        return;
+    }
+    g_string_append_printf(
+        s, " %.3g / %.3g / %.3g |",
+        (double)ours->downtime_ms / (double)MAX(base->downtime_ms, 1),
+        ours->stopcopy_ms / MAX(base->stopcopy_ms, 0.001),
+        (double)ours->bytes_sent / (double)MAX(base->bytes_sent, 1));
+}
+
+static void md_ratios(GString *s, const struct cell *cells, unsigned n)
+{
+    g_string_append(s, "\nRatios of ours to each baseline (downtime / device "
+                       "stop-copy / bytes on the wire; below 1 means ours is "
+                       "lower):\n\n| workload | VRAM | vs stop-copy | vs "
+                       "precopy-notrack | vs gmig |\n|---|---|---|---|---|\n");
+    for (unsigned i = 0; i < n; i++) {
+        const struct cell *o = &cells[i];
+
+        if (o->mode != MODE_OURS || !o->verified) {
+            continue;
+        }
+        g_string_append_printf(s, "| %s | ", wl_names[o->wl]);
+        md_size(s, o->vram);
+        g_string_append(s, " |");
+        for (unsigned m = 0; m < MODE_OURS; m++) {
+            md_ratio(s, o, find_cell(cells, n, o->wl, o->vram, m));
+        }
+        g_string_append(s, "\n");
+    }
+}
+
+static void md_rates(GString *s, const struct cell *cells, unsigned n,
+                     const struct bench_opts *o)
+{
+    g_string_append(
+        s, "\nStream throughput per VRAM size, measured in this run: the "
+           "growth of query-migrate's ram + vfio transferred bytes between "
+           "the first and the last 'active' sample of the idle/ours cell of "
+           "that size (its pre-copy, which streams VRAM as fast as the "
+           "channel goes).  The floor of a cell is its final dirty bytes "
+           "divided by it.\n\n");
+    for (unsigned i = 0; i < o->nsizes; i++) {
+        g_string_append(s, "- ");
+        md_size(s, o->sizes[i]);
+        g_string_append_printf(s, ": %.0f MiB/s\n",
+                               stream_rate(cells, n, o->sizes[i]) / (1 << 20));
+    }
+}
+
+/* One issue target: @ok, with what was measured. */
+static void md_target(GString *s, const char *what, int ok, const char *got)
+{
+    g_string_append_printf(s, "- %s: **%s** (%s)\n", what,
+                           ok < 0 ? "not measured"
+                           : ok   ? "met"
+                                  : "missed",
+                           got);
+}
+
+static void md_target_idle(GString *s, const struct cell *ours)
+{
+    g_autofree char *got =
+        ours ? g_strdup_printf("%.2f ms", ours->stopcopy_ms) : g_strdup("-");
+
+    md_target(s, "idle 4 GiB device stop-copy <= 5 ms",
+              ours ? ours->stopcopy_ms <= 5.0 : -1, got);
+}
+
+static void md_target_infer(GString *s, const struct cell *ours,
+                            const struct cell *sc, const struct cell *gm,
+                            double rate)
+{
+    double fl = ours ? floor_ms(ours, rate) : -1;
+    g_autofree char *g1 =
+        ours ? g_strdup_printf("%.2f ms, floor %.2f ms", ours->stopcopy_ms, fl)
+             : g_strdup("-");
+    g_autofree char *g2 =
+        ours && sc ? g_strdup_printf("%.1fx", sc->stopcopy_ms /
+                                                  MAX(ours->stopcopy_ms, 1e-3))
+                   : g_strdup("-");
+    g_autofree char *g3 =
+        ours && gm ? g_strdup_printf("%.1fx", gm->stopcopy_ms /
+                                                  MAX(ours->stopcopy_ms, 1e-3))
+                   : g_strdup("-");
+
+    md_target(s, "inference 4 GiB stop-copy <= 1.3 x floor + 5 ms",
+              ours ? ours->stopcopy_ms <= 1.3 * fl + 5 : -1, g1);
+    md_target(s, "inference 4 GiB stop-copy >= 20x lower than stop-and-copy",
+              ours && sc ? sc->stopcopy_ms >= 20 * ours->stopcopy_ms : -1, g2);
+    md_target(s, "inference 4 GiB stop-copy >= 5x lower than gMig-style",
+              ours && gm ? gm->stopcopy_ms >= 5 * ours->stopcopy_ms : -1, g3);
+}
+
+static void md_target_wire(GString *s, const struct cell *cells, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        const struct cell *c = &cells[i];
+        g_autofree char *what = NULL;
+        g_autofree char *got = NULL;
+        double bound;
+
+        if (c->mode != MODE_OURS || c->wl > WL_INFER || !c->verified) {
+            continue;
+        }
+        bound = 1.15 * (double)(c->vram + (uint64_t)MAX(c->final_dirty, 0));
+        what = g_strdup_printf("%s %" PRIu64 " MiB bytes on the wire <= 1.15 x "
+                               "(non-zero VRAM + final dirty)",
+                               wl_names[c->wl], c->vram >> 20);
+        got = g_strdup_printf("%.3f x", (double)c->bytes_sent / (bound / 1.15));
+        md_target(s, what, (double)c->bytes_sent <= bound, got);
+    }
+}
+
+static void md_targets(GString *s, const struct cell *cells, unsigned n)
+{
+    uint64_t g4 = 4ull << 30;
+    const struct cell *oi = find_cell(cells, n, WL_INFER, g4, MODE_OURS);
+
+    g_string_append(s, "\n## Targets from the issue\n\n");
+    md_target_idle(s, find_cell(cells, n, WL_IDLE, g4, MODE_OURS));
+    md_target_infer(s, oi, find_cell(cells, n, WL_INFER, g4, MODE_STOPCOPY),
+                    find_cell(cells, n, WL_INFER, g4, MODE_GMIG),
+                    stream_rate(cells, n, g4));
+    md_target_wire(s, cells, n);
+}
+
+/* /proc/loadavg when the run began. */
+static char load0[64] = "unknown";
+
+static void note_load(void)
+{
+    g_autofree char *text = NULL;
+
+    if (g_file_get_contents("/proc/loadavg", &text, NULL, NULL)) {
+        g_auto(GStrv) f = g_strsplit(text, " ", 4);
+
+        if (f[0] && f[1] && f[2]) {
+            g_snprintf(load0, sizeof(load0), "%s %s %s", f[0], f[1], f[2]);
+        }
+    }
+}
+
+static void md_machine(GString *s)
+{
+    g_autofree char *cpu = NULL;
+    g_autofree char *model = NULL;
+    struct utsname u;
+    char *p;
+
+    if (g_file_get_contents("/proc/cpuinfo", &cpu, NULL, NULL) &&
+        (p = strstr(cpu, "model name")) && (p = strchr(p, ':'))) {
+        model = g_strndup(p + 2, strcspn(p + 2, "\n"));
+    }
+    uname(&u);
+    g_string_append_printf(s,
+                           "Machine: %s, %ld CPUs online, %s %s; QEMU "
+                           "-accel qtest, migration over TCP loopback.  "
+                           "Load average when the run began: %s.\n\n",
+                           model ? model : "unknown CPU",
+                           sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release,
+                           load0);
+}
+
+static void md_method(GString *s, const struct bench_opts *o)
+{
+    g_string_append_printf(
+        s,
+        "Each cell starts two vgpu-servers (page size %s) and two QEMUs "
+        "(%d MiB guest RAM), fills all of VRAM with non-zero patterns "
+        "(so non-zero VRAM = VRAM size), starts the workload and migrates "
+        "with max-bandwidth 10 GiB/s, downtime-limit %d ms and "
+        "avail-switchover-bandwidth 0 (QEMU decides the switchover).  A "
+        "cell not completed %d ms after QEMU has sent one VRAM's worth of "
+        "device data (at once for stop-copy, which has no pre-copy), or "
+        "after %d ms + %d ms per GiB of VRAM at the latest, gets "
+        "downtime-limit %d ms and avail-switchover-bandwidth 10 GiB/s "
+        "(forced = yes).  Workloads, driven through qtest from the bench "
+        "process every 20 ms while the migration is active: idle (no "
+        "writes); inference (SCATTER_ADD over a 64 MiB activation buffer "
+        "at the end of VRAM, resubmitted whenever the device is idle); "
+        "training (FILL of a quarter of VRAM per step, next quarter each "
+        "step, whenever idle); sparse (SCATTER_ADD of %u random 64 KiB "
+        "pages per second); cpu-writes (%u 4-byte guest-CPU writes per "
+        "second to random pages through BAR2).  VRAM sizes above ",
+        PAGE_ARG, GUEST_RAM_MIB, DEFAULT_DT_MS, FORCE_AFTER_MS, FORCE_BASE_MS,
+        FORCE_PER_GIB_MS, FORCE_DT_MS, SPARSE_RATE, CPU_RATE);
+    md_size(s, o->big_limit);
+    g_string_append(
+        s, " run the idle and inference workloads only (time box).  "
+           "Downtime is QEMU's query-migrate downtime, device stop-copy is "
+           "the source server's device_stopcopy_ms, wire / VRAM is the "
+           "server's bytes_sent over the VRAM size; the floor is "
+           "final_dirty_bytes over the stream throughput.  Every cell's "
+           "VRAM checksums (source at switchover, destination after load) "
+           "matched unless marked failed.\n\n");
+}
+
+static int write_doc(const struct bench_opts *o, const struct cell *cells,
+                     unsigned n, double wall_s, struct vg_error *err)
+{
+    GString *s = g_string_new("# vgmig live-migration benchmark\n\n");
+    int ret;
+
+    g_string_append_printf(s,
+                           "Generated by build/vgmig-bench from its own run "
+                           "(%u cells, %.0f s).  Reproduce with:\n\n    %s\n\n",
+                           n, wall_s, o->cmdline ? o->cmdline : "make bench");
+    md_machine(s);
+    md_method(s, o);
+    md_table(s, cells, n);
+    md_ratios(s, cells, n);
+    md_rates(s, cells, n, o);
+    md_targets(s, cells, n);
+    g_string_append(s, "\nPlot: benchmarks-downtime.png (downtime against "
+                       "VRAM size per mode, idle and inference).\n\n"
+                       "![downtime against VRAM size]"
+                       "(benchmarks-downtime.png)\n");
+    ret = write_file(o->doc, s, err);
+    g_string_free(s, TRUE);
+    return ret;
+}
+
+/* ---------------------------------------------------------------- main */
+
+static bool wanted(const struct bench_opts *o, uint64_t vram, enum workload w)
+{
+    if (!(o->wl_mask & (1u << w))) {
+        return false;
+    }
+    return vram <= o->big_limit || w == WL_IDLE || w == WL_INFER;
+}
+
+static void print_cell(const struct cell *c)
+{
+    printf("%-10s %5" PRIu64 "M %-16s downtime %6" PRId64
+           " ms, stop-copy %9.2f ms, total %6" PRId64 " ms, wire %.2fx, "
+           "rounds %" PRId64 ", throttle %" PRId64 "%%%s%s\n",
+           wl_names[c->wl], c->vram >> 20, modes[c->mode].name, c->downtime_ms,
+           c->stopcopy_ms, c->total_ms, (double)c->bytes_sent / (double)c->vram,
+           c->rounds, c->throttle, c->forced ? " forced" : "",
+           c->verified ? "" : " FAILED");
+    fflush(stdout);
+}
+
+static unsigned run_all(const struct bench_opts *o, struct cell *cells,
+                        unsigned *failed)
+{
+    unsigned n = 0;
+
+    for (unsigned s = 0; s < o->nsizes; s++) {
+        for (unsigned w = 0; w < WL_COUNT; w++) {
+            for (unsigned m = 0; m < MODE_COUNT && n < MAX_CELLS; m++) {
+                if (!wanted(o, o->sizes[s], w) || !(o->mode_mask & (1u << m))) {
+                    continue;
+                }
+                cells[n] = (struct cell){.wl = w,
+                                         .mode = m,
+                                         .vram = o->sizes[s],
+                                         .downtime_ms = -1,
+                                         .total_ms = -1};
+                *failed += run_cell(o, &cells[n]) < 0;
+                print_cell(&cells[n]);
+                n++;
+            }
+        }
+    }
+    return n;
+}
+
+static void print_ratios(const struct cell *cells, unsigned n)
+{
+    GString *s = g_string_new("");
+
+    md_ratios(s, cells, n);
+    fputs(s->str, stdout);
+    g_string_free(s, TRUE);
+}
+
+int main(int argc, char **argv)
+{
+    static struct cell cells[MAX_CELLS];
+    struct bench_opts o = {0};
+    struct vg_error err = {0};
+    unsigned n, failed = 0;
+    gint64 t0 = g_get_monotonic_time();
+    int ret;
+
+    vg_log_set_prog("vgmig-bench");
+    if (parse_opts(argc, argv, &o) < 0) {
+        return 2;
+    }
+    vg_log_set_level(o.log_level);
+    if (g_mkdir_with_parents(o.out_dir, 0755) < 0) {
+        fprintf(stderr, "vgmig-bench: cannot create %s: %s\n", o.out_dir,
+                g_strerror(errno));
+        return 1;
+    }
+    note_load();
+    n = run_all(&o, cells, &failed);
+    ret = write_json(&o, cells, n, &err);
+    if (ret == 0) {
+        ret = write_plot_data(&o, cells, n, &err);
+    }
+    if (ret == 0 && o.doc) {
+        ret = write_doc(&o, cells, n,
+                        (double)(g_get_monotonic_time() - t0) / 1e6, &err);
+    }
+    if (ret < 0) {
+        fprintf(stderr, "vgmig-bench: %s\n", err.msg);
+    }
+    print_ratios(cells, n);
+    printf("vgmig-bench: %u cells, %u failed, results in %s/results.json\n", n,
+           failed, o.out_dir);
+    return ret < 0 || failed ? 1 : 0;
+}
