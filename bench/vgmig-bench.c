@@ -625,6 +625,18 @@ static int poll_cb(const struct vg_mig_info *info, void *opaque,
     return ret;
 }
 
+/* switchover-ack (over the return path): QEMU switches over only after
+ * the destination has loaded the device's initial pre-copy data. */
+static int ack_initial_data(struct vg_qmp *qmp, struct vg_error *err)
+{
+    int ret = vg_mig_set_capability(qmp, "return-path", true, err);
+
+    if (ret == 0) {
+        ret = vg_mig_set_capability(qmp, "switchover-ack", true, err);
+    }
+    return ret;
+}
+
 static int migrate(struct run *r, struct vg_error *err)
 {
     g_autofree char *uri = NULL;
@@ -635,7 +647,13 @@ static int migrate(struct run *r, struct vg_error *err)
      * runs under the BQL: seconds for a large VRAM. */
     vg_qmp_set_timeout(r->src.qemu->qmp, QMP_TIMEOUT_MS);
     vg_qmp_set_timeout(r->dst.qemu->qmp, QMP_TIMEOUT_MS);
-    ret = vg_mig_incoming(r->dst.qemu->qmp, &uri, err);
+    ret = ack_initial_data(r->src.qemu->qmp, err);
+    if (ret == 0) {
+        ret = ack_initial_data(r->dst.qemu->qmp, err);
+    }
+    if (ret == 0) {
+        ret = vg_mig_incoming(r->dst.qemu->qmp, &uri, err);
+    }
 
     if (ret == 0) {
         ret = set_params(r, DEFAULT_DT_MS, 0, err);
