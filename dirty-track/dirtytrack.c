@@ -331,10 +331,10 @@ struct word_result {
 
 static void hash_word(struct dt_tracker *t, uint64_t w, struct word_result *r)
 {
-    uint64_t todo = r->hashed;
+    uint64_t left = r->hashed;
 
-    while (todo) {
-        uint64_t p = w * 64 + (uint64_t)__builtin_ctzll(todo);
+    while (left) {
+        uint64_t p = w * 64 + (uint64_t)__builtin_ctzll(left);
         const uint8_t *data = t->base + p * t->page_size;
         uint64_t h = XXH3_64bits_withSeed(data, t->page_size, t->seed);
 
@@ -347,7 +347,7 @@ static void hash_word(struct dt_tracker *t, uint64_t w, struct word_result *r)
             r->changed |= bit(p);
         }
         t->hashes[p] = h;
-        todo &= todo - 1;
+        left &= left - 1;
     }
 }
 
