@@ -142,8 +142,9 @@ int vg_linebuf_read_line(struct vg_linebuf *lb, char **line,
     }
 }
 
-static int fill_addr(struct sockaddr_un *sa, const char *path,
-                     struct vg_error *err)
+/* A UNIX stream socket in *@fd and the address of @path in @sa. */
+static int unix_socket(const char *path, struct sockaddr_un *sa, int *fd,
+                       struct vg_error *err)
 {
     memset(sa, 0, sizeof(*sa));
     sa->sun_family = AF_UNIX;
@@ -152,53 +153,46 @@ static int fill_addr(struct sockaddr_un *sa, const char *path,
                             path);
     }
     strcpy(sa->sun_path, path);
+    *fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*fd < 0) {
+        return vg_error_set(err, errno, "socket: %s", strerror(errno));
+    }
     return 0;
 }
 
 int vg_unix_connect(const char *path, int *fd, struct vg_error *err)
 {
     struct sockaddr_un sa;
-    int rc = fill_addr(&sa, path, err);
-    int s;
+    int s, rc = unix_socket(path, &sa, &s, err);
 
-    if (rc < 0) {
-        return rc;
-    }
-    s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) {
-        return vg_error_set(err, errno, "socket: %s", strerror(errno));
-    }
-    if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+    if (rc == 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
         rc = vg_error_set(err, errno, "connect %s: %s", path, strerror(errno));
         close(s);
-        return rc;
     }
-    *fd = s;
-    return 0;
+    if (rc == 0) {
+        *fd = s;
+    }
+    return rc;
 }
 
 int vg_unix_listen(const char *path, int *fd, struct vg_error *err)
 {
     struct sockaddr_un sa;
-    int rc = fill_addr(&sa, path, err);
-    int s;
+    int s, rc = unix_socket(path, &sa, &s, err);
 
-    if (rc < 0) {
-        return rc;
+    if (rc == 0) {
+        unlink(path);
+        if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+            listen(s, 1) < 0) {
+            rc = vg_error_set(err, errno, "listen on %s: %s", path,
+                              strerror(errno));
+            close(s);
+        }
     }
-    s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) {
-        return vg_error_set(err, errno, "socket: %s", strerror(errno));
+    if (rc == 0) {
+        *fd = s;
     }
-    unlink(path);
-    if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 1) < 0) {
-        rc =
-            vg_error_set(err, errno, "listen on %s: %s", path, strerror(errno));
-        close(s);
-        return rc;
-    }
-    *fd = s;
-    return 0;
+    return rc;
 }
 
 int vg_unix_accept(int lfd, int *fd, int64_t deadline_ms, struct vg_error *err)

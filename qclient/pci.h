@@ -31,7 +31,7 @@
 
 struct vg_pci_bar {
     uint64_t addr; /* assigned address, 0 if unassigned */
-    uint64_t size; /* 0 if the BAR is not implemented */
+    uint64_t size; /* 0 if the device has no such BAR */
     bool io;
     bool is64; /* occupies this and the next BAR register */
     bool prefetch;
