@@ -26,7 +26,9 @@ struct mig {
     enum mig_precopy_mode precopy;
     enum mig_track_mode track;
     unsigned hash_threads;
-    bool bar2_shared; /* a client got the VRAM fd: CPU writes are unseen */
+    bool bar2_shared;   /* a client got the VRAM fd: CPU writes are unseen */
+    bool bar2_logged;   /* ... unless the client logs them (REGION_DIRTY_LOG) */
+    bool checksums_due; /* saved in STOP_COPY: checksum VRAM once idle */
     struct mig_rounds rounds; /* planner and throttle of the session */
     struct mig_save *save;
     struct mig_load *load;
@@ -35,8 +37,15 @@ struct mig {
 
 /* Milliseconds of CLOCK_MONOTONIC. */
 double mig_now_ms(void);
-/* Take the checksums of VRAM and of the device state into the stats. */
-void mig_take_checksums(struct mig *m);
+/* XXH3-64 (seed 0) of page @page of VRAM. */
+uint64_t mig_page_hash(const struct mig *m, uint64_t page);
+/* Take the checksums of VRAM and of the device state into the stats.  The
+ * VRAM checksum is XXH3-64 of the array of the pages' mig_page_hash()
+ * values, so a destination can hash pages as they arrive: @page_hash has
+ * the hash of each page whose bit is set in @known; the others are read
+ * now (both NULL: every page is). */
+void mig_take_checksums(struct mig *m, uint64_t *page_hash,
+                        const uint64_t *known);
 /* Record @msg as the last error and rewrite the stats file. */
 void mig_note_error(struct mig *m, const char *msg);
 
@@ -76,6 +85,10 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got);
 /* PRECOPY_INFO: bytes of round 0 and of a later round not read yet;
  * a drained round may start the next one first. */
 void mig_save_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty);
+/* The guest CPU wrote the pages of VRAM that @bitmap marks (see
+ * mig_region_dirty_log); -ERANGE beyond VRAM. */
+int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
+                     uint64_t nbits, uint64_t gran, struct vg_error *err);
 /* Bytes a stop-copy pass still has to deliver from now. */
 uint64_t mig_save_stopcopy_left(const struct mig *m);
 

@@ -10,10 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "common/log.h"
 
 struct mig_load {
     struct mig_dec *dec;
+    uint64_t *page_hash; /* mig_page_hash() of pages loaded... */
+    uint64_t *hashed;    /* ...where this bitmap says so */
+    uint64_t zero_hash;  /* of a zero page */
     uint8_t state[MIG_STATE_MAX];
     uint32_t state_len;
     bool failed; /* a write failed (reported once) */
@@ -41,6 +46,10 @@ static int sink_pages(void *opaque, uint64_t first, uint64_t count,
         return -ERANGE;
     }
     memcpy(p, data, count * m->scfg.page_size);
+    for (uint64_t i = first; i < first + count; i++) {
+        m->load->page_hash[i] = mig_page_hash(m, i); /* as it landed */
+        mig_bit_put(m->load->hashed, i, true);
+    }
     return 0;
 }
 
@@ -54,6 +63,10 @@ static int sink_zeros(void *opaque, uint64_t first, uint64_t count,
         return -ERANGE;
     }
     memset(p, 0, count * m->scfg.page_size);
+    for (uint64_t i = first; i < first + count; i++) {
+        m->load->page_hash[i] = m->load->zero_hash;
+        mig_bit_put(m->load->hashed, i, true);
+    }
     return 0;
 }
 
@@ -76,12 +89,23 @@ static int sink_state(void *opaque, const uint8_t *blob, uint32_t len,
 int mig_load_open(struct mig *m, struct vg_error *err)
 {
     struct mig_dec_sink sink = {m, sink_pages, sink_zeros, sink_state};
+    uint8_t *zero;
     int ret;
 
     m->load = calloc(1, sizeof(*m->load));
     if (!m->load) {
         return vg_error_set(err, ENOMEM, "loading session");
     }
+    m->load->page_hash = calloc(m->npages, 8);
+    m->load->hashed = calloc((m->npages + 63) / 64, 8);
+    zero = calloc(1, m->scfg.page_size);
+    if (!m->load->page_hash || !m->load->hashed || !zero) {
+        free(zero);
+        mig_load_close(m);
+        return vg_error_set(err, ENOMEM, "loading session page hashes");
+    }
+    m->load->zero_hash = XXH3_64bits(zero, m->scfg.page_size);
+    free(zero);
     ret = mig_dec_new(&m->scfg, &sink, &m->load->dec, err);
     if (ret < 0) {
         mig_load_close(m);
@@ -115,7 +139,7 @@ int mig_load_finish(struct mig *m, struct vg_error *err)
         ret = vgpu_state_load(m->gpu, l->state, l->state_len, err);
     }
     if (ret == 0) {
-        mig_take_checksums(m);
+        mig_take_checksums(m, l->page_hash, l->hashed);
         vg_info("migration: stream of %" PRIu64 " bytes loaded",
                 mig_dec_bytes(l->dec));
     }
@@ -127,6 +151,8 @@ void mig_load_close(struct mig *m)
 {
     if (m->load) {
         mig_dec_free(m->load->dec);
+        free(m->load->page_hash);
+        free(m->load->hashed);
         free(m->load);
         m->load = NULL;
     }

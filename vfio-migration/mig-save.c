@@ -150,6 +150,39 @@ static void on_device_write(void *opaque, uint64_t off, uint64_t len,
     }
 }
 
+int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
+                     uint64_t nbits, uint64_t gran, struct vg_error *err)
+{
+    struct mig_save *s = m->save;
+    uint64_t ps = m->scfg.page_size;
+    int ret = 0;
+
+    if (gran == 0 || off > m->scfg.vram_size ||
+        nbits > (m->scfg.vram_size - off) / gran) {
+        return vg_error_set(err, ERANGE,
+                            "CPU log of %" PRIu64 " pages of %" PRIu64
+                            " bytes at %#" PRIx64 " leaves VRAM",
+                            nbits, gran, off);
+    }
+    /* Without tracking or in hash mode every page is read anyway. */
+    if (s->dt && m->track == MIG_TRACK_HYBRID) {
+        ret = dt_merge_log(s->dt, off, bitmap, nbits, gran, err);
+    }
+    for (uint64_t w = 0; ret == 0 && w < (nbits + 63) / 64; w++) {
+        for (uint64_t bits = bitmap[w]; bits; bits &= bits - 1) {
+            uint64_t p =
+                (off + (w * 64 + (uint64_t)__builtin_ctzll(bits)) * gran) / ps;
+
+            m->stats.cpu_log_pages++;
+            if (!mig_bit(s->pass, p) && !mig_bit(s->marked, p)) {
+                mig_bit_put(s->marked, p, true);
+                s->marked_count++;
+            }
+        }
+    }
+    return ret;
+}
+
 /* Close an epoch into s->dirty: every page without tracking. */
 static void take_epoch(struct mig *m)
 {
@@ -159,7 +192,8 @@ static void take_epoch(struct mig *m)
 
     memset(s->marked, 0, bitmap_words(m->npages) * 8);
     s->marked_count = 0;
-    if (s->dt && (m->track == MIG_TRACK_HASH || m->bar2_shared)) {
+    if (s->dt &&
+        (m->track == MIG_TRACK_HASH || (m->bar2_shared && !m->bar2_logged))) {
         dt_mark_all_opaque(s->dt); /* CPU writes through BAR2 are unseen */
     }
     if (!s->dt || dt_epoch(s->dt, s->dirty, &st, &err) < 0) {
@@ -589,7 +623,6 @@ void mig_save_stopcopy(struct mig *m)
     struct mig_save *s = m->save;
 
     s->stopcopy_t0 = mig_now_ms();
-    mig_take_checksums(m);
     s->phase = SAVE_STOPCOPY;
     m->stats.final_dirty_bytes = 0;
     round_begin(m); /* the final dirty set, added to what is left */

@@ -30,13 +30,33 @@ double mig_now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-void mig_take_checksums(struct mig *m)
+uint64_t mig_page_hash(const struct mig *m, uint64_t page)
+{
+    return XXH3_64bits(vgpu_vram(m->gpu) + page * m->scfg.page_size,
+                       m->scfg.page_size);
+}
+
+void mig_take_checksums(struct mig *m, uint64_t *page_hash,
+                        const uint64_t *known)
 {
     uint8_t blob[VGPU_STATE_SIZE];
+    uint64_t *hashes = page_hash ? page_hash : malloc(m->npages * 8);
 
+    if (!hashes) {
+        vg_warn("migration: no memory for the VRAM checksum");
+        return;
+    }
+    for (uint64_t p = 0; p < m->npages; p++) {
+        if (!known || !mig_bit(known, p)) {
+            hashes[p] = mig_page_hash(m, p);
+        }
+    }
     vgpu_state_save(m->gpu, blob, sizeof(blob), NULL);
-    m->stats.vram_checksum = XXH3_64bits(vgpu_vram(m->gpu), m->scfg.vram_size);
+    m->stats.vram_checksum = XXH3_64bits(hashes, m->npages * 8);
     m->stats.device_state_checksum = XXH3_64bits(blob, sizeof(blob));
+    if (!page_hash) {
+        free(hashes);
+    }
     m->stats.have_checksums = true;
     vg_info("migration: VRAM checksum %016" PRIx64
             ", device state checksum %016" PRIx64,
@@ -69,8 +89,11 @@ static void session_started(struct mig *m)
     m->stats.throttle_percent = 0;
     m->stats.throttle_rounds = 0;
     m->stats.pages_hashed = 0;
+    m->stats.cpu_log_pages = 0;
     m->stats.hash_ms = 0;
     m->stats.device_stopcopy_ms = -1;
+    m->stats.have_checksums = false;
+    m->checksums_due = false;
 }
 
 static int arc_quiesce(void *opaque, struct vg_error *err)
@@ -101,6 +124,29 @@ static int arc_save_end(void *opaque, struct vg_error *err)
 {
     mig_save_close(opaque);
     return 0;
+}
+
+/* The stream is out and the device stays quiesced: its checksums are
+ * taken after the reply (mig_idle), outside the migration's downtime. */
+static int arc_stopcopy_end(void *opaque, struct vg_error *err)
+{
+    struct mig *m = opaque;
+
+    mig_save_close(m);
+    m->checksums_due = true;
+    return 0;
+}
+
+void mig_idle(struct mig *m)
+{
+    if (!m->checksums_due) {
+        return;
+    }
+    m->checksums_due = false;
+    if (m->fsm.state == MIG_STATE_STOP) {
+        mig_take_checksums(m, NULL, NULL);
+        mig_stats_flush(m, NULL);
+    }
 }
 
 static int arc_precopy_to_stopcopy(void *opaque, struct vg_error *err)
@@ -165,7 +211,7 @@ static const struct mig_fsm_ops fsm_ops = {
     .precopy_to_running = arc_save_end,
     .precopy_to_stopcopy = arc_precopy_to_stopcopy,
     .stop_to_stopcopy = arc_stopcopy_start,
-    .stopcopy_to_stop = arc_save_end,
+    .stopcopy_to_stop = arc_stopcopy_end,
     .stop_to_resuming = arc_resume_start,
     .resuming_to_stop = arc_resume_end,
     .reset = fsm_reset,
@@ -316,6 +362,26 @@ void mig_note_bar2_shared(struct mig *m)
     m->bar2_shared = true;
 }
 
+void mig_note_bar2_logged(struct mig *m, bool on)
+{
+    if (on != m->bar2_logged) {
+        vg_dbg("migration: the client %s guest writes to BAR2",
+               on ? "logs" : "no longer logs");
+    }
+    m->bar2_logged = on;
+    m->stats.bar2_logged = on;
+}
+
+int mig_region_dirty_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
+                         uint64_t nbits, uint64_t gran, struct vg_error *err)
+{
+    if (m->fsm.state != MIG_STATE_PRE_COPY) {
+        return vg_error_set(err, EINVAL, "BAR2 dirty log outside PRE_COPY (%s)",
+                            mig_state_name(m->fsm.state));
+    }
+    return mig_save_cpu_log(m, off, bitmap, nbits, gran, err);
+}
+
 void mig_gpu_step(struct mig *m, uint64_t budget)
 {
     double t0 = mig_now_ms();
@@ -397,14 +463,15 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"pages_hashed\": %" PRIu64 ",\n  \"hash_ms\": %.3f"
         ",\n  \"device_stopcopy_ms\": %s,\n  \"vram_checksum\": %s,"
         "\n  \"device_state_checksum\": %s,\n  \"dma_logging\": %s,"
-        "\n  \"last_error\": \"%s\"\n}\n",
+        "\n  \"bar2_logged\": %s,\n  \"cpu_log_pages\": %" PRIu64
+        ",\n  \"last_error\": \"%s\"\n}\n",
         mig_state_name(m->fsm.state), st->migrations_started, st->bytes_sent,
         st->bytes_received, st->precopy_bytes, st->stopcopy_bytes, st->rounds,
         mig_precopy_mode_name(m->precopy), mig_track_mode_name(m->track),
         st->final_dirty_bytes, st->stopcopy_estimate_bytes,
         st->throttle_percent, st->throttle_rounds, st->pages_hashed,
         st->hash_ms, ms, vram, state, st->dma_logging ? "true" : "false",
-        error);
+        st->bar2_logged ? "true" : "false", st->cpu_log_pages, error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

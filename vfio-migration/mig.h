@@ -75,6 +75,8 @@ struct mig_stats {
     uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */
     uint64_t device_state_checksum; /* XXH3-64 of the state blob */
     bool dma_logging;               /* the client's DMA logging is on */
+    bool bar2_logged;               /* the client logs guest writes to BAR2 */
+    uint64_t cpu_log_pages;         /* pages its logs reported, this session */
     char last_error[VG_ERROR_MAX];
 };
 
@@ -121,12 +123,27 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
  * and the stats file is rewritten. */
 void mig_note_dma_logging(struct mig *m, bool on);
 /* The client got the VRAM memfd to map BAR2: the guest CPU may write
- * VRAM unseen from now on (hybrid tracking then hashes every page). */
+ * VRAM unseen from now on (hybrid tracking then hashes every page,
+ * unless the client logs those writes). */
 void mig_note_bar2_shared(struct mig *m);
+/* The client negotiated (@on) REGION_DIRTY_LOG: in pre-copy it sends the
+ * log of the guest's writes to BAR2 before every PRECOPY_INFO and before
+ * STOP_COPY, so hybrid tracking needs not hash the mapping. */
+void mig_note_bar2_logged(struct mig *m, bool on);
+/* REGION_DIRTY_LOG: bit i of @bitmap (@nbits bits) means the guest wrote
+ * VRAM [@off + i * @gran, + @gran).  -EINVAL outside PRE_COPY, -ERANGE
+ * beyond VRAM (checked before anything is marked). */
+int mig_region_dirty_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
+                         uint64_t nbits, uint64_t gran, struct vg_error *err);
 /* Run the command processor for @budget bytes unless auto-converge
  * holds it back now; mig_gpu_wait_ms() says for how long (0: not). */
 void mig_gpu_step(struct mig *m, uint64_t budget);
 int mig_gpu_wait_ms(const struct mig *m);
+
+/* Work deferred until the reply to the last message is out: the
+ * source's checksums after STOP_COPY -> STOP (VRAM is unchanged until the
+ * device runs again).  Call it whenever there is no request to serve. */
+void mig_idle(struct mig *m);
 
 /* Rewrite the stats file now (no-op without one). */
 int mig_stats_flush(struct mig *m, struct vg_error *err);

@@ -286,6 +286,9 @@ static int migr_member(struct json *j, const char *key, int depth, void *opaque)
     if (strcmp(key, "precopy_info") == 0) {
         return json_bool(j, &mc->precopy_info);
     }
+    if (strcmp(key, "region_dirty_log") == 0) {
+        return json_bool(j, &mc->region_dirty_log);
+    }
     return json_value(j, depth);
 }
 
@@ -350,30 +353,35 @@ static int format_migr(const struct vfu_migr_caps *client,
                        char *buf, size_t size)
 {
     uint64_t bitmap = ours->max_bitmap_size;
-    char pgsize[40] = "", max_bitmap[48] = "";
-    bool has_pgsize = client->has_pgsize && ours->has_pgsize;
-    bool has_bitmap = client->has_max_bitmap && ours->has_max_bitmap;
-    bool precopy = client->precopy_info && ours->precopy_info;
+    char members[160] = "";
+    size_t n = 0;
 
-    if (!has_pgsize && !has_bitmap && !precopy) {
-        return snprintf(buf, size, "%s", "");
-    }
-    if (has_bitmap && client->max_bitmap_size < bitmap) {
+    if (client->has_max_bitmap && client->max_bitmap_size < bitmap) {
         bitmap = client->max_bitmap_size;
     }
-    if (has_pgsize) {
-        snprintf(pgsize, sizeof(pgsize), "\"pgsize\":%llu",
-                 (unsigned long long)ours->pgsize);
+    if (client->has_pgsize && ours->has_pgsize) {
+        n += (size_t)snprintf(members + n, sizeof(members) - n,
+                              ",\"pgsize\":%llu",
+                              (unsigned long long)ours->pgsize);
     }
-    if (has_bitmap) {
-        snprintf(max_bitmap, sizeof(max_bitmap), "%s\"max_bitmap_size\":%llu",
-                 has_pgsize ? "," : "", (unsigned long long)bitmap);
+    if (client->has_max_bitmap && ours->has_max_bitmap) {
+        n += (size_t)snprintf(members + n, sizeof(members) - n,
+                              ",\"max_bitmap_size\":%llu",
+                              (unsigned long long)bitmap);
     }
-    return snprintf(buf, size, "%s\"migration\":{%s%s%s}", sep, pgsize,
-                    max_bitmap,
-                    !precopy                   ? ""
-                    : has_pgsize || has_bitmap ? ",\"precopy_info\":true"
-                                               : "\"precopy_info\":true");
+    if (client->precopy_info && ours->precopy_info) {
+        n += (size_t)snprintf(members + n, sizeof(members) - n,
+                              ",\"precopy_info\":true");
+    }
+    if (client->region_dirty_log && ours->region_dirty_log) {
+        n += (size_t)snprintf(members + n, sizeof(members) - n,
+                              ",\"region_dirty_log\":true");
+    }
+    if (n == 0) {
+        return snprintf(buf, size, "%s", "");
+    }
+    /* members starts with a comma */
+    return snprintf(buf, size, "%s\"migration\":{%s}", sep, members + 1);
 }
 
 int vfu_caps_format(const struct vfu_caps *client, const struct vfu_caps *ours,

@@ -11,8 +11,10 @@
  * N}) is answered with the members the client proposed: pgsize (ours),
  * max_bitmap_size (the smaller of both), and the vgmig extension
  * "precopy_info": true (VFIO_USER_MIG_GET_PRECOPY_INFO is available) only
- * if the client proposed "precopy_info": true.  An object with none of
- * these members is left out of the reply.
+ * if the client proposed "precopy_info": true, and likewise the extension
+ * "region_dirty_log" (the client logs guest writes to mmap'ed regions in
+ * pre-copy and sends them with VFIO_USER_REGION_DIRTY_LOG).  An object
+ * with none of these members is left out of the reply.
  */
 #ifndef VFU_CAPS_H
 #define VFU_CAPS_H
@@ -35,7 +37,8 @@ enum vfu_cap {
 struct vfu_migr_caps {
     bool has_pgsize;
     bool has_max_bitmap;
-    bool precopy_info; /* "precopy_info": true */
+    bool precopy_info;     /* "precopy_info": true */
+    bool region_dirty_log; /* "region_dirty_log": true */
     uint64_t pgsize;
     uint64_t max_bitmap_size;
 };

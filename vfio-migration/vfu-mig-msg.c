@@ -4,6 +4,7 @@
 #include "vfu-mig-msg.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <linux/vfio.h>
 #include <string.h>
 
@@ -192,5 +193,46 @@ int vfu_parse_precopy_info(const void *p, size_t len, struct vg_error *err)
         return vg_error_set(err, EINVAL, "argsz %u flags %#x invalid", req[0],
                             req[1]);
     }
+    return 0;
+}
+
+int vfu_parse_region_dirty_log(const void *p, size_t len, uint64_t region_size,
+                               struct vfu_region_dirty_log *out,
+                               const uint64_t **bitmap, struct vg_error *err)
+{
+    struct vfu_region_dirty_log d;
+    uint64_t bits, words;
+
+    if (len < sizeof(d)) {
+        return vg_error_set(err, EINVAL, "payload is %zu bytes, below %zu", len,
+                            sizeof(d));
+    }
+    memcpy(&d, p, sizeof(d));
+    if (d.argsz != len || d.flags != 0) {
+        return vg_error_set(err, EINVAL, "argsz %u (payload %zu) flags %#x",
+                            d.argsz, len, d.flags);
+    }
+    if (d.pgsize < 512 || d.pgsize > (1u << 30) ||
+        (d.pgsize & (d.pgsize - 1))) {
+        return vg_error_set(err, EINVAL, "page size %u", d.pgsize);
+    }
+    if (d.size == 0 || d.offset % d.pgsize || d.size % d.pgsize ||
+        d.offset > region_size || d.size > region_size - d.offset) {
+        return vg_error_set(err, ERANGE,
+                            "range %#" PRIx64 "+%#" PRIx64
+                            " (page %u) outside the region's %#" PRIx64
+                            " bytes or unaligned",
+                            d.offset, d.size, d.pgsize, region_size);
+    }
+    bits = d.size / d.pgsize;
+    words = (bits + 63) / 64;
+    if (len - sizeof(d) != words * 8) {
+        return vg_error_set(err, EINVAL,
+                            "bitmap of %zu bytes for %" PRIu64
+                            " pages (%" PRIu64 " expected)",
+                            len - sizeof(d), bits, words * 8);
+    }
+    *out = d;
+    *bitmap = (const uint64_t *)((const uint8_t *)p + sizeof(d));
     return 0;
 }

@@ -57,5 +57,12 @@ int vfu_parse_mig_data_write(const void *p, size_t len, uint32_t max_xfer,
                              struct vg_error *err);
 /* MIG_GET_PRECOPY_INFO: exactly argsz and flags, argsz >= 24, flags 0. */
 int vfu_parse_precopy_info(const void *p, size_t len, struct vg_error *err);
+/* REGION_DIRTY_LOG: argsz == @len, flags 0, pgsize a power of two from 512
+ * to 1 GiB, offset and size (> 0) multiples of it, [offset, +size) within
+ * [0, @region_size), and exactly the bitmap that covers it after the
+ * header; *@bitmap points at it (8-byte aligned if @p is). */
+int vfu_parse_region_dirty_log(const void *p, size_t len, uint64_t region_size,
+                               struct vfu_region_dirty_log *out,
+                               const uint64_t **bitmap, struct vg_error *err);
 
 #endif

@@ -31,6 +31,7 @@ static const char *const cmd_names[] = {
     [VFU_CMD_MIG_DATA_READ] = "MIG_DATA_READ",
     [VFU_CMD_MIG_DATA_WRITE] = "MIG_DATA_WRITE",
     [VFU_CMD_MIG_GET_PRECOPY_INFO] = "MIG_GET_PRECOPY_INFO",
+    [VFU_CMD_REGION_DIRTY_LOG] = "REGION_DIRTY_LOG",
 };
 
 const char *vfu_cmd_name(uint16_t cmd)

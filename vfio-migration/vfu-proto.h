@@ -34,6 +34,9 @@ enum vfu_command {
     /* vgmig extension, negotiated with "precopy_info" in the "migration"
      * capability: VFIO_MIG_GET_PRECOPY_INFO */
     VFU_CMD_MIG_GET_PRECOPY_INFO = 19,
+    /* vgmig extension, negotiated with "region_dirty_log": the guest's
+     * writes to an mmap'ed region area, logged by the client */
+    VFU_CMD_REGION_DIRTY_LOG = 20,
 };
 
 /* Header flags */
@@ -199,7 +202,19 @@ struct vfu_precopy_info {
     uint64_t dirty_bytes;
 };
 
+/* REGION_DIRTY_LOG request: one bit per pgsize bytes of [offset, +size),
+ * in 64-bit little-endian words following the header. */
+struct vfu_region_dirty_log {
+    uint32_t argsz;
+    uint32_t region;
+    uint32_t pgsize;
+    uint32_t flags;
+    uint64_t offset;
+    uint64_t size;
+};
+
 _Static_assert(sizeof(struct vfu_hdr) == 16, "vfio-user header");
+_Static_assert(sizeof(struct vfu_region_dirty_log) == 32, "region dirty log");
 _Static_assert(sizeof(struct vfu_device_feature) == 8, "feature header");
 _Static_assert(sizeof(struct vfu_feature_mig_state) == 8, "mig state");
 _Static_assert(sizeof(struct vfu_dma_logging_control) == 16, "logging");

@@ -50,9 +50,13 @@ struct vfu_server {
     int listen_fd;
     int client_fd;
     bool negotiated;
-    bool precopy_info; /* the client negotiated MIG_GET_PRECOPY_INFO */
-    bool no_migration; /* --no-migration: no migration features */
-    bool drop;         /* disconnect after the current reply */
+    bool precopy_info;  /* the client negotiated MIG_GET_PRECOPY_INFO */
+    bool region_log;    /* ... and REGION_DIRTY_LOG (it logs BAR2 writes) */
+    bool no_migration;  /* --no-migration: no migration features */
+    bool no_region_log; /* --no-region-log: refuse REGION_DIRTY_LOG */
+    bool drop;          /* disconnect after the current reply */
+    bool in_process;    /* no socket: replies stay in txbuf (tx_len) */
+    uint32_t tx_len;    /* in_process: size of the last reply, 0: none */
     struct vgpu *gpu;
     struct mig *mig;
     struct vfu_dma *dma;
@@ -161,6 +165,8 @@ static void client_close(struct vfu_server *srv)
     srv->client_fd = -1;
     srv->negotiated = false;
     srv->precopy_info = false;
+    srv->region_log = false;
+    mig_note_bar2_logged(srv->mig, false);
     srv->drop = false;
     rx_reset(&srv->rx);
     dma_log_stop(srv);
@@ -218,6 +224,10 @@ static void send_reply(struct vfu_server *srv, const struct vfu_hdr *req,
 
     vfu_hdr_reply(req, r->len, errnum, &hdr);
     memcpy(srv->txbuf, &hdr, sizeof(hdr));
+    if (srv->in_process) { /* vfu_server_handle() hands it out */
+        srv->tx_len = hdr.size;
+        return;
+    }
     if (send_all(srv, srv->txbuf, hdr.size, errnum ? -1 : r->fd, &err) < 0) {
         vg_warn("%s", err.msg);
         srv->drop = true;
@@ -236,7 +246,12 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
     struct vfu_caps ours = {
         .present = {true, true, true, true},
         .value = {MAX_FDS, MAX_XFER, DMA_PGSIZE, MAX_DMA_MAPS},
-        .migr = {true, true, true, DMA_PGSIZE, MAX_XFER},
+        .migr = {.has_pgsize = true,
+                 .has_max_bitmap = true,
+                 .precopy_info = true,
+                 .region_dirty_log = true,
+                 .pgsize = DMA_PGSIZE,
+                 .max_bitmap_size = MAX_XFER},
     };
     int ret;
 
@@ -246,6 +261,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
     if (srv->no_migration) {
         ours.migr = (struct vfu_migr_caps){0};
     }
+    ours.migr.region_dirty_log &= !srv->no_region_log;
     ret = vfu_parse_version(p, len, &req, err);
     if (ret < 0) {
         return ret;
@@ -264,6 +280,9 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
     r->len = (uint32_t)(sizeof(ver) + (size_t)ret);
     srv->negotiated = true;
     srv->precopy_info = req.caps.migr.precopy_info;
+    srv->region_log =
+        req.caps.migr.region_dirty_log && ours.migr.region_dirty_log;
+    mig_note_bar2_logged(srv->mig, srv->region_log);
     vg_info("client negotiated vfio-user %u.%u", VFU_VERSION_MAJOR,
             VFU_VERSION_MINOR);
     return 0;
@@ -796,6 +815,29 @@ static int handle_precopy_info(struct vfu_server *srv, const uint8_t *p,
     return ret;
 }
 
+static int handle_region_dirty_log(struct vfu_server *srv, const uint8_t *p,
+                                   size_t len, struct vg_error *err)
+{
+    struct vfu_region_dirty_log log;
+    const uint64_t *bitmap;
+    int ret;
+
+    if (!srv->region_log) {
+        return vg_error_set(err, ENOTSUP,
+                            "region_dirty_log was not negotiated");
+    }
+    ret = vfu_parse_region_dirty_log(p, len, srv->region_size[VGPU_BAR_VRAM],
+                                     &log, &bitmap, err);
+    if (ret == 0 && log.region != VGPU_BAR_VRAM) {
+        ret = vg_error_set(err, EINVAL, "region %u is not mmap'ed", log.region);
+    }
+    if (ret == 0) {
+        ret = mig_region_dirty_log(srv->mig, log.offset, bitmap,
+                                   log.size / log.pgsize, log.pgsize, err);
+    }
+    return ret;
+}
+
 static int dispatch(struct vfu_server *srv, uint16_t cmd, const uint8_t *p,
                     size_t len, struct reply *r, struct vg_error *err)
 {
@@ -836,6 +878,8 @@ static int dispatch(struct vfu_server *srv, uint16_t cmd, const uint8_t *p,
         return handle_mig_data_write(srv, p, len, err);
     case VFU_CMD_MIG_GET_PRECOPY_INFO:
         return handle_precopy_info(srv, p, len, r, err);
+    case VFU_CMD_REGION_DIRTY_LOG:
+        return handle_region_dirty_log(srv, p, len, err);
     default:
         return vg_error_set(err, ENOTSUP, "command %u (%s) not supported", cmd,
                             vfu_cmd_name(cmd));
@@ -864,6 +908,7 @@ static void process(struct vfu_server *srv)
     if (!(hdr->flags & VFU_FLAG_NO_REPLY)) {
         send_reply(srv, hdr, ret < 0 ? -ret : 0, &r);
     }
+    mig_idle(srv->mig);
 }
 
 /* ------------------------------------------------------------ receiving */
@@ -1185,6 +1230,7 @@ static int server_init(struct vfu_server *srv,
     int ret;
 
     srv->no_migration = cfg->no_migration;
+    srv->no_region_log = cfg->no_region_log;
     srv->rxbuf = malloc(MAX_MSG);
     srv->txbuf = malloc(MAX_MSG);
     if (!srv->rxbuf || !srv->txbuf) {
@@ -1207,6 +1253,10 @@ static int server_init(struct vfu_server *srv,
         return ret;
     }
     init_limits(srv);
+    if (!cfg->socket_path) { /* in-process use: vfu_server_handle() */
+        srv->in_process = true;
+        return 0;
+    }
     ret = listen_on(srv, cfg->socket_path, err);
     if (ret < 0) {
         vg_error_prefix(err, "socket %s", cfg->socket_path);
@@ -1232,7 +1282,8 @@ int vfu_server_new(const struct vfu_server_config *cfg, struct vfu_server **out,
         return ret;
     }
     *out = srv;
-    vg_info("listening on %s (VRAM %llu MiB, page %u KiB)", srv->path,
+    vg_info("listening on %s (VRAM %llu MiB, page %u KiB)",
+            srv->path ? srv->path : "nothing (in-process)",
             (unsigned long long)(vgpu_vram_size(srv->gpu) >> 20),
             vgpu_page_size(srv->gpu) >> 10);
     return 0;
@@ -1244,6 +1295,9 @@ void vfu_server_free(struct vfu_server *srv)
         return;
     }
     client_close(srv);
+    for (unsigned i = 0; i < NUM_IRQS; i++) { /* in-process: no client */
+        irqs_close(srv, i);
+    }
     if (srv->listen_fd >= 0) {
         close(srv->listen_fd);
     }
@@ -1317,4 +1371,51 @@ int vfu_server_run(struct vfu_server *srv, int signal_fd, struct vg_error *err)
             mig_gpu_step(srv->mig, STEP_BUDGET);
         }
     }
+}
+
+/* ------------------------------------------------- in-process requests */
+
+int vfu_server_handle(struct vfu_server *srv, const void *msg, size_t len,
+                      const int *fds, unsigned nfds, const uint8_t **reply)
+{
+    struct rx_state *rx = &srv->rx;
+    struct reply r = {0, -1};
+
+    rx_reset(rx);
+    srv->drop = false;
+    srv->tx_len = 0;
+    for (unsigned i = 0; i < nfds; i++) {
+        if (rx->nfds < MAX_FDS) {
+            rx->fds[rx->nfds++] = fds[i];
+        } else {
+            close(fds[i]);
+            rx->fds_lost = true;
+        }
+    }
+    rx->have = len < MAX_MSG ? len : MAX_MSG;
+    memcpy(srv->rxbuf, msg, rx->have);
+    if (len < sizeof(rx->hdr)) { /* as a header that never completes */
+        memset(&rx->hdr, 0, sizeof(rx->hdr));
+        memcpy(&rx->hdr, msg, len);
+        send_reply(srv, &rx->hdr, EINVAL, &r);
+        srv->drop = true;
+    } else {
+        header_done(srv);
+    }
+    if (rx->refused) {
+        refused_done(srv);
+    } else if (!srv->drop && len != rx->hdr.size) { /* truncated */
+        if (!(rx->hdr.flags & VFU_FLAG_NO_REPLY)) {
+            send_reply(srv, &rx->hdr, EINVAL, &r);
+        }
+        srv->drop = true;
+    } else if (!srv->drop) {
+        process(srv);
+    }
+    rx_reset(rx);
+    if (vgpu_runnable(srv->gpu)) {
+        mig_gpu_step(srv->mig, STEP_BUDGET);
+    }
+    *reply = srv->tx_len ? srv->txbuf : NULL;
+    return srv->drop ? 1 : 0;
 }

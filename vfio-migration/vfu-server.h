@@ -31,6 +31,7 @@ struct vfu_server_config {
     const char *stats_path;        /* migration statistics file, NULL: none */
     struct mig_fault fault;        /* test-only fault injection */
     bool no_migration;             /* refuse the migration features */
+    bool no_region_log;            /* refuse REGION_DIRTY_LOG */
     enum mig_precopy_mode precopy; /* pre-copy mode (mig-rounds.h) */
     enum mig_track_mode track;     /* dirty tracking mode */
 };
@@ -42,5 +43,19 @@ int vfu_server_run(struct vfu_server *srv, int signal_fd, struct vg_error *err);
 /* Disconnect, write the statistics file a last time, free the device,
  * close and remove the socket. */
 void vfu_server_free(struct vfu_server *srv);
+
+/*
+ * In-process use (fuzzing, tests): a config with socket_path NULL makes a
+ * server without a socket; do not vfu_server_run() it.  Instead
+ * vfu_server_handle() takes one message (@len bytes, header included)
+ * with @nfds file descriptors @fds (taken over) as from a connected
+ * client -- one whose length is not its header's size as a message
+ * truncated on the socket -- then runs the device for one step.
+ * *@reply is the reply (header and payload, valid until the next call)
+ * or NULL when none is sent.  Returns 1 if a socket client would now be
+ * disconnected (then send nothing more), else 0.
+ */
+int vfu_server_handle(struct vfu_server *srv, const void *msg, size_t len,
+                      const int *fds, unsigned nfds, const uint8_t **reply);
 
 #endif

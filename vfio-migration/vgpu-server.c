@@ -62,11 +62,16 @@ static void usage(FILE *out)
         "      --dirty-track=MODE how dirty pages are found: hybrid\n"
         "                         (default): exact logs of the engines'\n"
         "                         writes, hashing of the buffers opaque\n"
-        "                         kernels could write, and of all of VRAM\n"
-        "                         while a client may write it through its\n"
-        "                         BAR2 mapping; hash: hash every page every\n"
-        "                         round; none: every round resends every\n"
-        "                         page\n"
+        "                         kernels could write, and the client's log\n"
+        "                         of guest writes through its BAR2 mapping\n"
+        "                         (or, from a client without one, hashing\n"
+        "                         of all of VRAM); hash: hash every page\n"
+        "                         every round; none: every round resends\n"
+        "                         every page\n"
+        "      --no-region-log    refuse the client's offer to log guest\n"
+        "                         writes through the BAR2 mapping, as a\n"
+        "                         server predating REGION_DIRTY_LOG would:\n"
+        "                         hybrid tracking then hashes all of VRAM\n"
         "      --no-migration     serve a device without migration support:\n"
         "                         the migration device features are refused,\n"
         "                         so QEMU blocks migration of this VM\n"
@@ -141,6 +146,7 @@ struct options {
     const char *stats_file;
     struct mig_fault fault;
     bool no_migration;
+    bool no_region_log;
     enum mig_precopy_mode precopy;
     enum mig_track_mode track;
 };
@@ -151,6 +157,7 @@ enum {
     OPT_NO_MIGRATION,
     OPT_PRECOPY,
     OPT_DIRTY_TRACK,
+    OPT_NO_REGION_LOG,
 };
 
 /* A decimal u64 that is all of @text. */
@@ -243,6 +250,9 @@ static int parse_opt(int c, struct options *o)
         return mig_precopy_mode_parse(optarg, &o->precopy);
     case OPT_DIRTY_TRACK:
         return mig_track_mode_parse(optarg, &o->track);
+    case OPT_NO_REGION_LOG:
+        o->no_region_log = true;
+        return 0;
     case 'h':
         usage(stdout);
         exit(0);
@@ -264,6 +274,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"no-migration", no_argument, NULL, OPT_NO_MIGRATION},
         {"precopy", required_argument, NULL, OPT_PRECOPY},
         {"dirty-track", required_argument, NULL, OPT_DIRTY_TRACK},
+        {"no-region-log", no_argument, NULL, OPT_NO_REGION_LOG},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -349,6 +360,7 @@ int main(int argc, char **argv)
         .stats_path = o.stats_file,
         .fault = o.fault,
         .no_migration = o.no_migration,
+        .no_region_log = o.no_region_log,
         .precopy = o.precopy,
         .track = o.track,
     };

@@ -6,8 +6,12 @@
  * VRAM gets known contents (FILL, DMA), then, while the migration is held
  * in pre-copy, three kinds of writer change it: a FILL (exact log), a
  * SCATTER_ADD (opaque kernel) and guest CPU writes through the BAR2
- * mapping (invisible to the server).  Both servers' VRAM checksums must be
- * equal and samples of every page read through BAR2 must match.
+ * mapping (invisible to the server, logged by QEMU).  Both servers' VRAM
+ * checksums must be equal and samples of every page read through BAR2
+ * must match.  Hybrid tracking must get the CPU writes from QEMU's log
+ * and hash only the opaque write-set after the baseline; with
+ * --no-region-log (a server predating the extension) it must hash all of
+ * VRAM instead, and still lose nothing.
  *
  * Idle device, iterative + hybrid: stop-copy sends (almost) no pages, the
  * MIG_DATA_SIZE estimate QEMU got last is within 10% of what stop-copy
@@ -28,7 +32,11 @@
 struct mode {
     const char *precopy;
     const char *track;
+    bool no_region_log; /* vgpu-server --no-region-log */
 };
+
+#define NPAGES     ((int64_t)(VGT_VRAM_SIZE / VGT_PAGE_SIZE))
+#define CPU_WRITES 8u /* by write_during_precopy(), 8 distinct 4 KiB pages */
 
 static uint32_t float_bits(float f)
 {
@@ -61,7 +69,7 @@ static void write_during_precopy(struct mt *t)
     };
 
     mt_run(&t->gpu, c, 2);
-    for (unsigned i = 0; i < 8; i++) {
+    for (unsigned i = 0; i < CPU_WRITES; i++) {
         uint64_t off = i < 4 ? CPU_OFF + i * 70000u : (i - 4) * 300000u + 8;
 
         VGT_OK(vg_qtest_writel(t->src.qemu->qt, t->gpu.vram_addr + off,
@@ -123,13 +131,36 @@ static void check_modes(const struct vg_stats *st, const struct mode *md)
     g_assert_cmpstr(tm, ==, md->track);
 }
 
+/* Where hybrid tracking learnt of the guest's writes through BAR2. */
+static void check_cpu_log(const struct vg_stats *st, const struct mode *md)
+{
+    g_autofree char *logged = vg_stats_str(st, "bar2_logged");
+    int64_t log_pages = stat_int(st, "cpu_log_pages");
+    int64_t hashed = stat_int(st, "pages_hashed");
+
+    g_test_message("BAR2 logged by QEMU: %s, %" G_GINT64_FORMAT
+                   " pages in its logs, %" G_GINT64_FORMAT " pages hashed",
+                   logged, log_pages, hashed);
+    g_assert_cmpstr(logged, ==, md->no_region_log ? "false" : "true");
+    if (md->no_region_log) {
+        g_assert_cmpint(log_pages, ==, 0);
+        /* the baseline, then every page again at least at stop-copy */
+        g_assert_cmpint(hashed, >=, 2 * NPAGES);
+    } else {
+        g_assert_cmpint(log_pages, >=, CPU_WRITES);
+        /* the baseline plus the SCATTER_ADD's table, not the mapping */
+        g_assert_cmpint(hashed, <, NPAGES + NPAGES / 8);
+    }
+}
+
 static void test_mode(gconstpointer data)
 {
     const struct mode *md = data;
     g_autofree char *pa = g_strdup_printf("--precopy=%s", md->precopy);
     g_autofree char *ta = g_strdup_printf("--dirty-track=%s", md->track);
     g_autofree char *tag = g_strdup_printf("mig-%s-%s", md->precopy, md->track);
-    const char *extra[] = {pa, ta, NULL};
+    const char *extra[] = {pa, ta, md->no_region_log ? "--no-region-log" : NULL,
+                           NULL};
     g_autofree uint8_t *src_samples = NULL;
     g_autofree uint8_t *dst_samples = NULL;
     struct vg_stats sst, dst, st;
@@ -158,6 +189,10 @@ static void test_mode(gconstpointer data)
     mt_assert_stats_equal(&t, &sst, &dst);
     log_stats("source", &sst);
     check_modes(&sst, md);
+    if (strcmp(md->precopy, "iterative") == 0 &&
+        strcmp(md->track, "hybrid") == 0) {
+        check_cpu_log(&sst, md);
+    }
     dst_samples = mt_vram_samples(&t.dgpu);
     mt_assert_samples(dst_samples, src_samples, "destination");
     g_assert_cmphex(src_samples[0], !=, 0);
@@ -239,21 +274,21 @@ static void migrate_idle(const struct mode *md, enum idle_how how)
 
 static void test_idle_defaults(void)
 {
-    static const struct mode md = {"iterative", "hybrid"};
+    static const struct mode md = {"iterative", "hybrid", false};
 
     migrate_idle(&md, IDLE_DEFAULTS);
 }
 
 static void test_idle_rounds(void)
 {
-    static const struct mode md = {"iterative", "hybrid"};
+    static const struct mode md = {"iterative", "hybrid", false};
 
     migrate_idle(&md, IDLE_ROUNDS);
 }
 
 static void test_idle_stop_and_copy(void)
 {
-    static const struct mode md = {"none", "hybrid"};
+    static const struct mode md = {"none", "hybrid", false};
 
     migrate_idle(&md, IDLE_MT);
 }
@@ -263,16 +298,19 @@ int main(int argc, char **argv)
     static const char *const precopy[] = {"iterative", "one-shot", "none"};
     static const char *const track[] = {"hybrid", "hash", "none"};
     static struct mode modes[9];
+    static const struct mode old_server = {"iterative", "hybrid", true};
 
     g_test_init(&argc, &argv, NULL);
     for (unsigned i = 0; i < 9; i++) {
         g_autofree char *path = NULL;
 
-        modes[i] = (struct mode){precopy[i / 3], track[i % 3]};
+        modes[i] = (struct mode){precopy[i / 3], track[i % 3], false};
         path = g_strdup_printf("/mig/modes/%s/%s", modes[i].precopy,
                                modes[i].track);
         g_test_add_data_func(path, &modes[i], test_mode);
     }
+    g_test_add_data_func("/mig/modes/iterative/hybrid-no-region-log",
+                         &old_server, test_mode);
     g_test_add_func("/mig/modes/idle/iterative-qemu-defaults",
                     test_idle_defaults);
     g_test_add_func("/mig/modes/idle/iterative-rounds", test_idle_rounds);

@@ -4,6 +4,7 @@
 #include <linux/vfio.h>
 #include <string.h>
 
+#include "vfio-migration/vfu-mig-msg.h"
 #include "vfio-migration/vfu-msg.h"
 
 static const uint64_t region_size[9] = {0x4000, 0, 0x100000, 0, 0, 0, 0, 256};
@@ -115,7 +116,8 @@ static void test_caps_format(void)
 }
 
 /* The "migration" object: answered with the members proposed; the
- * precopy_info extension only when proposed true. */
+ * precopy_info and region_dirty_log extensions only when proposed true
+ * (and, for the latter, not refused by us). */
 static void test_caps_migration(void)
 {
     static const struct {
@@ -135,10 +137,21 @@ static void test_caps_migration(void)
         {"{\"capabilities\":{\"migration\":{\"precopy_info\":true}}}",
          "{\"capabilities\":{\"migration\":{\"precopy_info\":true}}}"},
         {"{\"capabilities\":{\"migration\":{}}}", "{\"capabilities\":{}}"},
+        {"{\"capabilities\":{\"migration\":{\"pgsize\":4096,"
+         "\"precopy_info\":true,\"region_dirty_log\":true}}}",
+         "{\"capabilities\":{\"migration\":{\"pgsize\":4096,"
+         "\"precopy_info\":true,\"region_dirty_log\":true}}}"},
+        {"{\"capabilities\":{\"migration\":{\"region_dirty_log\":false}}}",
+         "{\"capabilities\":{}}"},
     };
     struct vfu_caps ours = {.present = {true, true, true, true},
                             .value = {8, 1024, 4096, 10},
-                            .migr = {true, true, true, 4096, 1048576}};
+                            .migr = {.has_pgsize = true,
+                                     .has_max_bitmap = true,
+                                     .precopy_info = true,
+                                     .region_dirty_log = true,
+                                     .pgsize = 4096,
+                                     .max_bitmap_size = 1048576}};
     static const char bad[] =
         "{\"capabilities\":{\"migration\":{\"precopy_info\":1}}}";
     struct vfu_caps client;
@@ -156,6 +169,77 @@ static void test_caps_migration(void)
     g_assert_cmpint(vfu_caps_parse(bad, strlen(bad), &client, &err), ==,
                     -EINVAL);
     g_assert_nonnull(strstr(err.msg, "expected true or false"));
+
+    /* A server that refuses the log (--no-region-log) leaves it out. */
+    ours.migr.region_dirty_log = false;
+    g_assert_cmpint(
+        vfu_caps_parse(cases[5].json, strlen(cases[5].json), &client, &err), ==,
+        0);
+    g_assert_true(client.migr.region_dirty_log);
+    g_assert_cmpint(vfu_caps_format(&client, &ours, buf, sizeof(buf), &err), >,
+                    0);
+    g_assert_null(strstr(buf, "region_dirty_log"));
+}
+
+/* REGION_DIRTY_LOG: every field bounded, the bitmap exactly as long as
+ * the range needs. */
+static void test_region_dirty_log(void)
+{
+    const uint64_t region = 1u << 20; /* 256 pages of 4 KiB */
+    struct {
+        struct vfu_region_dirty_log h;
+        uint64_t bitmap[4];
+    } m = {{32 + 32, 2, 4096, 0, 0, region}, {1, 2, 3, 4}};
+    struct vfu_region_dirty_log out;
+    const uint64_t *bm = NULL;
+    struct vg_error err;
+
+    g_assert_cmpint(
+        vfu_parse_region_dirty_log(&m, sizeof(m), region, &out, &bm, &err), ==,
+        0);
+    g_assert_cmpuint(out.size, ==, region);
+    g_assert_true(bm == m.bitmap);
+    /* argsz must equal the payload; a short header is refused */
+    g_assert_cmpint(
+        vfu_parse_region_dirty_log(&m, sizeof(m) - 8, region, &out, &bm, &err),
+        ==, -EINVAL);
+    g_assert_cmpint(vfu_parse_region_dirty_log(&m, 16, region, &out, &bm, &err),
+                    ==, -EINVAL);
+    /* the bitmap must cover the range exactly: 2 pages need 1 word */
+    m.h.size = 2 * 4096;
+    g_assert_cmpint(
+        vfu_parse_region_dirty_log(&m, sizeof(m), region, &out, &bm, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "bitmap"));
+    m.h.argsz = 40;
+    g_assert_cmpint(vfu_parse_region_dirty_log(&m, 40, region, &out, &bm, &err),
+                    ==, 0);
+    /* out of the region, wrapping, unaligned, empty */
+    m.h.offset = region - 4096;
+    g_assert_cmpint(vfu_parse_region_dirty_log(&m, 40, region, &out, &bm, &err),
+                    ==, -ERANGE);
+    m.h.offset = UINT64_MAX - 4095;
+    g_assert_cmpint(vfu_parse_region_dirty_log(&m, 40, region, &out, &bm, &err),
+                    ==, -ERANGE);
+    m.h.offset = 512;
+    g_assert_cmpint(vfu_parse_region_dirty_log(&m, 40, region, &out, &bm, &err),
+                    ==, -ERANGE);
+    m.h.offset = 0;
+    m.h.size = 0;
+    g_assert_cmpint(vfu_parse_region_dirty_log(&m, 40, region, &out, &bm, &err),
+                    ==, -ERANGE);
+    /* page size: a power of two from 512 bytes to 1 GiB; flags zero */
+    m.h.size = 2 * 4096;
+    m.h.pgsize = 3000;
+    g_assert_cmpint(vfu_parse_region_dirty_log(&m, 40, region, &out, &bm, &err),
+                    ==, -EINVAL);
+    m.h.pgsize = 256;
+    g_assert_cmpint(vfu_parse_region_dirty_log(&m, 40, region, &out, &bm, &err),
+                    ==, -EINVAL);
+    m.h.pgsize = 4096;
+    m.h.flags = 1;
+    g_assert_cmpint(vfu_parse_region_dirty_log(&m, 40, region, &out, &bm, &err),
+                    ==, -EINVAL);
 }
 
 static void test_dma(void)
@@ -351,6 +435,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vfu-msg/caps-format", test_caps_format);
     g_test_add_func("/vfu-msg/caps-migration", test_caps_migration);
     g_test_add_func("/vfu-msg/dma", test_dma);
+    g_test_add_func("/vfu-msg/region-dirty-log", test_region_dirty_log);
     g_test_add_func("/vfu-msg/info", test_info);
     g_test_add_func("/vfu-msg/irq-set", test_irq_set);
     g_test_add_func("/vfu-msg/region-rw", test_region_rw);
