@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -29,6 +30,14 @@ struct dt_tracker {
     uint64_t *out;      /* dirty bitmap of the epoch in progress */
     struct dt_epoch_stats stats;
     struct dt_pool *pool;
+    /* An epoch run by dt_epoch_begin(): words finished, in any order. */
+    bool open;
+    uint64_t start_ns;
+    uint64_t end_ns;      /* when the last word was finished */
+    uint8_t *word_done;   /* set (release) once out[w] is final */
+    uint64_t words_ready; /* words [0, words_ready) all final */
+    pthread_mutex_t mu;   /* with cv: waiting for a word */
+    pthread_cond_t cv;
 };
 
 static uint64_t bit(uint64_t page)
@@ -113,7 +122,9 @@ static int alloc_arrays(struct dt_tracker *t, struct vg_error *err)
     t->exact = calloc(t->words, sizeof(uint64_t));
     t->opaque = calloc(t->words, sizeof(uint64_t));
     t->zero = calloc(t->words, sizeof(uint64_t));
-    if (!t->hashes || !t->hvalid || !t->exact || !t->opaque || !t->zero) {
+    t->word_done = calloc(t->words, 1);
+    if (!t->hashes || !t->hvalid || !t->exact || !t->opaque || !t->zero ||
+        !t->word_done) {
         return vg_error_set(err, ENOMEM, "out of memory for %" PRIu64 " pages",
                             t->pages);
     }
@@ -165,6 +176,8 @@ int dt_new(const struct dt_config *cfg, struct dt_tracker **out,
     if (!t) {
         return vg_error_set(err, ENOMEM, "dirty tracker: out of memory");
     }
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
     rc = tracker_init(t, cfg, err);
     if (rc) {
         vg_error_prefix(err, "dirty tracker");
@@ -182,7 +195,13 @@ void dt_free(struct dt_tracker *t)
     if (!t) {
         return;
     }
+    if (t->open) {
+        dt_pool_wait(t->pool);
+    }
     dt_pool_free(t->pool);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mu);
+    free(t->word_done);
     free(t->hashes);
     free(t->hvalid);
     free(t->exact);
@@ -405,23 +424,42 @@ static void epoch_word(void *arg, uint64_t w)
     add_stat(&st->dirty_hash, popcount(r.changed & ~exact));
     add_stat(&st->dirty_baseline, popcount(r.baseline & ~exact));
     add_stat(&st->zero, popcount(r.zero));
+    if (t->open) {
+        uint64_t now = now_ns(), seen = __atomic_load_n(&t->end_ns, 0);
+
+        while (seen < now && !__atomic_compare_exchange_n(
+                                 &t->end_ns, &seen, now, true, __ATOMIC_RELAXED,
+                                 __ATOMIC_RELAXED)) {
+        }
+        __atomic_store_n(&t->word_done[w], 1, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&t->mu);
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
+    }
 }
 
-int dt_epoch(struct dt_tracker *t, uint64_t *dirty, struct dt_epoch_stats *st,
-             struct vg_error *err)
+static int epoch_start(struct dt_tracker *t, uint64_t *dirty,
+                       struct vg_error *err)
 {
     struct dt_epoch_stats *s = &t->stats;
-    uint64_t start;
 
-    if (!dirty) {
-        return vg_error_set(err, EINVAL, "epoch %" PRIu64 ": NULL dirty bitmap",
-                            s->epoch + 1);
+    if (!dirty || t->open) {
+        return vg_error_set(err, EINVAL, "epoch %" PRIu64 ": %s", s->epoch + 1,
+                            dirty ? "another epoch is open"
+                                  : "NULL dirty bitmap");
     }
     *s = (struct dt_epoch_stats){.epoch = s->epoch + 1, .pages = t->pages};
     t->out = dirty;
-    start = now_ns();
-    dt_pool_run(t->pool, t->words, epoch_word, t);
-    s->hash_ns = now_ns() - start;
+    t->start_ns = now_ns();
+    return 0;
+}
+
+static void epoch_finish(struct dt_tracker *t, struct dt_epoch_stats *st)
+{
+    struct dt_epoch_stats *s = &t->stats;
+
+    /* an open epoch's time ends with its last word, not with dt_epoch_end */
+    s->hash_ns = (t->open ? t->end_ns : now_ns()) - t->start_ns;
     t->out = NULL;
     t->all_opaque = false;
     s->dirty = s->dirty_exact + s->dirty_hash + s->dirty_baseline;
@@ -436,7 +474,73 @@ int dt_epoch(struct dt_tracker *t, uint64_t *dirty, struct dt_epoch_stats *st,
     if (st) {
         *st = *s;
     }
+}
+
+int dt_epoch(struct dt_tracker *t, uint64_t *dirty, struct dt_epoch_stats *st,
+             struct vg_error *err)
+{
+    int rc = epoch_start(t, dirty, err);
+
+    if (rc) {
+        return rc;
+    }
+    dt_pool_run(t->pool, t->words, epoch_word, t);
+    epoch_finish(t, st);
     return 0;
+}
+
+int dt_epoch_begin(struct dt_tracker *t, uint64_t *dirty, struct vg_error *err)
+{
+    int rc = epoch_start(t, dirty, err);
+
+    if (rc) {
+        return rc;
+    }
+    memset(t->word_done, 0, t->words);
+    t->words_ready = 0;
+    t->end_ns = t->start_ns;
+    t->open = true;
+    dt_pool_start(t->pool, t->words, epoch_word, t);
+    return 0;
+}
+
+uint64_t dt_epoch_ready(struct dt_tracker *t, uint64_t want)
+{
+    uint64_t want_words = want / 64 + (want % 64 != 0);
+
+    if (!t->open) {
+        return t->pages;
+    }
+    for (;;) {
+        while (
+            t->words_ready < t->words &&
+            __atomic_load_n(&t->word_done[t->words_ready], __ATOMIC_ACQUIRE)) {
+            t->words_ready++;
+        }
+        if (t->words_ready >= t->words || t->words_ready >= want_words) {
+            break;
+        }
+        pthread_mutex_lock(&t->mu);
+        while (
+            !__atomic_load_n(&t->word_done[t->words_ready], __ATOMIC_ACQUIRE)) {
+            pthread_cond_wait(&t->cv, &t->mu);
+        }
+        pthread_mutex_unlock(&t->mu);
+    }
+    return t->words_ready * 64 < t->pages ? t->words_ready * 64 : t->pages;
+}
+
+void dt_epoch_end(struct dt_tracker *t, struct dt_epoch_stats *st)
+{
+    if (!t->open) {
+        if (st) {
+            *st = t->stats;
+        }
+        return;
+    }
+    dt_pool_wait(t->pool);
+    epoch_finish(t, st);
+    t->open = false;
 }
 
 bool dt_page_is_zero(const struct dt_tracker *t, uint64_t page)

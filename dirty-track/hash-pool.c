@@ -122,8 +122,8 @@ void dt_pool_free(struct dt_pool *pool)
     free(pool);
 }
 
-void dt_pool_run(struct dt_pool *pool, uint64_t nchunks, dt_pool_fn *fn,
-                 void *arg)
+void dt_pool_start(struct dt_pool *pool, uint64_t nchunks, dt_pool_fn *fn,
+                   void *arg)
 {
     pthread_mutex_lock(&pool->mu);
     pool->fn = fn;
@@ -134,14 +134,28 @@ void dt_pool_run(struct dt_pool *pool, uint64_t nchunks, dt_pool_fn *fn,
     pool->gen++;
     pthread_cond_broadcast(&pool->go);
     pthread_mutex_unlock(&pool->mu);
+    if (pool->started == 0) {
+        pool_work(pool);
+    }
+}
 
-    pool_work(pool);
-
+void dt_pool_wait(struct dt_pool *pool)
+{
     pthread_mutex_lock(&pool->mu);
     while (pool->busy > 0) {
         pthread_cond_wait(&pool->done, &pool->mu);
     }
     pthread_mutex_unlock(&pool->mu);
+}
+
+void dt_pool_run(struct dt_pool *pool, uint64_t nchunks, dt_pool_fn *fn,
+                 void *arg)
+{
+    dt_pool_start(pool, nchunks, fn, arg);
+    if (pool->started > 0) {
+        pool_work(pool); /* the caller takes chunks too */
+    }
+    dt_pool_wait(pool);
 }
 
 unsigned dt_pool_threads(const struct dt_pool *pool)

@@ -34,6 +34,15 @@ void dt_pool_free(struct dt_pool *pool);
  */
 void dt_pool_run(struct dt_pool *pool, uint64_t nchunks, dt_pool_fn *fn,
                  void *arg);
+/*
+ * The same without waiting: the pool's pthreads run the job while the
+ * caller goes on (a pool of 1 thread runs it here, before returning).
+ * dt_pool_wait() returns when every call has returned; it must be called
+ * before the next job.
+ */
+void dt_pool_start(struct dt_pool *pool, uint64_t nchunks, dt_pool_fn *fn,
+                   void *arg);
+void dt_pool_wait(struct dt_pool *pool);
 unsigned dt_pool_threads(const struct dt_pool *pool);
 
 #endif

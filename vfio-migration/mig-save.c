@@ -49,6 +49,8 @@ struct mig_save {
     uint64_t round_bytes;  /* stream bytes read in the current round */
     struct dt_tracker *dt; /* NULL: --dirty-track=none */
     bool epoch_taken;      /* dt's baseline epoch is done */
+    bool epoch_open;       /* stop-copy's epoch is still being hashed */
+    uint64_t merged;       /* ...and its dirty pages below this are merged */
     uint64_t sent;         /* stream bytes read */
     double stopcopy_t0;    /* ms at STOP_COPY entry */
     bool end_timed;
@@ -183,12 +185,11 @@ int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
     return ret;
 }
 
-/* Close an epoch into s->dirty: every page without tracking. */
-static void take_epoch(struct mig *m)
+/* Before closing an epoch: the estimate starts over, and what the
+ * tracker cannot see is marked for hashing. */
+static void epoch_prepare(struct mig *m)
 {
     struct mig_save *s = m->save;
-    struct dt_epoch_stats st;
-    struct vg_error err;
 
     memset(s->marked, 0, bitmap_words(m->npages) * 8);
     s->marked_count = 0;
@@ -196,6 +197,27 @@ static void take_epoch(struct mig *m)
         (m->track == MIG_TRACK_HASH || (m->bar2_shared && !m->bar2_logged))) {
         dt_mark_all_opaque(s->dt); /* CPU writes through BAR2 are unseen */
     }
+}
+
+static void epoch_done(struct mig *m, const struct dt_epoch_stats *st)
+{
+    m->stats.pages_hashed += st->pages_hashed;
+    m->stats.hash_ms += (double)st->hash_ns / 1e6;
+    vg_dbg("migration: epoch %" PRIu64 ": %" PRIu64 " dirty (%" PRIu64
+           " exact, %" PRIu64 " hash), %" PRIu64 " hashed at %.1f GB/s",
+           st->epoch, st->dirty, st->dirty_exact,
+           st->dirty_hash + st->dirty_baseline, st->pages_hashed,
+           st->hash_gbps);
+}
+
+/* Close an epoch into s->dirty: every page without tracking. */
+static void take_epoch(struct mig *m)
+{
+    struct mig_save *s = m->save;
+    struct dt_epoch_stats st;
+    struct vg_error err;
+
+    epoch_prepare(m);
     if (!s->dt || dt_epoch(s->dt, s->dirty, &st, &err) < 0) {
         if (s->dt) {
             vg_warn("migration: %s; resending every page", err.msg);
@@ -203,12 +225,7 @@ static void take_epoch(struct mig *m)
         mig_bitmap_fill(s->dirty, m->npages);
         return;
     }
-    m->stats.pages_hashed += st.pages_hashed;
-    m->stats.hash_ms += (double)st.hash_ns / 1e6;
-    vg_dbg("migration: epoch %" PRIu64 ": %" PRIu64 " dirty (%" PRIu64
-           " exact, %" PRIu64 " hash), %" PRIu64 " hashed at %.1f GB/s",
-           st.epoch, st.dirty, st.dirty_exact,
-           st.dirty_hash + st.dirty_baseline, st.pages_hashed, st.hash_gbps);
+    epoch_done(m, &st);
     if (!s->epoch_taken) {
         for (uint64_t p = 0; p < m->npages; p++) {
             note_page(m, p, dt_page_is_zero(s->dt, p));
@@ -217,13 +234,14 @@ static void take_epoch(struct mig *m)
     s->epoch_taken = true;
 }
 
-/* Add the epoch's dirty set to the pass; returns the pages added. */
-static uint64_t pass_merge(struct mig *m)
+/* Add words [@w0, @w1) of the epoch's dirty set to the pass; returns the
+ * pages added. */
+static uint64_t pass_merge_words(struct mig *m, uint64_t w0, uint64_t w1)
 {
     struct mig_save *s = m->save;
     uint64_t added = 0;
 
-    for (uint64_t w = 0; w < bitmap_words(m->npages); w++) {
+    for (uint64_t w = w0; w < w1; w++) {
         uint64_t nw = s->dirty[w] & ~s->pass[w];
 
         s->pass[w] |= nw;
@@ -236,8 +254,14 @@ static uint64_t pass_merge(struct mig *m)
         }
     }
     s->left += added;
-    s->cursor = 0;
     return added;
+}
+
+/* Add the epoch's dirty set to the pass; returns the pages added. */
+static uint64_t pass_merge(struct mig *m)
+{
+    m->save->cursor = 0;
+    return pass_merge_words(m, 0, bitmap_words(m->npages));
 }
 
 /* A new round: the pages dirtied since they were last sent.  Returns the
@@ -259,20 +283,46 @@ static uint64_t round_begin(struct mig *m)
 
 /* ---------------------------------------------------------------- passes */
 
-/* Next page of the pass at or after the cursor; npages if none. */
-static uint64_t pass_next(const struct mig *m)
+/* Next page of the pass at or after the cursor and below @limit (a
+ * multiple of 64, or npages); @limit if none. */
+static uint64_t pass_next(const struct mig *m, uint64_t limit)
 {
     const struct mig_save *s = m->save;
     uint64_t i = s->cursor;
 
-    while (i < m->npages) {
+    while (i < limit) {
         uint64_t w = s->pass[i / 64] >> (i % 64);
         if (w) {
-            return i + (uint64_t)__builtin_ctzll(w);
+            uint64_t p = i + (uint64_t)__builtin_ctzll(w);
+            return p < limit ? p : limit;
         }
         i = (i / 64 + 1) * 64;
     }
-    return m->npages;
+    return limit;
+}
+
+/* Pages below the result may be staged: all of them, except while the
+ * stop-copy epoch is still hashed; its finished part joins the pass
+ * here, and the epoch is closed once it is all there.  With @wait, wait
+ * until it covers more than the pages merged so far. */
+static uint64_t pass_limit(struct mig *m, bool wait)
+{
+    struct mig_save *s = m->save;
+    struct dt_epoch_stats st;
+    uint64_t ready;
+
+    if (!s->epoch_open) {
+        return m->npages;
+    }
+    ready = dt_epoch_ready(s->dt, wait ? s->merged + 1 : 0);
+    pass_merge_words(m, s->merged / 64, bitmap_words(ready));
+    s->merged = ready;
+    if (ready == m->npages) {
+        dt_epoch_end(s->dt, &st);
+        epoch_done(m, &st);
+        s->epoch_open = false;
+    }
+    return ready;
 }
 
 /* Take page @p out of the pass, now seen @zero. */
@@ -292,30 +342,35 @@ static void pass_take(struct mig *m, uint64_t p, bool zero)
 static bool stage_run(struct mig *m)
 {
     struct mig_save *s = m->save;
-    uint64_t p = pass_next(m), n = 1;
+    uint64_t limit = pass_limit(m, false), p = pass_next(m, limit), n = 1;
     bool zero;
 
-    if (p == m->npages) {
+    while (p == limit && s->epoch_open) {
+        limit = pass_limit(m, true);
+        p = pass_next(m, limit);
+    }
+    if (p == limit) {
         return false;
     }
     zero = vram_page_zero(m, p);
     pass_take(m, p, zero);
-    while (n < (zero ? ZERO_RUN_MAX : run_pages(m)) && p + n < m->npages &&
+    while (n < (zero ? ZERO_RUN_MAX : run_pages(m)) && p + n < limit &&
            mig_bit(s->pass, p + n) && vram_page_zero(m, p + n) == zero) {
         pass_take(m, p + n, zero);
         n++;
     }
     s->cursor = p + n;
+    /* No epoch follows stop-copy: only pre-copy needs the baselines. */
     if (zero) {
         s->len = mig_enc_zeros(s->enc, p, n, s->buf);
-        if (s->dt) {
+        if (s->dt && s->phase == SAVE_PRECOPY) {
             dt_note_sent_zero(s->dt, p, n);
         }
         return true;
     }
     s->len = mig_enc_pages(s->enc, p, (uint32_t)n,
                            vgpu_vram(m->gpu) + p * m->scfg.page_size, s->buf);
-    if (s->dt) {
+    if (s->dt && s->phase == SAVE_PRECOPY) {
         /* The page data ends the record: baseline what actually went. */
         dt_note_sent(s->dt, p, n, s->buf + s->len - n * m->scfg.page_size);
     }
@@ -618,6 +673,30 @@ int mig_save_open(struct mig *m, bool precopy, struct vg_error *err)
     return 0;
 }
 
+/* The final epoch on the pool's threads: the pages left in the pass go
+ * out while the opaque write-set is hashed (pass_limit). */
+static bool stopcopy_epoch_begin(struct mig *m)
+{
+    struct mig_save *s = m->save;
+    struct vg_error err;
+
+    if (!s->dt || !s->epoch_taken) {
+        return false; /* no baseline yet: the first epoch reads everything */
+    }
+    epoch_prepare(m);
+    if (dt_epoch_begin(s->dt, s->dirty, &err) < 0) {
+        vg_warn("migration: %s; hashing before sending", err.msg);
+        return false;
+    }
+    s->epoch_open = true;
+    s->merged = 0;
+    s->cursor = 0;
+    m->stats.rounds++;
+    s->round++;
+    s->round_bytes = 0;
+    return true;
+}
+
 void mig_save_stopcopy(struct mig *m)
 {
     struct mig_save *s = m->save;
@@ -625,7 +704,9 @@ void mig_save_stopcopy(struct mig *m)
     s->stopcopy_t0 = mig_now_ms();
     s->phase = SAVE_STOPCOPY;
     m->stats.final_dirty_bytes = 0;
-    round_begin(m); /* the final dirty set, added to what is left */
+    if (!stopcopy_epoch_begin(m)) {
+        round_begin(m); /* the final dirty set, added to what is left */
+    }
     vg_info("migration: stop-copy: %" PRIu64 " pages to send (%" PRIu64
             " bytes estimated, %" PRIu64 " given to QEMU before)",
             s->left, mig_save_stopcopy_left(m),

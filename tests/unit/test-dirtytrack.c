@@ -44,6 +44,34 @@ static uint64_t *epoch(struct dt_tracker *t, struct dt_epoch_stats *st)
     return dirty;
 }
 
+/* The same epoch in halves (dt_epoch_begin/ready/end), asking for random
+ * amounts: every prefix dt_epoch_ready() calls final must already equal
+ * @final, the dirty set dt_epoch() computed on a twin tracker. */
+static uint64_t *epoch_split(struct dt_tracker *t, const uint64_t *final,
+                             struct dt_epoch_stats *st)
+{
+    uint64_t *dirty = g_new(uint64_t, dt_bitmap_words(t));
+    uint64_t pages = dt_pages(t), ready = 0;
+    struct vg_error err = {0};
+
+    memset(dirty, 0xa5, dt_bitmap_words(t) * sizeof(uint64_t));
+    g_assert_cmpint(dt_epoch_begin(t, dirty, &err), ==, 0);
+    g_assert_cmpint(dt_epoch_begin(t, dirty, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "open"));
+    while (ready < pages) {
+        uint64_t got =
+            dt_epoch_ready(t, ready + 1 + (uint64_t)g_random_int_range(0, 200));
+
+        g_assert_cmpuint(got, >, ready);
+        g_assert_cmpuint(got, <=, pages);
+        g_assert_true(got == pages || got % 64 == 0);
+        g_assert_cmpmem(dirty, (got + 63) / 64 * 8, final, (got + 63) / 64 * 8);
+        ready = got;
+    }
+    dt_epoch_end(t, st);
+    return dirty;
+}
+
 /* Assert that the dirty pages are exactly @want (a -1 terminated list). */
 static void assert_dirty(struct dt_tracker *t, const int *want)
 {
@@ -168,6 +196,11 @@ static void test_range_errors(void)
 
     g_assert_cmpint(dt_epoch(t, NULL, NULL, &err), ==, -EINVAL);
     g_assert_nonnull(strstr(err.msg, "epoch 1: NULL dirty bitmap"));
+    g_assert_cmpint(dt_epoch_begin(t, NULL, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "epoch 1: NULL dirty bitmap"));
+    /* no epoch open: everything is ready, and end only gives the stats */
+    g_assert_cmpuint(dt_epoch_ready(t, 1), ==, dt_pages(t));
+    dt_epoch_end(t, NULL);
     g_assert_cmpint(dt_epoch(t, dirty, NULL, &err), ==, 0);
     /* The failed marks marked nothing; the good opaque mark found no change. */
     assert_dirty(t, (const int[]){-1});
@@ -501,7 +534,8 @@ static void ref_epoch(struct ref *r)
     struct dt_epoch_stats s0, s1;
 
     d0 = epoch(r->t[0], &s0);
-    d1 = epoch(r->t[1], &s1);
+    d1 = g_random_boolean() ? epoch(r->t[1], &s1)
+                            : epoch_split(r->t[1], d0, &s1);
     g_assert_cmpmem(d0, words * 8, d1, words * 8);
     g_assert_cmpuint(s0.pages_hashed, ==, s1.pages_hashed);
     g_assert_cmpuint(s0.dirty_exact, ==, s1.dirty_exact);
