@@ -90,6 +90,7 @@ struct bench_opts {
     const char *doc;
     const char *cmdline;
     bool quick;
+    bool keep; /* keep every cell's directory */
     enum vg_log_level log_level;
 };
 
@@ -100,6 +101,7 @@ struct cell {
     uint64_t vram;
     int64_t downtime_ms, total_ms;
     double stopcopy_ms;
+    double stopcopy_read_ms; /* of it, the source producing the data */
     int64_t bytes_sent, precopy_bytes, stopcopy_bytes, final_dirty;
     int64_t rounds, throttle;
     double stream_bps; /* this cell's pre-copy rate */
@@ -162,6 +164,8 @@ static void usage(FILE *f)
             "  --doc FILE        also write the Markdown report to FILE\n"
             "  --cmdline TEXT    command to print in the report\n"
             "  --quick           smoke run: 256M, idle and sparse, all modes\n"
+            "  --keep            keep every cell's directory (logs, stats\n"
+            "                    files); failed cells' are always kept\n"
             "  --log-level L     error, warn, info, debug or trace [warn]\n"
             "  -h, --help        show this text\n"
             "\n"
@@ -253,6 +257,9 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'q':
         o->quick = true;
         return 0;
+    case 'k':
+        o->keep = true;
+        return 0;
     case 'l':
         if (!vg_log_parse_level(optarg, &o->log_level)) {
             fprintf(stderr, "vgmig-bench: --log-level: unknown '%s'\n", optarg);
@@ -276,6 +283,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"doc", required_argument, NULL, 'd'},
         {"cmdline", required_argument, NULL, 'c'},
         {"quick", no_argument, NULL, 'q'},
+        {"keep", no_argument, NULL, 'k'},
         {"log-level", required_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -695,7 +703,10 @@ static int64_t stat_or(const struct vg_stats *st, const char *name)
 
 static void record_stats(struct cell *c, const struct vg_stats *s)
 {
+    g_autofree char *read_ms = vg_stats_str(s, "stopcopy_read_ms");
+
     c->stopcopy_ms = s->device_stopcopy_ms;
+    c->stopcopy_read_ms = read_ms ? g_ascii_strtod(read_ms, NULL) : -1;
     c->bytes_sent = s->bytes_sent;
     c->precopy_bytes = stat_or(s, "precopy_bytes");
     c->stopcopy_bytes = stat_or(s, "stopcopy_bytes");
@@ -764,8 +775,11 @@ static int run_cell(const struct bench_opts *o, struct cell *c)
     }
     side_free(&r.dst);
     side_free(&r.src);
-    if (ret == 0 && r.dir) {
+    if (ret == 0 && r.dir && !o->keep) {
         vg_tmpdir_remove(r.dir, NULL);
+    } else if (ret == 0 && r.dir) {
+        fprintf(stderr, "vgmig-bench: %s/%" PRIu64 "M/%s: logs kept in %s\n",
+                wl_names[c->wl], c->vram >> 20, modes[c->mode].name, r.dir);
     }
     g_free(r.dir);
     g_rand_free(r.rng);
@@ -808,17 +822,18 @@ static void json_cell(GString *js, const struct cell *c, double rate)
         "  {\"workload\": \"%s\", \"vram_bytes\": %" PRIu64
         ", \"mode\": \"%s\", \"precopy\": \"%s\", \"dirty_track\": \"%s\", "
         "\"downtime_ms\": %" PRId64 ", \"device_stopcopy_ms\": %.3f, "
-        "\"total_ms\": %" PRId64 ", \"bytes_sent\": %" PRId64
-        ", \"precopy_bytes\": %" PRId64 ", \"stopcopy_bytes\": %" PRId64
-        ", \"nonzero_vram_bytes\": %" PRIu64 ", \"final_dirty_bytes\": %" PRId64
+        "\"stopcopy_read_ms\": %.3f, \"total_ms\": %" PRId64
+        ", \"bytes_sent\": %" PRId64 ", \"precopy_bytes\": %" PRId64
+        ", \"stopcopy_bytes\": %" PRId64 ", \"nonzero_vram_bytes\": %" PRIu64
+        ", \"final_dirty_bytes\": %" PRId64
         ", \"stream_bytes_per_s\": %.0f, \"cell_precopy_bytes_per_s\": %.0f, "
         "\"floor_ms\": %.3f, \"rounds\": %" PRId64 ", \"throttle\": %" PRId64
         ", \"forced\": %s, \"verified\": %s, \"error\": \"%s\"}",
         wl_names[c->wl], c->vram, modes[c->mode].name, modes[c->mode].precopy,
-        modes[c->mode].track, c->downtime_ms, c->stopcopy_ms, c->total_ms,
-        c->bytes_sent, c->precopy_bytes, c->stopcopy_bytes, c->vram,
-        c->final_dirty, rate, c->stream_bps, floor_ms(c, rate), c->rounds,
-        c->throttle, c->forced ? "true" : "false",
+        modes[c->mode].track, c->downtime_ms, c->stopcopy_ms,
+        c->stopcopy_read_ms, c->total_ms, c->bytes_sent, c->precopy_bytes,
+        c->stopcopy_bytes, c->vram, c->final_dirty, rate, c->stream_bps,
+        floor_ms(c, rate), c->rounds, c->throttle, c->forced ? "true" : "false",
         c->verified ? "true" : "false", c->error);
 }
 

@@ -92,6 +92,8 @@ static void session_started(struct mig *m)
     m->stats.cpu_log_pages = 0;
     m->stats.hash_ms = 0;
     m->stats.device_stopcopy_ms = -1;
+    m->stats.stopcopy_reads = 0;
+    m->stats.stopcopy_read_ms = 0;
     m->stats.have_checksums = false;
     m->checksums_due = false;
 }
@@ -308,11 +310,20 @@ int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
 {
     enum mig_state s = m->fsm.state;
 
+    double t0;
+    int ret;
+
     if (s != MIG_STATE_PRE_COPY && s != MIG_STATE_STOP_COPY) {
         return vg_error_set(err, EINVAL, "no migration data to read in %s",
                             mig_state_name(s));
     }
-    return mig_save_read(m, buf, size, got);
+    t0 = mig_now_ms();
+    ret = mig_save_read(m, buf, size, got);
+    if (s == MIG_STATE_STOP_COPY) {
+        m->stats.stopcopy_reads++;
+        m->stats.stopcopy_read_ms += mig_now_ms() - t0;
+    }
+    return ret;
 }
 
 int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
@@ -464,6 +475,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"device_stopcopy_ms\": %s,\n  \"vram_checksum\": %s,"
         "\n  \"device_state_checksum\": %s,\n  \"dma_logging\": %s,"
         "\n  \"bar2_logged\": %s,\n  \"cpu_log_pages\": %" PRIu64
+        ",\n  \"stopcopy_reads\": %" PRIu64 ",\n  \"stopcopy_read_ms\": %.3f"
         ",\n  \"last_error\": \"%s\"\n}\n",
         mig_state_name(m->fsm.state), st->migrations_started, st->bytes_sent,
         st->bytes_received, st->precopy_bytes, st->stopcopy_bytes, st->rounds,
@@ -471,7 +483,8 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->final_dirty_bytes, st->stopcopy_estimate_bytes,
         st->throttle_percent, st->throttle_rounds, st->pages_hashed,
         st->hash_ms, ms, vram, state, st->dma_logging ? "true" : "false",
-        st->bar2_logged ? "true" : "false", st->cpu_log_pages, error);
+        st->bar2_logged ? "true" : "false", st->cpu_log_pages,
+        st->stopcopy_reads, st->stopcopy_read_ms, error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

@@ -71,6 +71,8 @@ struct mig_stats {
     uint64_t pages_hashed;            /* by dirty tracking, this session */
     double hash_ms;                   /* wall time of those hash passes */
     double device_stopcopy_ms; /* STOP_COPY entry to END read; -1: none */
+    uint64_t stopcopy_reads;   /* MIG_DATA_READs served in STOP_COPY */
+    double stopcopy_read_ms;   /* time spent producing their data */
     bool have_checksums;
     uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */
     uint64_t device_state_checksum; /* XXH3-64 of the state blob */
