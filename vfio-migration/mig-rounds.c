@@ -81,7 +81,8 @@ void mig_rounds_epoch(struct mig_rounds *r, uint64_t dirtied, uint64_t drained,
     if (r->level > 0) {
         r->throttle_rounds++;
     }
-    if (!r->tracking || dirtied == 0 || dirtied < drained) {
+    if (!r->tracking || dirtied == 0 ||
+        dirtied * 100 < drained * MIG_CONVERGE_PERCENT) {
         r->faster = 0;
         return;
     }
@@ -121,4 +122,5 @@ void mig_rounds_stepped(struct mig_rounds *r, double start_ms, double end_ms)
     /* At least 50 us of run time counted, so that tiny steps pace too. */
     ran = ran < 0.05 ? 0.05 : ran;
     r->next_step_ms = end_ms + ran * p / (100 - p);
+    r->held_ms += ran * p / (100 - p);
 }

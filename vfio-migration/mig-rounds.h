@@ -32,9 +32,13 @@ int mig_track_mode_parse(const char *name, enum mig_track_mode *out);
 /* Least time between two pre-copy epochs (an idle device then reports
  * no dirty data between them, so QEMU converges). */
 #define MIG_EPOCH_MIN_MS 20.0
-/* Rounds of dirtying faster than draining before the throttle rises. */
-#define MIG_CONVERGE_ROUNDS 3u
-#define MIG_THROTTLE_MAX    9u /* levels; percent = 10 x level */
+/* The throttle rises after MIG_CONVERGE_ROUNDS rounds in a row in which
+ * the vGPU dirtied at least MIG_CONVERGE_PERCENT % of what the stream
+ * drained (the rounds do not shrink: pre-copy does not converge; 50 % is
+ * also QEMU's default throttle-trigger-threshold for RAM). */
+#define MIG_CONVERGE_ROUNDS  3u
+#define MIG_CONVERGE_PERCENT 50u
+#define MIG_THROTTLE_MAX     9u /* levels; percent = 10 x level */
 
 struct mig_rounds {
     enum mig_precopy_mode mode;
@@ -45,6 +49,7 @@ struct mig_rounds {
     unsigned max_level;       /* highest level applied this session */
     uint64_t throttle_rounds; /* rounds that ran throttled */
     double next_step_ms;      /* a throttled device steps again from then */
+    double held_ms;           /* time taken from the device so far */
 };
 
 void mig_rounds_init(struct mig_rounds *r, enum mig_precopy_mode mode,
@@ -59,8 +64,8 @@ bool mig_rounds_want_epoch(const struct mig_rounds *r, double now_ms);
  * A pre-copy epoch closed at @now_ms: @dirtied bytes of pages written
  * during the round that just ended, which drained @drained bytes.  Raises
  * the throttle after MIG_CONVERGE_ROUNDS rounds in a row of dirtying at
- * least as much as was drained (and drops the count on a round that did
- * not).
+ * least MIG_CONVERGE_PERCENT % of what was drained (and drops the count
+ * on a round that did not).
  */
 void mig_rounds_epoch(struct mig_rounds *r, uint64_t dirtied, uint64_t drained,
                       double now_ms);
@@ -69,7 +74,7 @@ unsigned mig_rounds_throttle_percent(const struct mig_rounds *r);
 /* Ms to wait before the next step of the command processor (0: now). */
 double mig_rounds_step_wait_ms(const struct mig_rounds *r, double now_ms);
 /* A step ran from @start_ms to @end_ms: pace the next one so the device
- * runs at most (100 - percent)% of the time. */
+ * runs at most (100 - percent)% of the time; held_ms adds the pause. */
 void mig_rounds_stepped(struct mig_rounds *r, double start_ms, double end_ms);
 
 #endif

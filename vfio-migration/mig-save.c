@@ -517,6 +517,7 @@ static void precopy_next_round(struct mig *m)
         m->stats.throttle_percent = mig_rounds_throttle_percent(&m->rounds);
         vg_info("migration: auto-converge: GPU throttled %u%%",
                 m->stats.throttle_percent);
+        mig_stats_flush(m, NULL); /* so that it can be watched */
     }
     m->stats.throttle_rounds = m->rounds.throttle_rounds;
 }

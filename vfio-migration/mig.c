@@ -88,6 +88,7 @@ static void session_started(struct mig *m)
     m->stats.stopcopy_estimate_bytes = 0;
     m->stats.throttle_percent = 0;
     m->stats.throttle_rounds = 0;
+    m->stats.throttle_held_ms = 0;
     m->stats.pages_hashed = 0;
     m->stats.cpu_log_pages = 0;
     m->stats.hash_ms = 0;
@@ -402,6 +403,7 @@ void mig_gpu_step(struct mig *m, uint64_t budget)
     }
     vgpu_step(m->gpu, budget);
     mig_rounds_stepped(&m->rounds, t0, mig_now_ms());
+    m->stats.throttle_held_ms = m->rounds.held_ms;
 }
 
 int mig_gpu_wait_ms(const struct mig *m)
@@ -471,6 +473,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"dirty_track_mode\": \"%s\",\n  \"final_dirty_bytes\": %" PRIu64
         ",\n  \"stopcopy_estimate_bytes\": %" PRIu64
         ",\n  \"throttle_percent\": %u,\n  \"throttle_rounds\": %" PRIu64
+        ",\n  \"throttle_held_ms\": %.3f"
         ",\n  \"pages_hashed\": %" PRIu64 ",\n  \"hash_ms\": %.3f"
         ",\n  \"device_stopcopy_ms\": %s,\n  \"vram_checksum\": %s,"
         "\n  \"device_state_checksum\": %s,\n  \"dma_logging\": %s,"
@@ -481,10 +484,10 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->bytes_received, st->precopy_bytes, st->stopcopy_bytes, st->rounds,
         mig_precopy_mode_name(m->precopy), mig_track_mode_name(m->track),
         st->final_dirty_bytes, st->stopcopy_estimate_bytes,
-        st->throttle_percent, st->throttle_rounds, st->pages_hashed,
-        st->hash_ms, ms, vram, state, st->dma_logging ? "true" : "false",
-        st->bar2_logged ? "true" : "false", st->cpu_log_pages,
-        st->stopcopy_reads, st->stopcopy_read_ms, error);
+        st->throttle_percent, st->throttle_rounds, st->throttle_held_ms,
+        st->pages_hashed, st->hash_ms, ms, vram, state,
+        st->dma_logging ? "true" : "false", st->bar2_logged ? "true" : "false",
+        st->cpu_log_pages, st->stopcopy_reads, st->stopcopy_read_ms, error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

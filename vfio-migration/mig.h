@@ -68,6 +68,7 @@ struct mig_stats {
     uint64_t stopcopy_estimate_bytes; /* last MIG_DATA_SIZE before it */
     unsigned throttle_percent;        /* highest GPU throttle applied */
     uint64_t throttle_rounds;         /* pre-copy rounds run throttled */
+    double throttle_held_ms;          /* time the throttle took from it */
     uint64_t pages_hashed;            /* by dirty tracking, this session */
     double hash_ms;                   /* wall time of those hash passes */
     double device_stopcopy_ms; /* STOP_COPY entry to END read; -1: none */

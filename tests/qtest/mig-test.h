@@ -401,7 +401,7 @@ static inline void mt_wait_dma_logging(struct mt_side *side, bool on)
 }
 
 /* Both servers' stats after a completed migration (source device back
- * in STOP, destination RUNNING).  The VRAM checksums (source at entry to
+ * in STOP, destination RUNNING).  The VRAM checksums (source after
  * stop-copy, destination after loading) must be equal, and so must the
  * device state checksums; the destination received exactly what this
  * session of the source sent. */

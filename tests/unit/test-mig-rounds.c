@@ -1,8 +1,9 @@
 /*
  * Unit tests of the pre-copy planner (mig-rounds): mode names, when a
  * drained round may start the next one, and GPU auto-converge (the
- * throttle rises after MIG_CONVERGE_ROUNDS rounds of dirtying faster than
- * draining, is capped, and paces the command processor).
+ * throttle rises after MIG_CONVERGE_ROUNDS rounds of dirtying at least
+ * MIG_CONVERGE_PERCENT % of what was drained, is capped, and paces the
+ * command processor, counting the time it takes away).
  */
 #include <glib.h>
 
@@ -48,10 +49,14 @@ static void test_converge(void)
         mig_rounds_epoch(&r, 200, 100, t += 50);
     }
     g_assert_cmpuint(mig_rounds_throttle_percent(&r), ==, 0);
-    mig_rounds_epoch(&r, 50, 100, t += 50); /* drained faster: start over */
-    for (unsigned i = 0; i < MIG_CONVERGE_ROUNDS; i++) {
+    /* rounds shrinking below the threshold: start over */
+    mig_rounds_epoch(&r, MIG_CONVERGE_PERCENT - 1, 100, t += 50);
+    for (unsigned i = 0; i < MIG_CONVERGE_ROUNDS - 1; i++) {
         mig_rounds_epoch(&r, 200, 100, t += 50);
     }
+    g_assert_cmpuint(mig_rounds_throttle_percent(&r), ==, 0);
+    /* a working set rewritten every round: as much dirtied as drained */
+    mig_rounds_epoch(&r, MIG_CONVERGE_PERCENT, 100, t += 50);
     g_assert_cmpuint(mig_rounds_throttle_percent(&r), ==, 10);
     for (unsigned i = 0; i < 100; i++) {
         mig_rounds_epoch(&r, 200, 100, t += 50);
@@ -88,6 +93,9 @@ static void test_pacing(void)
     mig_rounds_stepped(&r, 20, 21);
     g_assert_cmpfloat(mig_rounds_step_wait_ms(&r, 21), >, 8.99);
     g_assert_cmpfloat(mig_rounds_step_wait_ms(&r, 21), <, 9.01);
+    /* held: 2 ms at 50 %, 9 ms at 90 %, nothing unthrottled */
+    g_assert_cmpfloat(r.held_ms, >, 10.99);
+    g_assert_cmpfloat(r.held_ms, <, 11.01);
 }
 
 int main(int argc, char **argv)
