@@ -30,7 +30,8 @@ GLIB_CFLAGS = $(shell pkg-config --cflags glib-2.0 json-glib-1.0)
 GLIB_LIBS = $(shell pkg-config --libs glib-2.0 json-glib-1.0)
 LDLIBS := -lxxhash -lpthread -lm
 
-NO_CONFIG_GOALS := clean distclean help format format-check bench-hash
+NO_CONFIG_GOALS := clean distclean help format format-check bench-hash \
+                   bench-vgpu
 ifneq ($(filter-out $(NO_CONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
 include config.mak
 endif
@@ -75,6 +76,10 @@ $(O)/vgmig-bench: $(O)/obj/bench/vgmig-bench.o $(O)/libqclient.a \
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
 
 $(O)/dt-bench: $(O)/obj/bench/dt-bench.o $(O)/libvgmig.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(O)/vgpu-bench: $(O)/obj/bench/vgpu-bench.o $(O)/libvgmig.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -141,10 +146,18 @@ demo: all
 bench-hash: $(O)/dt-bench
 	$(O)/dt-bench
 
+# The vGPU's own throughput alone, in pre-copy with tracking, and after a
+# cancelled migration (bench/vgpu-bench.c); VGPU_BENCH_ARGS adds options.
+VGPU_BENCH_ARGS ?=
+.PHONY: bench-vgpu
+bench-vgpu: $(O)/vgpu-bench
+	$(O)/vgpu-bench $(VGPU_BENCH_ARGS)
+
 # The live-migration benchmark: results in $(O)/bench, the report in
 # docs/benchmarks.md.  BENCH_ARGS overrides the sizes, workloads, modes.
 BENCH_ARGS ?= --sizes 256M,1G,4G --big 1G
-bench: all $(O)/vgmig-bench $(O)/dt-bench
+bench: all $(O)/vgmig-bench $(O)/dt-bench $(O)/vgpu-bench
+	$(O)/vgpu-bench $(VGPU_BENCH_ARGS)
 	$(O)/dt-bench
 	$(TEST_ENV) $(O)/vgmig-bench $(BENCH_ARGS) --out $(O)/bench \
 	    --doc docs/benchmarks.md --cmdline "make bench BENCH_ARGS='$(BENCH_ARGS)'"
@@ -171,8 +184,9 @@ help:
 	@echo "  check-qtest     qtest integration tests only"
 	@echo "  check-sanitize  the tests built with ASan and UBSan (build/san)"
 	@echo "  bench-hash      dirty-tracking hash GB/s against memcpy (build/dt-bench)"
+	@echo "  bench-vgpu      vGPU throughput with and without tracking (build/vgpu-bench)"
 	@echo "  bench           live-migration benchmark: sizes x workloads x modes"
-	@echo "                  (build/bench, docs/benchmarks.md; runs bench-hash first)"
+	@echo "                  (build/bench, docs/benchmarks.md; runs bench-vgpu and bench-hash first)"
 	@echo "  checkpatch      QEMU's scripts/checkpatch.pl on qemu-patches/series"
 	@echo "  format          clang-format the sources in place"
 	@echo "  clean           remove build/ (the QEMU cache is kept)"
