@@ -157,10 +157,13 @@ bench-vgpu: $(O)/vgpu-bench
 # docs/benchmarks.md.  BENCH_ARGS overrides the sizes, workloads, modes.
 BENCH_ARGS ?= --sizes 256M,1G,4G --big 1G
 bench: all $(O)/vgmig-bench $(O)/dt-bench $(O)/vgpu-bench
-	$(O)/vgpu-bench $(VGPU_BENCH_ARGS)
-	$(O)/dt-bench
+	@mkdir -p $(O)/bench
+	$(O)/vgpu-bench $(VGPU_BENCH_ARGS) > $(O)/bench/vgpu-bench.txt && \
+	    cat $(O)/bench/vgpu-bench.txt
+	$(O)/dt-bench > $(O)/bench/dt-bench.txt && cat $(O)/bench/dt-bench.txt
 	$(TEST_ENV) $(O)/vgmig-bench $(BENCH_ARGS) --out $(O)/bench \
-	    --doc docs/benchmarks.md --cmdline "make bench BENCH_ARGS='$(BENCH_ARGS)'"
+	    --doc docs/benchmarks.md --cmdline "make bench BENCH_ARGS='$(BENCH_ARGS)'" \
+	    --append $(O)/bench/vgpu-bench.txt --append $(O)/bench/dt-bench.txt
 	gnuplot -e "datafile='$(O)/bench/downtime.dat'; outfile='docs/benchmarks-downtime.png'" \
 	    bench/downtime.gp
 

@@ -80,6 +80,8 @@ static const struct mode modes[MODE_COUNT] = {
     {"ours", "iterative", "hybrid"},
 };
 
+#define MAX_APPEND 4 /* --append files */
+
 struct bench_opts {
     uint64_t sizes[MAX_SIZES];
     unsigned nsizes;
@@ -90,7 +92,9 @@ struct bench_opts {
     const char *doc;
     const char *cmdline;
     bool quick;
-    bool keep; /* keep every cell's directory */
+    bool keep;                      /* keep every cell's directory */
+    const char *append[MAX_APPEND]; /* files appended to the report */
+    unsigned nappend;
     enum vg_log_level log_level;
 };
 
@@ -166,6 +170,8 @@ static void usage(FILE *f)
             "  --quick           smoke run: 256M, idle and sparse, all modes\n"
             "  --keep            keep every cell's directory (logs, stats\n"
             "                    files); failed cells' are always kept\n"
+            "  --append FILE     append FILE (output of another benchmark of\n"
+            "                    the same run) to the report; up to 4 times\n"
             "  --log-level L     error, warn, info, debug or trace [warn]\n"
             "  -h, --help        show this text\n"
             "\n"
@@ -260,6 +266,14 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'k':
         o->keep = true;
         return 0;
+    case 'a':
+        if (o->nappend == MAX_APPEND) {
+            fprintf(stderr, "vgmig-bench: --append: at most %d files\n",
+                    MAX_APPEND);
+            return -1;
+        }
+        o->append[o->nappend++] = optarg;
+        return 0;
     case 'l':
         if (!vg_log_parse_level(optarg, &o->log_level)) {
             fprintf(stderr, "vgmig-bench: --log-level: unknown '%s'\n", optarg);
@@ -284,6 +298,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"cmdline", required_argument, NULL, 'c'},
         {"quick", no_argument, NULL, 'q'},
         {"keep", no_argument, NULL, 'k'},
+        {"append", required_argument, NULL, 'a'},
         {"log-level", required_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -1146,8 +1161,32 @@ static void md_method(GString *s, const struct bench_opts *o)
            "the source server's device_stopcopy_ms, wire / VRAM is the "
            "server's bytes_sent over the VRAM size; the floor is "
            "final_dirty_bytes over the stream throughput.  Every cell's "
-           "VRAM checksums (source at switchover, destination after load) "
+           "VRAM checksums (source after stop-copy, destination after load) "
            "matched unless marked failed.\n\n");
+}
+
+/* The --append files, verbatim. */
+static int md_appendix(GString *s, const struct bench_opts *o,
+                       struct vg_error *err)
+{
+    if (o->nappend > 0) {
+        g_string_append(s, "\n## Measured by the same `make bench` run\n");
+    }
+    for (unsigned i = 0; i < o->nappend; i++) {
+        g_autofree char *text = NULL;
+        g_autofree char *name = g_path_get_basename(o->append[i]);
+        GError *gerr = NULL;
+
+        if (!g_file_get_contents(o->append[i], &text, NULL, &gerr)) {
+            vg_error_set(err, EIO, "--append %s: %s", o->append[i],
+                         gerr->message);
+            g_error_free(gerr);
+            return -EIO;
+        }
+        g_string_append_printf(s, "\n%s:\n\n```\n%s%s```\n", name, text,
+                               g_str_has_suffix(text, "\n") ? "" : "\n");
+    }
+    return 0;
 }
 
 static int write_doc(const struct bench_opts *o, const struct cell *cells,
@@ -1170,7 +1209,10 @@ static int write_doc(const struct bench_opts *o, const struct cell *cells,
                        "VRAM size per mode, idle and inference).\n\n"
                        "![downtime against VRAM size]"
                        "(benchmarks-downtime.png)\n");
-    ret = write_file(o->doc, s, err);
+    ret = md_appendix(s, o, err);
+    if (ret == 0) {
+        ret = write_file(o->doc, s, err);
+    }
     g_string_free(s, TRUE);
     return ret;
 }
