@@ -101,6 +101,99 @@ $(O)/tests/qtest/%: tests/qtest/%.c $(O)/libqclient.a $(O)/libvgmig.a
 	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -o $@ $(filter %.c %.a,$^) \
 		$(GLIB_LIBS) $(LDLIBS)
 
+# ------------------------------------------------------------------ fuzz --
+# Fuzz targets (tests/fuzz/, docs/fuzzing.md).  Each tests/fuzz/fuzz-NAME.c
+# is linked twice: with replay.c as $(O)/tests/fuzz/replay-NAME, a TAP test
+# run with the unit tests that replays the checked-in corpus
+# tests/fuzz/corpus/NAME (built like every test, so check-sanitize runs it
+# under ASan and UBSan); and by `make fuzz` with clang's libFuzzer, the
+# library rebuilt with coverage and sanitizers in $(O)/fuzz.  guard.c puts
+# guard pages around VRAM and DMA mappings (--wrap=mmap).
+FUZZ_TARGETS := vfu stream cmd
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_WRAP := -Wl,--wrap=mmap -Wl,--wrap=munmap
+FUZZ_SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined \
+                 -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+FUZZ_REPLAYS := $(FUZZ_TARGETS:%=$(O)/tests/fuzz/replay-%)
+UNIT_TESTS += $(FUZZ_REPLAYS)
+
+$(O)/tests/fuzz/replay-%: tests/fuzz/fuzz-%.c tests/fuzz/replay.c \
+                          tests/fuzz/guard.c $(O)/libvgmig.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -DFUZZ_CORPUS='"$(abspath tests/fuzz/corpus/$*)"' \
+		-o $@ $(filter %.c %.a,$^) $(FUZZ_WRAP) $(LDLIBS)
+
+$(O)/tests/fuzz/gen-seeds: tests/fuzz/gen-seeds.c $(O)/libvgmig.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $(filter %.c %.a,$^) $(LDLIBS)
+
+# libFuzzer binaries; built by the sub-make of `make fuzz` (CC=clang).
+$(O)/fuzz-%: tests/fuzz/fuzz-%.c tests/fuzz/guard.c $(O)/libvgmig.a
+	@$(if $(Q),echo "  FUZZ    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $(filter %.c %.a,$^) \
+		$(FUZZ_WRAP) $(LDLIBS)
+
+.PHONY: fuzz fuzz-targets fuzz-seeds
+fuzz-targets: $(FUZZ_TARGETS:%=$(O)/fuzz-%)
+
+# Run every target for FUZZ_SECONDS; new inputs go to $(O)/fuzz/corpus-NAME,
+# crashes to $(O)/fuzz/NAME-crash-*, the summary to $(O)/fuzz/summary.txt.
+fuzz:
+	$(MAKE) -o config.mak O=$(O)/fuzz CC=$(FUZZ_CC) SANFLAGS='$(FUZZ_SANFLAGS)' fuzz-targets
+	tests/fuzz/run-fuzz.sh $(O)/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Rewrite the seed files (seed-*) of tests/fuzz/corpus.
+fuzz-seeds: $(O)/tests/fuzz/gen-seeds
+	$(O)/tests/fuzz/gen-seeds tests/fuzz/corpus
+
+# ----------------------------------------------------------- guest image --
+# A real guest for TCG (guest/, docs/guest.md): the static in-guest tool
+# vgpu-guest, an initramfs with it and busybox-static, the kernel of
+# Debian's linux-image-*-amd64 (downloaded into $(CACHE_DIR)/guest, never
+# installed) and the option ROMs -kernel needs, built from the QEMU source.
+# All of it under $(GUEST_DIR).  The real-guest migration tests
+# (tests/guest/) run in `make check` and `make check-guest`.
+GUEST_DIR := $(O)/guest
+# No sanitizers: the tool is linked statically and runs in the guest.
+GUEST_CFLAGS := -std=gnu11 $(WARNFLAGS) $(CFLAGS) -D_GNU_SOURCE -I. -MMD -MP
+GUEST_TOOL_SRCS := $(wildcard guest/*.c) common/log.c common/error.c \
+                   vgpu/cmd.c
+GUEST_TOOL_OBJS := $(GUEST_TOOL_SRCS:%.c=$(GUEST_DIR)/obj/%.o)
+GUEST_TESTS := $(patsubst tests/guest/%.c,$(O)/tests/guest/%, \
+                          $(wildcard tests/guest/test-*.c))
+
+$(GUEST_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $< (guest)")
+	$(Q)$(CC) $(GUEST_CFLAGS) -c -o $@ $<
+
+$(GUEST_DIR)/vgpu-guest: $(GUEST_TOOL_OBJS)
+	@$(if $(Q),echo "  LINK    $@ (static)")
+	$(Q)$(CC) -static -o $@ $^
+
+$(GUEST_DIR)/image.stamp: $(GUEST_DIR)/vgpu-guest guest/init guest/mkimage.sh \
+                          config.mak
+	$(Q)guest/mkimage.sh --out $(GUEST_DIR) --cache-dir $(CACHE_DIR)/guest \
+	    --qemu-src "$(QEMU_SRC)" --tool $(GUEST_DIR)/vgpu-guest
+	$(Q)touch $@
+
+$(O)/tests/guest/%: tests/guest/%.c $(O)/libqclient.a $(O)/libvgmig.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -o $@ $(filter %.c %.a,$^) \
+		$(GLIB_LIBS) $(LDLIBS)
+
+.PHONY: guest-image check-guest
+guest-image: $(GUEST_DIR)/image.stamp
+
+check-guest: all guest-image $(GUEST_TESTS)
+	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(GUEST_TESTS)
+
+-include $(wildcard $(GUEST_DIR)/obj/*/*.d)
+
 # ------------------------------------------------------------ top level --
 .PHONY: all check check-unit check-qtest check-sanitize checkpatch demo \
         clean distclean help format format-check bench-hash bench
@@ -115,7 +208,8 @@ $(O)/qemu-system-x86_64: config.mak
 # Environment for tests and the demo: which binaries to run.
 TEST_ENV := VGMIG_QEMU=$(abspath $(O)/qemu-system-x86_64) \
             VGMIG_SERVER=$(abspath $(O)/vgpu-server) \
-            VGMIG_FIRMWARE=$(QEMU_FIRMWARE_DIR)
+            VGMIG_FIRMWARE=$(QEMU_FIRMWARE_DIR) \
+            VGMIG_GUEST_DIR=$(abspath $(GUEST_DIR))
 PROVE ?= prove
 PROVE_FLAGS ?= --timer
 # No test may hang a run: each test program gets at most this many seconds.
@@ -128,8 +222,9 @@ check-unit: $(UNIT_TESTS)
 check-qtest: all $(QTESTS)
 	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(QTESTS)
 
-check: all $(UNIT_TESTS) $(QTESTS)
-	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(UNIT_TESTS) $(QTESTS)
+check: all $(UNIT_TESTS) $(QTESTS) guest-image $(GUEST_TESTS)
+	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(UNIT_TESTS) $(QTESTS) \
+	    $(GUEST_TESTS)
 
 check-sanitize:
 	$(MAKE) SAN=1 check
@@ -186,6 +281,10 @@ help:
 	@echo "  check-unit      unit tests only"
 	@echo "  check-qtest     qtest integration tests only"
 	@echo "  check-sanitize  the tests built with ASan and UBSan (build/san)"
+	@echo "  guest-image     the TCG guest: kernel, initramfs with vgpu-guest (build/guest)"
+	@echo "  check-guest     real-guest migration tests only (tests/guest)"
+	@echo "  fuzz            libFuzzer targets, FUZZ_SECONDS (60) each (build/fuzz)"
+	@echo "  fuzz-seeds      rewrite the seed corpora in tests/fuzz/corpus"
 	@echo "  bench-hash      dirty-tracking hash GB/s against memcpy (build/dt-bench)"
 	@echo "  bench-vgpu      vGPU throughput with and without tracking (build/vgpu-bench)"
 	@echo "  bench           live-migration benchmark: sizes x workloads x modes"

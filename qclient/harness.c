@@ -240,6 +240,80 @@ static bool unix_listening(const char *path)
     return found;
 }
 
+/* ---- Leak checks (added for the soak and the fault matrix) ---- */
+
+int vg_fd_census(pid_t pid, struct vg_fd_census *c, struct vg_error *err)
+{
+    g_autofree char *dir = g_strdup_printf("/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char target[256];
+
+    memset(c, 0, sizeof(*c));
+    if (!d) {
+        return vg_error_set(err, errno, "opendir %s: %s", dir, strerror(errno));
+    }
+    while ((de = readdir(d))) {
+        g_autofree char *link = NULL;
+        ssize_t n;
+
+        if (de->d_name[0] == '.') {
+            continue;
+        }
+        link = g_strdup_printf("%s/%s", dir, de->d_name);
+        n = readlink(link, target, sizeof(target) - 1);
+        if (n < 0) {
+            continue; /* closed meanwhile */
+        }
+        target[n] = '\0';
+        c->fds++;
+        if (g_str_has_prefix(target, "/memfd:")) {
+            c->memfds++;
+        } else if (g_str_has_prefix(target, "socket:")) {
+            c->sockets++;
+        }
+    }
+    closedir(d);
+    return 0;
+}
+
+int vg_child_pids(pid_t *pids, int max, struct vg_error *err)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    int n = 0;
+
+    if (!d) {
+        return vg_error_set(err, errno, "opendir /proc: %s", strerror(errno));
+    }
+    while ((de = readdir(d))) {
+        g_autofree char *path = NULL;
+        g_autofree char *text = NULL;
+        const char *rp;
+        int ppid = 0;
+
+        if (!g_ascii_isdigit(de->d_name[0])) {
+            continue;
+        }
+        path = g_strdup_printf("/proc/%s/stat", de->d_name);
+        if (!g_file_get_contents(path, &text, NULL, NULL)) {
+            continue;
+        }
+        /* pid (comm) state ppid ...; comm may hold spaces and ')' */
+        rp = strrchr(text, ')');
+        if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1 ||
+            ppid != (int)getpid()) {
+            continue;
+        }
+        if (n < max) {
+            pids[n] = (pid_t)atoi(de->d_name);
+        }
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
 /* Append the NULL-terminated @args (may be NULL) to @argv. */
 /* Append copies of @args (NULL-terminated, may be NULL) to @argv. */
 static void add_args(GPtrArray *argv, const char *const *args)
@@ -385,17 +459,19 @@ static int accept_from(struct vg_qemu *q, int lfd, int64_t deadline,
     }
 }
 
-/* Command line of QEMU described by @o, connecting to the qtest and QMP
- * sockets at @qtest_path and @qmp_path. */
+/* Command line of QEMU described by @o, connecting to the qtest (NULL:
+ * none), QMP and serial (NULL: none) sockets at @qtest_path, @qmp_path
+ * and @serial_path. */
 static GPtrArray *qemu_argv(const struct vg_qemu_opts *o, const char *bin,
                             const char *fw, const char *qtest_path,
-                            const char *qmp_path)
+                            const char *qmp_path, const char *serial_path)
 {
-    static const char *const fixed[] = {"-accel",   "qtest", "-nodefaults",
-                                        "-display", "none",  NULL};
+    static const char *const fixed[] = {"-nodefaults", "-display", "none",
+                                        NULL};
     GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
 
     g_ptr_array_add(argv, g_strdup(bin));
+    add_opt(argv, "-accel", g_strdup(o->accel ? o->accel : "qtest"));
     add_args(argv, fixed);
     add_opt(argv, "-L", g_strdup(fw));
     add_opt(
@@ -405,10 +481,17 @@ static GPtrArray *qemu_argv(const struct vg_qemu_opts *o, const char *bin,
                         o->ram_mib));
     add_opt(argv, "-machine", g_strdup("pc,memory-backend=mem"));
     add_opt(argv, "-m", g_strdup_printf("%" G_GUINT64_FORMAT "M", o->ram_mib));
-    add_opt(argv, "-qtest", g_strdup_printf("unix:%s", qtest_path));
+    if (qtest_path) {
+        add_opt(argv, "-qtest", g_strdup_printf("unix:%s", qtest_path));
+    }
     add_opt(argv, "-chardev",
             g_strdup_printf("socket,id=qmp0,path=%s", qmp_path));
     add_opt(argv, "-mon", g_strdup("chardev=qmp0,mode=control"));
+    if (serial_path) {
+        add_opt(argv, "-chardev",
+                g_strdup_printf("socket,id=serial0,path=%s", serial_path));
+        add_opt(argv, "-serial", g_strdup("chardev:serial0"));
+    }
     if (o->vgpu_sock) {
         add_opt(argv, "-device", vgpu_device_json(o->vgpu_sock));
     }
@@ -420,21 +503,29 @@ static GPtrArray *qemu_argv(const struct vg_qemu_opts *o, const char *bin,
     return argv;
 }
 
-/* Accept QEMU's qtest and QMP connections on @lqt and @lqmp. */
-static int qemu_connect(struct vg_qemu *q, int lqt, int lqmp, int64_t deadline,
-                        struct vg_error *err)
+/* Accept QEMU's qtest (if @lqt >= 0), QMP and serial (if @lser >= 0)
+ * connections on @lqt, @lqmp and @lser. */
+static int qemu_connect(struct vg_qemu *q, int lqt, int lqmp, int lser,
+                        int64_t deadline, struct vg_error *err)
 {
     int fd = -1;
-    int rc = accept_from(q, lqt, deadline, "qtest connection", &fd, err);
+    int rc = 0;
 
-    if (rc == 0) {
-        rc = vg_qtest_open_fd(fd, &q->qt, err);
+    if (lqt >= 0) {
+        rc = accept_from(q, lqt, deadline, "qtest connection", &fd, err);
+        if (rc == 0) {
+            rc = vg_qtest_open_fd(fd, &q->qt, err);
+        }
     }
     if (rc == 0) {
         rc = accept_from(q, lqmp, deadline, "QMP connection", &fd, err);
     }
     if (rc == 0) {
         rc = vg_qmp_open_fd(fd, &q->qmp, err);
+    }
+    if (rc == 0 && lser >= 0) {
+        rc = accept_from(q, lser, deadline, "serial connection", &q->serial_fd,
+                         err);
     }
     return rc;
 }
@@ -452,9 +543,9 @@ int vg_qemu_start(const struct vg_qemu_opts *o, struct vg_qemu **out,
                   struct vg_error *err)
 {
     int64_t deadline = vg_now_ms() + VG_HARNESS_START_TIMEOUT_MS;
-    g_autofree char *qtest_path = NULL, *qmp_path = NULL;
+    g_autofree char *qtest_path = NULL, *qmp_path = NULL, *ser_path = NULL;
     const char *bin, *fw;
-    int lqt = -1, lqmp = -1;
+    int lqt = -1, lqmp = -1, lser = -1;
     struct vg_qemu *q;
     GPtrArray *argv;
     int rc;
@@ -467,21 +558,31 @@ int vg_qemu_start(const struct vg_qemu_opts *o, struct vg_qemu **out,
         return rc;
     }
     q = g_new0(struct vg_qemu, 1);
-    qtest_path = g_strdup_printf("%s/%s-qtest.sock", o->dir, o->name);
+    q->serial_fd = -1;
+    if (!o->accel || !strcmp(o->accel, "qtest")) {
+        qtest_path = g_strdup_printf("%s/%s-qtest.sock", o->dir, o->name);
+    }
     qmp_path = g_strdup_printf("%s/%s-qmp.sock", o->dir, o->name);
-    argv = qemu_argv(o, bin, fw, qtest_path, qmp_path);
-    rc = vg_unix_listen(qtest_path, &lqt, err);
+    if (o->serial) {
+        ser_path = g_strdup_printf("%s/%s-serial.sock", o->dir, o->name);
+    }
+    argv = qemu_argv(o, bin, fw, qtest_path, qmp_path, ser_path);
+    rc = qtest_path ? vg_unix_listen(qtest_path, &lqt, err) : 0;
     if (rc == 0) {
         rc = vg_unix_listen(qmp_path, &lqmp, err);
+    }
+    if (rc == 0 && ser_path) {
+        rc = vg_unix_listen(ser_path, &lser, err);
     }
     if (rc == 0) {
         rc = proc_spawn(&q->proc, o->name, o->dir, (char **)argv->pdata, err);
     }
     if (rc == 0) {
-        rc = qemu_connect(q, lqt, lqmp, deadline, err);
+        rc = qemu_connect(q, lqt, lqmp, lser, deadline, err);
     }
     listen_close(lqt, qtest_path);
     listen_close(lqmp, qmp_path);
+    listen_close(lser, ser_path);
     g_ptr_array_free(argv, TRUE);
     if (rc < 0) {
         vg_error_prefix(err, "start QEMU %s", o->name);
@@ -498,6 +599,10 @@ static void qemu_disconnect(struct vg_qemu *q)
     vg_qmp_close(q->qmp);
     q->qt = NULL;
     q->qmp = NULL;
+    if (q->serial_fd >= 0) {
+        close(q->serial_fd);
+        q->serial_fd = -1;
+    }
 }
 
 int vg_qemu_kill9(struct vg_qemu *q, struct vg_error *err)

@@ -49,6 +49,21 @@ int vg_proc_stop(struct vg_proc *p, int timeout_ms, struct vg_error *err);
 /* Last @max bytes of the child's log (caller g_free()s), for messages. */
 char *vg_proc_log_tail(const struct vg_proc *p, size_t max);
 
+/* ---- Leak checks (added for the soak and the fault matrix) ---- */
+
+/* What process @pid has open, from /proc/PID/fd: all descriptors, the
+ * memfds among them ("/memfd:" links) and the sockets. */
+struct vg_fd_census {
+    unsigned fds;
+    unsigned memfds;
+    unsigned sockets;
+};
+int vg_fd_census(pid_t pid, struct vg_fd_census *c, struct vg_error *err);
+/* The children of this process that exist (running or zombie), from the
+ * ppid field of /proc/PID/stat: up to @max pids into @pids; returns how
+ * many there are (may exceed @max) or a negative errno. */
+int vg_child_pids(pid_t *pids, int max, struct vg_error *err);
+
 struct vg_server_opts {
     const char *dir;       /* where the socket and log go */
     const char *vram;      /* --vram, e.g. "64M" */
@@ -82,17 +97,24 @@ struct vg_qemu_opts {
     /* Optional: */
     const char *incoming;          /* -incoming value, e.g. "defer" */
     const char *const *extra_args; /* more arguments, NULL-terminated */
+    /* NULL: -accel qtest, with the qtest connection in vg_qemu.qt; else
+     * the accelerator (e.g. "tcg") of a real guest: no qtest, qt NULL. */
+    const char *accel;
+    /* Connect the guest's first serial port (COM1) to a socket this
+     * function listens on: vg_qemu.serial_fd. */
+    bool serial;
 };
 
 struct vg_qemu {
     struct vg_proc proc;
-    struct vg_qtest *qt;
+    struct vg_qtest *qt; /* NULL unless under qtest */
     struct vg_qmp *qmp;
+    int serial_fd; /* COM1's stream (vg_qemu_opts.serial), else -1 */
 };
 
-/* Start $VGMIG_QEMU under -accel qtest with a pc machine, connected to a
- * qtest and a QMP socket this function listens on; the vGPU, if any, is
- * device "vgpu0". */
+/* Start $VGMIG_QEMU under -accel qtest (or @o->accel) with a pc machine,
+ * connected to a qtest (qtest only), a QMP and (if @o->serial) a serial
+ * socket this function listens on; the vGPU, if any, is device "vgpu0". */
 int vg_qemu_start(const struct vg_qemu_opts *o, struct vg_qemu **out,
                   struct vg_error *err);
 /* Close the connections, SIGKILL QEMU and reap it (for crash tests). */

@@ -77,9 +77,15 @@ static int socket_uri(JsonNode *ret, char **uri, struct vg_error *err)
 
 int vg_mig_incoming(struct vg_qmp *dst, char **uri, struct vg_error *err)
 {
+    return vg_mig_incoming_on(dst, "127.0.0.1", uri, err);
+}
+
+int vg_mig_incoming_on(struct vg_qmp *dst, const char *host, char **uri,
+                       struct vg_error *err)
+{
+    g_autofree char *args = g_strdup_printf("{\"uri\": \"tcp:%s:0\"}", host);
     JsonNode *ret = NULL;
-    int rc = vg_qmp_execute_json(dst, "migrate-incoming",
-                                 "{\"uri\": \"tcp:127.0.0.1:0\"}", NULL, err);
+    int rc = vg_qmp_execute_json(dst, "migrate-incoming", args, NULL, err);
 
     if (rc == 0) {
         rc = vg_qmp_execute(dst, "query-migrate", NULL, &ret, err);

@@ -56,6 +56,12 @@ int vg_mig_set_parameter(struct vg_qmp *qmp, const char *param, int64_t value,
  * port QEMU picks, and return "tcp:127.0.0.1:PORT" in *@uri (g_free()). */
 int vg_mig_incoming(struct vg_qmp *dst, char **uri, struct vg_error *err);
 
+/* As vg_mig_incoming(), listening on address @host (e.g. "10.0.0.2" in
+ * a network namespace the destination QEMU runs in) instead of
+ * 127.0.0.1.  (Added for the soak and fault tests.) */
+int vg_mig_incoming_on(struct vg_qmp *dst, const char *host, char **uri,
+                       struct vg_error *err);
+
 /* Start migrating to @uri with QMP "migrate". */
 int vg_mig_start(struct vg_qmp *src, const char *uri, struct vg_error *err);
 /* The same with HMP "migrate -d URI" through human-monitor-command; any

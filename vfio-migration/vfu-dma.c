@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -72,9 +73,25 @@ static int map_fd(struct dma_map *m, int fd, uint64_t offset,
     uint64_t pgsz = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t skip = offset & (pgsz - 1);
     int prot = (m->readable ? PROT_READ : 0) | (m->writable ? PROT_WRITE : 0);
+    struct stat st;
 
     if (m->size > SIZE_MAX - skip) {
         return vg_error_set(err, EINVAL, "mapping too large");
+    }
+    /* Pages of a mapping beyond the end of a file raise SIGBUS when the
+     * device touches them (found by tests/fuzz/fuzz-vfu.c). */
+    if (fstat(fd, &st) < 0) {
+        return vg_error_set(err, errno, "fstat of fd %d: %s", fd,
+                            strerror(errno));
+    }
+    if (S_ISREG(st.st_mode) && (offset > (uint64_t)st.st_size ||
+                                m->size > (uint64_t)st.st_size - offset)) {
+        return vg_error_set(err, EINVAL,
+                            "fd %d offset 0x%llx + size 0x%llx is beyond "
+                            "the end of the file (0x%llx bytes)",
+                            fd, (unsigned long long)offset,
+                            (unsigned long long)m->size,
+                            (unsigned long long)st.st_size);
     }
     m->map_len = (size_t)(m->size + skip);
     m->base = mmap(NULL, m->map_len, prot ? prot : PROT_NONE, MAP_SHARED, fd,

@@ -1,0 +1,498 @@
+/*
+ * vgpu-guest -- the in-guest workload and checker of the vgmig vGPU.
+ *
+ * Runs inside a (TCG) guest as root: finds the vGPU through sysfs, drives
+ * it through its BARs and command ring, keeps a model of all of VRAM and
+ * checks VRAM against it: a sample after every step, everything on
+ * request.  Output lines start with "vgpu-guest: " and are meant to be
+ * parsed (see --help and docs/guest.md).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "gpu.h"
+#include "workload.h"
+
+#define PREFIX "vgpu-guest: "
+/* CORRUPT lines printed per full verification. */
+#define MAX_REPORTS 32u
+
+struct opts {
+    const char *bdf;
+    unsigned profiles;
+    unsigned interval_ms;
+    unsigned heartbeat_ms;
+    unsigned sample;
+    unsigned duration_s;
+    uint64_t seed;
+    bool no_huge;
+};
+
+struct state {
+    struct opts o;
+    struct vgg_gpu gpu;
+    struct vgg_work work;
+    uint64_t t0_ms;
+    uint64_t sample_next; /* round-robin cursor of the sample */
+    uint64_t sampled, sample_corrupt, verify_corrupt;
+    unsigned verifies;
+    uint64_t hb_seq, last_hb_ms, max_gap_ms, max_stall_ms;
+    uint64_t dma_reported;
+    char line[256];
+    size_t line_len;
+    bool stdin_ok;
+};
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "Usage: vgpu-guest [OPTION]...\n"
+        "\n"
+        "Drive the vgmig vGPU from inside a guest and check that VRAM\n"
+        "holds what was written to it, before, during and after live\n"
+        "migrations.  Runs as root (sysfs BAR mappings, /proc/self/pagemap).\n"
+        "\n"
+        "The tool finds the device (PCI %04x:%04x) in /sys/bus/pci/devices,\n"
+        "enables memory decoding and bus mastering, maps BAR0 (registers)\n"
+        "and BAR2 (VRAM) through the sysfs resource files, puts its command\n"
+        "ring and DMA buffers in locked guest RAM whose physical addresses\n"
+        "it reads from /proc/self/pagemap, and polls the FENCE register\n"
+        "(no interrupts).  It writes an initial content to every 4 KiB page\n"
+        "of VRAM and keeps a model of every page: a kind, a generation and\n"
+        "parameters from which the page's content is computed, so that any\n"
+        "page can be checked at any time.\n"
+        "\n"
+        "Options:\n"
+        "  -p, --profile LIST    workload profiles, comma-separated:\n"
+        "                        idle        no writes; sample checks only\n"
+        "                        inference   DMA uploads of inputs,\n"
+        "                                    SCATTER_ADD over activation\n"
+        "                                    rows, DMA read-back of rows\n"
+        "                        training    FILL of a gradient, AXPY of a\n"
+        "                                    weights chunk, COPY checkpoints,\n"
+        "                                    FILL of a scratch slice\n"
+        "                        sparse      SCATTER_ADD to a few random rows\n"
+        "                        cpu-writes  guest CPU stores through the\n"
+        "                                    BAR2 mapping (4-byte stamps and\n"
+        "                                    whole pages of 8-byte stores)\n"
+        "                        all         every profile but idle\n"
+        "                        [default: all]\n"
+        "  -d, --device BDF      use PCI device BDF (e.g. 0000:00:02.0)\n"
+        "                        instead of the first vGPU found\n"
+        "  -i, --interval MS     at most one workload step every MS\n"
+        "                        milliseconds [20]\n"
+        "  -b, --heartbeat MS    heartbeat period [250]\n"
+        "  -s, --sample N        pages checked after every step [16]\n"
+        "  -t, --duration SEC    stop after SEC seconds (0: run until the\n"
+        "                        'quit' command) [0]\n"
+        "  -r, --seed N          seed of the random choices [1]\n"
+        "  -l, --log-level L     error, warn, info, debug or trace [info]\n"
+        "      --no-huge-pages   put the ring and DMA buffers in ordinary\n"
+        "                        pages, not a 2 MiB huge page: DMA is then\n"
+        "                        split where they are not contiguous and\n"
+        "                        the ring has at most 64 entries\n"
+        "  -h, --help            show this text and exit\n"
+        "\n"
+        "Commands, one per line on standard input (the serial console):\n"
+        "  verify    check every page of VRAM now\n"
+        "  status    print a heartbeat line now\n"
+        "  inject    self-test of the checker: flip bits of one word of a\n"
+        "            page that is never written again, behind the model's\n"
+        "            back; prints 'injected page= offset= word= expected=\n"
+        "            actual=', which the next verify must report\n"
+        "  quit      check every page, print the 'done' line and exit\n"
+        "\n"
+        "Output (standard output, one line each, parseable as key=value):\n"
+        "  vgpu-guest: ready bdf= vram= pages= ring= profiles= init_ms=\n"
+        "  vgpu-guest: hb seq= t_ms= steps= cmds= pages_written= cpu_stores=\n"
+        "      dma_checks= sampled= corrupt= gap_ms= max_gap_ms= stall_ms=\n"
+        "      heartbeats every --heartbeat ms; gap_ms is the guest time\n"
+        "      since the previous one, max_gap_ms the longest so far,\n"
+        "      stall_ms the longest single pass of the main loop (a\n"
+        "      step, its checks and the heartbeat; not the wait)\n"
+        "  vgpu-guest: verify seq= pages= corrupt= ms=\n"
+        "  vgpu-guest: CORRUPT check= page= offset= kind= gen= word=\n"
+        "      expected= actual= words=\n"
+        "      a page that differs from the model: the first differing\n"
+        "      32-bit word, expected and actual value, how many words\n"
+        "      differ (check is sample, verify or dma)\n"
+        "  vgpu-guest: done steps= corrupt= verifies=\n"
+        "  vgpu-guest: error: MESSAGE\n"
+        "\n"
+        "Exit status: 0 no corruption found, 1 corruption found, 2 an\n"
+        "error (device error, usage).\n"
+        "\n"
+        "The guest's clock does not advance while the VM is stopped for a\n"
+        "migration's switchover; the pause an outside observer sees is the\n"
+        "gap between heartbeat lines as they arrive on the console.\n",
+        VGPU_PCI_VENDOR_ID, VGPU_PCI_DEVICE_ID);
+}
+
+static bool parse_uint(const char *s, unsigned max, unsigned *out)
+{
+    char *end;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || v > max) {
+        return false;
+    }
+    *out = (unsigned)v;
+    return true;
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+    static const struct option longopts[] = {
+        {"profile", required_argument, NULL, 'p'},
+        {"device", required_argument, NULL, 'd'},
+        {"interval", required_argument, NULL, 'i'},
+        {"heartbeat", required_argument, NULL, 'b'},
+        {"sample", required_argument, NULL, 's'},
+        {"duration", required_argument, NULL, 't'},
+        {"seed", required_argument, NULL, 'r'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"no-huge-pages", no_argument, NULL, 'H'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    enum vg_log_level level;
+    unsigned seed;
+    int c;
+
+    *o = (struct opts){
+        .interval_ms = 20, .heartbeat_ms = 250, .sample = 16, .seed = 1};
+    vgg_profiles_parse("all", &o->profiles);
+    while ((c = getopt_long(argc, argv, "p:d:i:b:s:t:r:l:h", longopts, NULL)) !=
+           -1) {
+        bool ok = true;
+
+        switch (c) {
+        case 'p':
+            ok = vgg_profiles_parse(optarg, &o->profiles);
+            break;
+        case 'd':
+            o->bdf = optarg;
+            break;
+        case 'i':
+            ok = parse_uint(optarg, 60000, &o->interval_ms);
+            break;
+        case 'b':
+            ok = parse_uint(optarg, 60000, &o->heartbeat_ms) &&
+                 o->heartbeat_ms > 0;
+            break;
+        case 's':
+            ok = parse_uint(optarg, 1u << 20, &o->sample);
+            break;
+        case 't':
+            ok = parse_uint(optarg, 1u << 30, &o->duration_s);
+            break;
+        case 'r':
+            ok = parse_uint(optarg, 0xffffffffu, &seed);
+            o->seed = seed;
+            break;
+        case 'l':
+            ok = vg_log_parse_level(optarg, &level);
+            if (ok) {
+                vg_log_set_level(level);
+            }
+            break;
+        case 'H':
+            o->no_huge = true;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return -1;
+        }
+        if (!ok) {
+            fprintf(stderr, "vgpu-guest: bad value '%s' for -%c (see --help)\n",
+                    optarg, c);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "vgpu-guest: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    return 0;
+}
+
+static void report(const char *check, const struct vgg_page *e,
+                   const struct vgg_mismatch *m)
+{
+    printf(PREFIX "CORRUPT check=%s page=%" PRIu64 " offset=0x%" PRIx64
+                  " kind=%s gen=%u word=%u expected=0x%08x actual=0x%08x "
+                  "words=%u\n",
+           check, m->page, m->page * VGG_PAGE_SIZE + m->word * 4u,
+           vgg_kind_name(e->kind), e->gen, m->word, m->expected, m->actual,
+           m->nwords);
+}
+
+/* Check every page; print the result line; the corrupt page count. */
+static uint64_t verify_all(struct state *s)
+{
+    uint64_t t0 = now_ms(), bad = 0;
+    struct vgg_mismatch m;
+
+    for (uint64_t p = 0; p < s->work.npages; p++) {
+        if (!vgg_work_check(&s->work, p, &m)) {
+            if (bad++ < MAX_REPORTS) {
+                report("verify", &s->work.model[p], &m);
+            }
+        }
+    }
+    printf(PREFIX "verify seq=%u pages=%" PRIu64 " corrupt=%" PRIu64
+                  " ms=%" PRIu64 "\n",
+           s->verifies++, s->work.npages, bad, now_ms() - t0);
+    s->verify_corrupt += bad;
+    return bad;
+}
+
+/* The sample after a step: alternately the next page of a sweep over
+ * VRAM and a random page. */
+static void verify_sample(struct state *s)
+{
+    struct vgg_mismatch m;
+
+    for (unsigned i = 0; i < s->o.sample; i++) {
+        uint64_t p;
+
+        if (i % 2 == 0) {
+            p = s->sample_next;
+            s->sample_next = (s->sample_next + 1) % s->work.npages;
+        } else {
+            p = vgg_work_rand(&s->work) % s->work.npages;
+        }
+        s->sampled++;
+        if (!vgg_work_check(&s->work, p, &m)) {
+            if (s->sample_corrupt++ < MAX_REPORTS) {
+                report("sample", &s->work.model[p], &m);
+            }
+        }
+    }
+    while (s->dma_reported < s->work.dma_corrupt) {
+        /* Only the first DMA mismatch is kept in detail. */
+        if (s->dma_reported++ == 0) {
+            report("dma", &s->work.model[s->work.dma_first.page],
+                   &s->work.dma_first);
+        }
+    }
+}
+
+static uint64_t total_steps(const struct state *s)
+{
+    uint64_t n = 0;
+
+    for (unsigned p = 0; p < VGG_P_COUNT; p++) {
+        n = s->work.steps[p] > n ? s->work.steps[p] : n;
+    }
+    return n;
+}
+
+static uint64_t corrupt_total(const struct state *s)
+{
+    return s->sample_corrupt + s->verify_corrupt + s->work.dma_corrupt;
+}
+
+static void heartbeat(struct state *s, uint64_t now)
+{
+    uint64_t gap = s->hb_seq ? now - s->last_hb_ms : 0;
+
+    s->max_gap_ms = gap > s->max_gap_ms ? gap : s->max_gap_ms;
+    printf(PREFIX "hb seq=%" PRIu64 " t_ms=%" PRIu64 " steps=%" PRIu64
+                  " cmds=%" PRIu64 " pages_written=%" PRIu64
+                  " cpu_stores=%" PRIu64 " dma_checks=%" PRIu64
+                  " sampled=%" PRIu64 " corrupt=%" PRIu64 " gap_ms=%" PRIu64
+                  " max_gap_ms=%" PRIu64 " stall_ms=%" PRIu64 "\n",
+           s->hb_seq, now - s->t0_ms, total_steps(s), s->gpu.cmds,
+           s->work.pages_written, s->work.cpu_stores, s->work.dma_checks,
+           s->sampled, corrupt_total(s), gap, s->max_gap_ms, s->max_stall_ms);
+    s->hb_seq++;
+    s->last_hb_ms = now;
+}
+
+static int finish(struct state *s)
+{
+    uint64_t bad;
+
+    verify_all(s);
+    bad = corrupt_total(s);
+    printf(PREFIX "done steps=%" PRIu64 " corrupt=%" PRIu64 " verifies=%u\n",
+           total_steps(s), bad, s->verifies);
+    return bad ? 1 : 0;
+}
+
+/* Run command @cmd; true when the tool should stop. */
+static bool command(struct state *s, const char *cmd)
+{
+    if (!strcmp(cmd, "verify")) {
+        verify_all(s);
+    } else if (!strcmp(cmd, "status")) {
+        heartbeat(s, now_ms());
+    } else if (!strcmp(cmd, "inject")) {
+        struct vgg_mismatch m;
+
+        vgg_work_inject(&s->work, &m);
+        printf(PREFIX "injected page=%" PRIu64 " offset=0x%" PRIx64
+                      " word=%u expected=0x%08x actual=0x%08x\n",
+               m.page, m.page * VGG_PAGE_SIZE + m.word * 4u, m.word, m.expected,
+               m.actual);
+    } else if (!strcmp(cmd, "quit")) {
+        return true;
+    } else if (cmd[0]) {
+        printf(PREFIX "unknown command '%s' (verify, status, inject, "
+                      "quit)\n",
+               cmd);
+    }
+    return false;
+}
+
+/* Wait up to @timeout_ms for a command on stdin and run what came; true
+ * when the tool should stop. */
+static bool poll_commands(struct state *s, int timeout_ms)
+{
+    struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
+    char buf[128];
+    ssize_t n;
+
+    if (!s->stdin_ok) {
+        if (timeout_ms > 0) {
+            poll(NULL, 0, timeout_ms);
+        }
+        return false;
+    }
+    if (poll(&pfd, 1, timeout_ms) <= 0 || !(pfd.revents & (POLLIN | POLLHUP))) {
+        return false;
+    }
+    n = read(STDIN_FILENO, buf, sizeof(buf));
+    if (n <= 0) {
+        s->stdin_ok = false; /* end of input: no more commands */
+        return false;
+    }
+    for (ssize_t i = 0; i < n; i++) {
+        if (buf[i] == '\n' || buf[i] == '\r') {
+            s->line[s->line_len] = '\0';
+            s->line_len = 0;
+            if (command(s, s->line)) {
+                return true;
+            }
+        } else if (s->line_len + 1 < sizeof(s->line)) {
+            s->line[s->line_len++] = buf[i];
+        }
+    }
+    return false;
+}
+
+/* Commands arrive as lines; do not echo them back onto the console. */
+static void quiet_stdin(void)
+{
+    struct termios t;
+
+    if (tcgetattr(STDIN_FILENO, &t) == 0) {
+        t.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
+        tcsetattr(STDIN_FILENO, TCSANOW, &t);
+    }
+}
+
+static int run(struct state *s)
+{
+    bool busy = s->o.profiles & ~(1u << VGG_P_IDLE);
+    uint64_t now = now_ms(), next_step = now, next_hb = now;
+    struct vg_error err = {0};
+
+    for (;;) {
+        uint64_t wake, t;
+
+        now = now_ms();
+        if (now >= next_step) {
+            if (busy && vgg_work_step(&s->work, &err) < 0) {
+                printf(PREFIX "error: %s\n", err.msg);
+                return 2;
+            }
+            if (!busy) {
+                s->work.steps[VGG_P_IDLE]++;
+            }
+            verify_sample(s);
+            next_step = now + (busy ? s->o.interval_ms : s->o.heartbeat_ms);
+        }
+        if (now >= next_hb) {
+            heartbeat(s, now);
+            next_hb = next_hb + s->o.heartbeat_ms > now
+                          ? next_hb + s->o.heartbeat_ms
+                          : now + s->o.heartbeat_ms;
+        }
+        if (s->o.duration_s &&
+            now - s->t0_ms >= (uint64_t)s->o.duration_s * 1000u) {
+            return finish(s);
+        }
+        fflush(stdout);
+        wake = next_step < next_hb ? next_step : next_hb;
+        t = now_ms();
+        /* The loop's work, without its wait for the next step. */
+        s->max_stall_ms = t - now > s->max_stall_ms ? t - now : s->max_stall_ms;
+        if (poll_commands(s, wake > t ? (int)(wake - t) : 0)) {
+            return finish(s);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static struct state s;
+    struct vg_error err = {0};
+    char names[96];
+    int rc;
+
+    vg_log_set_prog("vgpu-guest");
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (parse_opts(argc, argv, &s.o) < 0) {
+        return 2;
+    }
+    s.stdin_ok = true;
+    if (isatty(STDIN_FILENO)) {
+        quiet_stdin();
+    }
+    s.t0_ms = now_ms();
+    if (vgg_gpu_open(&s.gpu, s.o.bdf, s.o.no_huge, &err) < 0 ||
+        vgg_work_init(&s.work, &s.gpu, s.o.profiles, s.o.seed, &err) < 0) {
+        printf(PREFIX "error: %s\n", err.msg);
+        return 2;
+    }
+    vgg_profiles_format(s.o.profiles, names, sizeof(names));
+    printf(PREFIX "ready bdf=%s vram=%" PRIu64 " pages=%" PRIu64
+                  " device_page=%u ring=%u huge=%d profiles=%s init_ms=%" PRIu64
+                  "\n",
+           s.gpu.dev.bdf, s.gpu.dev.vram_size, s.work.npages,
+           s.gpu.dev.page_size, s.gpu.ring_entries, s.gpu.dma.huge ? 1 : 0,
+           names, now_ms() - s.t0_ms);
+    s.t0_ms = now_ms();
+    verify_all(&s);
+    rc = run(&s);
+    fflush(stdout);
+    vgg_work_free(&s.work);
+    vgg_gpu_close(&s.gpu);
+    return rc;
+}

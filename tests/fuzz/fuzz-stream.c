@@ -1,0 +1,196 @@
+/*
+ * fuzz-stream.c -- fuzz target: migration stream bytes, in chunks of
+ * fuzzer-chosen sizes, into a destination's loading session (mig.h:
+ * STOP -> RESUMING, mig_write per chunk, RESUMING -> STOP), the path of
+ * VFIO_USER_MIG_DATA_WRITE.  Input format: fuzz.h.
+ *
+ * The VRAM lies between guard pages (guard.c), so a write outside it
+ * faults.  Random bytes rarely carry a right XXH3 checksum, so with
+ * FUZZ_STREAM_RESEAL the harness recomputes each record's checksum (and
+ * with FUZZ_STREAM_FIX_END the END record's digest and counts) before
+ * feeding: the fuzzer then reaches the checks behind the checksum.
+ *
+ * Checked: the load ends in STOP (the device state applied) or in ERROR
+ * with a message; a load that failed never leaves the device running; a
+ * load that succeeded left VRAM exactly as the stream's PAGES and ZEROS
+ * records say, applied in order to what VRAM held before (a model kept
+ * by the harness).
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "common/le.h"
+#include "common/log.h"
+#include "fuzz.h"
+#include "vfio-migration/mig-stream.h"
+#include "vfio-migration/mig.h"
+#include "vgpu/vgpu.h"
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "fuzz-stream: check failed: %s (%s:%d)\n", #cond,  \
+                    __FILE__, __LINE__);                                       \
+            abort();                                                           \
+        }                                                                      \
+    } while (0)
+
+static uint8_t stream[FUZZ_MAX_INPUT];
+static uint8_t model[FUZZ_VRAM]; /* what VRAM must hold after the load */
+
+static void *no_dma(void *opaque, uint64_t iova, uint64_t len, bool write)
+{
+    return NULL;
+}
+
+static void no_irq(void *opaque, unsigned vector)
+{
+}
+
+static struct vgpu *gpu;
+static struct mig *mig;
+
+static void setup_once(void)
+{
+    struct vgpu_config gc = {.vram_size = FUZZ_VRAM, .page_size = FUZZ_PAGE};
+    struct vgpu_host host = {NULL, no_dma, no_irq};
+    struct mig_config mc = {0};
+    struct vg_error err;
+
+    if (gpu) {
+        return;
+    }
+    vg_log_set_prog("fuzz-stream");
+    fuzz_log_level();
+    if (vgpu_new(&gc, &host, &gpu, &err) < 0) {
+        fprintf(stderr, "fuzz-stream: %s\n", err.msg);
+        abort();
+    }
+    mc.gpu = gpu;
+    vgpu_bar0_read(gpu, VGPU_REG_FEATURES, &mc.features, 4);
+    if (mig_new(&mc, &mig, &err) < 0) {
+        fprintf(stderr, "fuzz-stream: %s\n", err.msg);
+        abort();
+    }
+    CHECK(fuzz_guarded_maps() == 1); /* VRAM */
+}
+
+/* Recompute record checksums (and END's fields) in place. */
+static void reseal(uint8_t *s, size_t n, bool fix_end)
+{
+    size_t pos = 0;
+    uint64_t index = 0;
+
+    while (n - pos >= MIG_REC_HDR_SIZE) {
+        uint8_t *h = s + pos;
+        uint32_t len = vg_get_le32(h + 4);
+
+        if (len > n - pos - MIG_REC_HDR_SIZE) {
+            return; /* a truncated last record stays as it is */
+        }
+        if (fix_end && vg_get_le16(h) == MIG_REC_END && len == MIG_END_SIZE) {
+            vg_put_le64(h + 16, XXH3_64bits(s, pos));
+            vg_put_le64(h + 24, pos);
+            vg_put_le64(h + 32, index);
+        }
+        vg_put_le64(h + 8, XXH3_64bits_withSeed(h + MIG_REC_HDR_SIZE, len,
+                                                vg_get_le64(h)));
+        pos += MIG_REC_HDR_SIZE + len;
+        index++;
+    }
+}
+
+/* Apply the page records of a stream that loaded to the model of VRAM
+ * (the decoder accepted them all, so they are well-formed). */
+static void model_apply(const uint8_t *s, size_t n)
+{
+    const uint64_t npages = FUZZ_VRAM / FUZZ_PAGE;
+    size_t pos = 0;
+
+    while (n - pos >= MIG_REC_HDR_SIZE) {
+        const uint8_t *h = s + pos, *p = h + MIG_REC_HDR_SIZE;
+        uint32_t len = vg_get_le32(h + 4);
+        uint64_t first = len >= MIG_RUN_HDR_SIZE ? vg_get_le64(p) : 0;
+
+        CHECK(len <= n - pos - MIG_REC_HDR_SIZE);
+        if (vg_get_le16(h) == MIG_REC_PAGES) {
+            uint64_t count = vg_get_le32(p + 8);
+            CHECK(first < npages && count <= npages - first);
+            CHECK(len == MIG_RUN_HDR_SIZE + count * FUZZ_PAGE);
+            memcpy(model + first * FUZZ_PAGE, p + MIG_RUN_HDR_SIZE,
+                   count * FUZZ_PAGE);
+        } else if (vg_get_le16(h) == MIG_REC_ZEROS) {
+            uint64_t count = vg_get_le64(p + 8);
+            CHECK(first < npages && count <= npages - first);
+            memset(model + first * FUZZ_PAGE, 0, count * FUZZ_PAGE);
+        }
+        pos += MIG_REC_HDR_SIZE + len;
+    }
+    CHECK(pos == n);
+}
+
+/* xorshift64: the chunk sizes. */
+static uint64_t next_rand(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct vg_error err = {0};
+    uint64_t rnd;
+    unsigned flags, chunking;
+    size_t n, pos = 0;
+    int ret = 0;
+
+    setup_once();
+    if (size < 2 || size - 2 > sizeof(stream)) {
+        return 0;
+    }
+    flags = data[0];
+    chunking = data[1];
+    n = size - 2;
+    memcpy(stream, data + 2, n);
+    if (flags & FUZZ_STREAM_RESEAL) {
+        reseal(stream, n, flags & FUZZ_STREAM_FIX_END);
+    }
+    mig_reset(mig);
+    memcpy(model, vgpu_vram(gpu), FUZZ_VRAM);
+    CHECK(mig_set_state(mig, MIG_STATE_STOP, &err) == 0);
+    CHECK(mig_set_state(mig, MIG_STATE_RESUMING, &err) == 0);
+    /* chunking 0: one write; else sizes of 1 .. 2^(chunking % 21) bytes
+     * drawn from the chunking byte. */
+    rnd = 0x9e3779b97f4a7c15ull ^ chunking;
+    while (pos < n && ret == 0) {
+        size_t c = n - pos;
+        if (chunking) {
+            size_t max = (size_t)1 << (chunking % 21);
+            size_t want = 1 + (size_t)(next_rand(&rnd) % max);
+            c = want < c ? want : c;
+        }
+        ret = mig_write(mig, stream + pos, (uint32_t)c, &err);
+        pos += c;
+    }
+    if (ret < 0) {
+        CHECK(err.msg[0] != '\0');
+        CHECK(mig_state(mig) == MIG_STATE_ERROR);
+        return 0;
+    }
+    ret = mig_set_state(mig, MIG_STATE_STOP, &err);
+    if (ret == 0) {
+        CHECK(mig_state(mig) == MIG_STATE_STOP);
+        model_apply(stream, n);
+        CHECK(memcmp(model, vgpu_vram(gpu), FUZZ_VRAM) == 0);
+    } else {
+        CHECK(err.msg[0] != '\0');
+        CHECK(mig_state(mig) == MIG_STATE_ERROR);
+        CHECK(vgpu_stopped(gpu));
+    }
+    return 0;
+}

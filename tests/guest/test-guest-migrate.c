@@ -1,0 +1,458 @@
+/*
+ * test-guest-migrate.c -- live migration of a real guest that checks its
+ * own VRAM.
+ *
+ * A TCG guest boots the image of `make guest-image` and runs vgpu-guest
+ * (a workload profile on the vGPU, a model of all of VRAM, sample checks
+ * after every step, heartbeats on the serial console).  Once it has run a
+ * while, QEMU migrates it over QMP to a destination QEMU and vgpu-server
+ * on this machine, with QEMU's own switchover decision (downtime-limit
+ * 300 ms), and from there on to a second destination.  After each hop the
+ * guest must check every page of VRAM against its model with no
+ * corruption, go on making progress, and report no corrupt page ever; the
+ * gap between heartbeat lines as they arrive on the host, from the last
+ * on the source to the first on the destination, is the pause the guest
+ * felt.  A last self-test flips a word behind the tool's back and
+ * requires the next check to report exactly that page, word, expected and
+ * actual value.
+ */
+#include "guest-test.h"
+
+#define VRAM_ARG    "32M"
+#define PAGE_ARG    "64K"
+#define DOWNTIME_MS 300
+#define BANDWIDTH   (10ll << 30)
+/* If QEMU has not switched over by itself after this long, a downtime
+ * limit and switchover bandwidth that always converge are set (noted in
+ * the output); the test then still checks everything. */
+#define FORCE_AFTER_MS    20000
+#define FORCE_DOWNTIME_MS 10000
+#define FORCE_SW_BW       (1ll << 30)
+#define MIG_TIMEOUT_MS    120000
+#define STATS_TIMEOUT_MS  20000
+/* Workload steps the guest runs before the migration starts. */
+#define WARMUP_STEPS 20
+/* Migrations per case: the second starts from a destination. */
+#define HOPS 2
+/* The guest's heartbeat period: the resolution of the pause measured. */
+#define HEARTBEAT_MS  50
+#define HEARTBEAT_ARG "--heartbeat,50"
+
+struct side {
+    struct vg_server *srv;
+    struct vg_qemu *qemu;
+    struct gt_console *con;
+    char *stats;
+};
+
+struct gm {
+    char *dir;
+    struct gt_image img;
+    const char *guest_args;
+    struct side src, dst; /* the guest runs on src; dst is incoming */
+    unsigned hop;         /* migrations done */
+    GArray *hbs;          /* struct hb of the consoles stopped so far */
+    int64_t pages;        /* model pages, from the ready line */
+};
+
+struct hb {
+    int64_t seq;
+    int64_t t_ms; /* arrival on the host */
+};
+
+static void side_start(struct gm *t, struct side *s, const char *name,
+                       bool incoming)
+{
+    g_autofree char *srv_name = g_strdup_printf("vgpu-%s", name);
+    g_autofree char *qemu_name = g_strdup_printf("qemu-%s", name);
+    struct vg_server_opts so = {
+        .dir = t->dir,
+        .vram = VRAM_ARG,
+        .page_size = PAGE_ARG,
+        .log_level = "info",
+        .name = srv_name,
+    };
+
+    s->stats = g_strdup_printf("%s/%s-stats.json", t->dir, srv_name);
+    so.stats_file = s->stats;
+    GT_OK(vg_server_start(&so, &s->srv, GT_ERR));
+    s->qemu = gt_qemu_start(t->dir, qemu_name, &t->img, s->srv->socket,
+                            t->guest_args, incoming);
+    s->con = gt_console_open(t->dir, name, s->qemu);
+}
+
+static void side_stop(struct side *s)
+{
+    gt_console_close(s->con);
+    vg_qemu_free(s->qemu);
+    vg_server_free(s->srv);
+    g_free(s->stats);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Last heartbeat of @c so far: its "steps" and "pages_written" (-1 if
+ * none). */
+static void last_hb(struct gt_console *c, int64_t *steps, int64_t *written)
+{
+    *steps = *written = -1;
+    g_mutex_lock(&c->lock);
+    for (guint i = 0; i < c->lines->len; i++) {
+        struct gt_line *l = g_ptr_array_index(c->lines, i);
+        const char *kv = gt_match(l->text, "hb");
+
+        if (kv) {
+            *steps = gt_kv(kv, "steps");
+            *written = gt_kv(kv, "pages_written");
+        }
+    }
+    g_mutex_unlock(&c->lock);
+}
+
+/* Boot on the source: ready, a clean first full check, warm-up steps. */
+static void boot(struct gm *t)
+{
+    g_autofree char *ready = NULL, *verify = NULL;
+    int64_t t0 = vg_now_ms(), steps = 0;
+    guint idx = 0;
+
+    gt_wait_kind(t->src.con, &idx, "ready", GT_BOOT_TIMEOUT_MS, &ready, NULL);
+    g_test_message("guest ready after %" G_GINT64_FORMAT " ms: %s",
+                   vg_now_ms() - t0, ready);
+    t->pages = gt_kv(gt_match(ready, "ready"), "pages");
+    g_assert_cmpint(t->pages, ==, (32ll << 20) / 4096);
+    gt_wait_kind(t->src.con, &idx, "verify", GT_LINE_TIMEOUT_MS, &verify, NULL);
+    g_assert_cmpint(gt_kv(gt_match(verify, "verify"), "pages"), ==, t->pages);
+    g_assert_cmpint(gt_kv(gt_match(verify, "verify"), "corrupt"), ==, 0);
+    while (steps < WARMUP_STEPS) {
+        g_autofree char *hb = NULL;
+
+        gt_wait_kind(t->src.con, &idx, "hb", GT_LINE_TIMEOUT_MS, &hb, NULL);
+        steps = gt_kv(gt_match(hb, "hb"), "steps");
+        g_assert_cmpint(gt_kv(gt_match(hb, "hb"), "corrupt"), ==, 0);
+    }
+}
+
+struct force {
+    struct vg_qmp *qmp;
+    int64_t t0_ms;
+    bool forced;
+};
+
+static int force_cb(const struct vg_mig_info *info, void *opaque,
+                    struct vg_error *err)
+{
+    struct force *f = opaque;
+    int rc = 0;
+
+    if (!f->forced && !strcmp(info->status, "active") &&
+        vg_now_ms() - f->t0_ms > FORCE_AFTER_MS) {
+        f->forced = true;
+        rc = vg_mig_set_parameter(f->qmp, "downtime-limit", FORCE_DOWNTIME_MS,
+                                  err);
+        if (rc == 0) {
+            rc = vg_mig_set_parameter(f->qmp, "avail-switchover-bandwidth",
+                                      FORCE_SW_BW, err);
+        }
+    }
+    return rc;
+}
+
+/* switchover-ack over the return path: QEMU switches over only once the
+ * destination loaded the device's initial pre-copy data. */
+static void ack_caps(struct vg_qmp *qmp)
+{
+    GT_OK(vg_mig_set_capability(qmp, "return-path", true, GT_ERR));
+    GT_OK(vg_mig_set_capability(qmp, "switchover-ack", true, GT_ERR));
+}
+
+static void migrate(struct gm *t, struct vg_mig_info *info, bool *forced)
+{
+    struct vg_qmp *sq = t->src.qemu->qmp;
+    struct force f = {.qmp = sq};
+    g_autofree char *uri = NULL;
+    char state[VG_MIG_STATUS_MAX];
+
+    ack_caps(sq);
+    ack_caps(t->dst.qemu->qmp);
+    GT_OK(vg_mig_set_parameter(sq, "max-bandwidth", BANDWIDTH, GT_ERR));
+    GT_OK(vg_mig_set_parameter(sq, "downtime-limit", DOWNTIME_MS, GT_ERR));
+    GT_OK(vg_mig_incoming(t->dst.qemu->qmp, &uri, GT_ERR));
+    f.t0_ms = vg_now_ms();
+    GT_OK(vg_mig_start(sq, uri, GT_ERR));
+    GT_OK(
+        vg_mig_wait_completed(sq, MIG_TIMEOUT_MS, force_cb, &f, info, GT_ERR));
+    *forced = f.forced;
+    g_test_message(
+        "hop %u: migration %s in %" G_GINT64_FORMAT
+        " ms, QEMU downtime %" G_GINT64_FORMAT " ms, RAM %" G_GINT64_FORMAT
+        " bytes, vfio %" G_GINT64_FORMAT " bytes%s",
+        t->hop + 1, info->status, info->total_time_ms, info->downtime_ms,
+        info->ram_transferred, info->vfio_transferred,
+        f.forced ? " (switchover forced)" : "");
+    GT_OK(vg_mig_wait_runstate(t->dst.qemu->qmp, "running", 20000, GT_ERR));
+    GT_OK(vg_mig_runstate(sq, state, sizeof(state), GT_ERR));
+    g_assert_cmpstr(state, ==, "postmigrate");
+}
+
+static bool stats_done(const struct vg_stats *st, void *opaque)
+{
+    return st->vram_checksum[0] && !g_ascii_strcasecmp(st->state, opaque);
+}
+
+/* Both servers agree on VRAM at switchover. */
+static void check_stats(struct gm *t)
+{
+    g_autofree char *logged = NULL, *log_pages = NULL;
+    struct vg_stats s, d;
+
+    GT_OK(vg_stats_wait(t->src.stats, stats_done, "stop", STATS_TIMEOUT_MS, &s,
+                        GT_ERR));
+    GT_OK(vg_stats_wait(t->dst.stats, stats_done, "running", STATS_TIMEOUT_MS,
+                        &d, GT_ERR));
+    /* Whether QEMU logged the guest's writes to BAR2 for the server. */
+    logged = vg_stats_str(&s, "bar2_logged");
+    log_pages = vg_stats_str(&s, "cpu_log_pages");
+    g_test_message("device: sent %" G_GINT64_FORMAT
+                   " bytes, stop-copy %.1f ms, VRAM checksum %s, BAR2 "
+                   "writes logged by QEMU: %s (pages %s)",
+                   s.bytes_sent, s.device_stopcopy_ms, s.vram_checksum,
+                   logged ? logged : "?", log_pages ? log_pages : "?");
+    g_assert_cmpstr(d.vram_checksum, ==, s.vram_checksum);
+    vg_stats_clear(&s);
+    vg_stats_clear(&d);
+}
+
+static gint hb_cmp(gconstpointer a, gconstpointer b)
+{
+    const struct hb *x = a, *y = b;
+
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void collect_hb(struct gt_console *c, GArray *out)
+{
+    g_mutex_lock(&c->lock);
+    for (guint i = 0; i < c->lines->len; i++) {
+        struct gt_line *l = g_ptr_array_index(c->lines, i);
+        const char *kv = gt_match(l->text, "hb");
+
+        if (kv) {
+            struct hb h = {.seq = gt_kv(kv, "seq"), .t_ms = l->t_ms};
+
+            g_array_append_val(out, h);
+        }
+    }
+    g_mutex_unlock(&c->lock);
+}
+
+/* The pause the guest felt at this switchover: the gap between the
+ * source's last and the destination's first heartbeat as they arrived. */
+static void report_pause(struct gm *t, const struct vg_mig_info *info)
+{
+    GArray *src = g_array_new(FALSE, FALSE, sizeof(struct hb));
+    GArray *dst = g_array_new(FALSE, FALSE, sizeof(struct hb));
+    struct hb last, first;
+    int64_t sw;
+
+    collect_hb(t->src.con, src);
+    collect_hb(t->dst.con, dst);
+    g_assert_cmpuint(src->len, >, 0);
+    g_assert_cmpuint(dst->len, >, 0);
+    last = g_array_index(src, struct hb, src->len - 1);
+    first = g_array_index(dst, struct hb, 0);
+    g_array_free(src, TRUE);
+    g_array_free(dst, TRUE);
+    /* The guest's counter goes on across the migration. */
+    g_assert_cmpint(first.seq, >, last.seq);
+    sw = first.t_ms - last.t_ms;
+    g_test_message("hop %u: pause felt by the guest at switchover: "
+                   "%" G_GINT64_FORMAT " ms between the source's last "
+                   "heartbeat (seq %" G_GINT64_FORMAT ") and the "
+                   "destination's first (seq %" G_GINT64_FORMAT "), due "
+                   "every %d ms, on the host's clock; QEMU downtime "
+                   "%" G_GINT64_FORMAT " ms",
+                   t->hop, sw, last.seq, first.seq, HEARTBEAT_MS,
+                   info->downtime_ms);
+    /* One line per hop in the output of make check (prove shows stderr). */
+    fprintf(stderr,
+            "# %s hop %u: pause felt by the guest at switchover "
+            "%" G_GINT64_FORMAT " ms (heartbeats due every %d ms), QEMU "
+            "downtime %" G_GINT64_FORMAT " ms\n",
+            g_test_get_path(), t->hop, sw, HEARTBEAT_MS, info->downtime_ms);
+}
+
+/* The longest gap between consecutive heartbeats over the whole run,
+ * and what the guest's own clock saw. */
+static void report_run(struct gm *t)
+{
+    int64_t gap = 0, from = -1, to = -1, missing = 0;
+    g_autofree char *hb = NULL;
+    guint idx;
+
+    collect_hb(t->src.con, t->hbs);
+    g_array_sort(t->hbs, hb_cmp);
+    for (guint i = 1; i < t->hbs->len; i++) {
+        struct hb *a = &g_array_index(t->hbs, struct hb, i - 1);
+        struct hb *b = &g_array_index(t->hbs, struct hb, i);
+
+        missing += b->seq - a->seq - 1;
+        if (b->t_ms - a->t_ms > gap) {
+            gap = b->t_ms - a->t_ms;
+            from = a->seq;
+            to = b->seq;
+        }
+    }
+    idx = gt_console_end(t->src.con);
+    gt_console_send(t->src.con, "status");
+    gt_wait_kind(t->src.con, &idx, "hb", GT_LINE_TIMEOUT_MS, &hb, NULL);
+    g_test_message(
+        "longest gap between heartbeats over the whole run: %" G_GINT64_FORMAT
+        " ms (seq %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT
+        ", %" G_GINT64_FORMAT " lines lost); on the guest's own "
+        "clock (which stands still while the VM is stopped): "
+        "longest heartbeat gap %" G_GINT64_FORMAT
+        " ms, longest pass of its main loop %" G_GINT64_FORMAT " ms",
+        gap, from, to, missing, gt_kv(gt_match(hb, "hb"), "max_gap_ms"),
+        gt_kv(gt_match(hb, "hb"), "stall_ms"));
+    g_assert_cmpint(to, >, from);
+}
+
+/* After the migration: the whole model checks out on the destination,
+ * and the guest goes on. */
+static void check_after(struct gm *t)
+{
+    g_autofree char *verify = NULL, *first = NULL;
+    int64_t src_steps, src_written, steps = -1, written = -1;
+    int64_t deadline = vg_now_ms() + GT_LINE_TIMEOUT_MS;
+    guint idx = 0;
+
+    last_hb(t->src.con, &src_steps, &src_written);
+    g_assert_cmpint(src_steps, >=, WARMUP_STEPS);
+    idx = gt_console_end(t->dst.con);
+    gt_console_send(t->dst.con, "verify");
+    gt_wait_kind(t->dst.con, &idx, "verify", GT_LINE_TIMEOUT_MS, &verify, NULL);
+    g_test_message("destination: %s", verify);
+    g_assert_cmpint(gt_kv(gt_match(verify, "verify"), "pages"), ==, t->pages);
+    g_assert_cmpint(gt_kv(gt_match(verify, "verify"), "corrupt"), ==, 0);
+    /* Progress on the destination: more steps, more pages written. */
+    while (steps <= src_steps + 5 || written <= src_written) {
+        g_autofree char *hb = NULL;
+
+        if (vg_now_ms() > deadline) {
+            GT_FAIL(
+                "no progress on the destination within %d ms: %" G_GINT64_FORMAT
+                " steps, %" G_GINT64_FORMAT
+                " pages written (source: %" G_GINT64_FORMAT
+                ", %" G_GINT64_FORMAT ")",
+                GT_LINE_TIMEOUT_MS, steps, written, src_steps, src_written);
+        }
+        gt_wait_kind(t->dst.con, &idx, "hb", GT_LINE_TIMEOUT_MS, &hb, NULL);
+        steps = gt_kv(gt_match(hb, "hb"), "steps");
+        written = gt_kv(gt_match(hb, "hb"), "pages_written");
+        g_assert_cmpint(gt_kv(gt_match(hb, "hb"), "corrupt"), ==, 0);
+    }
+    g_test_message(
+        "progress: %" G_GINT64_FORMAT " steps and %" G_GINT64_FORMAT
+        " pages written at the source's last heartbeat, %" G_GINT64_FORMAT
+        " and %" G_GINT64_FORMAT " on the destination",
+        src_steps, src_written, steps, written);
+    if (gt_count_kind(t->src.con, "CORRUPT", &first) ||
+        gt_count_kind(t->dst.con, "CORRUPT", &first)) {
+        GT_FAIL("the guest found corruption: %s", first);
+    }
+}
+
+/* Self-test of the checker where the guest runs now: a flipped word
+ * must be reported as it is. */
+static void check_detection(struct gm *t)
+{
+    g_autofree char *inj = NULL, *verify = NULL, *bad = NULL, *exit_line = NULL;
+    struct gt_console *c = t->src.con;
+    guint idx = gt_console_end(c);
+    const char *i, *b;
+
+    gt_console_send(c, "inject");
+    gt_wait_kind(c, &idx, "injected", GT_LINE_TIMEOUT_MS, &inj, NULL);
+    gt_console_send(c, "verify");
+    gt_wait_kind(c, &idx, "CORRUPT", GT_LINE_TIMEOUT_MS, &bad, NULL);
+    gt_wait_kind(c, &idx, "verify", GT_LINE_TIMEOUT_MS, &verify, NULL);
+    g_test_message("self-test: %s -> %s", inj, bad);
+    i = gt_match(inj, "injected");
+    b = gt_match(bad, "CORRUPT");
+    g_assert_cmpint(gt_kv(gt_match(verify, "verify"), "corrupt"), ==, 1);
+    g_assert_cmpint(gt_kv(b, "page"), ==, gt_kv(i, "page"));
+    g_assert_cmpint(gt_kv(b, "word"), ==, gt_kv(i, "word"));
+    g_assert_cmpint(gt_kv(b, "expected"), ==, gt_kv(i, "expected"));
+    g_assert_cmpint(gt_kv(b, "actual"), ==, gt_kv(i, "actual"));
+    g_assert_cmpint(gt_kv(b, "words"), ==, 1);
+    /* quit: a last full check, and the exit status says corruption. */
+    gt_console_send(c, "quit");
+    gt_wait_kind(c, &idx, "done", GT_LINE_TIMEOUT_MS, &exit_line, NULL);
+    g_assert_cmpint(gt_kv(gt_match(exit_line, "done"), "corrupt"), >=, 1);
+}
+
+/* Migrate the guest to a new destination and check it there; the old
+ * source is stopped and the destination becomes the source. */
+static void hop(struct gm *t)
+{
+    g_autofree char *name = g_strdup_printf("dst%u", t->hop + 1);
+    struct vg_mig_info info;
+    bool forced = false;
+
+    side_start(t, &t->dst, name, true);
+    migrate(t, &info, &forced);
+    t->hop++;
+    check_stats(t);
+    check_after(t);
+    report_pause(t, &info);
+    collect_hb(t->src.con, t->hbs);
+    side_stop(&t->src);
+    t->src = t->dst;
+    memset(&t->dst, 0, sizeof(t->dst));
+}
+
+/* Boot, migrate @hops times, check the checker, stop. */
+static void run_case(const char *tag, const char *guest_args, unsigned hops)
+{
+    struct gm t = {.guest_args = guest_args};
+
+    t.hbs = g_array_new(FALSE, FALSE, sizeof(struct hb));
+    gt_image_get(&t.img);
+    GT_OK(vg_tmpdir_create(tag, &t.dir, GT_ERR));
+    g_test_message("logs in %s; guest: vgpu-guest %s", t.dir, guest_args);
+    side_start(&t, &t.src, "src", false);
+    boot(&t);
+    while (t.hop < hops) {
+        hop(&t);
+    }
+    report_run(&t);
+    check_detection(&t);
+    side_stop(&t.src);
+    GT_OK(vg_tmpdir_remove(t.dir, GT_ERR));
+    g_free(t.dir);
+    g_array_free(t.hbs, TRUE);
+    gt_image_clear(&t.img);
+}
+
+/* Every device engine and guest CPU stores at once. */
+static void test_all(void)
+{
+    run_case("guest-all", "--profile,all,--seed,7," HEARTBEAT_ARG, HOPS);
+}
+
+/* Guest CPU stores through the BAR2 mapping only: what the device cannot
+ * see itself. */
+static void test_cpu_writes(void)
+{
+    run_case("guest-cpu",
+             "--profile,cpu-writes,--interval,5,--seed,11," HEARTBEAT_ARG,
+             HOPS);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/guest/migrate/all", test_all);
+    g_test_add_func("/guest/migrate/cpu-writes", test_cpu_writes);
+    return g_test_run();
+}
