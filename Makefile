@@ -194,6 +194,74 @@ check-guest: all guest-image $(GUEST_TESTS)
 
 -include $(wildcard $(GUEST_DIR)/obj/*/*.d)
 
+# --------------------------------------------------- libvirt hook, install --
+# The libvirt qemu hook (libvirt-hooks/, docs/operations.md), built as
+# $(O)/vgmig-hook and installed as $(SYSCONFDIR)/libvirt/hooks/qemu; the
+# systemd template unit vgpu-server@.service; `make install` with DESTDIR
+# and PREFIX.  The hook's unit test runs with the unit tests; the libvirt
+# test (two libvirt hosts on this machine, tests/libvirt/) in
+# `make check-libvirt`, which .ci/run calls.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+DOCDIR ?= $(PREFIX)/share/doc/vgmig
+XML_CFLAGS = $(shell pkg-config --cflags libxml-2.0)
+XML_LIBS = $(shell pkg-config --libs libxml-2.0)
+HOOK_SRCS := $(filter-out libvirt-hooks/vgmig-hook.c, \
+                          $(wildcard libvirt-hooks/*.c))
+HOOK_OBJS := $(HOOK_SRCS:%.c=$(O)/obj/%.o)
+HOOK_TEST := $(O)/tests/libvirt/test-hook
+LIBVIRT_TEST := $(O)/tests/libvirt/test-libvirt-migrate
+UNIT_TESTS += $(HOOK_TEST)
+
+$(O)/obj/libvirt-hooks/%.o: GLIB_CFLAGS += $(XML_CFLAGS)
+# The server's installed path is compiled into the hook as its default.
+$(O)/obj/libvirt-hooks/hook-config.o: \
+    ALL_CFLAGS += -DVGH_DEFAULT_SERVER='"$(BINDIR)/vgpu-server"'
+$(O)/obj/libvirt-hooks/hook-config.o: $(O)/libvirt-hooks/bindir
+$(O)/libvirt-hooks/bindir: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(BINDIR)' | cmp -s - $@ || echo '$(BINDIR)' >$@
+$(O)/libvgmig-hook.a: $(HOOK_OBJS)
+	$(Q)rm -f $@ && ar rcs $@ $^
+$(O)/vgmig-hook: $(O)/obj/libvirt-hooks/vgmig-hook.o $(O)/libvgmig-hook.a \
+                 $(O)/libvgmig.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(XML_LIBS) $(GLIB_LIBS) $(LDLIBS)
+$(O)/vgpu-server@.service: libvirt-hooks/vgpu-server@.service.in \
+                           $(O)/libvirt-hooks/bindir
+	$(Q)sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' $< >$@
+$(O)/tests/libvirt/%: tests/libvirt/%.c $(O)/libvgmig-hook.a \
+                      $(O)/libvgmig.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) $(XML_CFLAGS) -o $@ \
+		$(filter %.c %.a,$^) $(XML_LIBS) $(GLIB_LIBS) $(LDLIBS)
+
+.PHONY: install check-libvirt FORCE
+all: $(O)/vgmig-hook $(O)/vgpu-server@.service
+check-unit check: $(HOOK_TEST)
+# Its server tests run the real vgpu-server.
+$(HOOK_TEST): | $(O)/vgpu-server
+
+install: $(O)/vgpu-server $(O)/vgmig-hook $(O)/vgpu-server@.service
+	install -D -m 0755 $(O)/vgpu-server $(DESTDIR)$(BINDIR)/vgpu-server
+	install -D -m 0755 $(O)/vgmig-hook $(DESTDIR)$(SYSCONFDIR)/libvirt/hooks/qemu
+	install -D -m 0644 $(O)/vgpu-server@.service \
+	    $(DESTDIR)$(UNITDIR)/vgpu-server@.service
+	install -D -m 0644 libvirt-hooks/hook.conf.example \
+	    $(DESTDIR)$(DOCDIR)/hook.conf.example
+	install -D -m 0644 docs/operations.md $(DESTDIR)$(DOCDIR)/operations.md
+
+# Two libvirt daemons in their own namespaces, `virsh migrate --live`
+# there and back with the real guest, and a refused migration (root only;
+# the test says SKIP otherwise).
+check-libvirt: all guest-image $(LIBVIRT_TEST)
+	$(TEST_ENV) VGMIG_HOOK=$(abspath $(O)/vgmig-hook) \
+	    VGMIG_LIBVIRT_HOSTS=$(abspath tests/libvirt/lv-hosts.sh) \
+	    $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(LIBVIRT_TEST)
+
 # ------------------------------------------------------------ top level --
 .PHONY: all check check-unit check-qtest check-sanitize checkpatch demo \
         clean distclean help format format-check bench-hash bench
@@ -285,6 +353,8 @@ help:
 	@echo "  check-guest     real-guest migration tests only (tests/guest)"
 	@echo "  fuzz            libFuzzer targets, FUZZ_SECONDS (60) each (build/fuzz)"
 	@echo "  fuzz-seeds      rewrite the seed corpora in tests/fuzz/corpus"
+	@echo "  install         vgpu-server, the libvirt hook, vgpu-server@.service (DESTDIR, PREFIX)"
+	@echo "  check-libvirt   virsh migrate --live between two libvirt hosts on this machine (root)"
 	@echo "  bench-hash      dirty-tracking hash GB/s against memcpy (build/dt-bench)"
 	@echo "  bench-vgpu      vGPU throughput with and without tracking (build/vgpu-bench)"
 	@echo "  bench           live-migration benchmark: sizes x workloads x modes"

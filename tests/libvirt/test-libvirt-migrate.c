@@ -1,0 +1,1150 @@
+/*
+ * test-libvirt-migrate.c -- `virsh migrate --live` of a vGPU domain
+ * between two libvirt hosts on this machine, judged by the guest.
+ *
+ * tests/libvirt/lv-hosts.sh ($VGMIG_LIBVIRT_HOSTS) starts hosts a and b:
+ * Debian's libvirtd, each in its own namespaces, joined by a veth pair
+ * (10.77.0.1, 10.77.0.2), with the vgmig hook ($VGMIG_HOOK) installed.
+ * Host a defines and starts a domain whose metadata asks for a vGPU; its
+ * hook starts vgpu-server as the QEMU user.  The guest (the image of
+ * `make guest-image`, $VGMIG_GUEST_DIR) runs vgpu-guest with a workload
+ * on the vGPU and a model of all of VRAM, printing on the serial console,
+ * which libvirt logs to a file on each host.  The domain migrates a -> b
+ * with `virsh migrate --live --verbose` over the veth while `virsh
+ * domjobinfo` must show progress, then the guest checks every page of
+ * VRAM against its model on b (a "verify" command on the console); then
+ * back b -> a, checked the same way.  The pause the guest felt is the
+ * gap between its last heartbeat logged on the source and its first on
+ * the destination, as this test sees them arrive.  Then b's hook is
+ * configured to allow less VRAM than the vGPU has: the migration must fail
+ * with the hook's message, nothing may be left on b, and the domain must
+ * go on running on a with its vGPU intact (a clean verify); so must a
+ * migration cancelled midway with `virsh domjobabort`, after b's hook
+ * started its server.  Destroying the domain must leave no server, socket
+ * or record, and so must a start whose server dies at once (which fails
+ * with the hook's reason); tearing the hosts down must leave no process.
+ *
+ * Root only: anyone else gets a TAP SKIP with the reason.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib-unix.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define DOM         "vgmig-lv"
+#define DOM_UUID    "3c0ffee0-5a1e-4d1e-9a7e-00000000c0de"
+#define VRAM        "32M"
+#define VRAM_BYTES  (32ull << 20)
+#define PAGE        "64K"
+#define RAM_MIB     256
+#define GUEST_ARGS  "--profile,all,--seed,7"
+#define SOCK        "/run/vgmig/" DOM "/vgpu0.sock"
+#define SERIAL_LOG  "/var/log/libvirt/qemu/" DOM "-serial.log"
+#define SERIAL_SOCK "/var/lib/libvirt/qemu/" DOM "-serial.sock"
+#define HOOK_LOG    "/var/log/libvirt/qemu/" DOM "-vgpu.log"
+/* Booting under TCG on a busy 2-core machine. */
+#define BOOT_TIMEOUT_S 240
+#define LINE_TIMEOUT_S 90
+#define MIG_TIMEOUT_S  240
+/* If QEMU has not switched over after this long, allow a long downtime
+ * (noted in the output); everything is still checked. */
+#define FORCE_AFTER_S     30
+#define DOWNTIME_MS       300
+#define FORCE_DOWNTIME_MS 10000
+#define WARMUP_HB         8
+
+#define FAIL(...)                                                              \
+    do {                                                                       \
+        char *msg_ = g_strdup_printf(__VA_ARGS__);                             \
+        g_assertion_message(G_LOG_DOMAIN, __FILE__, __LINE__, G_STRFUNC,       \
+                            msg_);                                             \
+        g_free(msg_);                                                          \
+    } while (0)
+
+/* ---------------------------------------------------------------- hosts -- */
+
+struct host {
+    char name;        /* 'a' or 'b' */
+    const char *addr; /* its libvirtd's address */
+    pid_t pid;        /* a process in its namespaces */
+};
+
+static struct {
+    char *dir;
+    GPid script;
+    int script_in;  /* its standard input: closing it tears down */
+    int script_out; /* its standard output */
+    struct host a, b;
+    bool down;
+} lv;
+
+/* A host's view of @path (its mount namespace through /proc). */
+static char *hpath(const struct host *h, const char *path)
+{
+    return g_strdup_printf("/proc/%d/root%s", (int)h->pid, path);
+}
+
+static char *virsh_uri(const struct host *h)
+{
+    return g_strdup_printf("qemu+tcp://%s/system", h->addr);
+}
+
+/* Run virsh in @h's namespaces against its own daemon with @args; returns
+ * the exit status, output in *@out and *@err when not NULL. */
+static int virsh(const struct host *h, char **out, char **err,
+                 const char *const *args)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GError) gerr = NULL;
+    g_autofree char *o = NULL, *e = NULL;
+    int status = -1;
+
+    g_ptr_array_add(argv, g_strdup("timeout"));
+    g_ptr_array_add(argv, g_strdup("120"));
+    g_ptr_array_add(argv, g_strdup("nsenter"));
+    g_ptr_array_add(argv, g_strdup_printf("--target=%d", (int)h->pid));
+    g_ptr_array_add(argv, g_strdup("-m"));
+    g_ptr_array_add(argv, g_strdup("-u"));
+    g_ptr_array_add(argv, g_strdup("-n"));
+    g_ptr_array_add(argv, g_strdup("virsh"));
+    g_ptr_array_add(argv, g_strdup("-q"));
+    g_ptr_array_add(argv, g_strdup("-c"));
+    g_ptr_array_add(argv, virsh_uri(h));
+    for (unsigned i = 0; args[i]; i++) {
+        g_ptr_array_add(argv, g_strdup(args[i]));
+    }
+    g_ptr_array_add(argv, NULL);
+    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH,
+                      NULL, NULL, &o, &e, &status, &gerr)) {
+        FAIL("cannot run virsh: %s", gerr->message);
+    }
+    if (out) {
+        *out = g_steal_pointer(&o);
+    }
+    if (err) {
+        *err = g_steal_pointer(&e);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+#define VIRSH(h, out, err, ...)                                                \
+    virsh((h), (out), (err), (const char *const[]){__VA_ARGS__, NULL})
+
+/* virsh that must succeed; its output (g_free). */
+static char *virsh_ok(const struct host *h, const char *const *args)
+{
+    g_autofree char *err = NULL;
+    char *out = NULL;
+    int rc = virsh(h, &out, &err, args);
+
+    if (rc != 0) {
+        FAIL("virsh on host %c: %s ...: exit %d: %s", h->name, args[0], rc,
+             err);
+    }
+    return out;
+}
+
+#define VIRSH_OK(h, ...) virsh_ok((h), (const char *const[]){__VA_ARGS__, NULL})
+
+static char *domstate(const struct host *h)
+{
+    g_autofree char *out = NULL;
+    int rc = VIRSH(h, &out, NULL, "domstate", DOM);
+
+    return rc == 0 ? g_strdup(g_strstrip(out)) : g_strdup("(none)");
+}
+
+static bool is_running_on(const struct host *h)
+{
+    g_autofree char *st = domstate(h);
+
+    return strcmp(st, "running") == 0;
+}
+
+/* ------------------------------------------------------------- console -- */
+
+/* The guest's serial console as one host's libvirt logs it, read as it
+ * grows; each line stamped with our clock on arrival. */
+struct line {
+    gint64 t_us;
+    char *text;
+};
+
+struct console {
+    char *path;
+    off_t off;
+    GString *partial;
+    GPtrArray *lines; /* struct line * */
+    GThread *thread;
+    GMutex lock;
+    GCond cond;
+    bool stop;
+};
+
+static void line_free(gpointer p)
+{
+    struct line *l = p;
+
+    g_free(l->text);
+    g_free(l);
+}
+
+static gpointer console_thread(gpointer opaque)
+{
+    struct console *c = opaque;
+    char buf[65536];
+    int fd = -1;
+
+    for (;;) {
+        ssize_t n;
+
+        g_mutex_lock(&c->lock);
+        if (c->stop) {
+            g_mutex_unlock(&c->lock);
+            break;
+        }
+        g_mutex_unlock(&c->lock);
+        if (fd < 0) {
+            fd = open(c->path, O_RDONLY | O_CLOEXEC);
+        }
+        n = fd >= 0 ? pread(fd, buf, sizeof(buf), c->off) : 0;
+        if (n <= 0) {
+            g_usleep(10000);
+            continue;
+        }
+        c->off += n;
+        for (ssize_t i = 0; i < n; i++) {
+            if (buf[i] == '\n') {
+                struct line *l = g_new0(struct line, 1);
+
+                l->t_us = g_get_monotonic_time();
+                g_strchomp(c->partial->str);
+                l->text = g_strdup(c->partial->str);
+                g_string_truncate(c->partial, 0);
+                g_mutex_lock(&c->lock);
+                g_ptr_array_add(c->lines, l);
+                g_cond_broadcast(&c->cond);
+                g_mutex_unlock(&c->lock);
+            } else if (buf[i] != '\r') {
+                g_string_append_c(c->partial, buf[i]);
+            }
+        }
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return NULL;
+}
+
+/* Follow @h's serial log of the domain (it may not exist yet). */
+static struct console *console_open(const struct host *h)
+{
+    struct console *c = g_new0(struct console, 1);
+
+    c->path = hpath(h, SERIAL_LOG);
+    c->partial = g_string_new(NULL);
+    c->lines = g_ptr_array_new_with_free_func(line_free);
+    g_mutex_init(&c->lock);
+    g_cond_init(&c->cond);
+    c->thread = g_thread_new("console", console_thread, c);
+    return c;
+}
+
+static void console_close(struct console *c)
+{
+    if (!c) {
+        return;
+    }
+    g_mutex_lock(&c->lock);
+    c->stop = true;
+    g_mutex_unlock(&c->lock);
+    g_thread_join(c->thread);
+    g_ptr_array_free(c->lines, TRUE);
+    g_string_free(c->partial, TRUE);
+    g_mutex_clear(&c->lock);
+    g_cond_clear(&c->cond);
+    g_free(c->path);
+    g_free(c);
+}
+
+static guint console_end(struct console *c)
+{
+    guint n;
+
+    g_mutex_lock(&c->lock);
+    n = c->lines->len;
+    g_mutex_unlock(&c->lock);
+    return n;
+}
+
+/* The key=value part of a "vgpu-guest: KIND ..." line, or NULL. */
+static const char *match(const char *text, const char *kind)
+{
+    const char *p = strstr(text, "vgpu-guest: ");
+    size_t kl = strlen(kind);
+
+    if (!p) {
+        return NULL;
+    }
+    p += strlen("vgpu-guest: ");
+    if (strncmp(p, kind, kl) != 0 || (p[kl] != ' ' && p[kl] != '\0')) {
+        return NULL;
+    }
+    return p + kl;
+}
+
+static gint64 kv(const char *text, const char *key)
+{
+    size_t kl = strlen(key);
+    const char *p = text;
+
+    while ((p = strstr(p, key))) {
+        if ((p == text || p[-1] == ' ') && p[kl] == '=') {
+            return (gint64)g_ascii_strtoull(p + kl + 1, NULL, 0);
+        }
+        p += kl;
+    }
+    return -1;
+}
+
+/* Wait for a line of @kind at or after *@idx; fails on the tool's error
+ * and CORRUPT lines.  Returns the line (g_free), its arrival in *@t_us. */
+static char *console_wait(struct console *c, guint *idx, const char *kind,
+                          int timeout_s, gint64 *t_us)
+{
+    gint64 end = g_get_monotonic_time() + (gint64)timeout_s * G_USEC_PER_SEC;
+
+    g_mutex_lock(&c->lock);
+    for (;;) {
+        while (*idx < c->lines->len) {
+            struct line *l = g_ptr_array_index(c->lines, *idx);
+
+            (*idx)++;
+            if (match(l->text, "error:") || match(l->text, "CORRUPT")) {
+                g_autofree char *t = g_strdup(l->text);
+                g_mutex_unlock(&c->lock);
+                FAIL("guest console (%s): %s", c->path, t);
+            }
+            if (match(l->text, kind)) {
+                char *t = g_strdup(l->text);
+                if (t_us) {
+                    *t_us = l->t_us;
+                }
+                g_mutex_unlock(&c->lock);
+                return t;
+            }
+        }
+        if (!g_cond_wait_until(&c->cond, &c->lock, end)) {
+            g_mutex_unlock(&c->lock);
+            FAIL("guest console (%s): no '%s' line within %d s", c->path, kind,
+                 timeout_s);
+        }
+    }
+}
+
+/* The arrival time of the last line of @kind, 0 if none. */
+static gint64 console_last(struct console *c, const char *kind)
+{
+    gint64 t = 0;
+
+    g_mutex_lock(&c->lock);
+    for (guint i = 0; i < c->lines->len; i++) {
+        struct line *l = g_ptr_array_index(c->lines, i);
+        if (match(l->text, kind)) {
+            t = l->t_us;
+        }
+    }
+    g_mutex_unlock(&c->lock);
+    return t;
+}
+
+/* Type @cmd on the guest's console on host @h (libvirt's bound socket). */
+static void console_send(const struct host *h, const char *cmd)
+{
+    g_autofree char *path = hpath(h, SERIAL_SOCK);
+    g_autofree char *line = g_strdup_printf("%s\n", cmd);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpuint(strlen(path), <, sizeof(addr.sun_path));
+    strcpy(addr.sun_path, path);
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        FAIL("connect %s: %s", path, strerror(errno));
+    }
+    g_assert_cmpint(write(fd, line, strlen(line)), ==, (ssize_t)strlen(line));
+    /* Let QEMU read it before the hang-up. */
+    g_usleep(200000);
+    close(fd);
+}
+
+/* A full check of VRAM by the guest on @h: verify, no corrupt page. */
+static void guest_verify(const struct host *h, struct console *c, gint64 pages)
+{
+    guint idx = console_end(c);
+    g_autofree char *v = NULL;
+    g_autofree char *hb = NULL;
+    gint64 steps0, steps1;
+
+    console_send(h, "verify");
+    v = console_wait(c, &idx, "verify", LINE_TIMEOUT_S, NULL);
+    g_test_message("host %c: %s", h->name, v);
+    g_assert_cmpint(kv(match(v, "verify"), "pages"), ==, pages);
+    g_assert_cmpint(kv(match(v, "verify"), "corrupt"), ==, 0);
+    /* And the workload goes on. */
+    hb = console_wait(c, &idx, "hb", LINE_TIMEOUT_S, NULL);
+    steps0 = kv(match(hb, "hb"), "steps");
+    g_free(hb);
+    /* The second heartbeat after the one above: at least one full period
+     * of work. */
+    g_free(console_wait(c, &idx, "hb", LINE_TIMEOUT_S, NULL));
+    hb = console_wait(c, &idx, "hb", LINE_TIMEOUT_S, NULL);
+    steps1 = kv(match(hb, "hb"), "steps");
+    g_assert_cmpint(kv(match(hb, "hb"), "corrupt"), ==, 0);
+    g_assert_cmpint(steps1, >, steps0);
+}
+
+/* ------------------------------------------------------------ the state -- */
+
+static struct {
+    struct console *con; /* on the host the domain runs on */
+    struct host *on;     /* that host */
+    gint64 pages;        /* VRAM pages of the guest's model */
+} dom;
+
+static char *domain_xml(void)
+{
+    g_autofree char *img = g_build_filename(lv.dir, "img", NULL);
+    g_autofree char *bin = g_build_filename(lv.dir, "bin", NULL);
+
+    return g_strdup_printf(
+        "<domain type='qemu' "
+        "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
+        "  <name>" DOM "</name>\n"
+        "  <uuid>" DOM_UUID "</uuid>\n"
+        "  <metadata>\n"
+        "    <vgmig:vgpus xmlns:vgmig='https://vgmig.example/xmlns/vgpu/1'>\n"
+        "      <vgmig:vgpu device='vgpu0' size='" VRAM "' page-size='" PAGE
+        "' backend='cpu'/>\n"
+        "    </vgmig:vgpus>\n"
+        "  </metadata>\n"
+        "  <memory unit='MiB'>%d</memory>\n"
+        "  <memoryBacking><source type='memfd'/><access mode='shared'/>"
+        "</memoryBacking>\n"
+        "  <vcpu>1</vcpu>\n"
+        "  <os>\n"
+        "    <type arch='x86_64' machine='pc'>hvm</type>\n"
+        "    <kernel>%s/kernel</kernel>\n"
+        "    <initrd>%s/initrd.img</initrd>\n"
+        "    <cmdline>console=ttyS0 quiet loglevel=1 panic=-1 "
+        "vgpu_guest=" GUEST_ARGS "</cmdline>\n"
+        "  </os>\n"
+        "  <features><acpi/></features>\n"
+        "  <on_poweroff>destroy</on_poweroff>\n"
+        "  <on_reboot>destroy</on_reboot>\n"
+        "  <on_crash>destroy</on_crash>\n"
+        "  <devices>\n"
+        "    <emulator>%s/qemu-system-x86_64</emulator>\n"
+        "    <serial type='unix'>\n"
+        "      <source mode='bind' path='" SERIAL_SOCK "'/>\n"
+        "      <log file='" SERIAL_LOG "' append='off'/>\n"
+        "      <target port='0'/>\n"
+        "    </serial>\n"
+        "    <controller type='usb' model='none'/>\n"
+        "    <memballoon model='none'/>\n"
+        "  </devices>\n"
+        "  <qemu:commandline>\n"
+        "    <qemu:arg value='-L'/><qemu:arg value='%s/fw'/>\n"
+        "    <qemu:arg value='-L'/><qemu:arg value='%s'/>\n"
+        "    <qemu:arg value='-device'/>\n"
+        "    <qemu:arg value='{\"driver\":\"vfio-user-pci\",\"id\":\"vgpu0\","
+        "\"bus\":\"pci.0\",\"addr\":\"0x10\",\"socket\":{\"type\":\"unix\","
+        "\"path\":\"" SOCK "\"}}'/>\n"
+        "  </qemu:commandline>\n"
+        "</domain>\n",
+        RAM_MIB, img, img, bin, img,
+        g_getenv("VGMIG_FIRMWARE") ? g_getenv("VGMIG_FIRMWARE")
+                                   : "/usr/share/seabios");
+}
+
+/* The hook's records, sockets and servers on @h: all or nothing. */
+static void assert_vgpu_served(const struct host *h)
+{
+    g_autofree char *sock = hpath(h, SOCK);
+    g_autofree char *dir = g_path_get_dirname(sock);
+    struct stat sb;
+
+    g_assert_cmpint(lstat(sock, &sb), ==, 0);
+    g_assert_true(S_ISSOCK(sb.st_mode));
+    g_assert_cmpuint(sb.st_mode & 0777, ==, 0600);
+    g_assert_cmpuint(sb.st_uid, ==, 64055); /* the QEMU user */
+    g_assert_cmpint(stat(dir, &sb), ==, 0);
+    g_assert_cmpuint(sb.st_mode & 0777, ==, 0700);
+    g_assert_cmpuint(sb.st_uid, ==, 64055);
+}
+
+static unsigned count_entries(const char *path)
+{
+    GDir *d = g_dir_open(path, 0, NULL);
+    unsigned n = 0;
+
+    if (!d) {
+        return 0;
+    }
+    while (g_dir_read_name(d)) {
+        n++;
+    }
+    g_dir_close(d);
+    return n;
+}
+
+/* Processes of @h's namespaces running vgpu-server. */
+static unsigned count_servers(const struct host *h)
+{
+    g_autofree char *netns = g_strdup_printf("/proc/%d/ns/net", (int)h->pid);
+    g_autofree char *want = g_file_read_link(netns, NULL);
+    GDir *d = g_dir_open("/proc", 0, NULL);
+    const char *e;
+    unsigned n = 0;
+
+    g_assert_nonnull(want);
+    while ((e = g_dir_read_name(d))) {
+        g_autofree char *ns = NULL, *ns_path = NULL, *cmd_path = NULL;
+        g_autofree char *cmd = NULL;
+
+        if (!g_ascii_isdigit(e[0])) {
+            continue;
+        }
+        ns_path = g_strdup_printf("/proc/%s/ns/net", e);
+        ns = g_file_read_link(ns_path, NULL);
+        if (!ns || strcmp(ns, want) != 0) {
+            continue;
+        }
+        cmd_path = g_strdup_printf("/proc/%s/cmdline", e);
+        if (g_file_get_contents(cmd_path, &cmd, NULL, NULL) &&
+            g_str_has_suffix(cmd, "/vgpu-server")) {
+            n++;
+        }
+    }
+    g_dir_close(d);
+    return n;
+}
+
+static void assert_nothing_left(const struct host *h)
+{
+    g_autofree char *sock = hpath(h, SOCK);
+    g_autofree char *run = hpath(h, "/run/vgmig");
+
+    g_assert_false(g_file_test(sock, G_FILE_TEST_EXISTS));
+    /* Neither socket directories nor the hook's records. */
+    g_assert_cmpuint(count_entries(run), ==, 0);
+    g_assert_cmpuint(count_servers(h), ==, 0);
+}
+
+static char *hook_log(const struct host *h)
+{
+    g_autofree char *path = hpath(h, HOOK_LOG);
+    char *text = NULL;
+
+    if (!g_file_get_contents(path, &text, NULL, NULL)) {
+        return g_strdup("");
+    }
+    return text;
+}
+
+/* The value of "vram_checksum" in JSON text @json ("" if none). */
+static char *checksum_in(const char *json)
+{
+    const char *p = json ? strstr(json, "\"vram_checksum\": \"") : NULL;
+    const char *end;
+
+    if (!p) {
+        return g_strdup("");
+    }
+    p += strlen("\"vram_checksum\": \"");
+    end = strchr(p, '"');
+    return end ? g_strndup(p, (gsize)(end - p)) : g_strdup("");
+}
+
+/* The VRAM checksum in the last final statistics the hook logged on @h
+ * (the source's server, stopped after the switchover). */
+static char *last_checksum(const struct host *h)
+{
+    g_autofree char *log = hook_log(h);
+    const char *p = log, *last = NULL;
+
+    while ((p = strstr(p, "final statistics"))) {
+        last = p++;
+    }
+    return checksum_in(last);
+}
+
+/* The VRAM checksum of @h's running server (taken when it loaded). */
+static char *dst_checksum(const struct host *h)
+{
+    g_autofree char *path = hpath(h, "/run/vgmig/" DOM "/vgpu0.stats.json");
+    g_autofree char *text = NULL;
+
+    g_file_get_contents(path, &text, NULL, NULL);
+    return checksum_in(text);
+}
+
+/* ------------------------------------------------------------ migration -- */
+
+struct mig_result {
+    int rc;
+    char *out, *err;
+    unsigned jobinfo_polls;    /* domjobinfo answers with an active job */
+    unsigned jobinfo_progress; /* ... that showed data processed > 0 */
+    char *last_jobinfo;
+    bool forced;
+    bool aborted;       /* domjobabort was sent */
+    guint64 first_done; /* the first and last non-zero "Data processed" */
+    guint64 last_done;
+};
+
+static guint64 jobinfo_value(const char *info, const char *field)
+{
+    const char *p = strstr(info, field);
+
+    if (!p) {
+        return 0;
+    }
+    p += strlen(field);
+    while (*p == ' ' || *p == ':') {
+        p++;
+    }
+    /* "102.750 MiB": virsh scales to B, KiB, MiB, GiB. */
+    {
+        char *end;
+        double v = g_ascii_strtod(p, &end);
+        static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+
+        while (*end == ' ') {
+            end++;
+        }
+        for (unsigned i = 0; i < G_N_ELEMENTS(units); i++) {
+            if (g_str_has_prefix(end, units[i]) &&
+                (end[strlen(units[i])] == '\0' ||
+                 g_ascii_isspace(end[strlen(units[i])]))) {
+                return (guint64)(v * (double)(1ull << (10 * i)));
+            }
+        }
+        return (guint64)v;
+    }
+}
+
+/* virsh migrate --live from @src to @dst, polling domjobinfo meanwhile;
+ * with @abort, `virsh domjobabort` as soon as the job shows progress. */
+static void migrate(struct host *src, struct host *dst, bool abort,
+                    struct mig_result *r)
+{
+    g_autofree char *src_uri = virsh_uri(src);
+    g_autofree char *dst_uri = virsh_uri(dst);
+    g_autofree char *mig_uri = g_strdup_printf("tcp://%s", dst->addr);
+    g_autofree char *target = g_strdup_printf("--target=%d", (int)src->pid);
+    const char *argv[] = {"timeout",   "600",   "nsenter", target,
+                          "-m",        "-u",    "-n",      "virsh",
+                          "-c",        src_uri, "migrate", "--live",
+                          "--verbose", DOM,     dst_uri,   "--migrateuri",
+                          mig_uri,     NULL,    NULL,      NULL};
+    g_autoptr(GError) gerr = NULL;
+    GPid pid;
+    int out_fd, err_fd, status;
+    gint64 t0 = g_get_monotonic_time();
+    GString *out = g_string_new(NULL), *err = g_string_new(NULL);
+
+    memset(r, 0, sizeof(*r));
+    if (abort) {
+        /* Slow enough (MiB/s) that the abort comes well before the end. */
+        argv[G_N_ELEMENTS(argv) - 3] = "--bandwidth";
+        argv[G_N_ELEMENTS(argv) - 2] = "16";
+    }
+    g_free(
+        VIRSH_OK(src, "migrate-setmaxdowntime", DOM, G_STRINGIFY(DOWNTIME_MS)));
+    if (!g_spawn_async_with_pipes(
+            NULL, (char **)argv, NULL,
+            G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid,
+            NULL, &out_fd, &err_fd, &gerr)) {
+        FAIL("cannot run virsh migrate: %s", gerr->message);
+    }
+    g_unix_set_fd_nonblocking(out_fd, TRUE, NULL);
+    g_unix_set_fd_nonblocking(err_fd, TRUE, NULL);
+    for (;;) {
+        char buf[4096];
+        ssize_t n;
+        pid_t w;
+        g_autofree char *info = NULL;
+
+        while ((n = read(out_fd, buf, sizeof(buf))) > 0) {
+            g_string_append_len(out, buf, n);
+        }
+        while ((n = read(err_fd, buf, sizeof(buf))) > 0) {
+            g_string_append_len(err, buf, n);
+        }
+        w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) {
+            break;
+        }
+        if (VIRSH(src, &info, NULL, "domjobinfo", DOM) == 0 &&
+            strstr(info, "Unbounded")) {
+            r->jobinfo_polls++;
+            guint64 done = jobinfo_value(info, "Data processed");
+            if (done > 0) {
+                r->jobinfo_progress++;
+                r->first_done = r->first_done ? r->first_done : done;
+                r->last_done = done;
+            }
+            g_free(r->last_jobinfo);
+            r->last_jobinfo = g_steal_pointer(&info);
+        }
+        if (abort && r->jobinfo_progress > 0 && !r->aborted) {
+            g_autofree char *aerr = NULL;
+            r->aborted = true;
+            g_assert_cmpint(VIRSH(src, NULL, &aerr, "domjobabort", DOM), ==, 0);
+        }
+        if (!abort && !r->forced &&
+            g_get_monotonic_time() - t0 > FORCE_AFTER_S * G_USEC_PER_SEC) {
+            /* QEMU's own switchover has not come: allow a long downtime. */
+            r->forced = true;
+            g_test_message("no switchover after %d s: downtime limit %d ms",
+                           FORCE_AFTER_S, FORCE_DOWNTIME_MS);
+            VIRSH(src, NULL, NULL, "migrate-setmaxdowntime", DOM,
+                  G_STRINGIFY(FORCE_DOWNTIME_MS));
+        }
+        if (g_get_monotonic_time() - t0 > MIG_TIMEOUT_S * G_USEC_PER_SEC) {
+            kill(pid, SIGTERM);
+        }
+        g_usleep(250000);
+    }
+    {
+        char buf[4096];
+        ssize_t n;
+        g_unix_set_fd_nonblocking(out_fd, FALSE, NULL);
+        g_unix_set_fd_nonblocking(err_fd, FALSE, NULL);
+        while ((n = read(out_fd, buf, sizeof(buf))) > 0) {
+            g_string_append_len(out, buf, n);
+        }
+        while ((n = read(err_fd, buf, sizeof(buf))) > 0) {
+            g_string_append_len(err, buf, n);
+        }
+    }
+    close(out_fd);
+    close(err_fd);
+    g_spawn_close_pid(pid);
+    r->rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r->out = g_string_free(out, FALSE);
+    r->err = g_string_free(err, FALSE);
+}
+
+static void mig_result_clear(struct mig_result *r)
+{
+    g_free(r->out);
+    g_free(r->err);
+    g_free(r->last_jobinfo);
+}
+
+/* A successful live migration of the domain to @dst, judged by the guest. */
+static void migrate_ok(struct host *dst)
+{
+    struct host *src = dom.on;
+    struct console *dcon;
+    struct mig_result r;
+    g_autofree char *old_log = hpath(dst, SERIAL_LOG);
+    g_autofree char *hb = NULL, *done_info = NULL, *log = NULL;
+    g_autofree char *src_sum = NULL, *dst_sum = NULL;
+    gint64 t_last_src, t_first_dst = 0, t0;
+    guint idx = 0;
+
+    /* A new destination QEMU writes a new log; no stale lines. */
+    g_unlink(old_log);
+    dcon = console_open(dst);
+    t0 = g_get_monotonic_time();
+    migrate(src, dst, false, &r);
+    g_test_message("virsh migrate %c -> %c: exit %d in %.1f s%s; %s", src->name,
+                   dst->name, r.rc, (g_get_monotonic_time() - t0) / 1e6,
+                   r.forced ? " (downtime limit raised)" : "",
+                   g_strstrip(r.err));
+    if (r.rc != 0) {
+        FAIL("virsh migrate %c -> %c failed (exit %d): %s %s", src->name,
+             dst->name, r.rc, r.out, r.err);
+    }
+    /* virsh --verbose reported progress, and so did domjobinfo. */
+    g_assert_nonnull(strstr(r.err, "Migration: ["));
+    g_assert_nonnull(strstr(r.err, "100 %"));
+    g_test_message("domjobinfo: %u polls during the job, %u with data "
+                   "processed; the last:\n%s",
+                   r.jobinfo_polls, r.jobinfo_progress,
+                   r.last_jobinfo ? r.last_jobinfo : "(none)");
+    g_assert_cmpuint(r.jobinfo_progress, >, 0);
+    g_test_message("domjobinfo data processed: %" G_GUINT64_FORMAT
+                   " bytes, later %" G_GUINT64_FORMAT " bytes",
+                   r.first_done, r.last_done);
+    g_assert_cmpuint(r.last_done, >, r.first_done);
+
+    g_assert_true(is_running_on(dst));
+    g_assert_false(is_running_on(src));
+    /* The destination keeps the statistics of the completed job. */
+    done_info = VIRSH_OK(dst, "domjobinfo", DOM, "--completed");
+    g_test_message("completed job on %c:\n%s", dst->name, done_info);
+    g_assert_nonnull(strstr(done_info, "Incoming migration"));
+
+    /* The pause the guest felt: its last heartbeat seen on the source to
+     * its first on the destination. */
+    hb = console_wait(dcon, &idx, "hb", LINE_TIMEOUT_S, &t_first_dst);
+    t_last_src = console_last(dom.con, "hb");
+    g_assert_cmpint(t_last_src, >, 0);
+    g_test_message("pause felt by the guest: %.0f ms (heartbeats every "
+                   "250 ms; last on %c, first on %c: %s)",
+                   (t_first_dst - t_last_src) / 1e3, src->name, dst->name, hb);
+
+    /* The source's server is gone with its QEMU, the destination's runs;
+     * both servers took the same VRAM checksum at switchover. */
+    assert_nothing_left(src);
+    src_sum = last_checksum(src);
+    dst_sum = dst_checksum(dst);
+    g_test_message("VRAM checksum at switchover: source %s, destination %s",
+                   src_sum, dst_sum);
+    g_assert_cmpstr(src_sum, !=, "");
+    g_assert_cmpstr(src_sum, ==, dst_sum);
+    assert_vgpu_served(dst);
+    g_assert_cmpuint(count_servers(dst), ==, 1);
+    log = hook_log(dst);
+    g_assert_nonnull(strstr(log, "can provide the 1 vGPU(s)"));
+    console_close(dom.con);
+    dom.con = dcon;
+    dom.on = dst;
+    guest_verify(dst, dom.con, dom.pages);
+    mig_result_clear(&r);
+}
+
+/* ---------------------------------------------------------------- tests -- */
+
+static void test_hosts(void)
+{
+    g_autofree char *ha = VIRSH_OK(&lv.a, "hostname");
+    g_autofree char *hb = VIRSH_OK(&lv.b, "hostname");
+    g_autofree char *ca = VIRSH_OK(&lv.a, "capabilities");
+    g_autofree char *cb = VIRSH_OK(&lv.b, "capabilities");
+    g_autofree char *via = NULL;
+    g_autofree char *target = g_strdup_printf("--target=%d", (int)lv.a.pid);
+    const char *remote_b[] = {
+        "timeout",  "60",    "nsenter", target,
+        "-n",       "virsh", "-c",      "qemu+tcp://10.77.0.2/system",
+        "hostname", NULL};
+    int status;
+
+    g_assert_cmpstr(g_strstrip(ha), ==, "vgmig-a");
+    g_assert_cmpstr(g_strstrip(hb), ==, "vgmig-b");
+    g_assert_nonnull(strstr(ca, "7a1e5b00-0000-4000-8000-00000000000a"));
+    g_assert_nonnull(strstr(cb, "7a1e5b00-0000-4000-8000-00000000000b"));
+    /* Host b is reachable from a's network namespace over the veth. */
+    g_assert_true(g_spawn_sync(NULL, (char **)remote_b, NULL,
+                               G_SPAWN_SEARCH_PATH, NULL, NULL, &via, NULL,
+                               &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    g_assert_cmpstr(g_strstrip(via), ==, "vgmig-b");
+}
+
+static void test_start(void)
+{
+    g_autofree char *xml = domain_xml();
+    g_autofree char *xml_path = g_build_filename(lv.dir, DOM ".xml", NULL);
+    g_autofree char *ready = NULL, *v = NULL, *log = NULL;
+    guint idx = 0;
+    gint64 t0;
+
+    g_assert_true(g_file_set_contents(xml_path, xml, -1, NULL));
+    g_free(VIRSH_OK(&lv.a, "define", xml_path));
+    dom.con = console_open(&lv.a);
+    dom.on = &lv.a;
+    t0 = g_get_monotonic_time();
+    g_free(VIRSH_OK(&lv.a, "start", DOM));
+    assert_vgpu_served(&lv.a);
+    g_assert_cmpuint(count_servers(&lv.a), ==, 1);
+    log = hook_log(&lv.a);
+    g_assert_nonnull(strstr(log, "accepts on " SOCK));
+
+    ready = console_wait(dom.con, &idx, "ready", BOOT_TIMEOUT_S, NULL);
+    g_test_message("guest ready %.1f s after virsh start: %s",
+                   (g_get_monotonic_time() - t0) / 1e6, ready);
+    dom.pages = kv(match(ready, "ready"), "pages");
+    g_assert_cmpint(dom.pages, ==, (gint64)(VRAM_BYTES / 4096));
+    /* The tool's first full check, then a warm-up of the workload. */
+    v = console_wait(dom.con, &idx, "verify", LINE_TIMEOUT_S, NULL);
+    g_assert_cmpint(kv(match(v, "verify"), "corrupt"), ==, 0);
+    for (int i = 0; i < WARMUP_HB; i++) {
+        g_free(console_wait(dom.con, &idx, "hb", LINE_TIMEOUT_S, NULL));
+    }
+}
+
+static void test_migrate_there(void)
+{
+    g_assert_true(dom.on == &lv.a);
+    migrate_ok(&lv.b);
+}
+
+static void test_migrate_back(void)
+{
+    g_assert_true(dom.on == &lv.b);
+    migrate_ok(&lv.a);
+}
+
+static void test_refused(void)
+{
+    g_autofree char *conf = hpath(&lv.b, "/etc/vgmig/hook.conf");
+    g_autofree char *saved = NULL, *limited = NULL, *log = NULL;
+    struct mig_result r;
+    guint idx;
+    g_autofree char *hb = NULL;
+
+    g_assert_true(dom.on == &lv.a);
+    g_assert_true(g_file_get_contents(conf, &saved, NULL, NULL));
+    limited = g_strdup_printf("%smax_vram = 16M\n", saved);
+    g_assert_true(g_file_set_contents(conf, limited, -1, NULL));
+
+    migrate(&lv.a, &lv.b, false, &r);
+    g_test_message("refused migration: exit %d: %s", r.rc, g_strstrip(r.err));
+    g_assert_cmpint(r.rc, !=, 0);
+    /* The hook's own words reach the operator. */
+    g_assert_nonnull(strstr(r.err, "host vgmig-b cannot provide vGPU 0"));
+    g_assert_nonnull(strstr(r.err, "max_vram = 16 MiB"));
+    mig_result_clear(&r);
+
+    /* Nothing on b; the domain runs on a with its vGPU intact. */
+    assert_nothing_left(&lv.b);
+    g_assert_false(is_running_on(&lv.b));
+    g_assert_true(is_running_on(&lv.a));
+    assert_vgpu_served(&lv.a);
+    g_assert_cmpuint(count_servers(&lv.a), ==, 1);
+    log = hook_log(&lv.b);
+    g_assert_nonnull(strstr(log, "migrate begin failed"));
+    idx = console_end(dom.con);
+    hb = console_wait(dom.con, &idx, "hb", LINE_TIMEOUT_S, NULL);
+    guest_verify(&lv.a, dom.con, dom.pages);
+
+    g_assert_true(g_file_set_contents(conf, saved, -1, NULL));
+}
+
+static unsigned count_str(const char *text, const char *needle)
+{
+    unsigned n = 0;
+
+    for (const char *p = text; (p = strstr(p, needle)); p++) {
+        n++;
+    }
+    return n;
+}
+
+/* Poll (bounded) until @h has no vGPU server, socket or record left. */
+static void wait_nothing_left(const struct host *h)
+{
+    g_autofree char *run = hpath(h, "/run/vgmig");
+
+    for (int i = 0; i < 300; i++) {
+        if (count_servers(h) == 0 && count_entries(run) == 0) {
+            break;
+        }
+        g_usleep(100000);
+    }
+    assert_nothing_left(h);
+}
+
+/* A migration cancelled midway, after b's hook has started its server:
+ * b's QEMU and server go, the domain runs on with its vGPU on a. */
+static void test_aborted(void)
+{
+    struct mig_result r;
+    g_autofree char *before = hook_log(&lv.b);
+    g_autofree char *after = NULL;
+
+    g_assert_true(dom.on == &lv.a);
+    migrate(&lv.a, &lv.b, true, &r);
+    g_test_message("aborted migration: exit %d after domjobabort: %s", r.rc,
+                   g_strstrip(r.err));
+    g_assert_true(r.aborted);
+    g_assert_cmpint(r.rc, !=, 0);
+    mig_result_clear(&r);
+    /* b's hook had started a server for the incoming domain. */
+    after = hook_log(&lv.b);
+    g_assert_cmpuint(count_str(after, "accepts on " SOCK), ==,
+                     count_str(before, "accepts on " SOCK) + 1);
+    wait_nothing_left(&lv.b);
+    g_assert_false(is_running_on(&lv.b));
+    g_assert_true(is_running_on(&lv.a));
+    assert_vgpu_served(&lv.a);
+    g_assert_cmpuint(count_servers(&lv.a), ==, 1);
+    guest_verify(&lv.a, dom.con, dom.pages);
+}
+
+static void test_destroy(void)
+{
+    g_autofree char *log = NULL;
+
+    g_free(VIRSH_OK(&lv.a, "destroy", DOM));
+    assert_nothing_left(&lv.a);
+    assert_nothing_left(&lv.b);
+    log = hook_log(&lv.a);
+    g_assert_nonnull(strstr(log, "stopped vgpu-server"));
+    console_close(dom.con);
+    dom.con = NULL;
+}
+
+/* A server that dies at start-up fails `virsh start` with the hook's
+ * reason, and nothing is left behind. */
+static void test_start_fails(void)
+{
+    g_autofree char *conf = hpath(&lv.a, "/etc/vgmig/hook.conf");
+    g_autofree char *saved = NULL, *broken = NULL, *err = NULL;
+
+    g_assert_true(g_file_get_contents(conf, &saved, NULL, NULL));
+    broken = g_strdup_printf("%sserver = /bin/false\n", saved);
+    g_assert_true(g_file_set_contents(conf, broken, -1, NULL));
+    g_assert_cmpint(VIRSH(&lv.a, NULL, &err, "start", DOM), !=, 0);
+    g_test_message("start with a failing server: %s", g_strstrip(err));
+    g_assert_nonnull(strstr(err, "vgpu-server exited at start-up"));
+    g_assert_false(is_running_on(&lv.a));
+    assert_nothing_left(&lv.a);
+    g_assert_true(g_file_set_contents(conf, saved, -1, NULL));
+    g_free(VIRSH_OK(&lv.a, "undefine", DOM));
+}
+
+static char *read_script_line(void)
+{
+    GString *s = g_string_new(NULL);
+    char ch;
+
+    while (read(lv.script_out, &ch, 1) == 1) {
+        if (ch == '\n') {
+            return g_string_free(s, FALSE);
+        }
+        g_string_append_c(s, ch);
+    }
+    if (s->len) {
+        return g_string_free(s, FALSE);
+    }
+    g_string_free(s, TRUE);
+    return NULL;
+}
+
+/* Close the script's input: it tears the hosts down and must report that
+ * no process of them is left. */
+static void test_teardown(void)
+{
+    char *line;
+    bool clean = false;
+    int status;
+
+    close(lv.script_in);
+    while ((line = read_script_line())) {
+        g_test_message("lv-hosts: %s", line);
+        clean |= strcmp(line, "down clean") == 0;
+        g_free(line);
+    }
+    g_assert_cmpint(waitpid(lv.script, &status, 0), ==, lv.script);
+    lv.down = true;
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    g_assert_true(clean);
+}
+
+static void start_hosts(void)
+{
+    const char *script = g_getenv("VGMIG_LIBVIRT_HOSTS");
+    const char *argv[] = {"sh", script, NULL, NULL};
+    g_autoptr(GError) gerr = NULL;
+    char *line;
+
+    lv.dir = g_dir_make_tmp("vgmig-libvirt-XXXXXX", NULL);
+    g_assert_nonnull(lv.dir);
+    argv[2] = lv.dir;
+    lv.a = (struct host){'a', "10.77.0.1", 0};
+    lv.b = (struct host){'b', "10.77.0.2", 0};
+    if (!g_spawn_async_with_pipes(
+            NULL, (char **)argv, NULL,
+            G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
+            &lv.script, &lv.script_in, &lv.script_out, NULL, &gerr)) {
+        g_error("cannot run %s: %s", script, gerr->message);
+    }
+    while ((line = read_script_line())) {
+        int pid;
+        char name;
+
+        if (sscanf(line, "host %c %d", &name, &pid) == 2) {
+            (name == 'a' ? &lv.a : &lv.b)->pid = pid;
+        }
+        if (strcmp(line, "ready") == 0) {
+            g_free(line);
+            break;
+        }
+        g_printerr("# lv-hosts: %s\n", line);
+        g_free(line);
+    }
+    if (!line || !lv.a.pid || !lv.b.pid) {
+        g_error("%s did not bring up the hosts (see its messages above)",
+                script);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *need[] = {"VGMIG_LIBVIRT_HOSTS", "VGMIG_HOOK", "VGMIG_QEMU",
+                          "VGMIG_SERVER", "VGMIG_GUEST_DIR"};
+    g_autofree char *virsh_bin = g_find_program_in_path("virsh");
+    int ret;
+
+    g_test_init(&argc, &argv, NULL);
+    if (geteuid() != 0) {
+        printf("1..0 # SKIP needs root: the libvirt hosts use mount, PID "
+               "and network namespaces\n");
+        return 0;
+    }
+    if (!virsh_bin || !g_file_test("/usr/sbin/libvirtd", G_FILE_TEST_EXISTS)) {
+        printf("1..0 # SKIP libvirt is not installed (Debian packages "
+               "libvirt-daemon-driver-qemu libvirt-clients; ./configure "
+               "installs them)\n");
+        return 0;
+    }
+    for (unsigned i = 0; i < G_N_ELEMENTS(need); i++) {
+        if (!g_getenv(need[i])) {
+            g_error("%s is not set (run this test with make check-libvirt)",
+                    need[i]);
+        }
+    }
+    /* Keep our own output away from the script's pipes. */
+    signal(SIGPIPE, SIG_IGN);
+    start_hosts();
+    g_test_add_func("/libvirt/hosts", test_hosts);
+    g_test_add_func("/libvirt/start", test_start);
+    g_test_add_func("/libvirt/migrate-there", test_migrate_there);
+    g_test_add_func("/libvirt/migrate-back", test_migrate_back);
+    g_test_add_func("/libvirt/refused", test_refused);
+    g_test_add_func("/libvirt/aborted", test_aborted);
+    g_test_add_func("/libvirt/destroy", test_destroy);
+    g_test_add_func("/libvirt/start-fails", test_start_fails);
+    g_test_add_func("/libvirt/teardown", test_teardown);
+    ret = g_test_run();
+    if (!lv.down) {
+        close(lv.script_in);
+        waitpid(lv.script, NULL, 0);
+    }
+    if (ret == 0) {
+        g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", lv.dir);
+        if (system(cmd) != 0) {
+            g_printerr("# could not remove %s\n", lv.dir);
+        }
+    } else {
+        g_printerr("# hosts' files kept in %s\n", lv.dir);
+    }
+    return ret;
+}
