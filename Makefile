@@ -149,6 +149,44 @@ fuzz:
 fuzz-seeds: $(O)/tests/fuzz/gen-seeds
 	$(O)/tests/fuzz/gen-seeds tests/fuzz/corpus
 
+# ---------------------------------------------------------------- soak --
+# The soak (tests/soak/, docs/soak.md): vgmig-soak ping-pongs a vGPU VM
+# between two sides with random faults.  Its rig (libsoak.a) also drives
+# the fault matrix test, which therefore gets its own link rule.
+SOAK_LIB_SRCS := $(filter-out tests/soak/soak.c,$(wildcard tests/soak/*.c))
+SOAK_LIB_OBJS := $(SOAK_LIB_SRCS:%.c=$(O)/obj/%.o)
+
+$(O)/libsoak.a: $(SOAK_LIB_OBJS)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(O)/vgmig-soak: $(O)/obj/tests/soak/soak.o $(O)/libsoak.a \
+                 $(O)/libqclient.a $(O)/libvgmig.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
+
+$(O)/tests/qtest/test-mig-fault-matrix: tests/qtest/test-mig-fault-matrix.c \
+        $(O)/libsoak.a $(O)/libqclient.a $(O)/libvgmig.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -o $@ $(filter %.c %.a,$^) \
+		$(GLIB_LIBS) $(LDLIBS)
+
+# `make soak SOAK_MIGRATIONS=N SOAK_DURATION=8h SOAK_SEED=S SOAK_VRAM=16M`;
+# SOAK_ARGS adds any other vgmig-soak option.  soak-short is CI's.
+SOAK_MIGRATIONS ?= 500
+SOAK_DURATION ?=
+SOAK_SEED ?=
+SOAK_VRAM ?= 16M
+SOAK_ARGS ?=
+SOAK_CMD = $(TEST_ENV) $(O)/vgmig-soak --out $(O)/soak
+.PHONY: soak soak-short
+soak: all $(O)/vgmig-soak
+	$(SOAK_CMD) --migrations $(SOAK_MIGRATIONS) --vram $(SOAK_VRAM) \
+	    $(if $(SOAK_DURATION),--duration $(SOAK_DURATION)) \
+	    $(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(SOAK_ARGS)
+soak-short: all $(O)/vgmig-soak
+	$(SOAK_CMD) --migrations 20 --vram 8M $(if $(SOAK_SEED),--seed $(SOAK_SEED))
+
 # ----------------------------------------------------------- guest image --
 # A real guest for TCG (guest/, docs/guest.md): the static in-guest tool
 # vgpu-guest, an initramfs with it and busybox-static, the kernel of
@@ -360,6 +398,9 @@ help:
 	@echo "  bench           live-migration benchmark: sizes x workloads x modes"
 	@echo "                  (build/bench, docs/benchmarks.md; runs bench-vgpu and bench-hash first)"
 	@echo "  checkpatch      QEMU's scripts/checkpatch.pl on qemu-patches/series"
+	@echo "  soak            ping-pong migrations with random faults (build/soak;"
+	@echo "                  SOAK_MIGRATIONS, SOAK_DURATION, SOAK_SEED; docs/soak.md)"
+	@echo "  soak-short      20 of them with 8 MiB of VRAM (run by .ci/run)"
 	@echo "  format          clang-format the sources in place"
 	@echo "  clean           remove build/ (the QEMU cache is kept)"
 	@echo "  distclean       also remove config.mak"

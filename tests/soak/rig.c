@@ -1,0 +1,869 @@
+#include "rig.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/size.h"
+#include "qclient/io.h"
+#include "qclient/qmp.h"
+
+#define RING_ENTRIES       256u
+#define DEFAULT_HOLD_BW    (32ll << 20)
+#define RELEASE_DOWNTIME   2000
+#define RELEASE_BW         (10ll << 30)
+#define RELEASE_SWITCHOVER (1ll << 30)
+#define RUNSTATE_WAIT_MS   20000
+#define SETTLE_MS          5000
+#define STATS_WAIT_MS      10000
+#define STOP_MS            10000
+
+static const char *const fault_names[FK_COUNT] = {
+    "none",
+    "cancel",
+    "kill-dst-qemu",
+    "kill-dst-server",
+    "kill-src-server",
+    "drop-link",
+    "slow-link",
+    "corrupt-stream",
+};
+static const char *const phase_names[PH_COUNT + 1] = {
+    "setup", "pre-copy", "stop-copy", "resume", "none",
+};
+
+const char *fault_name(enum fault_kind k)
+{
+    return k < FK_COUNT ? fault_names[k] : "?";
+}
+
+const char *phase_name(enum mig_phase p)
+{
+    return p <= PH_COUNT ? phase_names[p] : "?";
+}
+
+bool rig_fault_applies(const struct rig *r, enum fault_kind k, enum mig_phase p,
+                       const char **why)
+{
+    const char *w = NULL;
+
+    switch (k) {
+    case FK_CANCEL:
+        if (p == PH_RESUME) {
+            w = "the source has completed: migrate_cancel has nothing left "
+                "to cancel";
+        }
+        break;
+    case FK_KILL_SRC_SERVER:
+        if (p != PH_RESUME) {
+            w = "before the stream is complete the source vgpu-server holds "
+                "the only copy of VRAM and device state: killing it loses "
+                "the vGPU by design";
+        }
+        break;
+    case FK_DROP:
+    case FK_SLOW:
+        if (!r->nf.enabled) {
+            w = r->nf.why[0] ? r->nf.why : "network namespaces not set up";
+        } else if (p == PH_RESUME) {
+            w = "the migration stream has ended before resume: the channel "
+                "carries nothing left to drop or slow";
+        }
+        break;
+    default:
+        break;
+    }
+    if (why) {
+        *why = w;
+    }
+    return w == NULL;
+}
+
+/* ------------------------------------------------------------ sides -- */
+
+static void side_files_remove(struct rig *r, struct rig_side *sd)
+{
+    for (unsigned i = 0; i < G_N_ELEMENTS(sd->names); i++) {
+        if (sd->names[i]) {
+            g_autofree char *log =
+                g_strdup_printf("%s/%s.log", r->dir, sd->names[i]);
+            unlink(log);
+        }
+    }
+    if (sd->stats) {
+        unlink(sd->stats);
+    }
+}
+
+/* Stop side @s (whatever is left of it) and forget it; a SIGKILLed
+ * server's stale socket is removed, as a management layer would. */
+static void side_stop(struct rig *r, int s, bool remove_files)
+{
+    struct rig_side *sd = &r->side[s];
+    g_autofree char *sock = NULL;
+
+    if (sd->srv) {
+        sock = g_strdup(sd->srv->socket);
+    }
+    vg_qemu_free(sd->qemu);
+    vg_server_free(sd->srv);
+    if (sock && sd->srv_killed) {
+        unlink(sock);
+    }
+    if (remove_files && !r->o.keep_logs) {
+        side_files_remove(r, sd);
+    }
+    g_free(sd->stats);
+    for (unsigned i = 0; i < G_N_ELEMENTS(sd->names); i++) {
+        g_free(sd->names[i]);
+    }
+    memset(sd, 0, sizeof(*sd));
+}
+
+/* Start server and QEMU of side @s; a destination if @incoming. */
+static int side_start(struct rig *r, int s, bool incoming, struct vg_error *err)
+{
+    static const char *const dst_args[] = {"-S", NULL};
+    struct rig_side *sd = &r->side[s];
+    const char *extra[3] = {NULL, NULL, NULL};
+    unsigned n = ++r->started;
+    struct vg_server_opts so = {
+        .dir = r->dir,
+        .vram = r->o.vram,
+        .page_size = r->o.page,
+        .log_level = r->o.srv_log ? r->o.srv_log : "info",
+        .extra_args = extra,
+    };
+    struct vg_qemu_opts qo = {
+        .dir = r->dir,
+        .ram_mib = r->o.ram_mib,
+        .incoming = incoming ? "defer" : NULL,
+        .extra_args = incoming ? dst_args : NULL,
+    };
+    int rc;
+
+    memset(sd, 0, sizeof(*sd));
+    sd->names[0] = g_strdup_printf("srv%c%u", 'a' + s, n);
+    sd->names[1] = g_strdup_printf("qemu%c%u", 'a' + s, n);
+    sd->stats = g_strdup_printf("%s/%s-stats.json", r->dir, sd->names[0]);
+    so.name = sd->names[0];
+    so.stats_file = sd->stats;
+    if (r->next_fault) {
+        extra[0] = "--fault";
+        extra[1] = r->next_fault;
+        sd->corrupting = true;
+        sd->corrupt_offset = r->next_offset;
+    }
+    rc = vg_server_start(&so, &sd->srv, err);
+    g_free(r->next_fault);
+    r->next_fault = NULL;
+    if (rc < 0) {
+        return rc;
+    }
+    qo.name = sd->names[1];
+    qo.vgpu_sock = sd->srv->socket;
+    rc = nf_enter(&r->nf, s, err);
+    if (rc == 0) {
+        rc = vg_qemu_start(&qo, &sd->qemu, err);
+        if (nf_leave(&r->nf, rc < 0 ? NULL : err) < 0 && rc == 0) {
+            rc = -EIO;
+        }
+    }
+    if (rc == 0) {
+        rc = vg_mig_set_capability(sd->qemu->qmp, "return-path", true, err);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ leaks -- */
+
+static unsigned self_fds(void)
+{
+    struct vg_fd_census c;
+
+    return vg_fd_census(getpid(), &c, NULL) == 0 ? c.fds : 0;
+}
+
+static void leak(struct leg_result *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void leak(struct leg_result *res, const char *fmt, ...)
+{
+    g_autofree char *msg = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    vg_err("LEAK: %s", msg);
+    if (!res->leaks) {
+        g_strlcpy(res->leak_detail, msg, sizeof(res->leak_detail));
+    }
+    res->leaks++;
+}
+
+static bool census_eq(const struct vg_fd_census *a,
+                      const struct vg_fd_census *b)
+{
+    return a->fds == b->fds && a->memfds == b->memfds &&
+           a->sockets == b->sockets;
+}
+
+/* The census of @pid once it equals @want (up to SETTLE_MS: a failed
+ * migration's channel is closed by a bottom half), else the last one. */
+static void census_settle(pid_t pid, const struct vg_fd_census *want,
+                          struct vg_fd_census *got)
+{
+    int64_t deadline = vg_now_ms() + SETTLE_MS;
+
+    do {
+        if (vg_fd_census(pid, got, NULL) < 0 || census_eq(got, want)) {
+            return;
+        }
+        g_usleep(50000);
+    } while (vg_now_ms() < deadline);
+}
+
+static void check_fds(const char *who, pid_t pid,
+                      const struct vg_fd_census *want, struct vg_fd_census *got,
+                      struct leg_result *res)
+{
+    census_settle(pid, want, got);
+    if (!census_eq(got, want)) {
+        leak(res,
+             "%s (pid %d): %u fds (%u memfds, %u sockets), expected %u "
+             "(%u memfds, %u sockets)",
+             who, (int)pid, got->fds, got->memfds, got->sockets, want->fds,
+             want->memfds, want->sockets);
+    }
+}
+
+/* After a leg: only the running side's processes are our children, the
+ * run directory has only its server's socket, fds are as before. */
+static void check_leaks(struct rig *r, bool same_procs, struct leg_result *res)
+{
+    struct rig_side *sd = &r->side[r->cur];
+    struct vg_fd_census srv, qemu;
+    pid_t pids[16];
+    int n = vg_child_pids(pids, G_N_ELEMENTS(pids), NULL);
+    DIR *d;
+    struct dirent *de;
+    int64_t deadline = vg_now_ms() + SETTLE_MS;
+    unsigned fds;
+
+    for (int i = 0; i < MIN(n, (int)G_N_ELEMENTS(pids)); i++) {
+        if (pids[i] != sd->srv->proc.pid && pids[i] != sd->qemu->proc.pid) {
+            g_autofree char *comm = NULL;
+            g_autofree char *path = g_strdup_printf("/proc/%d/comm", pids[i]);
+
+            g_file_get_contents(path, &comm, NULL, NULL);
+            leak(res, "process %d (%s) left over", (int)pids[i],
+                 comm ? g_strstrip(comm) : "?");
+        }
+    }
+    d = opendir(r->dir);
+    while (d && (de = readdir(d))) {
+        g_autofree char *path = g_build_filename(r->dir, de->d_name, NULL);
+
+        if (g_str_has_suffix(de->d_name, ".sock") &&
+            strcmp(path, sd->srv->socket) != 0) {
+            leak(res, "socket file %s left over", de->d_name);
+            unlink(path);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    if (same_procs) {
+        check_fds("vgpu-server", sd->srv->proc.pid, &sd->srv_fds, &srv, res);
+        check_fds("QEMU", sd->qemu->proc.pid, &sd->qemu_fds, &qemu, res);
+    } else if (r->have_ref) {
+        check_fds("migrated-in vgpu-server", sd->srv->proc.pid, &r->ref_srv,
+                  &srv, res);
+        check_fds("migrated-in QEMU", sd->qemu->proc.pid, &r->ref_qemu, &qemu,
+                  res);
+    } else {
+        vg_fd_census(sd->srv->proc.pid, &srv, NULL);
+        vg_fd_census(sd->qemu->proc.pid, &qemu, NULL);
+        r->ref_srv = srv;
+        r->ref_qemu = qemu;
+        r->have_ref = true;
+    }
+    sd->srv_fds = srv;
+    sd->qemu_fds = qemu;
+    while ((fds = self_fds()) != r->self_fds && vg_now_ms() < deadline) {
+        g_usleep(50000);
+    }
+    if (fds != r->self_fds) {
+        leak(res, "this process has %u fds, %u before", fds, r->self_fds);
+        r->self_fds = fds;
+    }
+}
+
+/* --------------------------------------------------------------- VM -- */
+
+static int boot(struct rig *r, int s, uint64_t seed, struct vg_error *err)
+{
+    struct vg_qmp *qmp;
+    int rc = side_start(r, s, false, err);
+
+    r->cur = s;
+    r->generation++;
+    model_destroy(&r->model);
+    model_init(&r->model, r->vram_size, seed);
+    memset(&r->gpu, 0, sizeof(r->gpu));
+    if (rc < 0) {
+        return rc;
+    }
+    qmp = r->side[s].qemu->qmp;
+    vg_galloc_init(&r->ram, 16ull << 20, (uint64_t)r->o.ram_mib << 20);
+    rc = vg_vgpu_open(r->side[s].qemu->qt, &r->ram, &r->gpu, err);
+    if (rc == 0) {
+        rc = vg_vgpu_ring_init(&r->gpu, &r->ram, RING_ENTRIES, err);
+    }
+    if (rc == 0) {
+        rc = vg_vgpu_wr(&r->gpu, VGPU_REG_IRQ_MASK,
+                        VGPU_IRQ_FENCE | VGPU_IRQ_ERROR, err);
+    }
+    if (rc == 0) {
+        rc = model_setup(&r->model, &r->gpu, &r->ram, err);
+    }
+    if (rc == 0) {
+        rc = model_verify(&r->model, &r->gpu, err);
+    }
+    (void)qmp;
+    if (rc == 0) {
+        vg_fd_census(r->side[s].srv->proc.pid, &r->side[s].srv_fds, NULL);
+        vg_fd_census(r->side[s].qemu->proc.pid, &r->side[s].qemu_fds, NULL);
+        r->self_fds = self_fds();
+    }
+    if (rc < 0) {
+        vg_error_prefix(err, "boot VM %u on side %c", r->generation, 'A' + s);
+    }
+    return rc;
+}
+
+int rig_open(struct rig *r, const struct rig_opts *o, struct vg_error *err)
+{
+    struct vg_error e2;
+    int rc;
+
+    memset(r, 0, sizeof(*r));
+    r->o = *o;
+    r->o.leg_timeout_ms = o->leg_timeout_ms ? o->leg_timeout_ms : 120000;
+    r->nf.ns_fd[0] = r->nf.ns_fd[1] = r->nf.root_fd = -1;
+    rc = vg_parse_size(o->vram, 4u << 20, 1ull << 40, &r->vram_size, err);
+    if (rc == 0) {
+        rc = vg_parse_size(o->page, 4096, 2u << 20, &r->page_size, err);
+    }
+    if (rc == 0) {
+        rc = vg_tmpdir_create(o->tag, &r->dir, err);
+    }
+    if (rc == 0 && o->netns) {
+        rc = nf_setup(&r->nf, o->tag[0] ? (char[]){o->tag[0], 0} : "", err);
+    } else if (rc == 0) {
+        g_strlcpy(r->nf.why, "link faults not requested (no namespaces)",
+                  sizeof(r->nf.why));
+    }
+    if (rc == 0) {
+        vg_info("run directory %s", r->dir);
+        rc = boot(r, 0, o->seed, err);
+    }
+    if (rc < 0 && r->dir) {
+        vg_error_prefix(err, "rig");
+        e2 = *err;
+        rig_close(r, true);
+        *err = e2;
+    }
+    return rc;
+}
+
+void rig_close(struct rig *r, bool keep_dir)
+{
+    side_stop(r, 0, false);
+    side_stop(r, 1, false);
+    nf_teardown(&r->nf);
+    model_destroy(&r->model);
+    if (r->dir && !keep_dir) {
+        vg_tmpdir_remove(r->dir, NULL);
+    }
+    g_free(r->dir);
+    g_free(r->next_fault);
+    memset(r, 0, sizeof(*r));
+}
+
+void rig_plan_corrupt(struct rig *r, uint64_t offset)
+{
+    g_free(r->next_fault);
+    r->next_fault =
+        g_strdup_printf("corrupt-stream:%" G_GUINT64_FORMAT, offset);
+    r->next_offset = offset;
+}
+
+bool rig_source_corrupts(const struct rig *r)
+{
+    return r->side[r->cur].corrupting;
+}
+
+int rig_reboot(struct rig *r, uint64_t seed, struct vg_error *err)
+{
+    int s = r->cur;
+
+    side_stop(r, s, true);
+    return boot(r, !s, seed, err);
+}
+
+int rig_last_stream(struct rig *r, int side, int64_t *pre, int64_t *stop,
+                    struct vg_error *err)
+{
+    struct vg_stats st;
+    int rc = vg_stats_read(r->side[side].stats, &st, err);
+
+    if (rc == 0) {
+        rc = vg_stats_int(&st, "precopy_bytes", pre, err);
+    }
+    if (rc == 0) {
+        rc = vg_stats_int(&st, "stopcopy_bytes", stop, err);
+    }
+    vg_stats_clear(&st);
+    return rc;
+}
+
+/* -------------------------------------------------------------- leg -- */
+
+struct leg {
+    struct rig *r;
+    const struct leg_plan *p;
+    struct leg_result *res;
+    int s, d;
+    struct vg_qmp *sq; /* source QMP */
+    int64_t t0, t_data, t_drop;
+    bool injected, released, continued, link_down;
+};
+
+static enum mig_phase phase_of(const char *status)
+{
+    if (!strcmp(status, "setup")) {
+        return PH_SETUP;
+    }
+    if (!strcmp(status, "active")) {
+        return PH_PRECOPY;
+    }
+    if (!strcmp(status, "completed")) {
+        return PH_RESUME;
+    }
+    if (!strcmp(status, "pre-switchover") || !strcmp(status, "device")) {
+        return PH_STOPCOPY;
+    }
+    return PH_COUNT;
+}
+
+static int set_params(struct vg_qmp *qmp, int64_t downtime, int64_t bw,
+                      int64_t switchover, struct vg_error *err)
+{
+    int rc = vg_mig_set_parameter(qmp, "downtime-limit", downtime, err);
+
+    if (rc == 0) {
+        rc = vg_mig_set_parameter(qmp, "max-bandwidth", bw, err);
+    }
+    if (rc == 0) {
+        rc = vg_mig_set_parameter(qmp, "avail-switchover-bandwidth", switchover,
+                                  err);
+    }
+    return rc;
+}
+
+/* Inject the fault now; @status is the migration's status. */
+static int inject(struct leg *l, const char *status, struct vg_error *err)
+{
+    struct rig *r = l->r;
+    const struct leg_plan *p = l->p;
+    int rc = 0;
+
+    l->injected = true;
+    if (p->kind != FK_CORRUPT) {
+        l->res->phase_seen = phase_of(status);
+    }
+    vg_info("leg: inject %s at status %s", fault_name(p->kind), status);
+    switch (p->kind) {
+    case FK_CANCEL:
+        rc = vg_mig_cancel(l->sq, err);
+        break;
+    case FK_KILL_DST_QEMU:
+        rc = vg_qemu_kill9(r->side[l->d].qemu, err);
+        break;
+    case FK_KILL_DST_SERVER:
+        r->side[l->d].srv_killed = true;
+        rc = vg_proc_kill(&r->side[l->d].srv->proc, SIGKILL, STOP_MS, err);
+        break;
+    case FK_KILL_SRC_SERVER:
+        r->side[l->s].srv_killed = true;
+        rc = vg_proc_kill(&r->side[l->s].srv->proc, SIGKILL, STOP_MS, err);
+        break;
+    case FK_DROP:
+        rc = nf_link(&r->nf, l->d, false, err);
+        l->t_drop = vg_now_ms();
+        l->link_down = true;
+        break;
+    case FK_SLOW:
+        rc = nf_slow(&r->nf, p->slow_kbit ? p->slow_kbit : 100000,
+                     p->slow_delay_ms, err);
+        break;
+    default:
+        break;
+    }
+    return rc;
+}
+
+/* Workload and fault while the migration runs; returns when it is final
+ * (or completed), with the last sample in @info. */
+static int drive(struct leg *l, struct vg_mig_info *info, struct vg_error *err)
+{
+    struct rig *r = l->r;
+    const struct leg_plan *p = l->p;
+    int64_t deadline = vg_now_ms() + r->o.leg_timeout_ms;
+    char state[VG_MIG_STATUS_MAX];
+    uint32_t status = 0;
+    int rc;
+
+    for (;;) {
+        int64_t now = vg_now_ms();
+
+        rc = vg_mig_query(l->sq, info, err);
+        if (rc < 0) {
+            return rc;
+        }
+        if (vg_mig_status_final(info->status)) {
+            return 0;
+        }
+        if (!strcmp(info->status, "active")) {
+            if (info->vfio_transferred > 0 && !l->t_data) {
+                l->t_data = now;
+            }
+            if (p->phase == PH_PRECOPY && !l->injected && l->t_data &&
+                now >= l->t_data + p->inject_ms) {
+                rc = inject(l, info->status, err);
+            }
+            if (rc == 0 && !l->released && p->mix != MIX_IDLE) {
+                rc = vg_mig_runstate(l->sq, state, sizeof(state), err);
+                if (rc == 0 && !strcmp(state, "running")) {
+                    rc = vg_vgpu_rd(&r->gpu, VGPU_REG_STATUS, &status, err);
+                    if (rc == 0 && !(status & VGPU_STATUS_BUSY)) {
+                        rc = model_batch(&r->model, &r->gpu, p->mix, err);
+                    }
+                }
+            }
+            if (rc == 0 && !l->released && now >= l->t0 + p->work_ms &&
+                (p->phase != PH_PRECOPY || l->injected || p->kind == FK_NONE ||
+                 p->kind == FK_CORRUPT)) {
+                l->released = true;
+                rc = set_params(l->sq, RELEASE_DOWNTIME, RELEASE_BW,
+                                RELEASE_SWITCHOVER, err);
+            }
+        }
+        if (rc == 0 && !strcmp(info->status, "pre-switchover") &&
+            !l->continued) {
+            if (!l->injected && p->phase == PH_STOPCOPY) {
+                rc = inject(l, info->status, err);
+            }
+            if (rc == 0 && p->kind != FK_CANCEL) {
+                l->continued = true;
+                rc = vg_qmp_execute_json(l->sq, "migrate-continue",
+                                         "{\"state\": \"pre-switchover\"}",
+                                         NULL, err);
+            }
+        }
+        if (rc == 0 && l->link_down && p->drop_ms &&
+            now >= l->t_drop + p->drop_ms) {
+            l->link_down = false;
+            rc = nf_link(&r->nf, -1, true, err);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+        if (now > deadline && l->res->stuck) {
+            return vg_error_set(err, ETIMEDOUT,
+                                "migration still '%s' %d ms after "
+                                "migrate_cancel",
+                                info->status, r->o.leg_timeout_ms);
+        }
+        if (now > deadline) {
+            l->res->stuck = true;
+            vg_err("leg: migration still '%s' after %d ms: cancelling",
+                   info->status, r->o.leg_timeout_ms);
+            vg_mig_cancel(l->sq, NULL);
+            nf_clear(&r->nf, NULL);
+            deadline = now + r->o.leg_timeout_ms;
+        }
+        g_usleep(VG_MIG_POLL_INTERVAL_MS * 1000);
+    }
+}
+
+static bool alive(struct rig_side *sd)
+{
+    return sd->qemu && vg_proc_alive(&sd->qemu->proc) && sd->qemu->qmp &&
+           sd->srv && vg_proc_alive(&sd->srv->proc);
+}
+
+/* The run state of side @s's QEMU, "" if it is gone. */
+static void runstate(struct rig *r, int s, char *buf, size_t len)
+{
+    struct rig_side *sd = &r->side[s];
+
+    buf[0] = '\0';
+    if (sd->qemu && sd->qemu->qmp && vg_proc_alive(&sd->qemu->proc)) {
+        vg_mig_runstate(sd->qemu->qmp, buf, len, NULL);
+    }
+}
+
+/* Continue side @s and wait until it runs. */
+static int cont(struct rig *r, int s, struct vg_error *err)
+{
+    struct vg_qmp *qmp = r->side[s].qemu->qmp;
+    int rc = vg_qmp_execute(qmp, "cont", NULL, NULL, err);
+
+    if (rc == 0) {
+        rc = vg_mig_wait_runstate(qmp, "running", RUNSTATE_WAIT_MS, err);
+    }
+    if (rc < 0) {
+        vg_error_prefix(err, "cont on side %c", 'A' + s);
+    }
+    return rc;
+}
+
+/* After the migration ended as @info says: bring the VM to run on one
+ * side, as a management layer would; returns that side or -1. */
+static int recover(struct leg *l, const struct vg_mig_info *info)
+{
+    struct rig *r = l->r;
+    struct vg_error e = {0};
+    char st[VG_MIG_STATUS_MAX];
+
+    if (!strcmp(info->status, "completed")) {
+        /* The destination has the VM, loaded and paused (-S); it may
+         * still be finishing the load. */
+        int64_t deadline = vg_now_ms() + RUNSTATE_WAIT_MS;
+
+        runstate(r, l->d, st, sizeof(st));
+        while (!strcmp(st, "inmigrate") && vg_now_ms() < deadline) {
+            g_usleep(20000);
+            runstate(r, l->d, st, sizeof(st));
+        }
+        if (alive(&r->side[l->d]) && !strcmp(st, "paused") &&
+            cont(r, l->d, &e) == 0) {
+            return l->d;
+        }
+        vg_info("leg: destination unusable (state '%s'%s%s): continuing "
+                "the source",
+                st, e.msg[0] ? ", " : "", e.msg);
+        if (alive(&r->side[l->s])) {
+            side_stop(r, l->d, false);
+            l->res->source_continued = true;
+            if (cont(r, l->s, &e) == 0) {
+                return l->s;
+            }
+            vg_err("leg: %s", e.msg);
+        }
+        return -1;
+    }
+    /* failed or cancelled: the source runs again by itself. */
+    if (alive(&r->side[l->s]) &&
+        vg_mig_wait_runstate(r->side[l->s].qemu->qmp, "running",
+                             RUNSTATE_WAIT_MS, &e) == 0) {
+        return l->s;
+    }
+    vg_err("leg: source did not resume after '%s': %s", info->status, e.msg);
+    return -1;
+}
+
+/* The VM must run on exactly side @s, the other one is not running. */
+static void check_one_side(struct leg *l, int s)
+{
+    char a[VG_MIG_STATUS_MAX], b[VG_MIG_STATUS_MAX];
+
+    runstate(l->r, 0, a, sizeof(a));
+    runstate(l->r, 1, b, sizeof(b));
+    vg_info("leg: side A '%s', side B '%s'", a, b);
+    if (s < 0 || (!strcmp(a, "running") + !strcmp(b, "running")) != 1) {
+        l->res->lost = true;
+        g_snprintf(l->res->why, sizeof(l->res->why),
+                   "VM runs on %d sides (A '%s', B '%s')",
+                   !strcmp(a, "running") + !strcmp(b, "running"), a, b);
+    }
+}
+
+/* Both servers' VRAM checksums at switchover must agree. */
+static void check_checksums(struct leg *l)
+{
+    struct vg_stats ss, ds;
+    struct leg_result *res = l->res;
+
+    if (vg_stats_read(l->r->side[l->s].stats, &ss, NULL) < 0) {
+        return; /* the source server died: nothing to compare */
+    }
+    if (vg_stats_read(l->r->side[l->d].stats, &ds, NULL) == 0) {
+        if (ss.vram_checksum[0] &&
+            strcmp(ss.vram_checksum, ds.vram_checksum) != 0) {
+            res->corruption = true;
+            g_snprintf(res->corruption_detail, sizeof(res->corruption_detail),
+                       "VRAM checksum at switchover: source %s, "
+                       "destination %s",
+                       ss.vram_checksum, ds.vram_checksum);
+        }
+        vg_stats_clear(&ds);
+    }
+    vg_stats_clear(&ss);
+}
+
+/* Where the corrupted byte of a corrupting source fell in its stream. */
+static void corrupt_phase(struct leg *l)
+{
+    uint64_t off = l->r->side[l->s].corrupt_offset;
+    int64_t pre = l->res->stream_pre, stop = l->res->stream_stop;
+
+    if (pre < 0 || stop < 0) {
+        return;
+    }
+    if (off < 48) {
+        l->res->phase_seen = PH_SETUP;
+    } else if ((int64_t)off < pre) {
+        l->res->phase_seen = PH_PRECOPY;
+    } else if ((int64_t)off < pre + stop - 40) {
+        l->res->phase_seen = PH_STOPCOPY;
+    } else if ((int64_t)off < pre + stop) {
+        l->res->phase_seen = PH_RESUME;
+    }
+    /* else: the stream ended before the offset, nothing was corrupted */
+}
+
+int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
+            struct vg_error *err)
+{
+    struct leg l = {.r = r, .p = p, .res = res, .s = r->cur, .d = !r->cur};
+    g_autofree char *uri = NULL;
+    struct vg_mig_info info = {0};
+    const char *why = NULL;
+    struct vg_error e = {0};
+    bool hold_setup;
+    int run_on, rc;
+
+    memset(res, 0, sizeof(*res));
+    res->phase_seen = PH_COUNT;
+    if (!rig_fault_applies(r, p->kind, p->phase, &why)) {
+        res->skipped = true;
+        g_strlcpy(res->why, why, sizeof(res->why));
+        return 0;
+    }
+    l.sq = r->side[l.s].qemu->qmp;
+    rc = side_start(r, l.d, true, err);
+    if (rc == 0) {
+        rc = vg_mig_incoming_on(r->side[l.d].qemu->qmp, nf_addr(&r->nf, l.d),
+                                &uri, err);
+    }
+    if (rc == 0) {
+        rc = vg_mig_set_capability(
+            l.sq, "pause-before-switchover",
+            p->kind != FK_NONE && p->phase == PH_STOPCOPY, err);
+    }
+    if (rc == 0) {
+        rc = set_params(l.sq, 1, p->hold_bw ? p->hold_bw : DEFAULT_HOLD_BW,
+                        1000, err);
+    }
+    /* A link fault in setup is there before the connection. */
+    if (rc == 0 && p->phase == PH_SETUP &&
+        (p->kind == FK_DROP || p->kind == FK_SLOW)) {
+        rc = inject(&l, "setup", err);
+    }
+    /* Other faults in setup: with namespaces, the link is held down
+     * while "migrate" connects, so the fault lands while the status is
+     * "setup" for sure; it comes up right after (TCP retries the SYN
+     * within a second).  Else the fault follows "migrate" at once. */
+    hold_setup = rc == 0 && p->phase == PH_SETUP && !l.injected &&
+                 p->kind != FK_NONE && p->kind != FK_CORRUPT && r->nf.enabled;
+    if (hold_setup) {
+        rc = nf_link(&r->nf, l.d, false, err);
+    }
+    if (rc < 0) {
+        vg_error_prefix(err, "leg set-up");
+        return rc;
+    }
+    l.t0 = vg_now_ms();
+    rc = vg_mig_start(l.sq, uri, err);
+    if (rc == 0 && p->phase == PH_SETUP && !l.injected && p->kind != FK_NONE &&
+        p->kind != FK_CORRUPT) {
+        rc = vg_mig_query(l.sq, &info, err);
+        if (rc == 0) {
+            rc = inject(&l, info.status[0] ? info.status : "setup", err);
+        }
+    }
+    if (hold_setup && nf_link(&r->nf, -1, true, rc < 0 ? NULL : err) < 0 &&
+        rc == 0) {
+        rc = -EIO;
+    }
+    if (rc == 0) {
+        rc = drive(&l, &info, err);
+    }
+    if (rc < 0) {
+        vg_error_prefix(err, "leg %c->%c", 'A' + l.s, 'A' + l.d);
+        return rc;
+    }
+    if (!strcmp(info.status, "completed") && p->phase == PH_RESUME &&
+        p->kind != FK_NONE && p->kind != FK_CORRUPT) {
+        rc = inject(&l, "completed", err);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    g_strlcpy(res->status, info.status, sizeof(res->status));
+    res->stream_pre = res->stream_stop = -1;
+    if (r->side[l.s].srv && vg_proc_alive(&r->side[l.s].srv->proc)) {
+        rig_last_stream(r, l.s, &res->stream_pre, &res->stream_stop, NULL);
+    }
+    if (r->side[l.s].corrupting) {
+        corrupt_phase(&l);
+    }
+    res->total_ms = info.total_time_ms;
+    res->downtime_ms = info.downtime_ms;
+    res->vfio_bytes = info.vfio_transferred;
+    res->ram_bytes = info.ram_transferred;
+    vg_info("leg %c->%c: %s, total %" G_GINT64_FORMAT
+            " ms, downtime %" G_GINT64_FORMAT " ms, vfio %" G_GINT64_FORMAT
+            " bytes%s%s",
+            'A' + l.s, 'A' + l.d, info.status, info.total_time_ms,
+            info.downtime_ms, info.vfio_transferred,
+            info.error_desc[0] ? ": " : "", info.error_desc);
+    if (nf_clear(&r->nf, &e) < 0) {
+        vg_warn("leg: %s", e.msg);
+    }
+    run_on = recover(&l, &info);
+    check_one_side(&l, run_on);
+    res->moved = run_on == l.d;
+    res->recovered = p->kind != FK_NONE && run_on >= 0 && !res->lost;
+    if (run_on < 0) {
+        res->lost = true;
+        return 0; /* the caller reboots */
+    }
+    if (res->moved && !strcmp(res->status, "completed")) {
+        check_checksums(&l);
+    }
+    side_stop(r, !run_on, res->leaks == 0);
+    r->cur = run_on;
+    if (res->moved) {
+        rc = vg_vgpu_attach(r->side[run_on].qemu->qt, &r->gpu, err);
+        if (rc < 0) {
+            vg_error_prefix(err, "attach the vGPU on side %c", 'A' + run_on);
+            return rc;
+        }
+    }
+    if (model_verify(&r->model, &r->gpu, &e) < 0) {
+        res->corruption = true;
+        g_strlcpy(res->corruption_detail, e.msg,
+                  sizeof(res->corruption_detail));
+        vg_err("CORRUPTION on side %c: %s", 'A' + run_on, e.msg);
+    }
+    check_leaks(r, !res->moved, res);
+    return 0;
+}
