@@ -3,7 +3,8 @@
  * against memcpy and a plain read of the same buffer, in the same run.
  *
  * GB/s are 1e9 bytes of the buffer per second (a memcpy of N bytes counts
- * N), best of --reps runs.  "pool" is dt_epoch hashing every page
+ * N), best of --reps runs, the steps interleaved in every run so that
+ * all see the same machine.  "pool" is dt_epoch hashing every page
  * (dt_mark_all_opaque) with 1 to --threads threads.
  */
 #include <errno.h>
@@ -33,113 +34,136 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Best GB/s over the reps of one measured step. */
-struct best {
-    double gbps;
-    double t0;
-};
-
-static void best_start(struct best *b)
+/* GB/s of @bytes processed since @t0. */
+static double gbps_since(double t0, uint64_t bytes)
 {
-    b->t0 = now_s();
+    return (double)bytes / (now_s() - t0) / 1e9;
 }
 
-static void best_stop(struct best *b, uint64_t bytes)
+static double once_memcpy(const struct opts *o, const uint8_t *src,
+                          uint8_t *dst)
 {
-    double g = (double)bytes / (now_s() - b->t0) / 1e9;
+    double t0 = now_s();
 
-    if (g > b->gbps) {
-        b->gbps = g;
-    }
+    memcpy(dst, src, o->size);
+    __asm__ volatile("" : : "r"(dst) : "memory");
+    return gbps_since(t0, o->size);
 }
 
-static double bench_memcpy(const struct opts *o, const uint8_t *src,
-                           uint8_t *dst)
-{
-    struct best b = {0};
-
-    for (unsigned r = 0; r < o->reps; r++) {
-        best_start(&b);
-        memcpy(dst, src, o->size);
-        __asm__ volatile("" : : "r"(dst) : "memory");
-        best_stop(&b, o->size);
-    }
-    return b.gbps;
-}
-
-static double bench_read(const struct opts *o, const uint8_t *src)
+static double once_read(const struct opts *o, const uint8_t *src)
 {
     const uint64_t *w = (const uint64_t *)src;
-    struct best b = {0};
     uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    double t0 = now_s();
 
-    for (unsigned r = 0; r < o->reps; r++) {
-        best_start(&b);
-        for (uint64_t i = 0; i < o->size / 8; i += 4) { /* size % 4K == 0 */
-            s0 += w[i];
-            s1 += w[i + 1];
-            s2 += w[i + 2];
-            s3 += w[i + 3];
-        }
-        __asm__ volatile("" : : "r"(s0 + s1 + s2 + s3));
-        best_stop(&b, o->size);
+    for (uint64_t i = 0; i < o->size / 8; i += 4) { /* size % 4K == 0 */
+        s0 += w[i];
+        s1 += w[i + 1];
+        s2 += w[i + 2];
+        s3 += w[i + 3];
     }
-    return b.gbps;
+    __asm__ volatile("" : : "r"(s0 + s1 + s2 + s3));
+    return gbps_since(t0, o->size);
 }
 
-static double bench_xxh3(const struct opts *o, const uint8_t *src)
+static double once_xxh3(const struct opts *o, const uint8_t *src)
 {
-    struct best b = {0};
     uint64_t acc = 0;
+    double t0 = now_s();
 
-    for (unsigned r = 0; r < o->reps; r++) {
-        best_start(&b);
-        for (uint64_t off = 0; off < o->size; off += o->page) {
-            acc ^= XXH3_64bits_withSeed(src + off, o->page, 0x5eed);
-        }
-        __asm__ volatile("" : : "r"(acc));
-        best_stop(&b, o->size);
+    for (uint64_t off = 0; off < o->size; off += o->page) {
+        acc ^= XXH3_64bits_withSeed(src + off, o->page, 0x5eed);
     }
-    return b.gbps;
+    __asm__ volatile("" : : "r"(acc));
+    return gbps_since(t0, o->size);
 }
 
-/* dt_epoch over every page with @threads threads; its own GB/s figure. */
-static int bench_pool(const struct opts *o, const uint8_t *src,
-                      unsigned threads, double *out, struct vg_error *err)
+/* dt_epoch over every page of @t; its own GB/s figure. */
+static int once_pool(struct dt_tracker *t, uint64_t *dirty, double *out,
+                     struct vg_error *err)
 {
-    struct dt_config cfg = {src, o->size, (uint32_t)o->page, threads, 0};
     struct dt_epoch_stats st;
-    struct dt_tracker *t;
-    uint64_t *dirty;
-    int rc = dt_new(&cfg, &t, err);
+    int rc;
 
-    if (rc) {
-        return rc;
+    dt_mark_all_opaque(t);
+    rc = dt_epoch(t, dirty, &st, err);
+    *out = st.hash_gbps;
+    return rc;
+}
+
+static void keep_best(double *best, double g)
+{
+    if (g > *best) {
+        *best = g;
     }
-    dirty = calloc(dt_bitmap_words(t), sizeof(uint64_t));
-    if (!dirty) {
-        rc = vg_error_set(err, ENOMEM, "out of memory");
-    }
-    *out = 0;
-    for (unsigned r = 0; !rc && r <= o->reps; r++) {
-        dt_mark_all_opaque(t);
-        rc = dt_epoch(t, dirty, &st, err); /* the first: the baseline */
-        if (!rc && r > 0 && st.hash_gbps > *out) {
-            *out = st.hash_gbps;
+}
+
+/* Trackers with 1 .. o->threads threads, each with its baseline taken. */
+static int pools_new(const struct opts *o, const uint8_t *src,
+                     struct dt_tracker **t, uint64_t **dirty,
+                     struct vg_error *err)
+{
+    for (unsigned n = 1; n <= o->threads; n++) {
+        struct dt_config cfg = {src, o->size, (uint32_t)o->page, n, 0};
+        double g;
+        int rc = dt_new(&cfg, &t[n - 1], err);
+
+        if (rc) {
+            return rc;
+        }
+        dirty[n - 1] = calloc(dt_bitmap_words(t[n - 1]), sizeof(uint64_t));
+        if (!dirty[n - 1]) {
+            return vg_error_set(err, ENOMEM, "out of memory");
+        }
+        rc = once_pool(t[n - 1], dirty[n - 1], &g, err); /* the baseline */
+        if (rc) {
+            return rc;
         }
     }
-    free(dirty);
-    dt_free(t);
+    return 0;
+}
+
+/*
+ * Every rep measures every step once, in turn (memcpy, read, XXH3, the
+ * pool with 1 .. threads threads), so that all of them see the same
+ * machine; the best of each is kept.
+ */
+static int measure(const struct opts *o, const uint8_t *src, uint8_t *dst,
+                   double *mc, double *rd, double *xx, double *pool,
+                   struct vg_error *err)
+{
+    struct dt_tracker *t[DT_THREADS_MAX] = {0};
+    uint64_t *dirty[DT_THREADS_MAX] = {0};
+    int rc = pools_new(o, src, t, dirty, err);
+
+    for (unsigned r = 0; !rc && r < o->reps; r++) {
+        keep_best(mc, once_memcpy(o, src, dst));
+        keep_best(rd, once_read(o, src));
+        keep_best(xx, once_xxh3(o, src));
+        for (unsigned n = 1; !rc && n <= o->threads; n++) {
+            double g;
+
+            rc = once_pool(t[n - 1], dirty[n - 1], &g, err);
+            keep_best(&pool[n - 1], g);
+        }
+    }
+    for (unsigned n = 0; n < o->threads; n++) {
+        free(dirty[n]);
+        dt_free(t[n]);
+    }
     return rc;
 }
 
 static int run(const struct opts *o, const uint8_t *src, uint8_t *dst)
 {
-    double mc = bench_memcpy(o, src, dst), rd = bench_read(o, src);
-    double xx = bench_xxh3(o, src), pool1 = 0, g;
+    double mc = 0, rd = 0, xx = 0, pool[DT_THREADS_MAX] = {0};
     struct vg_error err = {0};
 
-    printf("buffer %llu MiB, page %llu KiB, best of %u\n",
+    if (measure(o, src, dst, &mc, &rd, &xx, pool, &err)) {
+        fprintf(stderr, "dt-bench: %s\n", err.msg);
+        return 1;
+    }
+    printf("buffer %llu MiB, page %llu KiB, best of %u, steps interleaved\n",
            (unsigned long long)(o->size >> 20),
            (unsigned long long)(o->page >> 10), o->reps);
     printf("memcpy 1 thread       %8.2f GB/s\n", mc);
@@ -147,14 +171,10 @@ static int run(const struct opts *o, const uint8_t *src, uint8_t *dst)
     printf("XXH3-64 per page      %8.2f GB/s  (hash/memcpy %.2f)\n", xx,
            xx / mc);
     for (unsigned n = 1; n <= o->threads; n++) {
-        if (bench_pool(o, src, n, &g, &err)) {
-            fprintf(stderr, "dt-bench: %s\n", err.msg);
-            return 1;
-        }
-        pool1 = n == 1 ? g : pool1;
         printf("hash pool %2u thread%s  %8.2f GB/s  (hash/memcpy %.2f, "
                "scaling x%.2f)\n",
-               n, n > 1 ? "s" : " ", g, g / mc, g / pool1);
+               n, n > 1 ? "s" : " ", pool[n - 1], pool[n - 1] / mc,
+               pool[n - 1] / pool[0]);
     }
     return 0;
 }
