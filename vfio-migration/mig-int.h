@@ -29,6 +29,7 @@ struct mig {
     bool bar2_shared;   /* a client got the VRAM fd: CPU writes are unseen */
     bool bar2_logged;   /* ... unless the client logs them (REGION_DIRTY_LOG) */
     bool checksums_due; /* saved in STOP_COPY: checksum VRAM once idle */
+    uint64_t saves_started;   /* saving sessions since the server started */
     struct mig_rounds rounds; /* planner and throttle of the session */
     struct mig_save *save;
     struct mig_load *load;

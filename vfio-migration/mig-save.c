@@ -593,7 +593,8 @@ static void arm_fault(struct mig *m)
     uint64_t span =
         HEADER_BYTES + pass_bytes(m, m->npages, m->nonzero_count) + TAIL_BYTES;
 
-    if (!m->fault.corrupt) {
+    if (!m->fault.corrupt ||
+        (m->fault.session && m->fault.session != m->saves_started)) {
         return;
     }
     s->fault_armed = true;
@@ -602,8 +603,9 @@ static void arm_fault(struct mig *m)
             ? splitmix64(m->fault.seed + m->stats.migrations_started) % span
             : m->fault.offset;
     vg_warn("fault injection: will flip stream byte at offset %" PRIu64
-            "%s (seed %" PRIu64 ")",
-            s->fault_offset, m->fault.random ? ", random" : "", m->fault.seed);
+            "%s (seed %" PRIu64 ") of saving session %" PRIu64,
+            s->fault_offset, m->fault.random ? ", random" : "", m->fault.seed,
+            m->saves_started);
 }
 
 /* The tracker of the session (none with --dirty-track=none). */
@@ -658,6 +660,7 @@ int mig_save_open(struct mig *m, bool precopy, struct vg_error *err)
     if (ret < 0) {
         return ret;
     }
+    m->saves_started++;
     mig_rounds_init(&m->rounds, m->precopy, m->track != MIG_TRACK_NONE,
                     mig_now_ms());
     if (!m->save->dt || m->precopy == MIG_PRECOPY_NONE) {

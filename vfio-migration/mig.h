@@ -42,7 +42,9 @@ struct mig_fault {
     bool random;     /* pick the offset from @seed, else use @offset */
     uint64_t offset; /* stream offset of the byte */
     uint64_t seed;
-    bool no_dma_log; /* DMA logging never marks the pages the device wrote */
+    uint64_t session; /* 0: every saving session, else only this one
+                         (1 for the server's first) */
+    bool no_dma_log;  /* DMA logging never marks the pages the device wrote */
 };
 
 struct mig_config {

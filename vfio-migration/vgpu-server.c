@@ -81,7 +81,9 @@ static void usage(FILE *out)
         "                         each outgoing migration stream),\n"
         "                         corrupt-stream:random[:SEED] (an offset\n"
         "                         drawn from SEED, random if omitted; the\n"
-        "                         seed is printed at start-up) or\n"
+        "                         seed is printed at start-up), either with\n"
+        "                         @N appended to corrupt only the N-th\n"
+        "                         outgoing stream (1 for the first), or\n"
         "                         no-dma-log (DMA logging starts, stops and\n"
         "                         reports as usual but never marks the guest\n"
         "                         pages the device writes, so a migration\n"
@@ -185,18 +187,24 @@ static int parse_u64(const char *text, uint64_t *out)
 
 /* --fault corrupt-stream:OFFSET | corrupt-stream:random[:SEED] |
  * no-dma-log */
-static int parse_fault(const char *spec, struct mig_fault *f)
+/* corrupt-stream:SPEC[@N]: SPEC is OFFSET or random[:SEED]. */
+static int parse_corrupt(const char *arg, struct mig_fault *f)
 {
-    static const char prefix[] = "corrupt-stream:";
-    const char *arg = spec + sizeof(prefix) - 1;
+    char spec[64];
+    char *at;
 
-    if (strcmp(spec, "no-dma-log") == 0) {
-        f->no_dma_log = true;
-        return 0;
-    }
-    if (strncmp(spec, prefix, sizeof(prefix) - 1) != 0) {
+    if (strlen(arg) >= sizeof(spec)) {
         return -1;
     }
+    strcpy(spec, arg);
+    at = strchr(spec, '@');
+    if (at) {
+        *at = '\0';
+        if (parse_u64(at + 1, &f->session) < 0 || f->session == 0) {
+            return -1;
+        }
+    }
+    arg = spec;
     f->corrupt = true;
     if (strncmp(arg, "random", 6) != 0) {
         return parse_u64(arg, &f->offset);
@@ -209,6 +217,20 @@ static int parse_fault(const char *spec, struct mig_fault *f)
         return -1;
     }
     return 0;
+}
+
+static int parse_fault(const char *spec, struct mig_fault *f)
+{
+    static const char prefix[] = "corrupt-stream:";
+
+    if (strcmp(spec, "no-dma-log") == 0) {
+        f->no_dma_log = true;
+        return 0;
+    }
+    if (strncmp(spec, prefix, sizeof(prefix) - 1) != 0) {
+        return -1;
+    }
+    return parse_corrupt(spec + sizeof(prefix) - 1, f);
 }
 
 static int parse_size_opt(const char *name, const char *text, uint64_t min,
@@ -340,6 +362,11 @@ static void warn_faults(const struct mig_fault *f)
     } else if (f->corrupt) {
         vg_warn("TEST ONLY fault injection: corrupt-stream offset %" PRIu64,
                 f->offset);
+    }
+    if (f->corrupt && f->session) {
+        vg_warn("TEST ONLY fault injection: only outgoing stream %" PRIu64
+                " is corrupted",
+                f->session);
     }
     if (f->no_dma_log) {
         vg_warn("TEST ONLY fault injection: no-dma-log (device writes to "

@@ -217,6 +217,51 @@ static void test_corrupt_stream(void)
     mt_stop(&t);
 }
 
+/* Resume the source VM after a completed migration (postmigrate). */
+static void resume_source(struct mt *t)
+{
+    VGT_OK(vg_qmp_execute(t->src.qemu->qmp, "cont", NULL, NULL, VGT_ERR));
+    VGT_OK(vg_mig_wait_runstate(t->src.qemu->qmp, "running", VGT_TIMEOUT_MS,
+                                VGT_ERR));
+}
+
+/* corrupt-stream:OFFSET@2 corrupts only the source server's second
+ * outgoing stream: the first and third migrations complete, the second
+ * fails and leaves the source intact. */
+static void test_corrupt_stream_once(void)
+{
+    static const char *const fault[] = {"--fault", "corrupt-stream:65536@2",
+                                        NULL};
+    g_autofree uint8_t *before = NULL;
+    struct vg_mig_info info;
+    struct vg_stats st;
+    struct mt t;
+
+    start_filled_src(&t, "mig-corrupt-once", fault, &before);
+    for (unsigned i = 1; i <= 3; i++) {
+        mt_start_dst(&t, VGT_VRAM_ARG, NULL);
+        VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+        wait_final(&t, i == 2 ? "failed" : "completed", &info);
+        if (i == 2) {
+            assert_source_intact(&t, before, 0x500 + i);
+            VGT_OK(vg_stats_wait_state(t.dst.stats, "error",
+                                       MT_STATS_TIMEOUT_MS, &st, VGT_ERR));
+            g_test_message("stream 2: destination %s, %s", st.state,
+                           st.last_error);
+            vg_stats_clear(&st);
+        } else {
+            VGT_OK(vg_stats_wait(t.dst.stats, mt_stats_done, "running",
+                                 MT_STATS_TIMEOUT_MS, &st, VGT_ERR));
+            g_test_message("stream %u: destination %s, VRAM %s", i, st.state,
+                           st.vram_checksum);
+            vg_stats_clear(&st);
+            resume_source(&t);
+        }
+        mt_stop_dst(&t);
+    }
+    mt_stop(&t);
+}
+
 static void test_no_migration_support(void)
 {
     static const char *const nomig[] = {"--no-migration", NULL};
@@ -250,5 +295,7 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/faults/no-migration-support",
                     test_no_migration_support);
     g_test_add_func("/mig/faults/corrupt-stream", test_corrupt_stream);
+    g_test_add_func("/mig/faults/corrupt-stream-once",
+                    test_corrupt_stream_once);
     return g_test_run();
 }
