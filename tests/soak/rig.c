@@ -398,8 +398,9 @@ void rig_close(struct rig *r, bool keep_dir)
 void rig_plan_corrupt(struct rig *r, uint64_t offset)
 {
     g_free(r->next_fault);
+    /* @1: only the server's first outgoing stream, the planned leg's */
     r->next_fault =
-        g_strdup_printf("corrupt-stream:%" G_GUINT64_FORMAT, offset);
+        g_strdup_printf("corrupt-stream:%" G_GUINT64_FORMAT "@1", offset);
     r->next_offset = offset;
 }
 
@@ -824,6 +825,7 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
     }
     if (r->side[l.s].corrupting) {
         corrupt_phase(&l);
+        r->side[l.s].corrupting = false; /* its one corrupt stream is spent */
     }
     res->total_ms = info.total_time_ms;
     res->downtime_ms = info.downtime_ms;
