@@ -400,6 +400,24 @@ static inline void mt_wait_dma_logging(struct mt_side *side, bool on)
     vg_stats_clear(&st);
 }
 
+/* Integer member @name of @st (it must be there). */
+static inline int64_t mt_stat_int(const struct vg_stats *st, const char *name)
+{
+    int64_t v = 0;
+
+    VGT_OK(vg_stats_int(st, name, &v, VGT_ERR));
+    return v;
+}
+
+/* Number member @name of @st (it must be there). */
+static inline double mt_stat_double(const struct vg_stats *st, const char *name)
+{
+    g_autofree char *v = vg_stats_str(st, name);
+
+    g_assert_nonnull(v);
+    return g_ascii_strtod(v, NULL);
+}
+
 /* Both servers' stats after a completed migration (source device back
  * in STOP, destination RUNNING).  The VRAM checksums (source after
  * stop-copy, destination after loading) must be equal, and so must the

@@ -20,22 +20,6 @@
 #define MAX_FILLS  4000u
 #define WAIT_LIMIT 90000 /* ms */
 
-static int64_t stat_int(const struct vg_stats *st, const char *name)
-{
-    int64_t v = -1;
-
-    VGT_OK(vg_stats_int(st, name, &v, VGT_ERR));
-    return v;
-}
-
-static double stat_double(const struct vg_stats *st, const char *name)
-{
-    g_autofree char *v = vg_stats_str(st, name);
-
-    g_assert_nonnull(v);
-    return g_ascii_strtod(v, NULL);
-}
-
 /* FILL the work area with @pattern and wait for it. */
 static void dirty_work_area(struct mt *t, uint32_t pattern)
 {
@@ -69,7 +53,7 @@ static void test_converge(void)
         fills++;
         if (fills % 8 == 0) {
             VGT_OK(vg_stats_read(t.src.stats, &st, VGT_ERR));
-            level = stat_int(&st, "throttle_percent");
+            level = mt_stat_int(&st, "throttle_percent");
             vg_stats_clear(&st);
         }
     }
@@ -89,13 +73,14 @@ static void test_converge(void)
         "source: throttle %" G_GINT64_FORMAT "%%, %" G_GINT64_FORMAT
         " rounds throttled, %.1f ms taken from the vGPU, %" G_GINT64_FORMAT
         " rounds",
-        stat_int(&sst, "throttle_percent"), stat_int(&sst, "throttle_rounds"),
-        stat_double(&sst, "throttle_held_ms"), stat_int(&sst, "rounds"));
-    g_assert_cmpint(stat_int(&sst, "throttle_percent"), >=, 10);
-    g_assert_cmpfloat(stat_double(&sst, "throttle_held_ms"), >, 0.0);
-    g_assert_cmpint(stat_int(&sst, "rounds"), >=, MIG_CONVERGE_ROUNDS + 1);
+        mt_stat_int(&sst, "throttle_percent"),
+        mt_stat_int(&sst, "throttle_rounds"),
+        mt_stat_double(&sst, "throttle_held_ms"), mt_stat_int(&sst, "rounds"));
+    g_assert_cmpint(mt_stat_int(&sst, "throttle_percent"), >=, 10);
+    g_assert_cmpfloat(mt_stat_double(&sst, "throttle_held_ms"), >, 0.0);
+    g_assert_cmpint(mt_stat_int(&sst, "rounds"), >=, MIG_CONVERGE_ROUNDS + 1);
     /* The destination's session was a load: no throttle there. */
-    g_assert_cmpint(stat_int(&dst, "throttle_percent"), ==, 0);
+    g_assert_cmpint(mt_stat_int(&dst, "throttle_percent"), ==, 0);
     vg_stats_clear(&sst);
     vg_stats_clear(&dst);
     mt_stop(&t);

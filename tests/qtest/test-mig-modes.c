@@ -97,14 +97,6 @@ static void wait_vfio_sent(struct mt *t, int64_t bytes)
 /* Round 0 of an idle device after mt_fill_vram(): its non-zero MiBs. */
 #define ROUND0_BYTES ((int64_t)MT_FILLED_MIB << 20)
 
-static int64_t stat_int(const struct vg_stats *st, const char *name)
-{
-    int64_t v = 0;
-
-    VGT_OK(vg_stats_int(st, name, &v, VGT_ERR));
-    return v;
-}
-
 static void log_stats(const char *what, const struct vg_stats *st)
 {
     g_autofree char *pm = vg_stats_str(st, "precopy_mode");
@@ -116,10 +108,11 @@ static void log_stats(const char *what, const struct vg_stats *st)
         " B, estimate %" G_GINT64_FORMAT
         " B), device stop-copy %.3f ms, hashed %" G_GINT64_FORMAT
         " pages, throttle %" G_GINT64_FORMAT "%%",
-        what, pm, tm, stat_int(st, "rounds"), stat_int(st, "precopy_bytes"),
-        stat_int(st, "stopcopy_bytes"), stat_int(st, "final_dirty_bytes"),
-        stat_int(st, "stopcopy_estimate_bytes"), st->device_stopcopy_ms,
-        stat_int(st, "pages_hashed"), stat_int(st, "throttle_percent"));
+        what, pm, tm, mt_stat_int(st, "rounds"),
+        mt_stat_int(st, "precopy_bytes"), mt_stat_int(st, "stopcopy_bytes"),
+        mt_stat_int(st, "final_dirty_bytes"),
+        mt_stat_int(st, "stopcopy_estimate_bytes"), st->device_stopcopy_ms,
+        mt_stat_int(st, "pages_hashed"), mt_stat_int(st, "throttle_percent"));
 }
 
 static void check_modes(const struct vg_stats *st, const struct mode *md)
@@ -135,8 +128,8 @@ static void check_modes(const struct vg_stats *st, const struct mode *md)
 static void check_cpu_log(const struct vg_stats *st, const struct mode *md)
 {
     g_autofree char *logged = vg_stats_str(st, "bar2_logged");
-    int64_t log_pages = stat_int(st, "cpu_log_pages");
-    int64_t hashed = stat_int(st, "pages_hashed");
+    int64_t log_pages = mt_stat_int(st, "cpu_log_pages");
+    int64_t hashed = mt_stat_int(st, "pages_hashed");
 
     g_test_message("BAR2 logged by QEMU: %s, %" G_GINT64_FORMAT
                    " pages in its logs, %" G_GINT64_FORMAT " pages hashed",
@@ -257,9 +250,9 @@ static void migrate_idle(const struct mode *md, enum idle_how how)
     mt_assert_stats_equal(&t, &sst, &dst);
     log_stats(how == IDLE_MT ? "idle" : "idle, QEMU defaults", &sst);
     check_modes(&sst, md);
-    est = stat_int(&sst, "stopcopy_estimate_bytes");
-    stop = stat_int(&sst, "stopcopy_bytes");
-    pages = stat_int(&sst, "final_dirty_bytes");
+    est = mt_stat_int(&sst, "stopcopy_estimate_bytes");
+    stop = mt_stat_int(&sst, "stopcopy_bytes");
+    pages = mt_stat_int(&sst, "final_dirty_bytes");
     if (how == IDLE_ROUNDS) {
         g_assert_cmpint(pages, <=, 4 * VGT_PAGE_SIZE);
     }
