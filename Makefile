@@ -28,7 +28,7 @@ ALL_CFLAGS := -std=gnu11 $(WARNFLAGS) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE \
               -I. -MMD -MP
 GLIB_CFLAGS = $(shell pkg-config --cflags glib-2.0 json-glib-1.0)
 GLIB_LIBS = $(shell pkg-config --libs glib-2.0 json-glib-1.0)
-LDLIBS := -lxxhash -lpthread -lm
+LDLIBS := -lxxhash -lpthread -lm -ldl
 
 NO_CONFIG_GOALS := clean distclean help format format-check bench-hash \
                    bench-vgpu
@@ -41,10 +41,34 @@ config.mak: configure qemu-patches/pin qemu-patches/series \
 	./configure $(CONFIGURE_FLAGS)
 
 # ------------------------------------------------------------- libraries --
-LIB_SRCS := $(wildcard common/*.c vgpu/*.c dirty-track/*.c) \
+LIB_SRCS := $(filter-out vgpu/cuda-fatbin-none.c, \
+                         $(wildcard common/*.c vgpu/*.c dirty-track/*.c)) \
             $(filter-out vfio-migration/vgpu-server.c, \
                          $(wildcard vfio-migration/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(O)/obj/%.o)
+
+# The CUDA backend's kernels (vgpu/cuda-kernels.cu): built by nvcc into a
+# fatbin that cuda-fatbin.S embeds; without CUDA (configure said no), an
+# empty one, and `--backend cuda` says the build has no kernels.
+NVCC_FLAGS := -O3 -std=c++17 -gencode arch=compute_80,code=sm_80 \
+              -gencode arch=compute_90,code=sm_90 \
+              -gencode arch=compute_90,code=compute_90
+CUDA_FATBIN := $(O)/obj/vgpu/cuda-kernels.fatbin
+ifeq ($(CUDA),yes)
+LIB_OBJS += $(O)/obj/vgpu/cuda-fatbin.o
+else
+LIB_OBJS += $(O)/obj/vgpu/cuda-fatbin-none.o
+endif
+
+$(CUDA_FATBIN): vgpu/cuda-kernels.cu config.mak
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC    $<")
+	$(Q)$(NVCC) $(NVCC_FLAGS) -fatbin -o $@ $<
+
+$(O)/obj/vgpu/cuda-fatbin.o: vgpu/cuda-fatbin.S $(CUDA_FATBIN)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  AS      $<")
+	$(Q)$(CC) -c -DVGC_FATBIN_PATH='"$(CUDA_FATBIN)"' -o $@ $<
 QCLIENT_SRCS := $(wildcard qclient/*.c)
 QCLIENT_OBJS := $(QCLIENT_SRCS:%.c=$(O)/obj/%.o)
 

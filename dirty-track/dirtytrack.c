@@ -15,6 +15,11 @@
 
 struct dt_tracker {
     const uint8_t *base;
+    dt_hash_fn *hash_fn; /* base NULL: hashes come from here... */
+    void *hash_opaque;
+    uint64_t *dev_hashes; /* ...into these, before the pool compares */
+    uint64_t *dev_zero;
+    uint64_t *dev_select;
     uint64_t size;
     uint32_t page_size;
     uint64_t pages;
@@ -63,8 +68,9 @@ static uint64_t now_ns(void)
 static int check_config(const struct dt_config *cfg, uint32_t ps,
                         struct vg_error *err)
 {
-    if (!cfg->base) {
-        return vg_error_set(err, EINVAL, "VRAM base is NULL");
+    if (!cfg->base && !cfg->hash) {
+        return vg_error_set(err, EINVAL, "VRAM base is NULL and no hash "
+                                         "function given");
     }
     if (ps < DT_PAGE_SIZE_MIN || ps > DT_PAGE_SIZE_MAX || (ps & (ps - 1))) {
         return vg_error_set(err, EINVAL,
@@ -123,6 +129,16 @@ static int alloc_arrays(struct dt_tracker *t, struct vg_error *err)
     t->opaque = calloc(t->words, sizeof(uint64_t));
     t->zero = calloc(t->words, sizeof(uint64_t));
     t->word_done = calloc(t->words, 1);
+    if (!t->base) {
+        t->dev_hashes = calloc(t->pages, sizeof(uint64_t));
+        t->dev_zero = calloc(t->words, sizeof(uint64_t));
+        t->dev_select = calloc(t->words, sizeof(uint64_t));
+        if (!t->dev_hashes || !t->dev_zero || !t->dev_select) {
+            return vg_error_set(err, ENOMEM, "out of memory for %" PRIu64
+                                             " page hashes",
+                                t->pages);
+        }
+    }
     if (!t->hashes || !t->hvalid || !t->exact || !t->opaque || !t->zero ||
         !t->word_done) {
         return vg_error_set(err, ENOMEM, "out of memory for %" PRIu64 " pages",
@@ -142,6 +158,8 @@ static int tracker_init(struct dt_tracker *t, const struct dt_config *cfg,
         return rc;
     }
     t->base = cfg->base;
+    t->hash_fn = cfg->hash;
+    t->hash_opaque = cfg->hash_opaque;
     t->size = cfg->size;
     t->pages = t->size / t->page_size;
     t->words = (t->pages + 63) / 64;
@@ -202,6 +220,9 @@ void dt_free(struct dt_tracker *t)
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->mu);
     free(t->word_done);
+    free(t->dev_hashes);
+    free(t->dev_zero);
+    free(t->dev_select);
     free(t->hashes);
     free(t->hvalid);
     free(t->exact);
@@ -352,13 +373,22 @@ static void hash_word(struct dt_tracker *t, uint64_t w, struct word_result *r)
 {
     uint64_t left = r->hashed;
 
+    if (!t->base) { /* hashed on the device by epoch_device_hash */
+        r->zero = t->dev_zero[w] & left;
+    }
     while (left) {
         uint64_t p = w * 64 + (uint64_t)__builtin_ctzll(left);
-        const uint8_t *data = t->base + p * t->page_size;
-        uint64_t h = XXH3_64bits_withSeed(data, t->page_size, t->seed);
+        uint64_t h;
 
-        if (h == t->zero_hash && page_all_zero(data, t->page_size)) {
-            r->zero |= bit(p);
+        if (t->base) {
+            const uint8_t *data = t->base + p * t->page_size;
+
+            h = XXH3_64bits_withSeed(data, t->page_size, t->seed);
+            if (h == t->zero_hash && page_all_zero(data, t->page_size)) {
+                r->zero |= bit(p);
+            }
+        } else {
+            h = t->dev_hashes[p];
         }
         if (!(t->hvalid[w] & bit(p))) {
             r->baseline |= bit(p);
@@ -438,19 +468,45 @@ static void epoch_word(void *arg, uint64_t w)
     }
 }
 
+/* VRAM not mapped here: hash this epoch's pages on the device first. */
+static int epoch_device_hash(struct dt_tracker *t, struct vg_error *err)
+{
+    int rc;
+
+    for (uint64_t w = 0; w < t->words; w++) {
+        t->dev_select[w] = (t->all_opaque ? ~0ull : t->opaque[w]) &
+                           word_pages(t, w);
+    }
+    rc = t->hash_fn(t->hash_opaque, t->dev_select, t->seed, t->dev_hashes,
+                    t->dev_zero, err);
+    if (rc < 0) {
+        vg_error_prefix(err, "epoch %" PRIu64 ": hashing on the device",
+                        t->stats.epoch + 1);
+    }
+    return rc;
+}
+
 static int epoch_start(struct dt_tracker *t, uint64_t *dirty,
                        struct vg_error *err)
 {
     struct dt_epoch_stats *s = &t->stats;
+    uint64_t start = now_ns();
+    int rc;
 
     if (!dirty || t->open) {
         return vg_error_set(err, EINVAL, "epoch %" PRIu64 ": %s", s->epoch + 1,
                             dirty ? "another epoch is open"
                                   : "NULL dirty bitmap");
     }
+    if (!t->base) {
+        rc = epoch_device_hash(t, err);
+        if (rc < 0) {
+            return rc;
+        }
+    }
     *s = (struct dt_epoch_stats){.epoch = s->epoch + 1, .pages = t->pages};
     t->out = dirty;
-    t->start_ns = now_ns();
+    t->start_ns = start;
     return 0;
 }
 

@@ -19,7 +19,8 @@
  *
  * Hashes are XXH3-64 keyed by a seed drawn from getrandom() per tracker (per
  * migration), so a guest cannot engineer collisions.  Hashing runs on a pool
- * of threads.
+ * of threads -- or, for VRAM that is not mapped in this process (a GPU),
+ * on the device through dt_config.hash, and only the hashes come back.
  *
  * Guarantee: a page that changed since the previous epoch is reported by
  * the next one PROVIDED every write was marked (exact or opaque) before
@@ -46,8 +47,18 @@
 
 struct dt_tracker;
 
+/*
+ * Hash pages where they live: for each page p whose bit is set in @select,
+ * hashes[p] = XXH3_64bits_withSeed(page p, page_size, @seed) and bit p of
+ * @zero set iff the page is all zero (clear otherwise).  0 or -errno.
+ */
+typedef int dt_hash_fn(void *opaque, const uint64_t *select, uint64_t seed,
+                       uint64_t *hashes, uint64_t *zero, struct vg_error *err);
+
 struct dt_config {
-    const uint8_t *base; /* host mapping of VRAM, read by dt_epoch */
+    const uint8_t *base; /* host mapping of VRAM, read by dt_epoch; or */
+    dt_hash_fn *hash;    /* with base NULL: hashes pages for dt_epoch */
+    void *hash_opaque;
     uint64_t size;       /* bytes, a non-zero multiple of page_size */
     uint32_t page_size;  /* 0 means DT_PAGE_SIZE_DEFAULT */
     unsigned threads;    /* hashing threads, 1 to DT_THREADS_MAX */
@@ -124,7 +135,8 @@ int dt_merge_log(struct dt_tracker *t, uint64_t off, const uint64_t *bitmap,
  * content was never read), so a later hash of it reports it again instead
  * of comparing with stale content.
  * @st (may be NULL) receives the statistics, also kept for dt_get_stats.
- * -EINVAL if @dirty is NULL.
+ * -EINVAL if @dirty is NULL; the error of dt_config.hash, and then the
+ * logs are kept and the next epoch tries again.
  */
 int dt_epoch(struct dt_tracker *t, uint64_t *dirty, struct dt_epoch_stats *st,
              struct vg_error *err);

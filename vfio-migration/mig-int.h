@@ -82,7 +82,8 @@ int mig_save_open(struct mig *m, bool precopy, struct vg_error *err);
 /* The device is quiesced: start the stop-copy pass. */
 void mig_save_stopcopy(struct mig *m);
 void mig_save_close(struct mig *m);
-int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got);
+int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
+                  struct vg_error *err);
 /* PRECOPY_INFO: bytes of round 0 and of a later round not read yet;
  * a drained round may start the next one first. */
 void mig_save_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty);

@@ -24,45 +24,52 @@ struct mig_load {
     bool failed; /* a write failed (reported once) */
 };
 
-/* Host address of pages [first, first + count), re-checked here. */
-static uint8_t *vram_pages(struct mig *m, uint64_t first, uint64_t count,
-                           struct vg_error *err)
+/* Pages [first, first + count) are inside VRAM (re-checked here). */
+static int pages_ok(struct mig *m, uint64_t first, uint64_t count,
+                    struct vg_error *err)
 {
     if (first >= m->npages || count > m->npages - first) {
-        vg_error_set(err, ERANGE, "pages %" PRIu64 "+%" PRIu64 " outside VRAM",
-                     first, count);
-        return NULL;
+        return vg_error_set(err, ERANGE,
+                            "pages %" PRIu64 "+%" PRIu64 " outside VRAM", first,
+                            count);
     }
-    return vgpu_vram(m->gpu) + first * m->scfg.page_size;
+    return 0;
 }
 
+/* Write the pages (host-to-device copies on a GPU) and hash them as they
+ * landed: from VRAM where it is mapped here, else from what was written. */
 static int sink_pages(void *opaque, uint64_t first, uint64_t count,
                       const uint8_t *data, struct vg_error *err)
 {
     struct mig *m = opaque;
-    uint8_t *p = vram_pages(m, first, count, err);
+    uint32_t ps = m->scfg.page_size;
+    int ret = pages_ok(m, first, count, err);
 
-    if (!p) {
-        return -ERANGE;
+    if (ret == 0) {
+        ret = vgpu_vram_write(m->gpu, first * ps, data, count * ps, err);
     }
-    memcpy(p, data, count * m->scfg.page_size);
-    for (uint64_t i = first; i < first + count; i++) {
-        m->load->page_hash[i] = mig_page_hash(m, i); /* as it landed */
-        mig_bit_put(m->load->hashed, i, true);
+    for (uint64_t i = 0; ret == 0 && i < count; i++) {
+        m->load->page_hash[first + i] =
+            vgpu_vram(m->gpu) ? mig_page_hash(m, first + i)
+                              : XXH3_64bits(data + i * ps, ps);
+        mig_bit_put(m->load->hashed, first + i, true);
     }
-    return 0;
+    return ret;
 }
 
 static int sink_zeros(void *opaque, uint64_t first, uint64_t count,
                       struct vg_error *err)
 {
     struct mig *m = opaque;
-    uint8_t *p = vram_pages(m, first, count, err);
+    uint32_t ps = m->scfg.page_size;
+    int ret = pages_ok(m, first, count, err);
 
-    if (!p) {
-        return -ERANGE;
+    if (ret == 0) {
+        ret = vgpu_vram_clear(m->gpu, first * ps, count * ps, err);
     }
-    memset(p, 0, count * m->scfg.page_size);
+    if (ret < 0) {
+        return ret;
+    }
     for (uint64_t i = first; i < first + count; i++) {
         m->load->page_hash[i] = m->load->zero_hash;
         mig_bit_put(m->load->hashed, i, true);

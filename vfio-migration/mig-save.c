@@ -56,6 +56,8 @@ struct mig_save {
     bool end_timed;
     bool fault_armed;
     uint64_t fault_offset;
+    bool failed;           /* reading VRAM failed: @error says why */
+    struct vg_error error;
 };
 
 static size_t bitmap_words(uint64_t bits)
@@ -113,12 +115,29 @@ static void note_page(struct mig *m, uint64_t page, bool zero)
     mig_bit_put(m->nonzero, page, !zero);
 }
 
-/* Classify every page (device running: only an estimate). */
+/* Classify every page (device running: only an estimate).  VRAM not
+ * mapped here: the device says which pages are zero. */
 static void zero_scan(struct mig *m)
 {
-    for (uint64_t p = 0; p < m->npages; p++) {
-        note_page(m, p, vram_page_zero(m, p));
+    uint64_t *hashes = NULL, *zero = NULL;
+    struct vg_error err;
+
+    if (!vgpu_vram(m->gpu)) {
+        hashes = malloc(m->npages * 8);
+        zero = calloc(bitmap_words(m->npages), 8);
+        if (!hashes || !zero ||
+            vgpu_vram_hash(m->gpu, NULL, 0, hashes, zero, &err) < 0) {
+            vg_warn("migration: zero scan: %s", zero ? err.msg : "no memory");
+            free(hashes);
+            free(zero);
+            return; /* the estimate counts every page as non-zero */
+        }
     }
+    for (uint64_t p = 0; p < m->npages; p++) {
+        note_page(m, p, zero ? mig_bit(zero, p) : vram_page_zero(m, p));
+    }
+    free(hashes);
+    free(zero);
     vg_dbg("migration: zero scan: %" PRIu64 " of %" PRIu64 " pages non-zero",
            m->nonzero_count, m->npages);
 }
@@ -338,7 +357,95 @@ static void pass_take(struct mig *m, uint64_t p, bool zero)
     note_page(m, p, zero);
 }
 
-/* Stage the next run of the pass; false when the pass is over. */
+/* Pages of the pass from @p on that follow each other, below @limit, at
+ * most one record's worth. */
+static uint64_t run_span(const struct mig *m, uint64_t p, uint64_t limit)
+{
+    uint64_t n = 0;
+
+    while (n < run_pages(m) && p + n < limit && mig_bit(m->save->pass, p + n)) {
+        n++;
+    }
+    return n;
+}
+
+/*
+ * VRAM not mapped here (a GPU): copy the run at @p into the record's data
+ * area (from the read-ahead copy started by the previous call), ask for
+ * the next run to be copied while this one is sent, and classify pages
+ * on the copy.  Returns the pages of the run that are all zero (@zero) or
+ * all not, or 0 with s->error set.
+ */
+static uint64_t device_run(struct mig *m, uint64_t p, uint64_t limit,
+                           bool *zero)
+{
+    struct mig_save *s = m->save;
+    uint32_t ps = m->scfg.page_size;
+    uint8_t *data = mig_enc_pages_data(s->buf);
+    uint64_t span = run_span(m, p, limit), n = 1, next;
+
+    if (vgpu_vram_read(m->gpu, p * ps, data, span * ps, &s->error) < 0) {
+        vg_error_prefix(&s->error, "migration: reading pages %" PRIu64
+                                   "+%" PRIu64 " from VRAM",
+                        p, span);
+        return 0;
+    }
+    *zero = page_is_zero(data, ps);
+    while (n < span && page_is_zero(data + n * ps, ps) == *zero) {
+        n++;
+    }
+    s->cursor = p + n;
+    next = pass_next(m, limit);
+    if (next < limit) {
+        vgpu_vram_prefetch(m->gpu, next * ps, run_span(m, next, limit) * ps);
+    }
+    return n;
+}
+
+/* Encode the run [@p, +@n) of @zero pages, or with their content at @data,
+ * and baseline what went out. */
+static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
+                         const uint8_t *data)
+{
+    struct mig_save *s = m->save;
+
+    /* No epoch follows stop-copy: only pre-copy needs the baselines. */
+    if (zero) {
+        s->len = mig_enc_zeros(s->enc, p, n, s->buf);
+        if (s->dt && s->phase == SAVE_PRECOPY) {
+            dt_note_sent_zero(s->dt, p, n);
+        }
+        return true;
+    }
+    s->len = mig_enc_pages(s->enc, p, (uint32_t)n, data, s->buf);
+    if (s->dt && s->phase == SAVE_PRECOPY) {
+        /* The page data ends the record: baseline what actually went. */
+        dt_note_sent(s->dt, p, n, s->buf + s->len - n * m->scfg.page_size);
+    }
+    if (s->phase == SAVE_STOPCOPY) {
+        m->stats.final_dirty_bytes += n * m->scfg.page_size;
+    }
+    return true;
+}
+
+/* Stage_run for VRAM not mapped here. */
+static bool stage_device_run(struct mig *m, uint64_t p, uint64_t limit)
+{
+    bool zero;
+    uint64_t n = device_run(m, p, limit, &zero);
+
+    if (n == 0) {
+        m->save->failed = true;
+        return false;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        pass_take(m, p + i, zero);
+    }
+    return stage_encode(m, p, n, zero, mig_enc_pages_data(m->save->buf));
+}
+
+/* Stage the next run of the pass; false when the pass is over (or failed:
+ * s->error says why). */
 static bool stage_run(struct mig *m)
 {
     struct mig_save *s = m->save;
@@ -352,6 +459,9 @@ static bool stage_run(struct mig *m)
     if (p == limit) {
         return false;
     }
+    if (!vgpu_vram(m->gpu)) {
+        return stage_device_run(m, p, limit);
+    }
     zero = vram_page_zero(m, p);
     pass_take(m, p, zero);
     while (n < (zero ? ZERO_RUN_MAX : run_pages(m)) && p + n < limit &&
@@ -360,24 +470,8 @@ static bool stage_run(struct mig *m)
         n++;
     }
     s->cursor = p + n;
-    /* No epoch follows stop-copy: only pre-copy needs the baselines. */
-    if (zero) {
-        s->len = mig_enc_zeros(s->enc, p, n, s->buf);
-        if (s->dt && s->phase == SAVE_PRECOPY) {
-            dt_note_sent_zero(s->dt, p, n);
-        }
-        return true;
-    }
-    s->len = mig_enc_pages(s->enc, p, (uint32_t)n,
-                           vgpu_vram(m->gpu) + p * m->scfg.page_size, s->buf);
-    if (s->dt && s->phase == SAVE_PRECOPY) {
-        /* The page data ends the record: baseline what actually went. */
-        dt_note_sent(s->dt, p, n, s->buf + s->len - n * m->scfg.page_size);
-    }
-    if (s->phase == SAVE_STOPCOPY) {
-        m->stats.final_dirty_bytes += n * m->scfg.page_size;
-    }
-    return true;
+    return stage_encode(m, p, n, zero,
+                        vgpu_vram(m->gpu) + p * m->scfg.page_size);
 }
 
 static void stage_state(struct mig *m)
@@ -396,6 +490,9 @@ static bool stage_next(struct mig *m)
 
     s->pos = 0;
     s->len = 0;
+    if (s->failed) {
+        return false;
+    }
     if (s->phase == SAVE_PRECOPY && s->left == 0) {
         return false; /* nothing in PRE_COPY now: not even the header */
     }
@@ -410,6 +507,9 @@ static bool stage_next(struct mig *m)
     case SAVE_STOPCOPY:
         if (stage_run(m)) {
             return true;
+        }
+        if (s->failed) {
+            return false;
         }
         vg_dbg("migration: stop-copy pass sent (stream at %" PRIu64 " bytes)",
                mig_enc_bytes(s->enc));
@@ -465,7 +565,8 @@ static void account(struct mig *m, uint32_t n)
     }
 }
 
-int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got)
+int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
+                  struct vg_error *err)
 {
     struct mig_save *s = m->save;
 
@@ -483,6 +584,10 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got)
         s->pos += n;
         *got += n;
         account(m, n);
+    }
+    if (s->failed && *got == 0) {
+        *err = s->error;
+        return -EIO;
     }
     return 0;
 }
@@ -608,11 +713,20 @@ static void arm_fault(struct mig *m)
             m->saves_started);
 }
 
+/* dt_hash_fn for VRAM not mapped here: the backend hashes on the GPU. */
+static int device_hash(void *opaque, const uint64_t *select, uint64_t seed,
+                       uint64_t *hashes, uint64_t *zero, struct vg_error *err)
+{
+    return vgpu_vram_hash(opaque, select, seed, hashes, zero, err);
+}
+
 /* The tracker of the session (none with --dirty-track=none). */
 static int tracker_new(struct mig *m, struct vg_error *err)
 {
     struct dt_config dc = {
         .base = vgpu_vram(m->gpu),
+        .hash = vgpu_vram(m->gpu) ? NULL : device_hash,
+        .hash_opaque = m->gpu,
         .size = m->scfg.vram_size,
         .page_size = m->scfg.page_size,
         .threads = m->hash_threads ? m->hash_threads : 2,

@@ -121,8 +121,15 @@ size_t mig_enc_pages(struct mig_enc *enc, uint64_t first, uint32_t count,
     vg_put_le64(p, first);
     vg_put_le32(p + 8, count);
     vg_put_le32(p + 12, 0);
-    memcpy(p + MIG_RUN_HDR_SIZE, data, n);
+    if (data != p + MIG_RUN_HDR_SIZE) {
+        memcpy(p + MIG_RUN_HDR_SIZE, data, n);
+    }
     return rec_seal(enc, buf, MIG_REC_PAGES, MIG_RUN_HDR_SIZE + n);
+}
+
+uint8_t *mig_enc_pages_data(uint8_t *buf)
+{
+    return buf + MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE;
 }
 
 size_t mig_enc_zeros(struct mig_enc *enc, uint64_t first, uint64_t count,

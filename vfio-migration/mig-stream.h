@@ -77,6 +77,9 @@ size_t mig_enc_header(struct mig_enc *enc, const struct mig_stream_config *cfg,
                       uint8_t *buf);
 size_t mig_enc_pages(struct mig_enc *enc, uint64_t first, uint32_t count,
                      const uint8_t *data, uint8_t *buf);
+/* Where mig_enc_pages puts the page data in @buf: a caller may copy the
+ * pages there first and pass this as @data (then nothing is copied). */
+uint8_t *mig_enc_pages_data(uint8_t *buf);
 size_t mig_enc_zeros(struct mig_enc *enc, uint64_t first, uint64_t count,
                      uint8_t *buf);
 size_t mig_enc_state(struct mig_enc *enc, const void *blob, uint32_t len,

@@ -36,6 +36,30 @@ uint64_t mig_page_hash(const struct mig *m, uint64_t page)
                        m->scfg.page_size);
 }
 
+/* VRAM not mapped here: hash the pages @known lacks on the device. */
+static bool mig_hash_unknown(struct mig *m, uint64_t *hashes,
+                             const uint64_t *known)
+{
+    uint64_t words = (m->npages + 63) / 64;
+    uint64_t *select = known ? malloc(words * 8) : NULL;
+    struct vg_error err;
+    int ret;
+
+    if (known && !select) {
+        vg_warn("migration: no memory for the VRAM checksum");
+        return false;
+    }
+    for (uint64_t w = 0; known && w < words; w++) {
+        select[w] = ~known[w];
+    }
+    ret = vgpu_vram_hash(m->gpu, select, 0, hashes, NULL, &err);
+    free(select);
+    if (ret < 0) {
+        vg_warn("migration: no VRAM checksum: %s", err.msg);
+    }
+    return ret == 0;
+}
+
 void mig_take_checksums(struct mig *m, uint64_t *page_hash,
                         const uint64_t *known)
 {
@@ -46,10 +70,17 @@ void mig_take_checksums(struct mig *m, uint64_t *page_hash,
         vg_warn("migration: no memory for the VRAM checksum");
         return;
     }
-    for (uint64_t p = 0; p < m->npages; p++) {
-        if (!known || !mig_bit(known, p)) {
-            hashes[p] = mig_page_hash(m, p);
+    if (vgpu_vram(m->gpu)) {
+        for (uint64_t p = 0; p < m->npages; p++) {
+            if (!known || !mig_bit(known, p)) {
+                hashes[p] = mig_page_hash(m, p);
+            }
         }
+    } else if (!mig_hash_unknown(m, hashes, known)) {
+        if (!page_hash) {
+            free(hashes);
+        }
+        return;
     }
     vgpu_state_save(m->gpu, blob, sizeof(blob), NULL);
     m->stats.vram_checksum = XXH3_64bits(hashes, m->npages * 8);
@@ -319,7 +350,7 @@ int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
                             mig_state_name(s));
     }
     t0 = mig_now_ms();
-    ret = mig_save_read(m, buf, size, got);
+    ret = mig_save_read(m, buf, size, got, err);
     if (s == MIG_STATE_STOP_COPY) {
         m->stats.stopcopy_reads++;
         m->stats.stopcopy_read_ms += mig_now_ms() - t0;

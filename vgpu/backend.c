@@ -4,19 +4,41 @@
 #include "backend.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 static const struct vgpu_backend_ops *const backends[] = {
     &vgpu_backend_cpu_ops,
+    &vgpu_backend_cuda_ops,
 };
 
-static const struct vgpu_backend_ops *backend_find(const char *name)
+/* The backend called @name, with an optional ":N" device number (0 to
+ * 255) in *@device. */
+static const struct vgpu_backend_ops *backend_find(const char *name,
+                                                   int *device)
 {
+    const char *colon = strchr(name, ':');
+    size_t len = colon ? (size_t)(colon - name) : strlen(name);
     size_t i;
 
+    *device = 0;
+    if (colon) {
+        char *end;
+        unsigned long n;
+
+        errno = 0;
+        n = strtoul(colon + 1, &end, 10);
+        if (errno || end == colon + 1 || *end || n > 255 ||
+            colon[1] == '-' || colon[1] == '+') {
+            return NULL;
+        }
+        *device = (int)n;
+    }
     for (i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
-        if (strcmp(backends[i]->name, name) == 0) {
+        if (strlen(backends[i]->name) == len &&
+            strncmp(backends[i]->name, name, len) == 0) {
             return backends[i];
         }
     }
@@ -28,11 +50,13 @@ int vgpu_backend_open(const char *name, uint64_t size,
 {
     const struct vgpu_backend_ops *ops;
     struct vgpu_backend *be;
-    int ret;
+    int device, ret;
 
-    ops = backend_find(name ? name : "cpu");
+    ops = backend_find(name ? name : "cpu", &device);
     if (!ops) {
-        return vg_error_set(err, EINVAL, "unknown VRAM backend '%s'", name);
+        return vg_error_set(err, EINVAL,
+                            "unknown VRAM backend '%s' (cpu, cuda, cuda:N)",
+                            name);
     }
     be = calloc(1, sizeof(*be));
     if (!be) {
@@ -41,6 +65,7 @@ int vgpu_backend_open(const char *name, uint64_t size,
     be->ops = ops;
     be->size = size;
     be->fd = -1;
+    be->device = device;
     ret = ops->init(be, err);
     if (ret < 0) {
         vg_error_prefix(err, "VRAM backend '%s'", ops->name);
@@ -58,4 +83,29 @@ void vgpu_backend_close(struct vgpu_backend *be)
     }
     be->ops->fini(be);
     free(be);
+}
+
+static bool page_all_zero(const uint8_t *p, uint32_t len)
+{
+    return p[0] == 0 && memcmp(p, p + 1, len - 1) == 0;
+}
+
+int vgpu_hash_host(const uint8_t *base, const struct vgpu_hash_req *req)
+{
+    for (uint64_t p = 0; p < req->pages; p++) {
+        const uint8_t *data = base + p * req->page_size;
+        uint64_t bit = 1ull << (p % 64);
+
+        if (req->select && !(req->select[p / 64] & bit)) {
+            continue;
+        }
+        req->hashes[p] = XXH3_64bits_withSeed(data, req->page_size, req->seed);
+        if (req->zero) {
+            req->zero[p / 64] &= ~bit;
+            if (page_all_zero(data, req->page_size)) {
+                req->zero[p / 64] |= bit;
+            }
+        }
+    }
+    return 0;
 }

@@ -253,6 +253,7 @@ const char *vgpu_error_name(uint32_t code)
         [VGPU_ERR_INDEX_RANGE] = "INDEX_RANGE",
         [VGPU_ERR_RING_FETCH] = "RING_FETCH",
         [VGPU_ERR_RING_CONFIG] = "RING_CONFIG",
+        [VGPU_ERR_DEVICE] = "DEVICE",
     };
 
     return code < sizeof(names) / sizeof(names[0]) ? names[code] : "?";

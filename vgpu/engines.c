@@ -219,6 +219,9 @@ enum vgpu_exec_status vgpu_engine_run(const struct vgpu_engine_env *env,
 {
     const uint64_t *a = job->cmd.arg;
 
+    if (!env->vram) {
+        return vgpu_engine_run_dev(env, job, budget, code);
+    }
     *code = VGPU_ERR_NONE;
     switch (job->cmd.opcode) {
     case VGPU_OP_FILL:

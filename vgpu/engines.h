@@ -27,9 +27,12 @@ enum vgpu_write_kind {
     VGPU_WRITE_OPAQUE, /* range depends on data the device read */
 };
 
+struct vgpu_backend;
+
 /* What the engines work on. */
 struct vgpu_engine_env {
-    uint8_t *vram;
+    uint8_t *vram;            /* host mapping, or NULL: use @be's ops */
+    struct vgpu_backend *be;
     uint64_t vram_size;
     const struct vgpu_host *host;
     /* Called for every VRAM range [off, off + len) an engine wrote. */
@@ -65,5 +68,15 @@ void vgpu_job_init(struct vgpu_job *job, const struct vgpu_cmd *cmd,
 enum vgpu_exec_status vgpu_engine_run(const struct vgpu_engine_env *env,
                                       struct vgpu_job *job, uint64_t *budget,
                                       enum vgpu_error_code *code);
+
+/* Budget multiplier of a backend without a host mapping: one slice is one
+ * kernel launch, so it should be worth one. */
+#define VGPU_DEV_BUDGET_SCALE 64u
+
+/* vgpu_engine_run() for env->vram NULL (engines-dev.c). */
+enum vgpu_exec_status vgpu_engine_run_dev(const struct vgpu_engine_env *env,
+                                          struct vgpu_job *job,
+                                          uint64_t *budget,
+                                          enum vgpu_error_code *code);
 
 #endif

@@ -103,6 +103,11 @@ bool vgpu_step(struct vgpu *gpu, uint64_t budget)
     if (gpu->stopped) {
         return false;
     }
+    if (!gpu->env.vram) {
+        budget = budget < UINT64_MAX / VGPU_DEV_BUDGET_SCALE
+                     ? budget * VGPU_DEV_BUDGET_SCALE
+                     : UINT64_MAX;
+    }
     while (budget > 0) {
         if (gpu->job_active) {
             job_run(gpu, &budget);

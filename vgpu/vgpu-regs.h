@@ -124,6 +124,7 @@ enum vgpu_error_code {
     VGPU_ERR_INDEX_RANGE = 8,  /* SCATTER_ADD index >= rows */
     VGPU_ERR_RING_FETCH = 9,   /* ring entry not readable by DMA */
     VGPU_ERR_RING_CONFIG = 10, /* bad RING_BASE/SIZE/TAIL value */
+    VGPU_ERR_DEVICE = 11,      /* the backend failed (GPU error): see log */
 };
 
 #endif

@@ -162,7 +162,7 @@ static int check_irq_error(const struct vgpu_regs *r, struct vg_error *err)
                             "interrupt status %#x / mask %#x has unknown bits",
                             r->irq_status, r->irq_mask);
     }
-    if (r->error_code > VGPU_ERR_RING_CONFIG) {
+    if (r->error_code > VGPU_ERR_DEVICE) {
         return vg_error_set(err, EINVAL, "unknown error code %u",
                             r->error_code);
     }

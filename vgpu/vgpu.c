@@ -80,6 +80,7 @@ int vgpu_new(const struct vgpu_config *cfg, const struct vgpu_host *host,
     gpu->page_size = cfg->page_size;
     gpu->env = (struct vgpu_engine_env){
         .vram = gpu->be->base,
+        .be = gpu->be,
         .vram_size = cfg->vram_size,
         .host = &gpu->host,
         .wrote = vram_wrote,
@@ -120,27 +121,134 @@ int vgpu_vram_fd(const struct vgpu *gpu)
 }
 
 /* [off, off + len) is a non-empty range inside VRAM. */
-static bool bar2_ok(const struct vgpu *gpu, uint64_t off, uint32_t len)
+static bool vram_ok(const struct vgpu *gpu, uint64_t off, uint64_t len)
 {
     return len != 0 && len <= gpu->vram_size && off <= gpu->vram_size - len;
 }
 
+static int vram_range_error(const struct vgpu *gpu, uint64_t off, uint64_t len,
+                            struct vg_error *err)
+{
+    return vg_error_set(err, ERANGE,
+                        "VRAM [%#llx, +%#llx) outside VRAM (size %#llx)",
+                        (unsigned long long)off, (unsigned long long)len,
+                        (unsigned long long)gpu->vram_size);
+}
+
+int vgpu_vram_read(struct vgpu *gpu, uint64_t off, void *dst, uint64_t len,
+                   struct vg_error *err)
+{
+    struct vgpu_backend *be = gpu->be;
+
+    if (!vram_ok(gpu, off, len)) {
+        return vram_range_error(gpu, off, len, err);
+    }
+    if (be->base) {
+        memcpy(dst, be->base + off, len);
+        return 0;
+    }
+    return be->ops->read(be, off, dst, len, err);
+}
+
+int vgpu_vram_write(struct vgpu *gpu, uint64_t off, const void *src,
+                    uint64_t len, struct vg_error *err)
+{
+    struct vgpu_backend *be = gpu->be;
+
+    if (!vram_ok(gpu, off, len)) {
+        return vram_range_error(gpu, off, len, err);
+    }
+    if (be->base) {
+        memcpy(be->base + off, src, len);
+        return 0;
+    }
+    return be->ops->write(be, off, src, len, err);
+}
+
+int vgpu_vram_clear(struct vgpu *gpu, uint64_t off, uint64_t len,
+                    struct vg_error *err)
+{
+    struct vgpu_backend *be = gpu->be;
+
+    if (!vram_ok(gpu, off, len) || off % 4 || len % 4) {
+        return vram_range_error(gpu, off, len, err);
+    }
+    if (be->base) {
+        memset(be->base + off, 0, len);
+        return 0;
+    }
+    return be->ops->fill(be, off, len, 0, err);
+}
+
+void vgpu_vram_prefetch(struct vgpu *gpu, uint64_t off, uint64_t len)
+{
+    if (!gpu->be->base && vram_ok(gpu, off, len)) {
+        gpu->be->ops->prefetch(gpu->be, off, len);
+    }
+}
+
+int vgpu_vram_hash(struct vgpu *gpu, const uint64_t *select, uint64_t seed,
+                   uint64_t *hashes, uint64_t *zero, struct vg_error *err)
+{
+    struct vgpu_hash_req req = {
+        .page_size = gpu->page_size,
+        .pages = gpu->vram_size / gpu->page_size,
+        .select = select,
+        .seed = seed,
+        .hashes = hashes,
+        .zero = zero,
+    };
+
+    if (gpu->be->base) {
+        return vgpu_hash_host(gpu->be->base, &req);
+    }
+    return gpu->be->ops->hash(gpu->be, &req, err);
+}
+
+const char *vgpu_backend_describe(const struct vgpu *gpu)
+{
+    const struct vgpu_backend *be = gpu->be;
+
+    return be->ops->describe ? be->ops->describe(be) : be->ops->name;
+}
+
+struct vgpu_backend *vgpu_backend(struct vgpu *gpu)
+{
+    return gpu->be;
+}
+
 int vgpu_bar2_read(struct vgpu *gpu, uint64_t off, void *data, uint32_t len)
 {
-    if (!bar2_ok(gpu, off, len)) {
+    struct vg_error err;
+    int ret;
+
+    if (!vram_ok(gpu, off, len)) {
         return -EINVAL;
     }
-    memcpy(data, gpu->be->base + off, len);
-    return 0;
+    ret = vgpu_vram_read(gpu, off, data, len, &err);
+    if (ret < 0) {
+        vg_err("vgpu: BAR2 read at %#llx: %s", (unsigned long long)off,
+                 err.msg);
+        memset(data, 0xff, len);
+    }
+    return ret;
 }
 
 int vgpu_bar2_write(struct vgpu *gpu, uint64_t off, const void *data,
                     uint32_t len)
 {
-    if (!bar2_ok(gpu, off, len)) {
+    struct vg_error err;
+    int ret;
+
+    if (!vram_ok(gpu, off, len)) {
         return -EINVAL;
     }
-    memcpy(gpu->be->base + off, data, len);
+    ret = vgpu_vram_write(gpu, off, data, len, &err);
+    if (ret < 0) {
+        vg_err("vgpu: BAR2 write at %#llx: %s", (unsigned long long)off,
+                 err.msg);
+        return ret;
+    }
     if (gpu->observer) {
         gpu->observer(gpu->observer_opaque, off, len, true);
     }

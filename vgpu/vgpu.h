@@ -33,7 +33,7 @@ struct vgpu_host {
 struct vgpu_config {
     uint64_t vram_size;  /* bytes, multiple of page_size, >= page_size */
     uint32_t page_size;  /* power of two, 4 KiB .. 2 MiB */
-    const char *backend; /* "cpu" */
+    const char *backend; /* "cpu", "cuda" or "cuda:N" */
 };
 
 /* Engine statistics a user can query. */
@@ -53,11 +53,42 @@ void vgpu_free(struct vgpu *gpu);
 
 uint64_t vgpu_vram_size(const struct vgpu *gpu);
 uint32_t vgpu_page_size(const struct vgpu *gpu);
-/* VRAM base in this process (CPU backend), for hashing and migration. */
+/* VRAM base in this process (CPU backend), for hashing and migration;
+ * NULL when VRAM is not mapped here (cuda): then use the calls below. */
 uint8_t *vgpu_vram(struct vgpu *gpu);
 /* File descriptor backing VRAM for BAR2 mmap (memfd), or -1 if the backend
  * cannot be mapped (then BAR2 is trapped through vgpu_bar2_*). */
 int vgpu_vram_fd(const struct vgpu *gpu);
+
+/*
+ * VRAM access for migration and tests, whatever the backend; the device's
+ * write observer does not see these.  Each returns 0, or -ERANGE for a
+ * range outside VRAM, or the backend's error (e.g. a GPU fault).
+ * vgpu_vram_write may leave the copy in flight: every later call on the
+ * device is ordered after it.  vgpu_vram_clear zeroes a 4-aligned range.
+ * vgpu_vram_prefetch is a hint that [off, off + len) will be read soon.
+ */
+int vgpu_vram_read(struct vgpu *gpu, uint64_t off, void *dst, uint64_t len,
+                   struct vg_error *err);
+int vgpu_vram_write(struct vgpu *gpu, uint64_t off, const void *src,
+                    uint64_t len, struct vg_error *err);
+int vgpu_vram_clear(struct vgpu *gpu, uint64_t off, uint64_t len,
+                    struct vg_error *err);
+void vgpu_vram_prefetch(struct vgpu *gpu, uint64_t off, uint64_t len);
+
+/*
+ * XXH3-64 (keyed by @seed) of every page whose bit is set in @select (a
+ * page bitmap; NULL: every page) into @hashes[page]; other entries are
+ * left alone.  @zero (may be NULL) gets, for each selected page, its bit
+ * set iff the page is all zero.  The backend hashes where VRAM lives (on
+ * the GPU for cuda); the result is the same as XXH3_64bits_withSeed.
+ */
+int vgpu_vram_hash(struct vgpu *gpu, const uint64_t *select, uint64_t seed,
+                   uint64_t *hashes, uint64_t *zero, struct vg_error *err);
+/* One line naming the backend's device (GPU model, driver) or "cpu". */
+const char *vgpu_backend_describe(const struct vgpu *gpu);
+/* The backend itself, for backend-specific calls (backend-cuda.h). */
+struct vgpu_backend *vgpu_backend(struct vgpu *gpu);
 
 /* BAR0 accesses; -EINVAL (access ignored, counted) if @len != 4, @off is
  * misaligned or outside BAR0 registers.  Reads of ignored accesses fill
@@ -65,7 +96,8 @@ int vgpu_vram_fd(const struct vgpu *gpu);
 int vgpu_bar0_read(struct vgpu *gpu, uint64_t off, void *data, uint32_t len);
 int vgpu_bar0_write(struct vgpu *gpu, uint64_t off, const void *data,
                     uint32_t len);
-/* BAR2 (VRAM) trapped accesses; -EINVAL outside VRAM. */
+/* BAR2 (VRAM) trapped accesses; -EINVAL outside VRAM, or the backend's
+ * error (logged; a failed read returns all-ones). */
 int vgpu_bar2_read(struct vgpu *gpu, uint64_t off, void *data, uint32_t len);
 int vgpu_bar2_write(struct vgpu *gpu, uint64_t off, const void *data,
                     uint32_t len);
