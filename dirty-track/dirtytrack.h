@@ -56,13 +56,13 @@ typedef int dt_hash_fn(void *opaque, const uint64_t *select, uint64_t seed,
                        uint64_t *hashes, uint64_t *zero, struct vg_error *err);
 
 struct dt_config {
-    const uint8_t *base; /* host mapping of VRAM, read by dt_epoch; or */
-    dt_hash_fn *hash;    /* with base NULL: hashes pages for dt_epoch */
-    void *hash_opaque;
+    const uint8_t *base; /* host mapping of VRAM, read by dt_epoch */
     uint64_t size;       /* bytes, a non-zero multiple of page_size */
     uint32_t page_size;  /* 0 means DT_PAGE_SIZE_DEFAULT */
     unsigned threads;    /* hashing threads, 1 to DT_THREADS_MAX */
     uint64_t seed;       /* hash seed; 0 draws one from getrandom() */
+    dt_hash_fn *hash;    /* base NULL: hashes pages where they live */
+    void *hash_opaque;
 };
 
 /* What one epoch did; every count is in pages. */

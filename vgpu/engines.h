@@ -31,14 +31,14 @@ struct vgpu_backend;
 
 /* What the engines work on. */
 struct vgpu_engine_env {
-    uint8_t *vram;            /* host mapping, or NULL: use @be's ops */
-    struct vgpu_backend *be;
+    uint8_t *vram; /* host mapping, or NULL: use be's device ops */
     uint64_t vram_size;
     const struct vgpu_host *host;
     /* Called for every VRAM range [off, off + len) an engine wrote. */
     void (*wrote)(void *opaque, uint64_t off, uint64_t len,
                   enum vgpu_write_kind kind);
     void *opaque;
+    struct vgpu_backend *be;
 };
 
 struct vgpu_job {

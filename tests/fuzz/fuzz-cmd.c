@@ -106,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     slice = 1ull << (data[1] % 21);
     vram = calloc(1, c.vram_size);
     CHECK(vram);
-    env = (struct vgpu_engine_env){vram, c.vram_size, &host, wrote, &c};
+    env = (struct vgpu_engine_env){vram, c.vram_size, &host, wrote, &c, NULL};
     for (size_t pos = 2; size - pos >= VGPU_CMD_SIZE; pos += VGPU_CMD_SIZE) {
         enum vgpu_error_code code, code2;
         uint8_t back[VGPU_CMD_SIZE];

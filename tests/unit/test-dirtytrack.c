@@ -19,7 +19,7 @@ static struct dt_tracker *new_tracker(const uint8_t *base, uint64_t size,
                                       uint32_t page_size, unsigned threads,
                                       uint64_t seed)
 {
-    struct dt_config cfg = {base, size, page_size, threads, seed};
+    struct dt_config cfg = {base, size, page_size, threads, seed, NULL, NULL};
     struct dt_tracker *t = NULL;
     struct vg_error err = {0};
 
@@ -137,16 +137,16 @@ static void test_config_errors(void)
         struct dt_config cfg;
         const char *msg;
     } cases[] = {
-        {{NULL, sizeof(mem), 4096, 1, 0}, "base is NULL"},
-        {{mem, sizeof(mem), 2048, 1, 0}, "page size 2048"},
-        {{mem, sizeof(mem), 12288, 1, 0}, "page size 12288"},
-        {{mem, sizeof(mem), 4096 + 1, 1, 0}, "power of two"},
-        {{mem, 4 * MIB, 4 * MIB, 1, 0}, "page size 4194304"},
-        {{mem, sizeof(mem) - 1, 4096, 1, 0}, "multiple of the page size"},
-        {{mem, 0, 4096, 1, 0}, "VRAM size 0x0"},
-        {{mem, sizeof(mem), 0, 1, 0}, "size 0x8000: must be"}, /* 64 KiB */
-        {{mem, sizeof(mem), 4096, 0, 0}, "0 threads"},
-        {{mem, sizeof(mem), 4096, DT_THREADS_MAX + 1, 0}, "65 threads"},
+        {{NULL, sizeof(mem), 4096, 1, 0, NULL, NULL}, "base is NULL"},
+        {{mem, sizeof(mem), 2048, 1, 0, NULL, NULL}, "page size 2048"},
+        {{mem, sizeof(mem), 12288, 1, 0, NULL, NULL}, "page size 12288"},
+        {{mem, sizeof(mem), 4096 + 1, 1, 0, NULL, NULL}, "power of two"},
+        {{mem, 4 * MIB, 4 * MIB, 1, 0, NULL, NULL}, "page size 4194304"},
+        {{mem, sizeof(mem) - 1, 4096, 1, 0, NULL, NULL}, "multiple of the page size"},
+        {{mem, 0, 4096, 1, 0, NULL, NULL}, "VRAM size 0x0"},
+        {{mem, sizeof(mem), 0, 1, 0, NULL, NULL}, "size 0x8000: must be"}, /* 64 KiB */
+        {{mem, sizeof(mem), 4096, 0, 0, NULL, NULL}, "0 threads"},
+        {{mem, sizeof(mem), 4096, DT_THREADS_MAX + 1, 0, NULL, NULL}, "65 threads"},
     };
     struct dt_tracker *t = NULL;
     struct vg_error err = {0};

@@ -306,7 +306,8 @@ static void test_names(void)
     g_assert_cmpstr(vgpu_op_name(VGPU_OP_SCATTER_ADD), ==, "SCATTER_ADD");
     g_assert_cmpstr(vgpu_op_name(VGPU_OP_COUNT), ==, "?");
     g_assert_cmpstr(vgpu_error_name(VGPU_ERR_RING_CONFIG), ==, "RING_CONFIG");
-    g_assert_cmpstr(vgpu_error_name(VGPU_ERR_RING_CONFIG + 1), ==, "?");
+    g_assert_cmpstr(vgpu_error_name(VGPU_ERR_DEVICE), ==, "DEVICE");
+    g_assert_cmpstr(vgpu_error_name(VGPU_ERR_DEVICE + 1), ==, "?");
 }
 
 int main(int argc, char **argv)

@@ -241,7 +241,7 @@ static void test_malformed(void)
     REFUSE(32, 24, "ring size 24");
     REFUSE(36, RING_N, "ring head 16 / tail 5 outside ring size 16");
     REFUSE(44, 4, "has unknown bits");
-    REFUSE(60, 11, "unknown error code 11");
+    REFUSE(60, 12, "unknown error code 12");
     REFUSE(64, 3, "error index 3 without an error");
     REFUSE(76, RING_N, "ring index 16 outside ring size 16");
     REFUSE(80, 99, "opcode 99");
