@@ -103,6 +103,10 @@ $(O)/dt-bench: $(O)/obj/bench/dt-bench.o $(O)/libvgmig.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(O)/cuda-bench: $(O)/obj/bench/cuda-bench.o $(O)/libvgmig.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(O)/vgpu-bench: $(O)/obj/bench/vgpu-bench.o $(O)/libvgmig.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
@@ -120,6 +124,18 @@ $(O)/tests/unit/%: tests/unit/%.c $(O)/libvgmig.a
 		$(GLIB_LIBS) $(LDLIBS)
 
 $(O)/tests/qtest/%: tests/qtest/%.c $(O)/libqclient.a $(O)/libvgmig.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -o $@ $(filter %.c %.a,$^) \
+		$(GLIB_LIBS) $(LDLIBS)
+
+# The CUDA backend's tests (tests/cuda/): on a machine without a usable
+# GPU each prints a TAP skip plan with the reason, so `make check` stays
+# green; `make check-cuda` runs them alone (on a GPU machine).
+CUDA_TESTS := $(patsubst tests/cuda/%.c,$(O)/tests/cuda/%, \
+                         $(wildcard tests/cuda/test-*.c))
+
+$(O)/tests/cuda/%: tests/cuda/%.c $(O)/libqclient.a $(O)/libvgmig.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -o $@ $(filter %.c %.a,$^) \
@@ -352,9 +368,13 @@ check-unit: $(UNIT_TESTS)
 check-qtest: all $(QTESTS)
 	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(QTESTS)
 
-check: all $(UNIT_TESTS) $(QTESTS) guest-image $(GUEST_TESTS)
+check: all $(UNIT_TESTS) $(QTESTS) $(CUDA_TESTS) guest-image $(GUEST_TESTS)
 	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(UNIT_TESTS) $(QTESTS) \
-	    $(GUEST_TESTS)
+	    $(CUDA_TESTS) $(GUEST_TESTS)
+
+.PHONY: check-cuda
+check-cuda: all $(CUDA_TESTS)
+	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(CUDA_TESTS)
 
 check-sanitize:
 	$(MAKE) SAN=1 check
@@ -370,6 +390,13 @@ demo: all
 
 bench-hash: $(O)/dt-bench
 	$(O)/dt-bench
+
+# GPU page hashing against the GPU's read bandwidth (bench/cuda-bench.c,
+# on a GPU machine); CUDA_BENCH_ARGS adds options (--size, --page-size).
+CUDA_BENCH_ARGS ?=
+.PHONY: bench-cuda
+bench-cuda: $(O)/cuda-bench
+	$(O)/cuda-bench $(CUDA_BENCH_ARGS)
 
 # The vGPU's own throughput alone, in pre-copy with tracking, and after a
 # cancelled migration (bench/vgpu-bench.c); VGPU_BENCH_ARGS adds options.
@@ -413,12 +440,14 @@ help:
 	@echo "  check-sanitize  the tests built with ASan and UBSan (build/san)"
 	@echo "  guest-image     the TCG guest: kernel, initramfs with vgpu-guest (build/guest)"
 	@echo "  check-guest     real-guest migration tests only (tests/guest)"
+	@echo "  check-cuda      CUDA backend tests only (tests/cuda; skipped without a GPU)"
 	@echo "  fuzz            libFuzzer targets, FUZZ_SECONDS (60) each (build/fuzz)"
 	@echo "  fuzz-seeds      rewrite the seed corpora in tests/fuzz/corpus"
 	@echo "  install         vgpu-server, the libvirt hook, vgpu-server@.service (DESTDIR, PREFIX)"
 	@echo "  check-libvirt   virsh migrate --live between two libvirt hosts on this machine (root)"
 	@echo "  bench-hash      dirty-tracking hash GB/s against memcpy (build/dt-bench)"
 	@echo "  bench-vgpu      vGPU throughput with and without tracking (build/vgpu-bench)"
+	@echo "  bench-cuda      GPU page hashing against GPU read bandwidth (needs a GPU)"
 	@echo "  bench           live-migration benchmark: sizes x workloads x modes"
 	@echo "                  (build/bench, docs/benchmarks.md; runs bench-vgpu and bench-hash first)"
 	@echo "  checkpatch      QEMU's scripts/checkpatch.pl on qemu-patches/series"

@@ -345,6 +345,9 @@ static GPtrArray *server_argv(const struct vg_server_opts *o, const char *bin,
     if (o->stats_file) {
         add_opt(argv, "--stats-file", g_strdup(o->stats_file));
     }
+    if (g_getenv("VGMIG_SERVER_BACKEND") && *g_getenv("VGMIG_SERVER_BACKEND")) {
+        add_opt(argv, "--backend", g_strdup(g_getenv("VGMIG_SERVER_BACKEND")));
+    }
     add_args(argv, o->extra_args);
     g_ptr_array_add(argv, NULL);
     return argv;

@@ -7,6 +7,8 @@
  * aborted test leaves no processes behind.  All waits are bounded.
  * The binaries come from the environment: VGMIG_SERVER, VGMIG_QEMU and
  * VGMIG_FIRMWARE; a missing one is an error, never a silent skip.
+ * VGMIG_SERVER_BACKEND, if set, is every server's --backend (e.g. "cuda":
+ * the whole qtest suite on a GPU); a test's own extra arguments win.
  */
 #ifndef VG_QCLIENT_HARNESS_H
 #define VG_QCLIENT_HARNESS_H

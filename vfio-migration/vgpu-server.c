@@ -45,7 +45,13 @@ static void usage(FILE *out)
         "                         page size up, e.g. 256M or 4G\n"
         "  -p, --page-size SIZE   dirty-tracking page size, a power of two\n"
         "                         from 4K to 2M (default 64K)\n"
-        "  -b, --backend NAME     VRAM backend: cpu (default)\n"
+        "  -b, --backend NAME     VRAM backend: cpu (default: host memory,\n"
+        "                         BAR2 mmap'd into the guest), cuda or\n"
+        "                         cuda:N (VRAM on NVIDIA GPU N, default 0;\n"
+        "                         engines and page hashing run on the GPU,\n"
+        "                         BAR2 accesses are trapped; needs the\n"
+        "                         NVIDIA driver and a build configured\n"
+        "                         with CUDA)\n"
         "  -l, --log-level LEVEL  error, warn, info (default), debug, trace\n"
         "      --stats-file PATH  write migration statistics to PATH as JSON,\n"
         "                         replaced atomically (temporary file and\n"
@@ -265,8 +271,8 @@ static int parse_opt(int c, struct options *o)
         return parse_size_opt("page-size", optarg, PAGE_MIN, PAGE_MAX,
                               &o->page);
     case 'b':
-        o->backend = optarg;
-        return strcmp(optarg, "cpu") == 0 ? 0 : -1;
+        o->backend = optarg; /* checked when the device is created */
+        return 0;
     case 'l':
         if (!vg_log_parse_level(optarg, &level)) {
             return -1;

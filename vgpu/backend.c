@@ -39,7 +39,9 @@ static const struct vgpu_backend_ops *backend_find(const char *name,
     for (i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
         if (strlen(backends[i]->name) == len &&
             strncmp(backends[i]->name, name, len) == 0) {
-            return backends[i];
+            /* only a GPU backend takes a device number */
+            return colon && backends[i] == &vgpu_backend_cpu_ops ? NULL
+                                                                 : backends[i];
         }
     }
     return NULL;

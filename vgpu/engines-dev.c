@@ -158,12 +158,13 @@ static enum vgpu_exec_status dev_axpy(const struct vgpu_engine_env *env,
     return advance(job, budget, n, total);
 }
 
-/* The rest of a row started by a slice that ended mid-row (or a budget
- * smaller than a row): engines.c's per-row path, the index read back. */
-static enum vgpu_exec_status dev_scatter_part(const struct vgpu_engine_env *env,
-                                             struct vgpu_job *job,
-                                             uint64_t *budget,
-                                             enum vgpu_error_code *code)
+/* Part of one row, at most the budget (a row started by an earlier slice,
+ * or a budget smaller than a row): engines.c's per-row step, the index
+ * read back from VRAM. */
+static enum vgpu_exec_status scatter_part(const struct vgpu_engine_env *env,
+                                          struct vgpu_job *job,
+                                          uint64_t *budget,
+                                          enum vgpu_error_code *code)
 {
     struct vgpu_backend *be = env->be;
     const uint64_t *a = job->cmd.arg;
@@ -197,12 +198,14 @@ static enum vgpu_exec_status dev_scatter_part(const struct vgpu_engine_env *env,
         job->row_done = 0;
         job->done++;
     }
-    return job->done == a[4] ? VGPU_EXEC_DONE : VGPU_EXEC_MORE;
+    return VGPU_EXEC_MORE;
 }
 
-static enum vgpu_exec_status dev_scatter(const struct vgpu_engine_env *env,
-                                         struct vgpu_job *job, uint64_t *budget,
-                                         enum vgpu_error_code *code)
+/* As many whole rows as the budget pays for, in one kernel. */
+static enum vgpu_exec_status scatter_rows(const struct vgpu_engine_env *env,
+                                          struct vgpu_job *job,
+                                          uint64_t *budget,
+                                          enum vgpu_error_code *code)
 {
     struct vgpu_backend *be = env->be;
     const uint64_t *a = job->cmd.arg;
@@ -211,9 +214,6 @@ static enum vgpu_exec_status dev_scatter(const struct vgpu_engine_env *env,
     struct vg_error err;
     int ret;
 
-    if (job->row_done != 0 || rows == 0) {
-        return dev_scatter_part(env, job, budget, code);
-    }
     rows = rows < a[4] - job->done ? rows : a[4] - job->done;
     ret = be->ops->scatter(be, &sa, job->done, rows, &done, &err);
     if (ret < 0) {
@@ -228,6 +228,27 @@ static enum vgpu_exec_status dev_scatter(const struct vgpu_engine_env *env,
         *code = VGPU_ERR_INDEX_RANGE;
         return VGPU_EXEC_ERROR;
     }
+    return VGPU_EXEC_MORE;
+}
+
+/* The same slices as engines.c's run_scatter: whole rows while the budget
+ * covers one, then part of a row with what is left. */
+static enum vgpu_exec_status dev_scatter(const struct vgpu_engine_env *env,
+                                         struct vgpu_job *job, uint64_t *budget,
+                                         enum vgpu_error_code *code)
+{
+    const uint64_t *a = job->cmd.arg;
+
+    do {
+        enum vgpu_exec_status st =
+            job->row_done != 0 || *budget < a[2]
+                ? scatter_part(env, job, budget, code)
+                : scatter_rows(env, job, budget, code);
+
+        if (st == VGPU_EXEC_ERROR) {
+            return st;
+        }
+    } while (*budget > 0 && job->done < a[4]);
     return job->done == a[4] ? VGPU_EXEC_DONE : VGPU_EXEC_MORE;
 }
 

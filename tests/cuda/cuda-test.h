@@ -1,0 +1,45 @@
+/*
+ * cuda-test.h -- what the CUDA backend's tests share: opening a "cuda"
+ * backend, and skipping visibly when this machine cannot run one.
+ *
+ * Without an NVIDIA driver or GPU, or in a build without CUDA kernels,
+ * a test program prints "1..0 # SKIP <why>" (TAP: prove reports the
+ * program as skipped, with the reason) and exits 0.
+ */
+#ifndef VGMIG_TESTS_CUDA_TEST_H
+#define VGMIG_TESTS_CUDA_TEST_H
+
+#include <errno.h>
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "vgpu/backend.h"
+
+/* The backend name the tests use: $VGMIG_CUDA_BACKEND or "cuda". */
+static inline const char *ct_backend_name(void)
+{
+    const char *b = getenv("VGMIG_CUDA_BACKEND");
+
+    return b && *b ? b : "cuda";
+}
+
+/* Exit with a TAP skip plan unless a cuda backend of 1 MiB opens here. */
+static inline void ct_require_gpu(void)
+{
+    struct vgpu_backend *be = NULL;
+    struct vg_error err = {0};
+    int ret = vgpu_backend_open(ct_backend_name(), 1u << 20, &be, &err);
+
+    if (ret == -ENOENT || ret == -ENODEV || ret == -ENOTSUP || ret == -ENOSYS) {
+        printf("1..0 # SKIP no usable GPU for the CUDA backend: %s\n", err.msg);
+        exit(0);
+    }
+    if (ret < 0) {
+        fprintf(stderr, "cuda backend failed to open: %s\n", err.msg);
+        exit(1);
+    }
+    vgpu_backend_close(be);
+}
+
+#endif

@@ -1,0 +1,196 @@
+/*
+ * test-cuda-migrate -- live migration between two vgpu-servers with the
+ * CUDA backend (both on GPU $VGMIG_CUDA_BACKEND, "cuda" = GPU 0), through
+ * two real QEMUs, with the whole of VRAM checked byte for byte.
+ *
+ * The source's VRAM gets patterns (FILL), random data (DMA) and an index
+ * array; then the migration starts and is held in pre-copy while batches
+ * of AXPY, SCATTER_ADD (repeated indices: not idempotent) and COPY run on
+ * the GPU, so pre-copy rounds must find their writes (GPU page hashing).
+ * Once the last batch is done the hold is lifted.  On the destination,
+ * DMA_FROM_VRAM copies every MiB of VRAM into guest RAM and the test reads
+ * it: it must equal a reference that the CPU engines computed from the
+ * same commands.  Both servers' checksums agree, and the source hashed
+ * its pages on the GPU.  Skipped (TAP "1..0 # SKIP") without a GPU.
+ */
+#include "../qtest/mig-test.h"
+#include "cuda-test.h"
+#include "vgpu/engines.h"
+
+#define BATCHES    6u
+#define Y_OFF      (8u << 20)  /* AXPY y: 4 MiB of patterns */
+#define X_OFF      (20u << 20) /* AXPY x */
+#define AXPY_N     (1u << 20)  /* floats */
+#define TABLE_OFF  (30u << 20)
+#define ROWS       1024u
+#define ROW_BYTES  512u
+#define IDX_OFF    (40u << 20)
+#define IDX_COUNT  3000u
+#define COPY_DST   (52u << 20)
+#define COPY_LEN   (1u << 20)
+#define HOLD_BW    (32ll << 20)
+
+struct run {
+    struct mt *t;
+    uint8_t *ref; /* VRAM as the CPU engines compute it */
+    unsigned batches;
+    bool released;
+};
+
+static uint32_t fbits(float f)
+{
+    uint32_t u;
+
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static void ref_wrote(void *opaque, uint64_t off, uint64_t len,
+                      enum vgpu_write_kind kind)
+{
+}
+
+/* Apply @c to the reference with the CPU engines (no DMA commands). */
+static void ref_apply(struct run *r, const struct vgpu_cmd *c)
+{
+    struct vgpu_engine_env env = {r->ref, VGT_VRAM_SIZE, NULL, ref_wrote,
+                                  NULL,   NULL};
+    enum vgpu_error_code code;
+    struct vgpu_job job;
+    uint64_t budget;
+
+    vgpu_job_init(&job, c, 0);
+    do {
+        budget = 64u << 20;
+    } while (vgpu_engine_run(&env, &job, &budget, &code) == VGPU_EXEC_MORE);
+    g_assert_cmpint(code, ==, VGPU_ERR_NONE);
+}
+
+/* mt_fill_vram() on the source, an index array by DMA, both mirrored in
+ * the reference. */
+static void setup(struct run *r)
+{
+    g_autofree uint8_t *dma = mt_dma_data();
+    g_autofree uint32_t *idx = g_malloc(IDX_COUNT * 4);
+    struct vgpu_cmd c;
+    uint64_t buf = 0;
+
+    mt_fill_vram(r->t);
+    for (unsigned i = 0; i < MT_FILLED_MIB; i++) {
+        uint32_t pat = MT_PATTERN(i);
+
+        for (uint32_t k = 0; k < (1u << 20); k += 4) {
+            memcpy(r->ref + ((uint64_t)i << 20) + k, &pat, 4);
+        }
+    }
+    memcpy(r->ref + ((uint64_t)MT_DMA_MIB << 20), dma, 1u << 20);
+    for (unsigned i = 0; i < IDX_COUNT; i++) {
+        idx[i] = (i * 40503u) % (ROWS / 4); /* each row about 12 times */
+    }
+    VGT_OK(vg_galloc_alloc(&r->t->ram, IDX_COUNT * 4, 4096, &buf, VGT_ERR));
+    VGT_OK(vg_qtest_memwrite(r->t->src.qemu->qt, buf, idx, IDX_COUNT * 4,
+                             VGT_ERR));
+    c = vgpu_cmd_make(VGPU_OP_DMA_TO_VRAM, IDX_OFF, buf, IDX_COUNT * 4, 0, 0,
+                      0);
+    mt_run(&r->t->gpu, &c, 1);
+    memcpy(r->ref + IDX_OFF, idx, IDX_COUNT * 4);
+}
+
+/* Batch @k: on the source's ring (waiting until done) and the reference. */
+static void run_batch(struct run *r, unsigned k)
+{
+    struct vgpu_cmd c[3] = {
+        vgpu_cmd_make(VGPU_OP_AXPY, Y_OFF, X_OFF, AXPY_N,
+                      fbits(0.5f + (float)k / 8), 0, 0),
+        vgpu_cmd_make(VGPU_OP_SCATTER_ADD, TABLE_OFF, ROWS, ROW_BYTES, IDX_OFF,
+                      IDX_COUNT, fbits(0.125f * (float)k)),
+        vgpu_cmd_make(VGPU_OP_COPY, COPY_DST + (k % 4) * COPY_LEN, Y_OFF,
+                      COPY_LEN, 0, 0, 0),
+    };
+
+    mt_run(&r->t->gpu, c, 3);
+    for (unsigned i = 0; i < 3; i++) {
+        ref_apply(r, &c[i]);
+    }
+}
+
+/* Poll callback: the batches while pre-copy is held, then the release. */
+static int drive(const struct vg_mig_info *info, void *opaque,
+                 struct vg_error *err)
+{
+    struct run *r = opaque;
+
+    if (r->released || strcmp(info->status, "active") != 0) {
+        return 0;
+    }
+    if (r->batches < BATCHES) {
+        run_batch(r, ++r->batches);
+        return 0;
+    }
+    r->released = true;
+    g_test_message("%u batches ran in pre-copy; releasing", r->batches);
+    return mt_release(r->t, err);
+}
+
+/* Every MiB of the destination's VRAM, by DMA into guest RAM and qtest,
+ * equals the reference. */
+static void check_dst_vram(struct run *r)
+{
+    g_autofree uint8_t *got = g_malloc(1u << 20);
+    uint64_t buf = 0;
+
+    VGT_OK(vg_galloc_alloc(&r->t->ram, 1u << 20, 4096, &buf, VGT_ERR));
+    for (uint64_t mib = 0; mib < VGT_VRAM_SIZE >> 20; mib++) {
+        struct vgpu_cmd c = vgpu_cmd_make(VGPU_OP_DMA_FROM_VRAM, buf, mib << 20,
+                                          1u << 20, 0, 0, 0);
+
+        mt_run(&r->t->dgpu, &c, 1);
+        VGT_OK(vg_qtest_memread(r->t->dst.qemu->qt, buf, got, 1u << 20,
+                                VGT_ERR));
+        for (uint64_t off = 0; off < (1u << 20); off += 4096) {
+            if (memcmp(got + off, r->ref + (mib << 20) + off, 4096) != 0) {
+                MT_FAIL("destination VRAM differs from the reference in "
+                        "[%#llx, +4096)",
+                        (unsigned long long)((mib << 20) + off));
+            }
+        }
+    }
+}
+
+static void test_migrate(void)
+{
+    const char *backend[] = {"--backend", ct_backend_name(), NULL};
+    struct vg_stats sst, dst;
+    struct vg_mig_info info;
+    int64_t hashed = 0;
+    struct mt t;
+    struct run r = {&t, g_malloc0(VGT_VRAM_SIZE), 0, false};
+
+    mt_start_src(&t, "cuda-mig", backend);
+    setup(&r);
+    mt_start_dst(&t, VGT_VRAM_ARG, backend);
+    mt_hold(&t, HOLD_BW);
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+    mt_migrate_wait(&t, drive, &r, &info);
+    g_assert_cmpuint(r.batches, ==, BATCHES);
+    g_assert_true(info.has_vfio);
+    mt_attach_dst(&t);
+    mt_assert_stats_equal(&t, &sst, &dst);
+    VGT_OK(vg_stats_int(&sst, "pages_hashed", &hashed, VGT_ERR));
+    g_test_message("source hashed %" G_GINT64_FORMAT " pages on the GPU",
+                   hashed);
+    g_assert_cmpint(hashed, >=, VGT_VRAM_SIZE / VGT_PAGE_SIZE);
+    check_dst_vram(&r);
+    vg_stats_clear(&sst);
+    vg_stats_clear(&dst);
+    g_free(r.ref);
+    mt_stop(&t);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    ct_require_gpu();
+    g_test_add_func("/cuda/migrate/byte-exact", test_migrate);
+    return g_test_run();
+}
