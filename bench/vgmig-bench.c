@@ -375,15 +375,24 @@ static void side_free(struct side *s)
     g_free(s->stats);
 }
 
-/* Submit @n commands and wait until the device is idle again. */
+/* Submit @n commands, at most half a ring at a time, and wait until the
+ * device is idle again. */
 static int run_cmds(struct run *r, const struct vgpu_cmd *cmds, unsigned n,
                     struct vg_error *err)
 {
     uint32_t status = 0;
-    int ret = vg_vgpu_submit(&r->gpu, cmds, n, err);
+    int ret = 0;
 
-    if (ret == 0) {
-        ret = vg_vgpu_wait_idle(&r->gpu, WAIT_MS, &status, err);
+    for (unsigned i = 0; ret == 0 && i < n; i += RING_ENTRIES / 2) {
+        unsigned k = n - i < RING_ENTRIES / 2 ? n - i : RING_ENTRIES / 2;
+
+        ret = vg_vgpu_submit(&r->gpu, cmds + i, k, err);
+        if (ret == 0) {
+            ret = vg_vgpu_wait_idle(&r->gpu, WAIT_MS, &status, err);
+        }
+        if (status & VGPU_STATUS_HALTED) {
+            break;
+        }
     }
     if (ret == 0 && (status & VGPU_STATUS_HALTED)) {
         uint32_t code = 0;
