@@ -372,9 +372,15 @@ check: all $(UNIT_TESTS) $(QTESTS) $(CUDA_TESTS) guest-image $(GUEST_TESTS)
 	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(UNIT_TESTS) $(QTESTS) \
 	    $(CUDA_TESTS) $(GUEST_TESTS)
 
-.PHONY: check-cuda
+.PHONY: check-cuda gpu-pack
 check-cuda: all $(CUDA_TESTS)
 	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(CUDA_TESTS)
+
+# The GPU tests and benchmarks packed to run on a GPU machine that lacks
+# the build dependencies ($(O)/gpu-pack/gpu-run.sh there; docs/cuda.md).
+gpu-pack: all $(CUDA_TESTS) $(O)/cuda-bench $(O)/vgmig-bench \
+          $(O)/tests/qtest/test-mig-basic $(O)/tests/qtest/test-mig-active
+	tests/cuda/gpu-pack.sh $(O) $(QEMU_BIN) $(QEMU_FIRMWARE_DIR) $(O)/gpu-pack
 
 check-sanitize:
 	$(MAKE) SAN=1 check
@@ -441,6 +447,7 @@ help:
 	@echo "  guest-image     the TCG guest: kernel, initramfs with vgpu-guest (build/guest)"
 	@echo "  check-guest     real-guest migration tests only (tests/guest)"
 	@echo "  check-cuda      CUDA backend tests only (tests/cuda; skipped without a GPU)"
+	@echo "  gpu-pack        GPU tests, benchmarks, QEMU and libraries in build/gpu-pack"
 	@echo "  fuzz            libFuzzer targets, FUZZ_SECONDS (60) each (build/fuzz)"
 	@echo "  fuzz-seeds      rewrite the seed corpora in tests/fuzz/corpus"
 	@echo "  install         vgpu-server, the libvirt hook, vgpu-server@.service (DESTDIR, PREFIX)"

@@ -69,8 +69,9 @@ static int check_config(const struct dt_config *cfg, uint32_t ps,
                         struct vg_error *err)
 {
     if (!cfg->base && !cfg->hash) {
-        return vg_error_set(err, EINVAL, "VRAM base is NULL and no hash "
-                                         "function given");
+        return vg_error_set(err, EINVAL,
+                            "VRAM base is NULL and no hash "
+                            "function given");
     }
     if (ps < DT_PAGE_SIZE_MIN || ps > DT_PAGE_SIZE_MAX || (ps & (ps - 1))) {
         return vg_error_set(err, EINVAL,
@@ -134,8 +135,8 @@ static int alloc_arrays(struct dt_tracker *t, struct vg_error *err)
         t->dev_zero = calloc(t->words, sizeof(uint64_t));
         t->dev_select = calloc(t->words, sizeof(uint64_t));
         if (!t->dev_hashes || !t->dev_zero || !t->dev_select) {
-            return vg_error_set(err, ENOMEM, "out of memory for %" PRIu64
-                                             " page hashes",
+            return vg_error_set(err, ENOMEM,
+                                "out of memory for %" PRIu64 " page hashes",
                                 t->pages);
         }
     }
@@ -474,8 +475,8 @@ static int epoch_device_hash(struct dt_tracker *t, struct vg_error *err)
     int rc;
 
     for (uint64_t w = 0; w < t->words; w++) {
-        t->dev_select[w] = (t->all_opaque ? ~0ull : t->opaque[w]) &
-                           word_pages(t, w);
+        t->dev_select[w] =
+            (t->all_opaque ? ~0ull : t->opaque[w]) & word_pages(t, w);
     }
     rc = t->hash_fn(t->hash_opaque, t->dev_select, t->seed, t->dev_hashes,
                     t->dev_zero, err);

@@ -49,9 +49,9 @@ static int sink_pages(void *opaque, uint64_t first, uint64_t count,
         ret = vgpu_vram_write(m->gpu, first * ps, data, count * ps, err);
     }
     for (uint64_t i = 0; ret == 0 && i < count; i++) {
-        m->load->page_hash[first + i] =
-            vgpu_vram(m->gpu) ? mig_page_hash(m, first + i)
-                              : XXH3_64bits(data + i * ps, ps);
+        m->load->page_hash[first + i] = vgpu_vram(m->gpu)
+                                            ? mig_page_hash(m, first + i)
+                                            : XXH3_64bits(data + i * ps, ps);
         mig_bit_put(m->load->hashed, first + i, true);
     }
     return ret;

@@ -56,7 +56,7 @@ struct mig_save {
     bool end_timed;
     bool fault_armed;
     uint64_t fault_offset;
-    bool failed;           /* reading VRAM failed: @error says why */
+    bool failed; /* reading VRAM failed: @error says why */
     struct vg_error error;
 };
 
@@ -385,8 +385,9 @@ static uint64_t device_run(struct mig *m, uint64_t p, uint64_t limit,
     uint64_t span = run_span(m, p, limit), n = 1, next;
 
     if (vgpu_vram_read(m->gpu, p * ps, data, span * ps, &s->error) < 0) {
-        vg_error_prefix(&s->error, "migration: reading pages %" PRIu64
-                                   "+%" PRIu64 " from VRAM",
+        vg_error_prefix(&s->error,
+                        "migration: reading pages %" PRIu64 "+%" PRIu64
+                        " from VRAM",
                         p, span);
         return 0;
     }

@@ -340,8 +340,7 @@ static void slots_drop(struct cuda_be *c, uint64_t off, uint64_t len)
     }
 }
 
-static struct slot *slot_covering(struct cuda_be *c, uint64_t off,
-                                  uint64_t len)
+static struct slot *slot_covering(struct cuda_be *c, uint64_t off, uint64_t len)
 {
     for (unsigned i = 0; i < SLOTS; i++) {
         struct slot *s = &c->slots[i];
@@ -363,9 +362,9 @@ static void cuda_prefetch(struct vgpu_backend *be, uint64_t off, uint64_t len)
         return;
     }
     s = &c->slots[c->next_slot++ % SLOTS];
-    s->valid = c->api.MemcpyDtoHAsync(s->buf, c->vram + off, len, c->stream) ==
-                   0 &&
-               c->api.EventRecord(s->done, c->stream) == 0;
+    s->valid =
+        c->api.MemcpyDtoHAsync(s->buf, c->vram + off, len, c->stream) == 0 &&
+        c->api.EventRecord(s->done, c->stream) == 0;
     s->off = off;
     s->len = len;
 }
@@ -388,10 +387,10 @@ static int cuda_read(struct vgpu_backend *be, uint64_t off, void *dst,
         uint64_t n = len - done < STAGE_HALF ? len - done : STAGE_HALF;
         struct half *h = &c->stage[0];
 
-        ret = check(c,
-                    c->api.MemcpyDtoHAsync(h->buf, c->vram + off + done, n,
-                                           c->stream),
-                    "copy from VRAM", err);
+        ret = check(
+            c,
+            c->api.MemcpyDtoHAsync(h->buf, c->vram + off + done, n, c->stream),
+            "copy from VRAM", err);
         if (ret == 0) {
             ret = sync_stream(c, err);
         }
@@ -420,8 +419,8 @@ static int cuda_write(struct vgpu_backend *be, uint64_t off, const void *src,
         struct half *h = &c->stage[c->next_half++ % 2];
 
         if (h->busy) {
-            ret = check(c, c->api.EventSynchronize(h->done), "copy to VRAM",
-                        err);
+            ret =
+                check(c, c->api.EventSynchronize(h->done), "copy to VRAM", err);
         }
         if (ret == 0) {
             memcpy(h->buf, (const uint8_t *)src + done, n);
@@ -450,10 +449,10 @@ static int cuda_fill(struct vgpu_backend *be, uint64_t off, uint64_t len,
 
     slots_drop(c, off, len);
     if (ret == 0) {
-        ret = check(c,
-                    c->api.MemsetD32Async(c->vram + off, pattern, len / 4,
-                                          c->stream),
-                    "FILL", err);
+        ret = check(
+            c,
+            c->api.MemsetD32Async(c->vram + off, pattern, len / 4, c->stream),
+            "FILL", err);
     }
     return ret ? ret : sync_stream(c, err);
 }
@@ -541,8 +540,8 @@ static int cuda_scatter(struct vgpu_backend *be,
     uint64_t row_floats = a->row_bytes / 4, n = 0;
     float v = a->value;
     void *params[] = {&table, &row_floats, &idx, &n, &v};
-    unsigned threads = row_floats >= THREADS ? THREADS
-                                             : (unsigned)(row_floats + 31) / 32 * 32;
+    unsigned threads =
+        row_floats >= THREADS ? THREADS : (unsigned)(row_floats + 31) / 32 * 32;
     int ret = enter(c, err);
 
     *done = 0;
@@ -578,8 +577,7 @@ static void xxh3_keys(uint64_t seed, struct xxh3_keys *k)
     }
 }
 
-static int hash_scratch(struct cuda_be *c, uint64_t pages,
-                        struct vg_error *err)
+static int hash_scratch(struct cuda_be *c, uint64_t pages, struct vg_error *err)
 {
     uint64_t words = (pages + 63) / 64;
     int ret;
@@ -617,7 +615,7 @@ static int hash_launch(struct cuda_be *c, uint64_t pages, uint32_t page_size,
     uint64_t words = (pages + 63) / 64;
     CUdeviceptr d_sel = select ? c->d_select : 0;
     struct xxh3_keys keys;
-    void *params[] = {&c->vram, &pages,      &page_size, &d_sel,
+    void *params[] = {&c->vram, &pages,       &page_size, &d_sel,
                       &keys,    &c->d_hashes, &c->d_zero};
     uint64_t warps_per_block = THREADS / 32;
     int ret = 0;
@@ -631,18 +629,18 @@ static int hash_launch(struct cuda_be *c, uint64_t pages, uint32_t page_size,
                     "page selection", err);
     }
     if (ret == 0) {
-        ret = check(c,
-                    c->api.MemsetD32Async(c->d_zero, 0, words * 2, c->stream),
-                    "zero bitmap", err);
+        ret =
+            check(c, c->api.MemsetD32Async(c->d_zero, 0, words * 2, c->stream),
+                  "zero bitmap", err);
     }
     if (ret == 0) {
-        ret = check(c,
-                    c->api.LaunchKernel(c->hash,
-                                        (unsigned)((pages + warps_per_block - 1) /
-                                                   warps_per_block),
-                                        1, 1, THREADS, 1, 1, 0, c->stream,
-                                        params, NULL),
-                    "page hash kernel", err);
+        ret = check(
+            c,
+            c->api.LaunchKernel(
+                c->hash,
+                (unsigned)((pages + warps_per_block - 1) / warps_per_block), 1,
+                1, THREADS, 1, 1, 0, c->stream, params, NULL),
+            "page hash kernel", err);
     }
     return ret;
 }
@@ -667,10 +665,10 @@ static int cuda_hash(struct vgpu_backend *be, const struct vgpu_hash_req *r,
                     "page hashes", err);
     }
     if (ret == 0) {
-        ret = check(c,
-                    c->api.MemcpyDtoHAsync(c->h_zero, c->d_zero, words * 8,
-                                           c->stream),
-                    "zero bitmap", err);
+        ret = check(
+            c,
+            c->api.MemcpyDtoHAsync(c->h_zero, c->d_zero, words * 8, c->stream),
+            "zero bitmap", err);
     }
     if (ret == 0) {
         ret = sync_stream(c, err);
@@ -723,8 +721,8 @@ static int time_all(struct cuda_be *c, uint64_t size, uint32_t page_size,
     int ret = check(c, c->api.EventRecord(t0, c->stream), "cuEventRecord", err);
 
     if (ret == 0) {
-        ret = launch(c, c->read_only, 132 * 16, THREADS, params,
-                     "read kernel", err);
+        ret = launch(c, c->read_only, 132 * 16, THREADS, params, "read kernel",
+                     err);
     }
     if (ret == 0) {
         ret = timed(c, t0, t1, &t->read_ms, err);
@@ -742,10 +740,9 @@ static int time_all(struct cuda_be *c, uint64_t size, uint32_t page_size,
         ret = check(c, c->api.EventRecord(t0, c->stream), "cuEventRecord", err);
     }
     if (ret == 0) {
-        ret = check(c,
-                    c->api.MemcpyDtoDAsync(c->vram + half, c->vram, half,
-                                           c->stream),
-                    "copy", err);
+        ret = check(
+            c, c->api.MemcpyDtoDAsync(c->vram + half, c->vram, half, c->stream),
+            "copy", err);
     }
     if (ret == 0) {
         ret = timed(c, t0, t1, &t->copy_ms, err);

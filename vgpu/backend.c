@@ -30,8 +30,8 @@ static const struct vgpu_backend_ops *backend_find(const char *name,
 
         errno = 0;
         n = strtoul(colon + 1, &end, 10);
-        if (errno || end == colon + 1 || *end || n > 255 ||
-            colon[1] == '-' || colon[1] == '+') {
+        if (errno || end == colon + 1 || *end || n > 255 || colon[1] == '-' ||
+            colon[1] == '+') {
             return NULL;
         }
         *device = (int)n;
@@ -56,9 +56,8 @@ int vgpu_backend_open(const char *name, uint64_t size,
 
     ops = backend_find(name ? name : "cpu", &device);
     if (!ops) {
-        return vg_error_set(err, EINVAL,
-                            "unknown VRAM backend '%s' (cpu, cuda, cuda:N)",
-                            name);
+        return vg_error_set(
+            err, EINVAL, "unknown VRAM backend '%s' (cpu, cuda, cuda:N)", name);
     }
     be = calloc(1, sizeof(*be));
     if (!be) {

@@ -15,7 +15,10 @@ struct vgc_sym {
     size_t offset;
 };
 
-#define SYM(field, name) {name, offsetof(struct vgc_api, field)}
+#define SYM(field, name)                                                       \
+    {                                                                          \
+        name, offsetof(struct vgc_api, field)                                  \
+    }
 
 static const struct vgc_sym syms[] = {
     SYM(Init, "cuInit"),

@@ -41,8 +41,7 @@ struct vgc_api {
     CUresult (*MemFree)(CUdeviceptr p);
     CUresult (*MemAllocHost)(void **p, size_t bytes);
     CUresult (*MemFreeHost)(void *p);
-    CUresult (*MemsetD32Async)(CUdeviceptr p, unsigned v, size_t n,
-                               CUstream s);
+    CUresult (*MemsetD32Async)(CUdeviceptr p, unsigned v, size_t n, CUstream s);
     CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t n,
                                 CUstream s);
     CUresult (*MemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t n,
@@ -54,9 +53,9 @@ struct vgc_api {
     CUresult (*ModuleGetFunction)(CUfunction *fn, CUmodule mod,
                                   const char *name);
     CUresult (*LaunchKernel)(CUfunction fn, unsigned gx, unsigned gy,
-                             unsigned gz, unsigned bx, unsigned by,
-                             unsigned bz, unsigned shared, CUstream s,
-                             void **params, void **extra);
+                             unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                             unsigned shared, CUstream s, void **params,
+                             void **extra);
     CUresult (*StreamCreate)(CUstream *s, unsigned flags);
     CUresult (*StreamDestroy)(CUstream s);
     CUresult (*StreamSynchronize)(CUstream s);

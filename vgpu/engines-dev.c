@@ -38,8 +38,8 @@ static enum vgpu_exec_status failed(const struct vgpu_job *job, int ret,
                                     enum vgpu_error_code *code)
 {
     vg_err("vgpu: %s (ring entry %u) failed on the device: %s",
-             vgpu_op_name(job->cmd.opcode), job->ring_index,
-             ret < 0 ? err->msg : "?");
+           vgpu_op_name(job->cmd.opcode), job->ring_index,
+           ret < 0 ? err->msg : "?");
     *code = VGPU_ERR_DEVICE;
     return VGPU_EXEC_ERROR;
 }
@@ -176,8 +176,8 @@ static enum vgpu_exec_status scatter_part(const struct vgpu_engine_env *env,
         uint8_t b[4];
 
         ret = be->ops->read(be, a[3] + job->done * 4, b, 4, &err);
-        job->row = (uint64_t)b[0] | (uint64_t)b[1] << 8 |
-                   (uint64_t)b[2] << 16 | (uint64_t)b[3] << 24;
+        job->row = (uint64_t)b[0] | (uint64_t)b[1] << 8 | (uint64_t)b[2] << 16 |
+                   (uint64_t)b[3] << 24;
         if (ret == 0 && job->row >= a[1]) {
             *code = VGPU_ERR_INDEX_RANGE;
             return VGPU_EXEC_ERROR;
@@ -240,10 +240,9 @@ static enum vgpu_exec_status dev_scatter(const struct vgpu_engine_env *env,
     const uint64_t *a = job->cmd.arg;
 
     do {
-        enum vgpu_exec_status st =
-            job->row_done != 0 || *budget < a[2]
-                ? scatter_part(env, job, budget, code)
-                : scatter_rows(env, job, budget, code);
+        enum vgpu_exec_status st = job->row_done != 0 || *budget < a[2]
+                                       ? scatter_part(env, job, budget, code)
+                                       : scatter_rows(env, job, budget, code);
 
         if (st == VGPU_EXEC_ERROR) {
             return st;

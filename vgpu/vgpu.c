@@ -228,7 +228,7 @@ int vgpu_bar2_read(struct vgpu *gpu, uint64_t off, void *data, uint32_t len)
     ret = vgpu_vram_read(gpu, off, data, len, &err);
     if (ret < 0) {
         vg_err("vgpu: BAR2 read at %#llx: %s", (unsigned long long)off,
-                 err.msg);
+               err.msg);
         memset(data, 0xff, len);
     }
     return ret;
@@ -246,7 +246,7 @@ int vgpu_bar2_write(struct vgpu *gpu, uint64_t off, const void *data,
     ret = vgpu_vram_write(gpu, off, data, len, &err);
     if (ret < 0) {
         vg_err("vgpu: BAR2 write at %#llx: %s", (unsigned long long)off,
-                 err.msg);
+               err.msg);
         return ret;
     }
     if (gpu->observer) {

@@ -17,9 +17,9 @@
 #include "vgpu/cmd.h"
 #include "vgpu/engines.h"
 
-#define VRAM   (16u << 20)
-#define GUEST  (4u << 20)
-#define IOVA   0x200000ull
+#define VRAM  (16u << 20)
+#define GUEST (4u << 20)
+#define IOVA  0x200000ull
 
 struct twin {
     struct vgpu_backend *be; /* the GPU */
@@ -166,8 +166,8 @@ static void test_engines_simple(void)
         uint64_t b = budgets[i];
         struct vgpu_cmd fill = vgpu_cmd_make(VGPU_OP_FILL, 0x10004, 0x2ffff8,
                                              0xdeadbe00 | i, 0, 0, 0);
-        struct vgpu_cmd copy = vgpu_cmd_make(VGPU_OP_COPY, 0x800001, 0x10003,
-                                             0x1abcde, 0, 0, 0);
+        struct vgpu_cmd copy =
+            vgpu_cmd_make(VGPU_OP_COPY, 0x800001, 0x10003, 0x1abcde, 0, 0, 0);
         struct vgpu_cmd to = vgpu_cmd_make(VGPU_OP_DMA_TO_VRAM, 0xa00000 + i,
                                            IOVA + 5, GUEST - 5, 0, 0, 0);
         struct vgpu_cmd from = vgpu_cmd_make(VGPU_OP_DMA_FROM_VRAM, IOVA + 3,
@@ -185,8 +185,9 @@ static void test_engines_simple(void)
  * values whose a*x+y differs between one rounding (FMA) and two. */
 static void test_engines_axpy(void)
 {
-    static const float special[] = {1e-45f, -1e-45f, 1.17e-38f, -0.0f, 0.0f,
-                                    1e30f, 1.0f + 1.0f / 8388608, 1.0f / 3};
+    static const float special[] = {
+        1e-45f,  -1e-45f, 1.17e-38f, -0.0f, 0.0f, 1e30f, 1.0f + 1.0f / 8388608,
+        1.0f / 3};
     struct twin t;
 
     twin_init(&t, 2);
@@ -196,9 +197,9 @@ static void test_engines_axpy(void)
     }
     {
         struct vg_error err = {0};
-        g_assert_cmpint(t.be->ops->write(t.be, 0x400000, t.ref + 0x400000,
-                                         4 * 4096, &err),
-                        ==, 0);
+        g_assert_cmpint(
+            t.be->ops->write(t.be, 0x400000, t.ref + 0x400000, 4 * 4096, &err),
+            ==, 0);
     }
     for (unsigned i = 0; i < 3; i++) {
         float a = i == 0 ? 1.0f / 3 : i == 1 ? -2.5e-39f : 3.0f;
@@ -215,8 +216,8 @@ static void test_engines_axpy(void)
 
 /* Indices (LE u32) at VRAM @idx: @n rows < @rows with repeats, and, if
  * @bad_at < n, one out-of-range index there. */
-static void put_indices(struct twin *t, uint64_t idx, uint32_t n,
-                        uint32_t rows, uint32_t bad_at)
+static void put_indices(struct twin *t, uint64_t idx, uint32_t n, uint32_t rows,
+                        uint32_t bad_at)
 {
     struct vg_error err = {0};
 
@@ -269,8 +270,8 @@ static void test_hash(void)
         }
         for (unsigned k = 0; k < G_N_ELEMENTS(seeds); k++) {
             for (unsigned sel = 0; sel < 2; sel++) {
-                struct vgpu_hash_req req = {ps,          pages, sel ? select : NULL,
-                                            seeds[k],    hashes, zero};
+                struct vgpu_hash_req req = {
+                    ps, pages, sel ? select : NULL, seeds[k], hashes, zero};
                 struct vg_error err = {0};
 
                 memset(hashes, 0xa5, pages * 8);
@@ -304,11 +305,10 @@ static void test_prefetch(void)
 
     twin_init(&t, 5);
     t.be->ops->prefetch(t.be, 0x100000, 1u << 20);
-    g_assert_cmpint(t.be->ops->fill(t.be, 0x100000 + 4096, 4096, 0x01020304,
-                                    &err),
-                    ==, 0);
-    g_assert_cmpint(t.be->ops->read(t.be, 0x100000, got, sizeof(got), &err),
-                    ==, 0);
+    g_assert_cmpint(
+        t.be->ops->fill(t.be, 0x100000 + 4096, 4096, 0x01020304, &err), ==, 0);
+    g_assert_cmpint(t.be->ops->read(t.be, 0x100000, got, sizeof(got), &err), ==,
+                    0);
     g_assert_cmpmem(got, 4096, t.ref + 0x100000, 4096);
     for (unsigned i = 4096; i < 8192; i += 4) {
         g_assert_cmphex(got[i], ==, 0x04);

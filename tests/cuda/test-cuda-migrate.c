@@ -11,24 +11,26 @@
  * DMA_FROM_VRAM copies every MiB of VRAM into guest RAM and the test reads
  * it: it must equal a reference that the CPU engines computed from the
  * same commands.  Both servers' checksums agree, and the source hashed
- * its pages on the GPU.  Skipped (TAP "1..0 # SKIP") without a GPU.
+ * its pages.  The same runs between a CPU-backed and a CUDA-backed
+ * server, both ways: the stream does not depend on the backend.
+ * Skipped (TAP "1..0 # SKIP") without a GPU.
  */
 #include "../qtest/mig-test.h"
 #include "cuda-test.h"
 #include "vgpu/engines.h"
 
-#define BATCHES    6u
-#define Y_OFF      (8u << 20)  /* AXPY y: 4 MiB of patterns */
-#define X_OFF      (20u << 20) /* AXPY x */
-#define AXPY_N     (1u << 20)  /* floats */
-#define TABLE_OFF  (30u << 20)
-#define ROWS       1024u
-#define ROW_BYTES  512u
-#define IDX_OFF    (40u << 20)
-#define IDX_COUNT  3000u
-#define COPY_DST   (52u << 20)
-#define COPY_LEN   (1u << 20)
-#define HOLD_BW    (32ll << 20)
+#define BATCHES   6u
+#define Y_OFF     (8u << 20)  /* AXPY y: 4 MiB of patterns */
+#define X_OFF     (20u << 20) /* AXPY x */
+#define AXPY_N    (1u << 20)  /* floats */
+#define TABLE_OFF (30u << 20)
+#define ROWS      1024u
+#define ROW_BYTES 512u
+#define IDX_OFF   (40u << 20)
+#define IDX_COUNT 3000u
+#define COPY_DST  (52u << 20)
+#define COPY_LEN  (1u << 20)
+#define HOLD_BW   (32ll << 20)
 
 struct run {
     struct mt *t;
@@ -53,8 +55,8 @@ static void ref_wrote(void *opaque, uint64_t off, uint64_t len,
 /* Apply @c to the reference with the CPU engines (no DMA commands). */
 static void ref_apply(struct run *r, const struct vgpu_cmd *c)
 {
-    struct vgpu_engine_env env = {r->ref, VGT_VRAM_SIZE, NULL, ref_wrote,
-                                  NULL,   NULL};
+    struct vgpu_engine_env env = {r->ref,    VGT_VRAM_SIZE, NULL,
+                                  ref_wrote, NULL,          NULL};
     enum vgpu_error_code code;
     struct vgpu_job job;
     uint64_t budget;
@@ -145,8 +147,8 @@ static void check_dst_vram(struct run *r)
                                           1u << 20, 0, 0, 0);
 
         mt_run(&r->t->dgpu, &c, 1);
-        VGT_OK(vg_qtest_memread(r->t->dst.qemu->qt, buf, got, 1u << 20,
-                                VGT_ERR));
+        VGT_OK(
+            vg_qtest_memread(r->t->dst.qemu->qt, buf, got, 1u << 20, VGT_ERR));
         for (uint64_t off = 0; off < (1u << 20); off += 4096) {
             if (memcmp(got + off, r->ref + (mib << 20) + off, 4096) != 0) {
                 MT_FAIL("destination VRAM differs from the reference in "
@@ -157,18 +159,21 @@ static void check_dst_vram(struct run *r)
     }
 }
 
-static void test_migrate(void)
+/* Migrate from a server with backend @from to one with backend @to. */
+static void migrate(const char *from, const char *to)
 {
-    const char *backend[] = {"--backend", ct_backend_name(), NULL};
+    const char *src_args[] = {"--backend", from, NULL};
+    const char *dst_args[] = {"--backend", to, NULL};
     struct vg_stats sst, dst;
     struct vg_mig_info info;
     int64_t hashed = 0;
     struct mt t;
     struct run r = {&t, g_malloc0(VGT_VRAM_SIZE), 0, false};
 
-    mt_start_src(&t, "cuda-mig", backend);
+    g_test_message("%s -> %s", from, to);
+    mt_start_src(&t, "cuda-mig", src_args);
     setup(&r);
-    mt_start_dst(&t, VGT_VRAM_ARG, backend);
+    mt_start_dst(&t, VGT_VRAM_ARG, dst_args);
     mt_hold(&t, HOLD_BW);
     VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
     mt_migrate_wait(&t, drive, &r, &info);
@@ -177,8 +182,7 @@ static void test_migrate(void)
     mt_attach_dst(&t);
     mt_assert_stats_equal(&t, &sst, &dst);
     VGT_OK(vg_stats_int(&sst, "pages_hashed", &hashed, VGT_ERR));
-    g_test_message("source hashed %" G_GINT64_FORMAT " pages on the GPU",
-                   hashed);
+    g_test_message("source hashed %" G_GINT64_FORMAT " pages", hashed);
     g_assert_cmpint(hashed, >=, VGT_VRAM_SIZE / VGT_PAGE_SIZE);
     check_dst_vram(&r);
     vg_stats_clear(&sst);
@@ -187,10 +191,27 @@ static void test_migrate(void)
     mt_stop(&t);
 }
 
+static void test_cuda_to_cuda(void)
+{
+    migrate(ct_backend_name(), ct_backend_name());
+}
+
+static void test_cpu_to_cuda(void)
+{
+    migrate("cpu", ct_backend_name());
+}
+
+static void test_cuda_to_cpu(void)
+{
+    migrate(ct_backend_name(), "cpu");
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     ct_require_gpu();
-    g_test_add_func("/cuda/migrate/byte-exact", test_migrate);
+    g_test_add_func("/cuda/migrate/cuda-to-cuda", test_cuda_to_cuda);
+    g_test_add_func("/cuda/migrate/cpu-to-cuda", test_cpu_to_cuda);
+    g_test_add_func("/cuda/migrate/cuda-to-cpu", test_cuda_to_cpu);
     return g_test_run();
 }

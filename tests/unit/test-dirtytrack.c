@@ -142,11 +142,14 @@ static void test_config_errors(void)
         {{mem, sizeof(mem), 12288, 1, 0, NULL, NULL}, "page size 12288"},
         {{mem, sizeof(mem), 4096 + 1, 1, 0, NULL, NULL}, "power of two"},
         {{mem, 4 * MIB, 4 * MIB, 1, 0, NULL, NULL}, "page size 4194304"},
-        {{mem, sizeof(mem) - 1, 4096, 1, 0, NULL, NULL}, "multiple of the page size"},
+        {{mem, sizeof(mem) - 1, 4096, 1, 0, NULL, NULL},
+         "multiple of the page size"},
         {{mem, 0, 4096, 1, 0, NULL, NULL}, "VRAM size 0x0"},
-        {{mem, sizeof(mem), 0, 1, 0, NULL, NULL}, "size 0x8000: must be"}, /* 64 KiB */
+        {{mem, sizeof(mem), 0, 1, 0, NULL, NULL},
+         "size 0x8000: must be"}, /* 64 KiB */
         {{mem, sizeof(mem), 4096, 0, 0, NULL, NULL}, "0 threads"},
-        {{mem, sizeof(mem), 4096, DT_THREADS_MAX + 1, 0, NULL, NULL}, "65 threads"},
+        {{mem, sizeof(mem), 4096, DT_THREADS_MAX + 1, 0, NULL, NULL},
+         "65 threads"},
     };
     struct dt_tracker *t = NULL;
     struct vg_error err = {0};

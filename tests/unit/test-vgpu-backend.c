@@ -14,9 +14,9 @@
 
 static void test_names(void)
 {
-    static const char *const bad[] = {"gpu",     "cuda:",  "cuda:x", "cuda:-1",
-                                      "cuda:+1", "cuda:256", "cuda:1x", "",
-                                      "cpu:0",   "cudax"};
+    static const char *const bad[] = {
+        "gpu",      "cuda:",   "cuda:x", "cuda:-1", "cuda:+1",
+        "cuda:256", "cuda:1x", "",       "cpu:0",   "cudax"};
     struct vgpu_backend *be = NULL;
     struct vg_error err = {0};
 

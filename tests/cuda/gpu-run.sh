@@ -1,0 +1,51 @@
+#!/bin/bash
+# gpu-run.sh -- run the GPU tests and benchmarks from a gpu-pack directory
+# (tests/cuda/gpu-pack.sh) on a machine with an NVIDIA GPU.
+#
+# Usage: gpu-run.sh STEP...   (logs in $OUT, default /tmp/gpu-run)
+#   info      GPU model, driver, memory (nvidia-smi)
+#   backend   tests/cuda/test-cuda-backend (engines, hashes vs the CPU)
+#   migrate   tests/cuda/test-cuda-migrate (byte-exact, cuda<->cuda/cpu)
+#   qtest     test-mig-basic and test-mig-active with every server on cuda
+#   bench     cuda-bench --size $BENCH_SIZE (16G): hash vs read bandwidth
+#   mbench    vgmig-bench $MBENCH_ARGS with the servers on cuda
+# Exit status: the number of steps that failed.
+D=$(cd "$(dirname "$0")" && pwd)
+export LD_LIBRARY_PATH=$D/lib VGMIG_SERVER=$D/bin/vgpu-server \
+    VGMIG_QEMU=$D/bin/qemu-system-x86_64 VGMIG_FIRMWARE=$D/fw
+OUT=${OUT:-/tmp/gpu-run}
+mkdir -p "$OUT"
+failed=0
+
+step() {
+    local name=$1 limit=$2 start=$SECONDS rc
+    shift 2
+    echo "=== $name: $*"
+    timeout -k 5 "$limit" "$@" >"$OUT/$name.log" 2>&1
+    rc=$?
+    echo "=== $name: exit $rc after $((SECONDS - start)) s"
+    tail -n "${TAILN:-25}" "$OUT/$name.log"
+    [ $rc -eq 0 ] || failed=$((failed + 1))
+}
+
+[ $# -gt 0 ] || { sed -n '2,13p' "$0"; exit 2; }
+for s in "$@"; do
+    case $s in
+    info) nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv ;;
+    backend) step backend 300 "$D/bin/test-cuda-backend" ;;
+    migrate) step migrate 500 "$D/bin/test-cuda-migrate" ;;
+    qtest)
+        VGMIG_SERVER_BACKEND=cuda step basic 300 "$D/bin/test-mig-basic"
+        VGMIG_SERVER_BACKEND=cuda step active 400 "$D/bin/test-mig-active"
+        ;;
+    bench) step bench 300 "$D/bin/cuda-bench" --size "${BENCH_SIZE:-16G}" --reps 10 ;;
+    mbench)
+        # shellcheck disable=SC2086 # MBENCH_ARGS is a list of options
+        VGMIG_SERVER_BACKEND=cuda step mbench 3000 "$D/bin/vgmig-bench" \
+            ${MBENCH_ARGS:---sizes 16G --workloads idle,inference --modes stop-copy,gmig,ours --big 16G} \
+            --out "$OUT/mbench"
+        ;;
+    *) echo "gpu-run: unknown step '$s'" >&2; failed=$((failed + 1)) ;;
+    esac
+done
+exit $failed
