@@ -1198,6 +1198,22 @@ static int md_appendix(GString *s, const struct bench_opts *o,
     return 0;
 }
 
+/* Sections measured elsewhere (the GPU runs) follow this line in the
+ * report; a new report keeps them. */
+#define DOC_KEEP_MARK "<!-- vgmig-bench keeps what follows -->"
+
+/* The kept tail of the existing report @path, from DOC_KEEP_MARK on. */
+static void md_kept(GString *s, const char *path)
+{
+    g_autofree char *old = NULL;
+    const char *mark;
+
+    if (g_file_get_contents(path, &old, NULL, NULL) &&
+        (mark = strstr(old, DOC_KEEP_MARK)) != NULL) {
+        g_string_append_printf(s, "\n%s", mark);
+    }
+}
+
 static int write_doc(const struct bench_opts *o, const struct cell *cells,
                      unsigned n, double wall_s, struct vg_error *err)
 {
@@ -1219,6 +1235,7 @@ static int write_doc(const struct bench_opts *o, const struct cell *cells,
                        "![downtime against VRAM size]"
                        "(benchmarks-downtime.png)\n");
     ret = md_appendix(s, o, err);
+    md_kept(s, o->doc);
     if (ret == 0) {
         ret = write_file(o->doc, s, err);
     }
