@@ -24,12 +24,21 @@ static inline const char *ct_backend_name(void)
     return b && *b ? b : "cuda";
 }
 
-/* Exit with a TAP skip plan unless a cuda backend of 1 MiB opens here. */
-static inline void ct_require_gpu(void)
+/* The destination's backend in migration tests: $VGMIG_CUDA_DST_BACKEND
+ * (e.g. "cuda:1": a second GPU) or ct_backend_name(). */
+static inline const char *ct_dst_backend_name(void)
+{
+    const char *b = getenv("VGMIG_CUDA_DST_BACKEND");
+
+    return b && *b ? b : ct_backend_name();
+}
+
+/* Exit with a TAP skip plan unless backend @name opens here (1 MiB). */
+static inline void ct_require(const char *name)
 {
     struct vgpu_backend *be = NULL;
     struct vg_error err = {0};
-    int ret = vgpu_backend_open(ct_backend_name(), 1u << 20, &be, &err);
+    int ret = vgpu_backend_open(name, 1u << 20, &be, &err);
 
     if (ret == -ENOENT || ret == -ENODEV || ret == -ENOTSUP || ret == -ENOSYS) {
         printf("1..0 # SKIP no usable GPU for the CUDA backend: %s\n", err.msg);
@@ -40,6 +49,11 @@ static inline void ct_require_gpu(void)
         exit(1);
     }
     vgpu_backend_close(be);
+}
+
+static inline void ct_require_gpu(void)
+{
+    ct_require(ct_backend_name());
 }
 
 #endif

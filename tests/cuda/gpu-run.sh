@@ -6,6 +6,7 @@
 #   info      GPU model, driver, memory (nvidia-smi)
 #   backend   tests/cuda/test-cuda-backend (engines, hashes vs the CPU)
 #   migrate   tests/cuda/test-cuda-migrate (byte-exact, cuda<->cuda/cpu)
+#   migrate2  the same from GPU 0 to GPU 1 (a machine with two GPUs)
 #   qtest     test-mig-basic and test-mig-active with every server on cuda
 #   bench     cuda-bench --size $BENCH_SIZE (16G): hash vs read bandwidth
 #   mbench    vgmig-bench $MBENCH_ARGS with the servers on cuda
@@ -34,6 +35,10 @@ for s in "$@"; do
     info) nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv ;;
     backend) step backend 300 "$D/bin/test-cuda-backend" ;;
     migrate) step migrate 500 "$D/bin/test-cuda-migrate" ;;
+    migrate2)
+        VGMIG_CUDA_BACKEND=cuda:0 VGMIG_CUDA_DST_BACKEND=cuda:1 \
+            step migrate2 500 "$D/bin/test-cuda-migrate"
+        ;;
     qtest)
         VGMIG_SERVER_BACKEND=cuda step basic 300 "$D/bin/test-mig-basic"
         VGMIG_SERVER_BACKEND=cuda step active 400 "$D/bin/test-mig-active"

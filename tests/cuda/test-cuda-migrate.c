@@ -1,7 +1,8 @@
 /*
  * test-cuda-migrate -- live migration between two vgpu-servers with the
- * CUDA backend (both on GPU $VGMIG_CUDA_BACKEND, "cuda" = GPU 0), through
- * two real QEMUs, with the whole of VRAM checked byte for byte.
+ * CUDA backend (the source on $VGMIG_CUDA_BACKEND, default "cuda" = GPU
+ * 0; the destination on $VGMIG_CUDA_DST_BACKEND, default the same GPU),
+ * through two real QEMUs, with the whole of VRAM checked byte for byte.
  *
  * The source's VRAM gets patterns (FILL), random data (DMA) and an index
  * array; then the migration starts and is held in pre-copy while batches
@@ -193,12 +194,12 @@ static void migrate(const char *from, const char *to)
 
 static void test_cuda_to_cuda(void)
 {
-    migrate(ct_backend_name(), ct_backend_name());
+    migrate(ct_backend_name(), ct_dst_backend_name());
 }
 
 static void test_cpu_to_cuda(void)
 {
-    migrate("cpu", ct_backend_name());
+    migrate("cpu", ct_dst_backend_name());
 }
 
 static void test_cuda_to_cpu(void)
@@ -210,6 +211,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     ct_require_gpu();
+    ct_require(ct_dst_backend_name());
     g_test_add_func("/cuda/migrate/cuda-to-cuda", test_cuda_to_cuda);
     g_test_add_func("/cuda/migrate/cpu-to-cuda", test_cpu_to_cuda);
     g_test_add_func("/cuda/migrate/cuda-to-cpu", test_cuda_to_cpu);
