@@ -16,22 +16,6 @@
 #include "cmd.h"
 #include "common/log.h"
 
-/* Bytes to do now: as engines.c's slice_len. */
-static uint64_t slice(uint64_t left, uint64_t budget, uint64_t unit)
-{
-    uint64_t n = budget - budget % unit;
-
-    if (n < unit) {
-        n = unit;
-    }
-    return n < left ? n : left;
-}
-
-static void charge(uint64_t *budget, uint64_t n)
-{
-    *budget = n < *budget ? *budget - n : 0;
-}
-
 /* Log a failed device op; the command fails with VGPU_ERR_DEVICE. */
 static enum vgpu_exec_status failed(const struct vgpu_job *job, int ret,
                                     const struct vg_error *err,
@@ -48,7 +32,7 @@ static enum vgpu_exec_status advance(struct vgpu_job *job, uint64_t *budget,
                                      uint64_t n, uint64_t total)
 {
     job->done += n;
-    charge(budget, n);
+    vgpu_charge(budget, n);
     return job->done == total ? VGPU_EXEC_DONE : VGPU_EXEC_MORE;
 }
 
@@ -68,7 +52,7 @@ static enum vgpu_exec_status dev_fill(const struct vgpu_engine_env *env,
 {
     struct vgpu_backend *be = env->be;
     uint64_t dst = job->cmd.arg[0] + job->done;
-    uint64_t n = slice(job->cmd.arg[1] - job->done, *budget, 4);
+    uint64_t n = vgpu_slice_len(job->cmd.arg[1] - job->done, *budget, 4);
     struct vg_error err;
     int ret = be->ops->fill(be, dst, n, (uint32_t)job->cmd.arg[2], &err);
 
@@ -86,7 +70,7 @@ static enum vgpu_exec_status dev_copy(const struct vgpu_engine_env *env,
     struct vgpu_backend *be = env->be;
     uint64_t dst = job->cmd.arg[0] + job->done;
     uint64_t src = job->cmd.arg[1] + job->done;
-    uint64_t n = slice(job->cmd.arg[2] - job->done, *budget, 1);
+    uint64_t n = vgpu_slice_len(job->cmd.arg[2] - job->done, *budget, 1);
     struct vg_error err;
     int ret = be->ops->copy(be, dst, src, n, &err);
 
@@ -107,7 +91,7 @@ static enum vgpu_exec_status dev_dma(const struct vgpu_engine_env *env,
 {
     const struct vgpu_host *h = env->host;
     struct vgpu_backend *be = env->be;
-    uint64_t n = slice(len - job->done, *budget, 1), off = 0;
+    uint64_t n = vgpu_slice_len(len - job->done, *budget, 1), off = 0;
     struct vg_error err;
 
     if (job->done == 0 && !h->dma_ptr(h->opaque, iova, len, !to_vram)) {
@@ -134,7 +118,7 @@ static enum vgpu_exec_status dev_dma(const struct vgpu_engine_env *env,
         }
         off += c;
         job->done += c;
-        charge(budget, c);
+        vgpu_charge(budget, c);
     }
     return job->done == len ? VGPU_EXEC_DONE : VGPU_EXEC_MORE;
 }
@@ -147,7 +131,7 @@ static enum vgpu_exec_status dev_axpy(const struct vgpu_engine_env *env,
     uint64_t y = job->cmd.arg[0] + job->done;
     uint64_t x = job->cmd.arg[1] + job->done;
     uint64_t total = job->cmd.arg[2] * 4;
-    uint64_t n = slice(total - job->done, *budget, 4);
+    uint64_t n = vgpu_slice_len(total - job->done, *budget, 4);
     struct vg_error err;
     int ret = be->ops->axpy(be, y, x, n / 4, f32(job->cmd.arg[3]), &err);
 
@@ -184,7 +168,7 @@ static enum vgpu_exec_status scatter_part(const struct vgpu_engine_env *env,
         }
     }
     off = a[0] + job->row * a[2] + job->row_done;
-    n = slice(a[2] - job->row_done, *budget, 4);
+    n = vgpu_slice_len(a[2] - job->row_done, *budget, 4);
     if (ret == 0) {
         ret = be->ops->add(be, off, n, f32(a[5]), &err);
     }
@@ -192,7 +176,7 @@ static enum vgpu_exec_status scatter_part(const struct vgpu_engine_env *env,
         return failed(job, ret, &err, code);
     }
     env->wrote(env->opaque, off, n, VGPU_WRITE_OPAQUE);
-    charge(budget, n);
+    vgpu_charge(budget, n);
     job->row_done += n;
     if (job->row_done == a[2]) {
         job->row_done = 0;
@@ -223,7 +207,7 @@ static enum vgpu_exec_status scatter_rows(const struct vgpu_engine_env *env,
         env->wrote(env->opaque, a[0], a[1] * a[2], VGPU_WRITE_OPAQUE);
     }
     job->done += done;
-    charge(budget, done * a[2]);
+    vgpu_charge(budget, done * a[2]);
     if (done < rows) {
         *code = VGPU_ERR_INDEX_RANGE;
         return VGPU_EXEC_ERROR;

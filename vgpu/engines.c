@@ -15,23 +15,6 @@ void vgpu_job_init(struct vgpu_job *job, const struct vgpu_cmd *cmd,
     job->ring_index = index;
 }
 
-/* Bytes to do now: what is left, capped by the budget rounded down to
- * @unit, but at least one @unit.  @left is a multiple of @unit. */
-static uint64_t slice_len(uint64_t left, uint64_t budget, uint64_t unit)
-{
-    uint64_t n = budget - budget % unit;
-
-    if (n < unit) {
-        n = unit;
-    }
-    return n < left ? n : left;
-}
-
-static void charge(uint64_t *budget, uint64_t n)
-{
-    *budget = n < *budget ? *budget - n : 0;
-}
-
 static void wrote(const struct vgpu_engine_env *env, uint64_t off, uint64_t len,
                   enum vgpu_write_kind kind)
 {
@@ -82,7 +65,7 @@ static enum vgpu_exec_status run_fill(const struct vgpu_engine_env *env,
                                       struct vgpu_job *job, uint64_t *budget)
 {
     uint64_t dst = job->cmd.arg[0] + job->done;
-    uint64_t n = slice_len(job->cmd.arg[1] - job->done, *budget, 4);
+    uint64_t n = vgpu_slice_len(job->cmd.arg[1] - job->done, *budget, 4);
     uint32_t pattern = (uint32_t)job->cmd.arg[2];
     uint64_t i;
 
@@ -91,7 +74,7 @@ static enum vgpu_exec_status run_fill(const struct vgpu_engine_env *env,
     }
     wrote(env, dst, n, VGPU_WRITE_EXACT);
     job->done += n;
-    charge(budget, n);
+    vgpu_charge(budget, n);
     return job->done == job->cmd.arg[1] ? VGPU_EXEC_DONE : VGPU_EXEC_MORE;
 }
 
@@ -100,12 +83,12 @@ static enum vgpu_exec_status run_copy(const struct vgpu_engine_env *env,
 {
     uint64_t dst = job->cmd.arg[0] + job->done;
     uint64_t src = job->cmd.arg[1] + job->done;
-    uint64_t n = slice_len(job->cmd.arg[2] - job->done, *budget, 1);
+    uint64_t n = vgpu_slice_len(job->cmd.arg[2] - job->done, *budget, 1);
 
     memcpy(env->vram + dst, env->vram + src, n);
     wrote(env, dst, n, VGPU_WRITE_EXACT);
     job->done += n;
-    charge(budget, n);
+    vgpu_charge(budget, n);
     return job->done == job->cmd.arg[2] ? VGPU_EXEC_DONE : VGPU_EXEC_MORE;
 }
 
@@ -121,7 +104,7 @@ static enum vgpu_exec_status run_dma(const struct vgpu_engine_env *env,
                                      bool to_vram, enum vgpu_error_code *code)
 {
     const struct vgpu_host *h = env->host;
-    uint64_t n = slice_len(len - job->done, *budget, 1);
+    uint64_t n = vgpu_slice_len(len - job->done, *budget, 1);
     uint64_t off = 0;
 
     if (job->done == 0 && !h->dma_ptr(h->opaque, iova, len, !to_vram)) {
@@ -145,7 +128,7 @@ static enum vgpu_exec_status run_dma(const struct vgpu_engine_env *env,
         }
         off += c;
         job->done += c;
-        charge(budget, c);
+        vgpu_charge(budget, c);
     }
     return job->done == len ? VGPU_EXEC_DONE : VGPU_EXEC_MORE;
 }
@@ -156,7 +139,7 @@ static enum vgpu_exec_status run_axpy(const struct vgpu_engine_env *env,
     uint64_t y = job->cmd.arg[0] + job->done;
     uint64_t x = job->cmd.arg[1] + job->done;
     uint64_t total = job->cmd.arg[2] * 4;
-    uint64_t n = slice_len(total - job->done, *budget, 4);
+    uint64_t n = vgpu_slice_len(total - job->done, *budget, 4);
     float a = f32_from_bits(job->cmd.arg[3]);
     uint64_t i;
 
@@ -167,7 +150,7 @@ static enum vgpu_exec_status run_axpy(const struct vgpu_engine_env *env,
     }
     wrote(env, y, n, VGPU_WRITE_EXACT);
     job->done += n;
-    charge(budget, n);
+    vgpu_charge(budget, n);
     return job->done == total ? VGPU_EXEC_DONE : VGPU_EXEC_MORE;
 }
 
@@ -200,10 +183,10 @@ static enum vgpu_exec_status run_scatter(const struct vgpu_engine_env *env,
             }
         }
         off = table + job->row * row_bytes + job->row_done;
-        n = slice_len(row_bytes - job->row_done, *budget, 4);
+        n = vgpu_slice_len(row_bytes - job->row_done, *budget, 4);
         add_f32(env->vram + off, n, v);
         wrote(env, off, n, VGPU_WRITE_OPAQUE);
-        charge(budget, n);
+        vgpu_charge(budget, n);
         job->row_done += n;
         if (job->row_done == row_bytes) {
             job->row_done = 0;

@@ -56,6 +56,25 @@ enum vgpu_exec_status {
     VGPU_EXEC_ERROR, /* the command failed; *code says why */
 };
 
+/* Bytes to do in a slice: what is @left, capped by @budget rounded down to
+ * @unit, but at least one @unit (@left is a multiple of @unit). */
+static inline uint64_t vgpu_slice_len(uint64_t left, uint64_t budget,
+                                      uint64_t unit)
+{
+    uint64_t n = budget - budget % unit;
+
+    if (n < unit) {
+        n = unit;
+    }
+    return n < left ? n : left;
+}
+
+/* Take @n bytes of work off *@budget (not below 0). */
+static inline void vgpu_charge(uint64_t *budget, uint64_t n)
+{
+    *budget = n < *budget ? *budget - n : 0;
+}
+
 /* Start @job for validated command @cmd from ring entry @index. */
 void vgpu_job_init(struct vgpu_job *job, const struct vgpu_cmd *cmd,
                    uint32_t index);
