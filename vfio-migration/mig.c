@@ -20,7 +20,7 @@
 /* Not in every <linux/vfio.h> (Debian 12 ships Linux 6.1's). */
 #define MIGRATION_PRE_COPY (1u << 2)
 
-#define STATS_JSON_MAX 2048
+#define STATS_JSON_MAX 4096
 
 double mig_now_ms(void)
 {
@@ -483,10 +483,11 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
                    struct vg_error *err)
 {
     const struct mig_stats *st = &m->stats;
-    char error[VG_ERROR_MAX * 2], vram[24], state[24], ms[32];
+    char error[VG_ERROR_MAX * 2], vram[24], state[24], ms[32], backend[320];
     int n;
 
     json_escape(st->last_error, error, sizeof(error));
+    json_escape(vgpu_backend_describe(m->gpu), backend, sizeof(backend));
     hex_or_null(st->have_checksums, st->vram_checksum, vram, sizeof(vram));
     hex_or_null(st->have_checksums, st->device_state_checksum, state,
                 sizeof(state));
@@ -497,10 +498,11 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
     }
     n = snprintf(
         buf, size,
-        "{\n  \"state\": \"%s\",\n  \"migrations_started\": %" PRIu64
-        ",\n  \"bytes_sent\": %" PRIu64 ",\n  \"bytes_received\": %" PRIu64
-        ",\n  \"precopy_bytes\": %" PRIu64 ",\n  \"stopcopy_bytes\": %" PRIu64
-        ",\n  \"rounds\": %" PRIu64 ",\n  \"precopy_mode\": \"%s\""
+        "{\n  \"state\": \"%s\",\n  \"backend\": \"%s\""
+        ",\n  \"migrations_started\": %" PRIu64 ",\n  \"bytes_sent\": %" PRIu64
+        ",\n  \"bytes_received\": %" PRIu64 ",\n  \"precopy_bytes\": %" PRIu64
+        ",\n  \"stopcopy_bytes\": %" PRIu64 ",\n  \"rounds\": %" PRIu64
+        ",\n  \"precopy_mode\": \"%s\""
         ",\n  \"dirty_track_mode\": \"%s\",\n  \"final_dirty_bytes\": %" PRIu64
         ",\n  \"stopcopy_estimate_bytes\": %" PRIu64
         ",\n  \"throttle_percent\": %u,\n  \"throttle_rounds\": %" PRIu64
@@ -511,12 +513,12 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         "\n  \"bar2_logged\": %s,\n  \"cpu_log_pages\": %" PRIu64
         ",\n  \"stopcopy_reads\": %" PRIu64 ",\n  \"stopcopy_read_ms\": %.3f"
         ",\n  \"last_error\": \"%s\"\n}\n",
-        mig_state_name(m->fsm.state), st->migrations_started, st->bytes_sent,
-        st->bytes_received, st->precopy_bytes, st->stopcopy_bytes, st->rounds,
-        mig_precopy_mode_name(m->precopy), mig_track_mode_name(m->track),
-        st->final_dirty_bytes, st->stopcopy_estimate_bytes,
-        st->throttle_percent, st->throttle_rounds, st->throttle_held_ms,
-        st->pages_hashed, st->hash_ms, ms, vram, state,
+        mig_state_name(m->fsm.state), backend, st->migrations_started,
+        st->bytes_sent, st->bytes_received, st->precopy_bytes,
+        st->stopcopy_bytes, st->rounds, mig_precopy_mode_name(m->precopy),
+        mig_track_mode_name(m->track), st->final_dirty_bytes,
+        st->stopcopy_estimate_bytes, st->throttle_percent, st->throttle_rounds,
+        st->throttle_held_ms, st->pages_hashed, st->hash_ms, ms, vram, state,
         st->dma_logging ? "true" : "false", st->bar2_logged ? "true" : "false",
         st->cpu_log_pages, st->stopcopy_reads, st->stopcopy_read_ms, error);
     if (n < 0 || (size_t)n >= size) {

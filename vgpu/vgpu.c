@@ -212,11 +212,6 @@ const char *vgpu_backend_describe(const struct vgpu *gpu)
     return be->ops->describe ? be->ops->describe(be) : be->ops->name;
 }
 
-struct vgpu_backend *vgpu_backend(struct vgpu *gpu)
-{
-    return gpu->be;
-}
-
 int vgpu_bar2_read(struct vgpu *gpu, uint64_t off, void *data, uint32_t len)
 {
     struct vg_error err;

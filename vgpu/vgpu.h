@@ -85,10 +85,9 @@ void vgpu_vram_prefetch(struct vgpu *gpu, uint64_t off, uint64_t len);
  */
 int vgpu_vram_hash(struct vgpu *gpu, const uint64_t *select, uint64_t seed,
                    uint64_t *hashes, uint64_t *zero, struct vg_error *err);
-/* One line naming the backend's device (GPU model, driver) or "cpu". */
+/* One line naming the backend's device (GPU model, driver) or "cpu"; the
+ * statistics file shows it as "backend". */
 const char *vgpu_backend_describe(const struct vgpu *gpu);
-/* The backend itself, for backend-specific calls (backend-cuda.h). */
-struct vgpu_backend *vgpu_backend(struct vgpu *gpu);
 
 /* BAR0 accesses; -EINVAL (access ignored, counted) if @len != 4, @off is
  * misaligned or outside BAR0 registers.  Reads of ignored accesses fill

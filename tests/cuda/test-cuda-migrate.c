@@ -160,6 +160,24 @@ static void check_dst_vram(struct run *r)
     }
 }
 
+/* The statistics of a server started with --backend @name say so: "cpu",
+ * or the GPU's description "<model> (GPU N), CUDA driver X.Y". */
+static void assert_backend(const struct vg_stats *st, const char *name)
+{
+    g_autofree char *got = vg_stats_str(st, "backend");
+    const char *colon = strchr(name, ':');
+    g_autofree char *gpu =
+        g_strdup_printf("(GPU %s), CUDA driver", colon ? colon + 1 : "0");
+
+    g_test_message("backend %s: %s", name, got ? got : "(none)");
+    g_assert_nonnull(got);
+    if (strcmp(name, "cpu") == 0) {
+        g_assert_cmpstr(got, ==, "cpu");
+    } else {
+        g_assert_nonnull(strstr(got, gpu));
+    }
+}
+
 /* Migrate from a server with backend @from to one with backend @to. */
 static void migrate(const char *from, const char *to)
 {
@@ -182,6 +200,8 @@ static void migrate(const char *from, const char *to)
     g_assert_true(info.has_vfio);
     mt_attach_dst(&t);
     mt_assert_stats_equal(&t, &sst, &dst);
+    assert_backend(&sst, from);
+    assert_backend(&dst, to);
     VGT_OK(vg_stats_int(&sst, "pages_hashed", &hashed, VGT_ERR));
     g_test_message("source hashed %" G_GINT64_FORMAT " pages", hashed);
     g_assert_cmpint(hashed, >=, VGT_VRAM_SIZE / VGT_PAGE_SIZE);

@@ -445,6 +445,16 @@ static inline void mt_assert_stats_equal(struct mt *t, struct vg_stats *src,
                    dst->state, dst->bytes_received, dst->vram_checksum,
                    dst->device_state_checksum);
     g_assert_cmpstr(dst->vram_checksum, ==, src->vram_checksum);
+    {
+        g_autofree char *backend = vg_stats_str(src, "backend");
+
+        /* the statistics name the backend ("cpu" unless the harness
+         * was told otherwise, VGMIG_SERVER_BACKEND) */
+        g_assert_nonnull(backend);
+        if (!g_getenv("VGMIG_SERVER_BACKEND")) {
+            g_assert_cmpstr(backend, ==, "cpu");
+        }
+    }
     g_assert_cmpstr(src->device_state_checksum, !=, "");
     g_assert_cmpstr(dst->device_state_checksum, ==, src->device_state_checksum);
     g_assert_cmpint(pre + stop, >, 0);
