@@ -74,6 +74,11 @@ static void migrate_idle(bool hmp)
     g_assert_cmpint(info.downtime_ms, >=, 0);
     mt_attach_dst(&t);
     mt_assert_stats_equal(&t, &sst, &dst);
+    if (!g_getenv("VGMIG_SERVER_BACKEND")) {
+        g_autofree char *backend = vg_stats_str(&sst, "backend");
+
+        g_assert_cmpstr(backend, ==, "cpu");
+    }
     dst_samples = mt_vram_samples(&t.dgpu);
     mt_assert_samples(dst_samples, src_samples, "destination");
     for (unsigned i = 0; i < G_N_ELEMENTS(saved_regs); i++) {
