@@ -4,10 +4,8 @@
 #include "backend.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 static const struct vgpu_backend_ops *const backends[] = {
     &vgpu_backend_cpu_ops,
@@ -84,29 +82,4 @@ void vgpu_backend_close(struct vgpu_backend *be)
     }
     be->ops->fini(be);
     free(be);
-}
-
-static bool page_all_zero(const uint8_t *p, uint32_t len)
-{
-    return p[0] == 0 && memcmp(p, p + 1, len - 1) == 0;
-}
-
-int vgpu_hash_host(const uint8_t *base, const struct vgpu_hash_req *req)
-{
-    for (uint64_t p = 0; p < req->pages; p++) {
-        const uint8_t *data = base + p * req->page_size;
-        uint64_t bit = 1ull << (p % 64);
-
-        if (req->select && !(req->select[p / 64] & bit)) {
-            continue;
-        }
-        req->hashes[p] = XXH3_64bits_withSeed(data, req->page_size, req->seed);
-        if (req->zero) {
-            req->zero[p / 64] &= ~bit;
-            if (page_all_zero(data, req->page_size)) {
-                req->zero[p / 64] |= bit;
-            }
-        }
-    }
-    return 0;
 }

@@ -90,9 +90,6 @@ extern const struct vgpu_backend_ops vgpu_backend_cuda_ops;
  */
 int vgpu_backend_open(const char *name, uint64_t size,
                       struct vgpu_backend **out, struct vg_error *err);
-/* The hash op for a host mapping at @base (the CPU's XXH3); returns 0. */
-int vgpu_hash_host(const uint8_t *base, const struct vgpu_hash_req *req);
-
 /* Close a backend from vgpu_backend_open; NULL is ignored. */
 void vgpu_backend_close(struct vgpu_backend *be);
 

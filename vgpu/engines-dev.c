@@ -36,16 +36,6 @@ static enum vgpu_exec_status advance(struct vgpu_job *job, uint64_t *budget,
     return job->done == total ? VGPU_EXEC_DONE : VGPU_EXEC_MORE;
 }
 
-static float f32(uint64_t bits)
-{
-    union {
-        uint32_t u;
-        float f;
-    } v = {.u = (uint32_t)bits};
-
-    return v.f;
-}
-
 static enum vgpu_exec_status dev_fill(const struct vgpu_engine_env *env,
                                       struct vgpu_job *job, uint64_t *budget,
                                       enum vgpu_error_code *code)
@@ -133,7 +123,8 @@ static enum vgpu_exec_status dev_axpy(const struct vgpu_engine_env *env,
     uint64_t total = job->cmd.arg[2] * 4;
     uint64_t n = vgpu_slice_len(total - job->done, *budget, 4);
     struct vg_error err;
-    int ret = be->ops->axpy(be, y, x, n / 4, f32(job->cmd.arg[3]), &err);
+    int ret =
+        be->ops->axpy(be, y, x, n / 4, vgpu_arg_f32(job->cmd.arg[3]), &err);
 
     if (ret < 0) {
         return failed(job, ret, &err, code);
@@ -170,7 +161,7 @@ static enum vgpu_exec_status scatter_part(const struct vgpu_engine_env *env,
     off = a[0] + job->row * a[2] + job->row_done;
     n = vgpu_slice_len(a[2] - job->row_done, *budget, 4);
     if (ret == 0) {
-        ret = be->ops->add(be, off, n, f32(a[5]), &err);
+        ret = be->ops->add(be, off, n, vgpu_arg_f32(a[5]), &err);
     }
     if (ret < 0) {
         return failed(job, ret, &err, code);
@@ -193,7 +184,7 @@ static enum vgpu_exec_status scatter_rows(const struct vgpu_engine_env *env,
 {
     struct vgpu_backend *be = env->be;
     const uint64_t *a = job->cmd.arg;
-    struct vgpu_scatter_args sa = {a[0], a[1], a[2], a[3], f32(a[5])};
+    struct vgpu_scatter_args sa = {a[0], a[1], a[2], a[3], vgpu_arg_f32(a[5])};
     uint64_t rows = *budget / a[2], done = 0;
     struct vg_error err;
     int ret;

@@ -52,15 +52,6 @@ static void store_f32(uint8_t *p, float f)
     store32(p, bits);
 }
 
-static float f32_from_bits(uint64_t bits)
-{
-    uint32_t b = (uint32_t)bits;
-    float f;
-
-    memcpy(&f, &b, 4);
-    return f;
-}
-
 static enum vgpu_exec_status run_fill(const struct vgpu_engine_env *env,
                                       struct vgpu_job *job, uint64_t *budget)
 {
@@ -140,7 +131,7 @@ static enum vgpu_exec_status run_axpy(const struct vgpu_engine_env *env,
     uint64_t x = job->cmd.arg[1] + job->done;
     uint64_t total = job->cmd.arg[2] * 4;
     uint64_t n = vgpu_slice_len(total - job->done, *budget, 4);
-    float a = f32_from_bits(job->cmd.arg[3]);
+    float a = vgpu_arg_f32(job->cmd.arg[3]);
     uint64_t i;
 
     for (i = 0; i < n; i += 4) {
@@ -170,7 +161,7 @@ static enum vgpu_exec_status run_scatter(const struct vgpu_engine_env *env,
 {
     const uint64_t *a = job->cmd.arg;
     uint64_t table = a[0], rows = a[1], row_bytes = a[2];
-    float v = f32_from_bits(a[5]);
+    float v = vgpu_arg_f32(a[5]);
 
     do {
         uint64_t off, n;

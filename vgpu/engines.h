@@ -75,6 +75,17 @@ static inline void vgpu_charge(uint64_t *budget, uint64_t n)
     *budget = n < *budget ? *budget - n : 0;
 }
 
+/* The float32 whose bits are the low 32 of a command argument. */
+static inline float vgpu_arg_f32(uint64_t bits)
+{
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = (uint32_t)bits};
+
+    return v.f;
+}
+
 /* Start @job for validated command @cmd from ring entry @index. */
 void vgpu_job_init(struct vgpu_job *job, const struct vgpu_cmd *cmd,
                    uint32_t index);

@@ -199,8 +199,9 @@ int vgpu_vram_hash(struct vgpu *gpu, const uint64_t *select, uint64_t seed,
         .zero = zero,
     };
 
-    if (gpu->be->base) {
-        return vgpu_hash_host(gpu->be->base, &req);
+    if (gpu->be->base) { /* libdirtytrack hashes a mapping itself */
+        return vg_error_set(err, ENOTSUP,
+                            "VRAM is mapped here: hash it with dt_epoch");
     }
     return gpu->be->ops->hash(gpu->be, &req, err);
 }

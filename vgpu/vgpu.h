@@ -80,8 +80,10 @@ void vgpu_vram_prefetch(struct vgpu *gpu, uint64_t off, uint64_t len);
  * XXH3-64 (keyed by @seed) of every page whose bit is set in @select (a
  * page bitmap; NULL: every page) into @hashes[page]; other entries are
  * left alone.  @zero (may be NULL) gets, for each selected page, its bit
- * set iff the page is all zero.  The backend hashes where VRAM lives (on
- * the GPU for cuda); the result is the same as XXH3_64bits_withSeed.
+ * set iff the page is all zero.  For a backend without a host mapping:
+ * it hashes where VRAM lives (on the GPU for cuda), with the result of
+ * XXH3_64bits_withSeed; -ENOTSUP where VRAM is mapped (vgpu_vram() is not
+ * NULL), which libdirtytrack hashes itself.
  */
 int vgpu_vram_hash(struct vgpu *gpu, const uint64_t *select, uint64_t seed,
                    uint64_t *hashes, uint64_t *zero, struct vg_error *err);
