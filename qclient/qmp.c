@@ -299,3 +299,52 @@ int vg_qmp_wait_event(struct vg_qmp *qmp, const char *name, int timeout_ms,
         }
     }
 }
+
+/* The event's "timestamp" in microseconds since the epoch; -1 if none. */
+static int64_t event_time_us(JsonNode *ev)
+{
+    JsonObject *o = json_node_get_object(ev);
+    JsonObject *ts;
+
+    if (!json_object_has_member(o, "timestamp") ||
+        !JSON_NODE_HOLDS_OBJECT(json_object_get_member(o, "timestamp"))) {
+        return -1;
+    }
+    ts = json_object_get_object_member(o, "timestamp");
+    return json_object_get_int_member_with_default(ts, "seconds", -1) *
+               1000000 +
+           json_object_get_int_member_with_default(ts, "microseconds", 0);
+}
+
+int vg_qmp_event_time(struct vg_qmp *qmp, const char *name, int64_t after_us,
+                      int64_t *time_us, struct vg_error *err)
+{
+    JsonNode *msg = NULL;
+    int rc;
+
+    /* Queue whatever has arrived, without waiting. */
+    while ((rc = read_msg(qmp, 0, &msg, err)) == 0) {
+        if (json_object_has_member(json_node_get_object(msg), "event")) {
+            g_queue_push_tail(&qmp->events, msg);
+        } else {
+            vg_warn("QMP: dropping unexpected non-event message");
+            json_node_unref(msg);
+        }
+        msg = NULL;
+    }
+    if (rc != -ETIMEDOUT) {
+        vg_error_prefix(err, "QMP: looking for event %s", name);
+        return rc;
+    }
+    for (GList *l = qmp->events.head; l; l = l->next) {
+        JsonObject *o = json_node_get_object(l->data);
+        int64_t t = event_time_us(l->data);
+
+        if (!g_strcmp0(json_object_get_string_member(o, "event"), name) &&
+            t >= after_us) {
+            *time_us = t;
+            return 1;
+        }
+    }
+    return 0;
+}

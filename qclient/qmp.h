@@ -48,6 +48,12 @@ int vg_qmp_hmp(struct vg_qmp *qmp, const char *cmdline, char **output,
  * -ETIMEDOUT if it does not come. */
 int vg_qmp_wait_event(struct vg_qmp *qmp, const char *name, int timeout_ms,
                       JsonNode **event, struct vg_error *err);
+/* Without waiting: whether event @name with a timestamp at or after
+ * @after_us (microseconds since the epoch, QEMU's clock and
+ * g_get_real_time()'s) has arrived; 1 and its timestamp in *@time_us if
+ * so, else 0.  The event stays queued. */
+int vg_qmp_event_time(struct vg_qmp *qmp, const char *name, int64_t after_us,
+                      int64_t *time_us, struct vg_error *err);
 /* Number of events queued and not yet taken. */
 unsigned vg_qmp_pending_events(const struct vg_qmp *qmp);
 

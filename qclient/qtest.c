@@ -50,39 +50,53 @@ void vg_qtest_set_timeout(struct vg_qtest *qt, int timeout_ms)
     qt->timeout_ms = timeout_ms;
 }
 
+int vg_qtest_send(struct vg_qtest *qt, const char *reqs, size_t len,
+                  struct vg_error *err)
+{
+    vg_trace("qtest > %.*s", (int)(len < 200 ? len : 200), reqs);
+    return vg_linebuf_write(&qt->lb, reqs, len, vg_now_ms() + qt->timeout_ms,
+                            err);
+}
+
+int vg_qtest_reply(struct vg_qtest *qt, char **reply, struct vg_error *err)
+{
+    int64_t deadline = vg_now_ms() + qt->timeout_ms;
+    char *line = NULL;
+    int rc;
+
+    for (;;) {
+        rc = vg_linebuf_read_line(&qt->lb, &line, deadline, err);
+        if (rc < 0) {
+            return rc;
+        }
+        vg_trace("qtest < %.200s", line);
+        if (strncmp(line, "IRQ ", 4) != 0) {
+            break;
+        }
+        g_free(line);
+    }
+    if (strcmp(line, "OK") == 0 || strncmp(line, "OK ", 3) == 0) {
+        if (reply) {
+            *reply = g_strdup(line[2] ? line + 3 : "");
+        }
+    } else {
+        rc = vg_error_set(err, EIO, "QEMU replied \"%.200s\"", line);
+    }
+    g_free(line);
+    return rc;
+}
+
 /* Send @req (without newline) and wait for its reply line. */
 static int transact(struct vg_qtest *qt, const char *req, char **reply,
                     struct vg_error *err)
 {
-    int64_t deadline = vg_now_ms() + qt->timeout_ms;
-    char *line = NULL;
+    char *line = g_strconcat(req, "\n", NULL);
     char *msg;
-    int rc;
+    int rc = vg_qtest_send(qt, line, strlen(line), err);
 
-    vg_trace("qtest > %.200s", req);
-    rc = vg_linebuf_write(&qt->lb, req, strlen(req), deadline, err);
+    g_free(line);
     if (rc == 0) {
-        rc = vg_linebuf_write(&qt->lb, "\n", 1, deadline, err);
-    }
-    while (rc == 0) {
-        rc = vg_linebuf_read_line(&qt->lb, &line, deadline, err);
-        if (rc < 0) {
-            break;
-        }
-        vg_trace("qtest < %.200s", line);
-        if (strncmp(line, "IRQ ", 4) == 0) {
-            g_free(line);
-            continue;
-        }
-        if (strcmp(line, "OK") == 0 || strncmp(line, "OK ", 3) == 0) {
-            if (reply) {
-                *reply = g_strdup(line[2] ? line + 3 : "");
-            }
-        } else {
-            rc = vg_error_set(err, EIO, "QEMU replied \"%.200s\"", line);
-        }
-        g_free(line);
-        break;
+        rc = vg_qtest_reply(qt, reply, err);
     }
     if (rc < 0) {
         msg = g_strndup(req, 60);

@@ -30,6 +30,13 @@ void vg_qtest_set_timeout(struct vg_qtest *qt, int timeout_ms);
 int vg_qtest_cmd(struct vg_qtest *qt, char **reply, struct vg_error *err,
                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* Pipelining: send @len bytes of complete request lines (each ending in
+ * '\n') without waiting, then take their replies in order, one per
+ * vg_qtest_reply() call ("OK" text in *@reply as for vg_qtest_cmd()). */
+int vg_qtest_send(struct vg_qtest *qt, const char *reqs, size_t len,
+                  struct vg_error *err);
+int vg_qtest_reply(struct vg_qtest *qt, char **reply, struct vg_error *err);
+
 /* Guest memory, single accesses (little endian, as the guest sees them). */
 int vg_qtest_readb(struct vg_qtest *qt, uint64_t addr, uint8_t *val,
                    struct vg_error *err);

@@ -144,6 +144,24 @@ static void zero_scan(struct mig *m)
 
 /* ------------------------------------------------------ dirty tracking */
 
+/* Page @p was written (by the device or, as QEMU's log says, the guest
+ * CPU): the estimates count it as non-zero, and as pending if the pass
+ * does not hold it already. */
+static void mark_written(struct mig *m, uint64_t p)
+{
+    struct mig_save *s = m->save;
+    bool in_pass = mig_bit(s->pass, p);
+
+    if (!mig_bit(m->nonzero, p)) {
+        note_page(m, p, false);
+        s->left_nz += in_pass;
+    }
+    if (!in_pass && !mig_bit(s->marked, p)) {
+        mig_bit_put(s->marked, p, true);
+        s->marked_count++;
+    }
+}
+
 /* The device wrote [@off, +@len): remember it for the estimate, and tell
  * the tracker (hash mode rehashes everything anyway). */
 static void on_device_write(void *opaque, uint64_t off, uint64_t len,
@@ -158,10 +176,7 @@ static void on_device_write(void *opaque, uint64_t off, uint64_t len,
     }
     for (uint64_t p = off / ps; p <= (off + len - 1) / ps && p < m->npages;
          p++) {
-        if (!mig_bit(s->pass, p) && !mig_bit(s->marked, p)) {
-            mig_bit_put(s->marked, p, true);
-            s->marked_count++;
-        }
+        mark_written(m, p);
     }
     if (!s->dt || m->track == MIG_TRACK_HASH) {
         return;
@@ -195,10 +210,7 @@ int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
                 (off + (w * 64 + (uint64_t)__builtin_ctzll(bits)) * gran) / ps;
 
             m->stats.cpu_log_pages++;
-            if (!mig_bit(s->pass, p) && !mig_bit(s->marked, p)) {
-                mig_bit_put(s->marked, p, true);
-                s->marked_count++;
-            }
+            mark_written(m, p);
         }
     }
     return ret;
@@ -641,20 +653,38 @@ void mig_save_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty)
     *dirty = s->round > 1 ? left : 0;
 }
 
-/* Estimate of what the next epoch adds: the pages the device wrote since
- * the last one (every page not in the pass without tracking or before the
- * baseline epoch). */
+/* Whether the guest CPU may write VRAM without the server learning of it:
+ * BAR2 is mapped by the client, which does not log those writes. */
+static bool cpu_writes_unseen(const struct mig *m)
+{
+    return m->bar2_shared && !m->bar2_logged;
+}
+
+/* Upper bound of what the next epoch adds: the pages written since the
+ * last one (the device's writes and QEMU's log of the guest's), or every
+ * page not in the pass without tracking, before the baseline epoch, or
+ * when guest CPU writes are unseen (then any page may be non-zero). */
 static uint64_t pending_bytes(const struct mig *m)
 {
     const struct mig_save *s = m->save;
+    uint64_t rest = m->npages - s->left;
 
+    if (cpu_writes_unseen(m)) {
+        return pass_bytes(m, rest, rest);
+    }
     if (!s->dt || !s->epoch_taken) {
-        uint64_t rest = m->npages - s->left;
-        uint64_t nz = m->nonzero_count - s->left_nz;
-
-        return pass_bytes(m, rest, nz);
+        return pass_bytes(m, rest, m->nonzero_count - s->left_nz);
     }
     return pass_bytes(m, s->marked_count, s->marked_count);
+}
+
+/* Upper bound of the pass still to send: its pages last seen zero may be
+ * written unseen, too. */
+static uint64_t pass_left_bytes(const struct mig *m)
+{
+    const struct mig_save *s = m->save;
+
+    return pass_bytes(m, s->left, cpu_writes_unseen(m) ? s->left : s->left_nz);
 }
 
 uint64_t mig_save_stopcopy_left(const struct mig *m)
@@ -670,8 +700,7 @@ uint64_t mig_save_stopcopy_left(const struct mig *m)
     switch (s->phase) {
     case SAVE_PRECOPY:
         return unread + (s->header_sent ? 0 : HEADER_BYTES) +
-               pass_bytes(m, s->left, s->left_nz) + pending_bytes(m) +
-               TAIL_BYTES;
+               pass_left_bytes(m) + pending_bytes(m) + TAIL_BYTES;
     case SAVE_STOPCOPY:
         return unread + (s->header_sent ? 0 : HEADER_BYTES) +
                pass_bytes(m, s->left, s->left_nz) + TAIL_BYTES;
