@@ -22,10 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <xxhash.h>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "common/size.h"
+#include "qclient/cpu-writer.h"
 #include "qclient/harness.h"
 #include "qclient/migrate.h"
 #include "qclient/qtest.h"
@@ -52,18 +54,33 @@
 #define ACT_ROW          4096u
 #define ACT_ROWS         ((uint32_t)(ACT_BYTES / ACT_ROW))
 #define SPARSE_IDX       65536u
-#define SPARSE_RATE      1600u /* pages per second */
-#define CPU_RATE         800u  /* 4-byte writes to random pages per second */
+#define SPARSE_RATE      1600u  /* pages per second */
+#define CPU_RATE         800u   /* 4-byte writes to random pages per second */
+#define HEAVY_RATE       35000u /* 8-64 byte writes per second, asked for */
+#define HEAVY_HOT        ((uint64_t)4 << 20) /* hot set of 60% of them */
+#define HEAVY_HOT_PCT    60u
+#define HEAVY_STRADDLE   10u /* percent crossing a 64 KiB page boundary */
+#define WRITE_SLICE_MS   60  /* guest CPU writing per poll sample */
+#define DT_SLACK_MS      50  /* downtime target: limit + this */
+#define EST_SLACK        ((int64_t)1 << 20) /* sent <= 1.2 x est + this */
 #define MAX_PER_TICK     512u
 #define FORCE_BASE_MS    5000 /* force after this + per GiB at the latest */
 #define FORCE_PER_GIB_MS 5000
 #define FORCE_AFTER_MS   3000 /* after a full pass, or with no pre-copy */
 #define QMP_TIMEOUT_MS   300000
 
-enum workload { WL_IDLE, WL_INFER, WL_TRAIN, WL_SPARSE, WL_CPU, WL_COUNT };
+enum workload {
+    WL_IDLE,
+    WL_INFER,
+    WL_TRAIN,
+    WL_SPARSE,
+    WL_CPU,
+    WL_CPU_HEAVY,
+    WL_COUNT
+};
 
-static const char *const wl_names[WL_COUNT] = {"idle", "inference", "training",
-                                               "sparse", "cpu-writes"};
+static const char *const wl_names[WL_COUNT] = {
+    "idle", "inference", "training", "sparse", "cpu-writes", "cpu-heavy"};
 
 struct mode {
     const char *name;
@@ -107,8 +124,12 @@ struct cell {
     double stopcopy_ms;
     double stopcopy_read_ms; /* of it, the source producing the data */
     int64_t bytes_sent, precopy_bytes, stopcopy_bytes, final_dirty;
+    int64_t estimate; /* the last stop-copy estimate QEMU got */
     int64_t rounds, throttle;
-    double stream_bps; /* this cell's pre-copy rate */
+    uint64_t cpu_writes;    /* guest CPU writes that reached VRAM in time */
+    uint64_t cpu_uncertain; /* in flight at the stop, or after it */
+    double cpu_rate;        /* writes per second achieved */
+    double stream_bps;      /* this cell's pre-copy rate */
     bool forced, verified;
     char error[VG_MIG_TEXT_MAX];
 };
@@ -128,13 +149,15 @@ struct run {
     struct vg_galloc ram;
     struct vg_vgpu gpu;
     GRand *rng;
-    gint64 t0_us;       /* migrate issued */
-    int64_t force_ms;   /* force switchover after this long */
-    gint64 pass_us;     /* when pre-copy had moved one VRAM's worth */
-    uint64_t done;      /* sparse pages or CPU writes issued */
-    uint32_t step;      /* training steps, sparse index cursor */
-    gint64 act_t0_us;   /* first active sample with bytes moving */
-    int64_t act_bytes0; /* bytes then */
+    gint64 t0_us;             /* migrate issued */
+    int64_t force_ms;         /* force switchover after this long */
+    gint64 pass_us;           /* when pre-copy had moved one VRAM's worth */
+    uint64_t done;            /* sparse pages issued */
+    struct vg_cpu_writer *cw; /* cpu-writes workloads */
+    uint8_t *image;           /* their VRAM before the first write */
+    uint32_t step;            /* training steps, sparse index cursor */
+    gint64 act_t0_us;         /* first active sample with bytes moving */
+    int64_t act_bytes0;       /* bytes then */
     gint64 act_t1_us;
     int64_t act_bytes1;
 };
@@ -152,7 +175,8 @@ static void usage(FILE *f)
             "$VGMIG_QEMU and\n"
             "$VGMIG_FIRMWARE like the tests.\n"
             "\n"
-            "Workloads: idle, inference, training, sparse, cpu-writes.\n"
+            "Workloads: idle, inference, training, sparse, cpu-writes, "
+            "cpu-heavy.\n"
             "Modes: stop-copy (--precopy=none), precopy-notrack (iterative, "
             "none),\n"
             "gmig (one-shot, hash), ours (iterative, hybrid).\n"
@@ -417,6 +441,19 @@ static int fill_vram(struct run *r, struct vg_error *err)
     return run_cmds(r, c, n, err);
 }
 
+/* VRAM as fill_vram() leaves it, for the CPU writers' model. */
+static uint8_t *filled_image(uint64_t vram)
+{
+    uint8_t *img = g_malloc(vram);
+
+    for (uint64_t off = 0; off < vram; off += 4) {
+        uint32_t v = 0x3f800000u + (uint32_t)(off / FILL_CHUNK) * 0x1011u;
+
+        memcpy(img + off, &v, 4);
+    }
+    return img;
+}
+
 /* Write @n u32 indices below @rows to VRAM at IDX_OFF through BAR2. */
 static int write_indices(struct run *r, uint32_t n, uint32_t rows,
                          struct vg_error *err)
@@ -442,9 +479,37 @@ static int setup_workload(struct run *r, struct vg_error *err)
         return write_indices(r, ACT_ROWS, ACT_ROWS, err);
     case WL_SPARSE:
         return write_indices(r, SPARSE_IDX, sparse_rows(r), err);
+    case WL_CPU:
+    case WL_CPU_HEAVY:
+        r->image = filled_image(r->c->vram);
+        return 0;
     default:
         return 0;
     }
+}
+
+/* The guest CPU writer of the cpu-writes workloads, started with the
+ * migration: light (4-byte writes anywhere) or heavy. */
+static int start_cpu_writer(struct run *r, struct vg_error *err)
+{
+    bool heavy = r->c->wl == WL_CPU_HEAVY;
+    struct vg_cpu_writer_opts wo = {
+        .qt = r->gpu.qt,
+        .qmp = r->src.qemu->qmp,
+        .vram_addr = r->gpu.vram_addr,
+        .vram_size = r->c->vram,
+        .page_size = PAGE_SIZE,
+        .rate = heavy ? HEAVY_RATE : CPU_RATE,
+        .min_len = heavy ? 8 : 4,
+        .max_len = heavy ? 64 : 4,
+        .hot_bytes = heavy ? HEAVY_HOT : 0,
+        .hot_percent = heavy ? HEAVY_HOT_PCT : 0,
+        .straddle_percent = heavy ? HEAVY_STRADDLE : 0,
+        .batch = heavy ? 256 : 16,
+        .seed = 0x76676d67u ^ r->c->vram,
+    };
+
+    return r->image ? vg_cpu_writer_new(&wo, &r->cw, err) : 0;
 }
 
 static int start_source(struct run *r, struct vg_error *err)
@@ -553,20 +618,9 @@ static int tick_sparse(struct run *r, struct vg_error *err)
 
 static int tick_cpu(struct run *r, struct vg_error *err)
 {
-    uint32_t n = due(r, CPU_RATE);
-    uint64_t pages = r->c->vram / PAGE_SIZE;
-    int ret = 0;
+    int ret = vg_cpu_writer_run(r->cw, WRITE_SLICE_MS, err);
 
-    for (uint32_t i = 0; ret == 0 && i < n; i++) {
-        uint64_t page = (uint64_t)g_rand_double(r->rng) * (double)pages;
-        uint64_t off = page * PAGE_SIZE +
-                       (g_rand_int_range(r->rng, 0, PAGE_SIZE / 4) * 4u);
-
-        ret = vg_qtest_writel(r->gpu.qt, r->gpu.vram_addr + off,
-                              0xc0de0000u | (uint32_t)r->done, err);
-        r->done++;
-    }
-    return ret;
+    return ret < 0 ? ret : 0;
 }
 
 static int tick(struct run *r, struct vg_error *err)
@@ -579,6 +633,7 @@ static int tick(struct run *r, struct vg_error *err)
     case WL_SPARSE:
         return tick_sparse(r, err);
     case WL_CPU:
+    case WL_CPU_HEAVY:
         return tick_cpu(r, err);
     default:
         return 0;
@@ -694,6 +749,9 @@ static int migrate(struct run *r, struct vg_error *err)
         FORCE_BASE_MS + (int64_t)(r->c->vram >> 30) * FORCE_PER_GIB_MS;
     r->t0_us = g_get_monotonic_time();
     if (ret == 0) {
+        ret = start_cpu_writer(r, err);
+    }
+    if (ret == 0) {
         ret = vg_mig_start(r->src.qemu->qmp, uri, err);
     }
     if (ret == 0) {
@@ -735,8 +793,55 @@ static void record_stats(struct cell *c, const struct vg_stats *s)
     c->precopy_bytes = stat_or(s, "precopy_bytes");
     c->stopcopy_bytes = stat_or(s, "stopcopy_bytes");
     c->final_dirty = stat_or(s, "final_dirty_bytes");
+    c->estimate = stat_or(s, "stopcopy_estimate_bytes");
     c->rounds = stat_or(s, "rounds");
     c->throttle = stat_or(s, "throttle_percent");
+}
+
+/* The candidate (see cpu-writer.h) whose checksum is @sum, or -1. */
+static int64_t find_sum(const char *sum, const uint64_t *sums, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        char hex[32];
+
+        snprintf(hex, sizeof(hex), "%016" PRIx64, sums[i]);
+        if (!g_ascii_strcasecmp(sum, hex)) {
+            return (int64_t)i;
+        }
+    }
+    return -1;
+}
+
+/* Guest CPU writes: the destination must hold VRAM as filled plus every
+ * write made before the stop (and a prefix of those in flight).  The
+ * source's checksum must say the same unless writes reached it after the
+ * stop: those may land while it is taken. */
+static int verify_cpu(struct run *r, const struct vg_stats *s,
+                      const struct vg_stats *d, struct vg_error *err)
+{
+    uint64_t k = vg_cpu_writer_uncertain(r->cw);
+    g_autofree uint64_t *sums = g_new(uint64_t, k + 1);
+    struct vg_cpu_writer_counts cnt;
+    int64_t got;
+
+    vg_cpu_writer_counts(r->cw, &cnt);
+    r->c->cpu_writes = cnt.before;
+    r->c->cpu_uncertain = k;
+    r->c->cpu_rate = cnt.rate;
+    vg_cpu_writer_checksums(r->cw, r->image, PAGE_SIZE, sums);
+    got = find_sum(d->vram_checksum, sums, k + 1);
+    r->c->verified =
+        got >= 0 && (k > 0 || find_sum(s->vram_checksum, sums, 1) == 0);
+    if (!r->c->verified) {
+        return vg_error_set(
+            err, EIO,
+            "VRAM checksum %s at the destination, %s at the "
+            "source: neither is VRAM as filled plus the %" PRIu64
+            " guest CPU writes made before the stop (%" PRIu64
+            " more in flight or after)",
+            d->vram_checksum, s->vram_checksum, cnt.before, k);
+    }
+    return 0;
 }
 
 static int verify(struct run *r, struct vg_error *err)
@@ -749,7 +854,10 @@ static int verify(struct run *r, struct vg_error *err)
         ret = vg_stats_wait(r->dst.stats, stats_done, "running", STATS_WAIT_MS,
                             &d, err);
     }
-    if (ret == 0) {
+    if (ret == 0 && r->cw) {
+        record_stats(r->c, &s);
+        ret = verify_cpu(r, &s, &d, err);
+    } else if (ret == 0) {
         record_stats(r->c, &s);
         r->c->verified = !strcmp(s.vram_checksum, d.vram_checksum);
         if (!r->c->verified) {
@@ -797,6 +905,8 @@ static int run_cell(const struct bench_opts *o, struct cell *c)
                 wl_names[c->wl], c->vram >> 20, modes[c->mode].name, err.msg,
                 r.dir ? r.dir : "?");
     }
+    vg_cpu_writer_free(r.cw);
+    g_free(r.image);
     side_free(&r.dst);
     side_free(&r.src);
     if (ret == 0 && r.dir && !o->keep) {
@@ -851,13 +961,17 @@ static void json_cell(GString *js, const struct cell *c, double rate)
         ", \"stopcopy_bytes\": %" PRId64 ", \"nonzero_vram_bytes\": %" PRIu64
         ", \"final_dirty_bytes\": %" PRId64
         ", \"stream_bytes_per_s\": %.0f, \"cell_precopy_bytes_per_s\": %.0f, "
-        "\"floor_ms\": %.3f, \"rounds\": %" PRId64 ", \"throttle\": %" PRId64
+        "\"floor_ms\": %.3f, \"stopcopy_estimate_bytes\": %" PRId64
+        ", \"rounds\": %" PRId64 ", \"throttle\": %" PRId64
+        ", \"cpu_writes_before_stop\": %" PRIu64
+        ", \"cpu_writes_uncertain\": %" PRIu64 ", \"cpu_writes_per_s\": %.0f"
         ", \"forced\": %s, \"verified\": %s, \"error\": \"%s\"}",
         wl_names[c->wl], c->vram, modes[c->mode].name, modes[c->mode].precopy,
         modes[c->mode].track, c->downtime_ms, c->stopcopy_ms,
         c->stopcopy_read_ms, c->total_ms, c->bytes_sent, c->precopy_bytes,
         c->stopcopy_bytes, c->vram, c->final_dirty, rate, c->stream_bps,
-        floor_ms(c, rate), c->rounds, c->throttle, c->forced ? "true" : "false",
+        floor_ms(c, rate), c->estimate, c->rounds, c->throttle, c->cpu_writes,
+        c->cpu_uncertain, c->cpu_rate, c->forced ? "true" : "false",
         c->verified ? "true" : "false", c->error);
 }
 
@@ -946,17 +1060,18 @@ static void md_row(GString *s, const struct cell *c, double rate)
     g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
     md_size(s, c->vram);
     if (!c->verified) {
-        g_string_append_printf(s, " | %s | failed: %s | | | | | | | | |\n",
+        g_string_append_printf(s, " | %s | failed: %s | | | | | | | | | |\n",
                                modes[c->mode].name, c->error);
         return;
     }
     g_string_append_printf(
         s,
         " | %s | %" PRId64 " | %.1f | %.1f | %" PRId64
-        " | %.2f | %.1f | %" PRId64 " | %" PRId64 "%% | %s |\n",
+        " | %.2f | %.1f | %.1f / %.1f | %" PRId64 " | %" PRId64 "%% | %s |\n",
         modes[c->mode].name, c->downtime_ms, c->stopcopy_ms, floor_ms(c, rate),
         c->total_ms, (double)c->bytes_sent / (double)c->vram,
-        (double)c->final_dirty / (1 << 20), c->rounds, c->throttle,
+        (double)c->final_dirty / (1 << 20), (double)c->estimate / (1 << 20),
+        (double)c->stopcopy_bytes / (1 << 20), c->rounds, c->throttle,
         c->forced ? "yes" : "no");
 }
 
@@ -964,9 +1079,9 @@ static void md_table(GString *s, const struct cell *cells, unsigned n)
 {
     g_string_append(
         s, "| workload | VRAM | mode | downtime ms (QEMU) | device stop-copy "
-           "ms | floor ms | total ms | wire / VRAM | final dirty MiB | rounds "
-           "| throttle | forced |\n|---|---|---|---:|---:|---:|---:|---:|---:|"
-           "---:|---:|---|\n");
+           "ms | floor ms | total ms | wire / VRAM | final dirty MiB | "
+           "stop-copy estimate / sent MiB | rounds | throttle | forced |\n"
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for (unsigned i = 0; i < n; i++) {
         md_row(s, &cells[i], stream_rate(cells, n, cells[i].vram));
     }
@@ -1090,6 +1205,92 @@ static void md_target_wire(GString *s, const struct cell *cells, unsigned n)
     }
 }
 
+/* Whether stop-copy sent at most 1.2 x the last estimate + 1 MiB. */
+static bool estimate_held(const struct cell *c)
+{
+    return c->stopcopy_bytes * 10 <= c->estimate * 12 + 10 * EST_SLACK;
+}
+
+/* Whether QEMU kept its downtime limit (+ DT_SLACK_MS) when it switched
+ * over by itself. */
+static bool downtime_held(const struct cell *c)
+{
+    return c->forced || c->downtime_ms <= DEFAULT_DT_MS + DT_SLACK_MS;
+}
+
+/* The estimate and downtime targets over all cells: the ones that held
+ * (*@est_ok, *@dt_ok) of the verified ones (*@n_est) and of those QEMU
+ * switched over by itself (*@n_dt). */
+static void count_bounds(const struct cell *cells, unsigned n, unsigned *est_ok,
+                         unsigned *n_est, unsigned *dt_ok, unsigned *n_dt)
+{
+    *est_ok = *n_est = *dt_ok = *n_dt = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (!cells[i].verified) {
+            continue;
+        }
+        (*n_est)++;
+        *est_ok += estimate_held(&cells[i]);
+        *n_dt += !cells[i].forced;
+        *dt_ok += !cells[i].forced && downtime_held(&cells[i]);
+    }
+}
+
+static void md_target_bounds(GString *s, const struct cell *cells, unsigned n)
+{
+    unsigned est_ok, n_est, dt_ok, n_dt;
+    g_autofree char *g1 = NULL;
+    g_autofree char *g2 = NULL;
+
+    count_bounds(cells, n, &est_ok, &n_est, &dt_ok, &n_dt);
+    g1 = g_strdup_printf("held in %u of %u cells", est_ok, n_est);
+    g2 = g_strdup_printf("held in %u of %u cells QEMU switched over by itself",
+                         dt_ok, n_dt);
+    md_target(s,
+              "every cell: stop-copy bytes sent <= 1.2 x the last "
+              "estimate + 1 MiB",
+              n_est ? est_ok == n_est : -1, g1);
+    md_target(s, "QEMU downtime <= downtime-limit + 50 ms when not forced",
+              n_dt ? dt_ok == n_dt : -1, g2);
+    for (unsigned i = 0; i < n; i++) {
+        const struct cell *c = &cells[i];
+
+        if (c->verified && (!estimate_held(c) || !downtime_held(c))) {
+            g_string_append_printf(
+                s,
+                "  - missed by %s %" PRIu64 " MiB %s: estimate %.1f MiB, "
+                "sent %.1f MiB, downtime %" PRId64 " ms\n",
+                wl_names[c->wl], c->vram >> 20, modes[c->mode].name,
+                (double)c->estimate / (1 << 20),
+                (double)c->stopcopy_bytes / (1 << 20), c->downtime_ms);
+        }
+    }
+}
+
+/* What the guest CPU writers did in each of their cells. */
+static void md_cpu_writes(GString *s, const struct cell *cells, unsigned n)
+{
+    g_string_append(s, "\nGuest CPU writes through BAR2 (cpu-writes, "
+                       "cpu-heavy): writes made before QEMU's STOP event, "
+                       "all found on the destination; those in flight at "
+                       "the stop or after it (either way allowed); the rate "
+                       "the writer achieved.\n\n| workload | VRAM | mode | "
+                       "before the stop | in flight or after | writes/s |\n"
+                       "|---|---|---|---:|---:|---:|\n");
+    for (unsigned i = 0; i < n; i++) {
+        const struct cell *c = &cells[i];
+
+        if ((c->wl != WL_CPU && c->wl != WL_CPU_HEAVY) || !c->verified) {
+            continue;
+        }
+        g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
+        md_size(s, c->vram);
+        g_string_append_printf(
+            s, " | %s | %" PRIu64 " | %" PRIu64 " | %.0f |\n",
+            modes[c->mode].name, c->cpu_writes, c->cpu_uncertain, c->cpu_rate);
+    }
+}
+
 static void md_targets(GString *s, const struct cell *cells, unsigned n)
 {
     uint64_t g4 = 4ull << 30;
@@ -1101,6 +1302,7 @@ static void md_targets(GString *s, const struct cell *cells, unsigned n)
                     find_cell(cells, n, WL_INFER, g4, MODE_GMIG),
                     stream_rate(cells, n, g4));
     md_target_wire(s, cells, n);
+    md_target_bounds(s, cells, n);
 }
 
 /* /proc/loadavg when the run began. */
@@ -1160,9 +1362,17 @@ static void md_method(GString *s, const struct bench_opts *o)
         "training (FILL of a quarter of VRAM per step, next quarter each "
         "step, whenever idle); sparse (SCATTER_ADD of %u random 64 KiB "
         "pages per second); cpu-writes (%u 4-byte guest-CPU writes per "
-        "second to random pages through BAR2).  VRAM sizes above ",
+        "second anywhere in VRAM through BAR2); cpu-heavy (%u guest-CPU "
+        "writes per second asked for, of 8 to 64 bytes, %u%% in a 4 MiB "
+        "hot set and the rest anywhere, %u%% across a 64 KiB page "
+        "boundary; pipelined qtest writes, so the rate achieved is lower "
+        "and reported below).  The CPU writers record every write "
+        "against QEMU's STOP event (qclient/cpu-writer.h): the "
+        "destination's VRAM checksum must name VRAM as filled plus every "
+        "write made before the stop.  VRAM sizes above ",
         PAGE_ARG, GUEST_RAM_MIB, DEFAULT_DT_MS, FORCE_AFTER_MS, FORCE_BASE_MS,
-        FORCE_PER_GIB_MS, FORCE_DT_MS, SPARSE_RATE, CPU_RATE);
+        FORCE_PER_GIB_MS, FORCE_DT_MS, SPARSE_RATE, CPU_RATE, HEAVY_RATE,
+        HEAVY_HOT_PCT, HEAVY_STRADDLE);
     md_size(s, o->big_limit);
     g_string_append(
         s, " run the idle and inference workloads only (time box).  "
@@ -1229,6 +1439,7 @@ static int write_doc(const struct bench_opts *o, const struct cell *cells,
     md_table(s, cells, n);
     md_ratios(s, cells, n);
     md_rates(s, cells, n, o);
+    md_cpu_writes(s, cells, n);
     md_targets(s, cells, n);
     g_string_append(s, "\nPlot: benchmarks-downtime.png (downtime against "
                        "VRAM size per mode, idle and inference).\n\n"
@@ -1257,11 +1468,14 @@ static void print_cell(const struct cell *c)
 {
     printf("%-10s %5" PRIu64 "M %-16s downtime %6" PRId64
            " ms, stop-copy %9.2f ms, total %6" PRId64 " ms, wire %.2fx, "
-           "rounds %" PRId64 ", throttle %" PRId64 "%%%s%s\n",
+           "estimate/sent %.1f/%.1f MiB%s, rounds %" PRId64
+           ", throttle %" PRId64 "%%%s%s\n",
            wl_names[c->wl], c->vram >> 20, modes[c->mode].name, c->downtime_ms,
            c->stopcopy_ms, c->total_ms, (double)c->bytes_sent / (double)c->vram,
-           c->rounds, c->throttle, c->forced ? " forced" : "",
-           c->verified ? "" : " FAILED");
+           (double)c->estimate / (1 << 20),
+           (double)c->stopcopy_bytes / (1 << 20),
+           estimate_held(c) ? "" : " (over)", c->rounds, c->throttle,
+           c->forced ? " forced" : "", c->verified ? "" : " FAILED");
     fflush(stdout);
 }
 
@@ -1304,7 +1518,7 @@ int main(int argc, char **argv)
     static struct cell cells[MAX_CELLS];
     struct bench_opts o = {0};
     struct vg_error err = {0};
-    unsigned n, failed = 0;
+    unsigned n, failed = 0, est_ok, n_est, dt_ok, n_dt;
     gint64 t0 = g_get_monotonic_time();
     int ret;
 
@@ -1332,6 +1546,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "vgmig-bench: %s\n", err.msg);
     }
     print_ratios(cells, n);
+    count_bounds(cells, n, &est_ok, &n_est, &dt_ok, &n_dt);
+    printf("vgmig-bench: stop-copy sent <= 1.2 x estimate + 1 MiB in %u of "
+           "%u cells; downtime <= %d ms in %u of %u cells not forced\n",
+           est_ok, n_est, DEFAULT_DT_MS + DT_SLACK_MS, dt_ok, n_dt);
     printf("vgmig-bench: %u cells, %u failed, results in %s/results.json\n", n,
            failed, o.out_dir);
     return ret < 0 || failed ? 1 : 0;

@@ -2,7 +2,9 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *const level_names[] = {
@@ -45,6 +47,25 @@ bool vg_log_enabled(enum vg_log_level level)
     return level <= threshold;
 }
 
+/* "[SECONDS.MICROSECONDS] " of the real-time clock, as QEMU's QMP event
+ * timestamps, when $VGMIG_LOG_TIME is set; else "". */
+static int time_prefix(char *buf, size_t size)
+{
+    static int wanted = -1;
+    struct timespec ts;
+
+    if (wanted < 0) {
+        wanted = getenv("VGMIG_LOG_TIME") != NULL;
+    }
+    if (!wanted) {
+        buf[0] = '\0';
+        return 0;
+    }
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return snprintf(buf, size, "[%lld.%06ld] ", (long long)ts.tv_sec,
+                    ts.tv_nsec / 1000);
+}
+
 void vg_log(enum vg_log_level level, const char *fmt, ...)
 {
     char line[1024];
@@ -54,8 +75,9 @@ void vg_log(enum vg_log_level level, const char *fmt, ...)
     if (!vg_log_enabled(level)) {
         return;
     }
-    n = snprintf(line, sizeof(line), "%s[%d]: %s: ", prog_name, (int)getpid(),
-                 level_names[level]);
+    n = time_prefix(line, sizeof(line));
+    n += snprintf(line + n, sizeof(line) - (size_t)n, "%s[%d]: %s: ", prog_name,
+                  (int)getpid(), level_names[level]);
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
     va_end(ap);

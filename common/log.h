@@ -1,7 +1,9 @@
 /*
  * log.h -- the one logging facility of vgmig programs.
  *
- * Messages go to stderr as "prog[pid]: LEVEL: text".  The threshold is set
+ * Messages go to stderr as "prog[pid]: LEVEL: text", with the real-time
+ * clock in front ("[1795000000.123456] ", the form of QEMU's QMP event
+ * timestamps) when the environment has VGMIG_LOG_TIME.  The threshold is set
  * once at start-up (vg_log_set_level) and read lock-free afterwards.
  */
 #ifndef VG_LOG_H

@@ -21,12 +21,12 @@ struct rec {
 struct vg_cpu_writer {
     struct vg_cpu_writer_opts o;
     GRand *rng;
-    GArray *recs;     /* struct rec, in the order QEMU applied them */
-    GByteArray *data; /* the bytes of every write */
-    GByteArray *undo; /* what the uncertain writes overwrote in the image */
-    int64_t t0_us;    /* monotonic start, for the rate */
-    int64_t t0_real;  /* real-time start: older STOP events do not count */
-    int64_t stop_us;  /* STOP's timestamp, -1 until seen */
+    GArray *recs;      /* struct rec, in the order QEMU applied them */
+    GByteArray *data;  /* the bytes of every write */
+    GByteArray *undo;  /* what the uncertain writes overwrote in the image */
+    int64_t t0_us;     /* monotonic start, for the rate */
+    int64_t t0_real;   /* real-time start: older STOP events do not count */
+    int64_t stop_us;   /* STOP's timestamp, -1 until seen */
     uint64_t image_at; /* candidate the image holds; UINT64_MAX: raw */
     GString *batch;
 };
@@ -98,8 +98,8 @@ static uint64_t pick_offset(struct vg_cpu_writer *w, uint32_t len)
     }
     if (len >= 2 && span > o->page_size &&
         g_rand_int_range(w->rng, 0, 100) < (gint32)o->straddle_percent) {
-        uint64_t boundary = (1 + rand_below(w->rng, span / o->page_size - 1)) *
-                            o->page_size;
+        uint64_t boundary =
+            (1 + rand_below(w->rng, span / o->page_size - 1)) * o->page_size;
 
         return boundary - 1 - rand_below(w->rng, len - 1);
     }
@@ -169,8 +169,7 @@ int vg_cpu_writer_stopped(struct vg_cpu_writer *w, struct vg_error *err)
     return ret;
 }
 
-int vg_cpu_writer_run(struct vg_cpu_writer *w, int max_ms,
-                      struct vg_error *err)
+int vg_cpu_writer_run(struct vg_cpu_writer *w, int max_ms, struct vg_error *err)
 {
     int64_t until = g_get_monotonic_time() + (int64_t)max_ms * 1000;
 
@@ -182,8 +181,8 @@ int vg_cpu_writer_run(struct vg_cpu_writer *w, int max_ms,
         if (ret != 0 || due <= w->recs->len || now >= until) {
             return ret;
         }
-        ret = write_batch(w, (uint32_t)MIN(due - w->recs->len, w->o.batch),
-                          err);
+        ret =
+            write_batch(w, (uint32_t)MIN(due - w->recs->len, w->o.batch), err);
         if (ret < 0) {
             return ret;
         }
@@ -225,6 +224,15 @@ void vg_cpu_writer_counts(const struct vg_cpu_writer *w,
         }
     }
     c->bytes = w->data->len;
+    if (w->recs->len > 1) {
+        const struct rec *first = &g_array_index(w->recs, struct rec, 0);
+        const struct rec *last =
+            &g_array_index(w->recs, struct rec, w->recs->len - 1);
+
+        c->rate = (double)w->recs->len * 1e6 /
+                  (double)MAX(last->reply_us - first->sent_us, 1);
+        c->last_reply_us = last->reply_us - w->stop_us;
+    }
 }
 
 uint64_t vg_cpu_writer_uncertain(const struct vg_cpu_writer *w)
@@ -281,8 +289,8 @@ static void rehash(const struct vg_cpu_writer *w, const uint8_t *image,
 {
     const struct rec *r = &g_array_index(w->recs, struct rec, i);
 
-    for (uint64_t p = r->off / page_size; p <= (r->off + r->len - 1) / page_size;
-         p++) {
+    for (uint64_t p = r->off / page_size;
+         p <= (r->off + r->len - 1) / page_size; p++) {
         hashes[p] = XXH3_64bits(image + p * page_size, page_size);
     }
 }

@@ -36,8 +36,8 @@ struct vg_cpu_writer_opts {
     struct vg_qmp *qmp;  /* its QMP, for the STOP event */
     uint64_t vram_addr;  /* BAR2's guest physical address */
     uint64_t vram_size;
-    uint32_t page_size;  /* the boundary straddling writes cross */
-    uint32_t rate;       /* writes per second */
+    uint32_t page_size;        /* the boundary straddling writes cross */
+    uint32_t rate;             /* writes per second */
     uint32_t min_len, max_len; /* 1..64 bytes */
     uint64_t hot_bytes;        /* 0: no hot set */
     unsigned hot_percent;
@@ -53,6 +53,8 @@ struct vg_cpu_writer_counts {
     int64_t stop_us;        /* STOP's timestamp; -1 if not seen */
     int64_t last_before_us; /* reply of the last "before" write, from STOP;
                                INT64_MIN if none */
+    int64_t last_reply_us;  /* reply of the last write, from STOP */
+    double rate;            /* writes per second, first sent to last replied */
 };
 
 struct vg_cpu_writer;

@@ -183,7 +183,11 @@ static inline void mt_stop(struct mt *t)
     vg_qemu_free(t->src.qemu);
     vg_server_free(t->src.srv);
     g_free(t->src.stats);
-    VGT_OK(vg_tmpdir_remove(t->dir, VGT_ERR));
+    if (g_getenv("VGMIG_KEEP_LOGS")) {
+        g_test_message("logs kept in %s (VGMIG_KEEP_LOGS)", t->dir);
+    } else {
+        VGT_OK(vg_tmpdir_remove(t->dir, VGT_ERR));
+    }
     g_free(t->dir);
     memset(t, 0, sizeof(*t));
 }

@@ -69,9 +69,9 @@ static int force_switchover(struct vg_qmp *qmp, struct vg_error *err)
     int ret = vg_mig_set_parameter(qmp, "avail-switchover-bandwidth",
                                    MT_SWITCHOVER_BANDWIDTH, err);
 
-    return ret < 0 ? ret
-                   : vg_mig_set_parameter(qmp, "downtime-limit", FORCE_DT_MS,
-                                          err);
+    return ret < 0
+               ? ret
+               : vg_mig_set_parameter(qmp, "downtime-limit", FORCE_DT_MS, err);
 }
 
 /* Poll callback: write, and raise the downtime limit once it is time. */
@@ -119,11 +119,14 @@ static void check_result(struct mt *t, struct vg_cpu_writer *w, uint8_t *img,
     int64_t got, est, sent;
 
     vg_cpu_writer_counts(w, &c);
-    g_test_message("%s: %" G_GUINT64_FORMAT " writes before the stop (the "
-                   "last %.3f ms before it), %" G_GUINT64_FORMAT
-                   " in flight, %" G_GUINT64_FORMAT " after",
-                   what, c.before, (double)c.last_before_us / 1000.0,
-                   c.in_flight, c.after);
+    g_test_message("%s: STOP at %.6f s; %" G_GUINT64_FORMAT " writes "
+                   "before it (the last replied %.3f ms before it), "
+                   "%" G_GUINT64_FORMAT " in flight, %" G_GUINT64_FORMAT
+                   " after (the last replied %.3f ms after it); %.0f "
+                   "writes/s",
+                   what, (double)c.stop_us / 1e6, c.before,
+                   -(double)c.last_before_us / 1000.0, c.in_flight, c.after,
+                   (double)c.last_reply_us / 1000.0, c.rate);
     g_assert_cmpint(c.stop_us, >, 0);
     g_assert_cmpuint(c.before, >, 1000);
     VGT_OK(vg_stats_wait(t->src.stats, mt_stats_done, "stop",
@@ -221,8 +224,7 @@ static void test_mode(gconstpointer data)
 static void stress_one(unsigned i, GRand *rng)
 {
     static const uint32_t rates[] = {800, 5000, 20000, HEAVY_RATE};
-    const char *extra[] = {"--precopy=iterative", "--dirty-track=hybrid",
-                           NULL};
+    const char *extra[] = {"--precopy=iterative", "--dirty-track=hybrid", NULL};
     struct vg_cpu_writer_opts wo = heavy_writer(g_rand_int(rng));
     g_autofree char *what = g_strdup_printf("stress %u", i);
     struct mt t;
@@ -235,8 +237,7 @@ static void stress_one(unsigned i, GRand *rng)
     mt_start_dst(&t, VGT_VRAM_ARG, extra);
     g_test_message("%s: %u writes/s of %u..%u bytes, %u%% hot", what, wo.rate,
                    wo.min_len, wo.max_len, wo.hot_percent);
-    migrate_writing(&t, &wo, g_rand_int_range(rng, 1000, FORCE_AFTER_MS),
-                    what);
+    migrate_writing(&t, &wo, g_rand_int_range(rng, 1000, FORCE_AFTER_MS), what);
     mt_stop(&t);
 }
 
