@@ -219,13 +219,20 @@ SOAK_SEED ?=
 SOAK_VRAM ?= 16M
 SOAK_ARGS ?=
 SOAK_CMD = $(TEST_ENV) $(O)/vgmig-soak --out $(O)/soak
-.PHONY: soak soak-short
+.PHONY: soak soak-short stress-cpu-writes
 soak: all $(O)/vgmig-soak
 	$(SOAK_CMD) --migrations $(SOAK_MIGRATIONS) --vram $(SOAK_VRAM) \
 	    $(if $(SOAK_DURATION),--duration $(SOAK_DURATION)) \
 	    $(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(SOAK_ARGS)
 soak-short: all $(O)/vgmig-soak
 	$(SOAK_CMD) --migrations 20 --vram 8M $(if $(SOAK_SEED),--seed $(SOAK_SEED))
+
+# STRESS migrations with guest CPU writes through BAR2 at random rates,
+# every write checked on the destination (docs/dirty-tracking.md).
+STRESS ?= 200
+stress-cpu-writes: all $(O)/tests/qtest/test-mig-cpu-writes
+	$(TEST_ENV) VGMIG_STRESS=$(STRESS) $(O)/tests/qtest/test-mig-cpu-writes \
+	    -p /mig/cpu-writes/stress
 
 # ----------------------------------------------------------- guest image --
 # A real guest for TCG (guest/, docs/guest.md): the static in-guest tool
@@ -461,6 +468,8 @@ help:
 	@echo "  soak            ping-pong migrations with random faults (build/soak;"
 	@echo "                  SOAK_MIGRATIONS, SOAK_DURATION, SOAK_SEED; docs/soak.md)"
 	@echo "  soak-short      20 of them with 8 MiB of VRAM (run by .ci/run)"
+	@echo "  stress-cpu-writes  STRESS (200) migrations under guest CPU writes,"
+	@echo "                  every write before the stop checked"
 	@echo "  format          clang-format the sources in place"
 	@echo "  clean           remove build/ (the QEMU cache is kept)"
 	@echo "  distclean       also remove config.mak"

@@ -70,13 +70,13 @@ static uint32_t run_pages(const struct mig *m)
     return MIG_RUN_MAX_BYTES / m->scfg.page_size;
 }
 
-/* Encoded size of a pass over @pages pages, @nz of them non-zero. */
+/* Upper bound of the encoded size of a pass over @pages pages, @nz of
+ * them non-zero: how zero and non-zero pages and the gaps of the pass
+ * split it into records is not known, but no record covers less than a
+ * page. */
 static uint64_t pass_bytes(const struct mig *m, uint64_t pages, uint64_t nz)
 {
-    uint64_t records = (nz + run_pages(m) - 1) / run_pages(m);
-
-    return nz * m->scfg.page_size +
-           RUN_OVERHEAD * (records + (pages > nz ? 1 : 0));
+    return nz * m->scfg.page_size + RUN_OVERHEAD * pages;
 }
 
 static bool page_is_zero(const uint8_t *p, uint32_t len)

@@ -157,7 +157,11 @@ static void usage(FILE *out)
         "client connections; DMA mappings and interrupts are released when a\n"
         "client disconnects.  SIGTERM or SIGINT stops it and removes the\n"
         "socket.  Exit status: 0 after a clean stop, 1 on errors, 2 on\n"
-        "usage errors.\n");
+        "usage errors.\n"
+        "\n"
+        "Environment: VGMIG_LOG_TIME (any value) puts the real-time clock\n"
+        "in front of every log line as [SECONDS.MICROSECONDS], the form of\n"
+        "QEMU's QMP event timestamps.\n");
 }
 
 struct options {

@@ -1,0 +1,176 @@
+/*
+ * Unit tests of the size estimates QEMU switches over on: the stop-copy
+ * size (MIG_DATA_SIZE) must never be below what stop-copy then sends,
+ * whoever wrote VRAM.  A source session runs on a CPU-backend vGPU of 64
+ * pages, half of them non-zero; the guest CPU's writes reach it as QEMU's
+ * region dirty log would (mig_region_dirty_log) or, for a client without
+ * the log, not at all.
+ */
+#include <glib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "vfio-migration/mig.h"
+
+#define PAGE  (64u << 10)
+#define PAGES 64u
+#define VRAM  ((uint64_t)PAGES * PAGE)
+
+struct fx {
+    struct vgpu *gpu;
+    struct mig *mig;
+};
+
+static void *no_dma(void *opaque, uint64_t iova, uint64_t len, bool write)
+{
+    return NULL;
+}
+
+static void no_irq(void *opaque, unsigned vector)
+{
+}
+
+static void fx_init(struct fx *f, enum mig_track_mode track)
+{
+    struct vgpu_config gc = {.vram_size = VRAM, .page_size = PAGE};
+    struct vgpu_host host = {NULL, no_dma, no_irq};
+    struct mig_config mc = {.precopy = MIG_PRECOPY_ITERATIVE, .track = track};
+    struct vg_error err;
+
+    g_assert_cmpint(vgpu_new(&gc, &host, &f->gpu, &err), ==, 0);
+    memset(vgpu_vram(f->gpu), 0x5a, VRAM / 2); /* pages 0..31 non-zero */
+    mc.gpu = f->gpu;
+    vgpu_bar0_read(f->gpu, VGPU_REG_FEATURES, &mc.features, 4);
+    g_assert_cmpint(mig_new(&mc, &f->mig, &err), ==, 0);
+    mig_note_bar2_shared(f->mig);
+}
+
+static void fx_free(struct fx *f)
+{
+    mig_free(f->mig);
+    vgpu_free(f->gpu);
+}
+
+static void set_state(struct fx *f, enum mig_state s)
+{
+    struct vg_error err;
+
+    g_assert_cmpint(mig_set_state(f->mig, s, &err), ==, 0);
+}
+
+/* Read the stream until no more data now; the bytes read. */
+static uint64_t drain(struct fx *f)
+{
+    static uint8_t buf[1u << 20];
+    uint64_t total = 0;
+    struct vg_error err;
+    uint32_t got;
+
+    do {
+        g_assert_cmpint(mig_read(f->mig, buf, sizeof(buf), &got, &err), ==, 0);
+        total += got;
+    } while (got == sizeof(buf));
+    return total;
+}
+
+/* The guest CPU wrote pages [@first, +@n): VRAM changes, QEMU logs it. */
+static void cpu_write(struct fx *f, unsigned first, unsigned n, bool logged)
+{
+    uint64_t bitmap[PAGES / 64] = {0};
+    struct vg_error err;
+
+    for (unsigned p = first; p < first + n; p++) {
+        vgpu_vram(f->gpu)[(uint64_t)p * PAGE + 100] ^= 0x11;
+        bitmap[p / 64] |= 1ull << (p % 64);
+    }
+    if (logged) {
+        g_assert_cmpint(mig_region_dirty_log(f->mig, 0, bitmap, PAGES, PAGE,
+                                             &err),
+                        ==, 0);
+    }
+}
+
+/* Stop-copy now: what it sends must fit the estimate given just before. */
+static void stop_copy_fits(struct fx *f)
+{
+    uint64_t est = mig_stopcopy_size(f->mig), sent;
+
+    set_state(f, MIG_STATE_STOP_COPY);
+    sent = drain(f);
+    g_test_message("stop-copy estimate %" G_GUINT64_FORMAT ", sent %"
+                   G_GUINT64_FORMAT, est, sent);
+    g_assert_cmpuint(sent, <=, est);
+    set_state(f, MIG_STATE_STOP);
+}
+
+/* Zero pages still in round 0 that the guest writes count as non-zero. */
+static void test_written_zero_pages_in_pass(void)
+{
+    struct fx f;
+    uint64_t before, after;
+
+    fx_init(&f, MIG_TRACK_HYBRID);
+    mig_note_bar2_logged(f.mig, true);
+    set_state(&f, MIG_STATE_PRE_COPY);
+    before = mig_stopcopy_size(f.mig);
+    cpu_write(&f, 40, 8, true); /* zero pages, not read yet */
+    after = mig_stopcopy_size(f.mig);
+    g_assert_cmpuint(after, >=, before + 8ull * PAGE);
+    stop_copy_fits(&f);
+    fx_free(&f);
+}
+
+/* Pages written after round 0 went out, in every tracking mode. */
+static void test_logged_after_round0(gconstpointer data)
+{
+    enum mig_track_mode track = GPOINTER_TO_INT(data);
+    struct fx f;
+
+    fx_init(&f, track);
+    mig_note_bar2_logged(f.mig, true);
+    set_state(&f, MIG_STATE_PRE_COPY);
+    drain(&f);
+    cpu_write(&f, 4, 6, true);   /* non-zero pages */
+    cpu_write(&f, 50, 6, true);  /* zero pages */
+    g_assert_cmpuint(mig_stopcopy_size(f.mig), >=, 12ull * PAGE);
+    stop_copy_fits(&f);
+    fx_free(&f);
+}
+
+/* A client that does not log BAR2: any page may have changed. */
+static void test_unlogged(gconstpointer data)
+{
+    enum mig_track_mode track = GPOINTER_TO_INT(data);
+    struct fx f;
+
+    fx_init(&f, track);
+    set_state(&f, MIG_STATE_PRE_COPY);
+    drain(&f);
+    g_assert_cmpuint(mig_stopcopy_size(f.mig), >=, VRAM);
+    cpu_write(&f, 0, PAGES, false);
+    stop_copy_fits(&f);
+    fx_free(&f);
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const names[] = {"hybrid", "hash", "none"};
+    static const enum mig_track_mode modes[] = {
+        MIG_TRACK_HYBRID, MIG_TRACK_HASH, MIG_TRACK_NONE};
+
+    g_test_init(&argc, &argv, NULL);
+    vg_log_set_level(VG_LOG_WARN);
+    g_test_add_func("/mig/estimate/written-zero-pages-in-pass",
+                    test_written_zero_pages_in_pass);
+    for (unsigned i = 0; i < 3; i++) {
+        g_autofree char *p1 =
+            g_strdup_printf("/mig/estimate/logged-after-round0/%s", names[i]);
+        g_autofree char *p2 =
+            g_strdup_printf("/mig/estimate/unlogged/%s", names[i]);
+
+        g_test_add_data_func(p1, GINT_TO_POINTER(modes[i]),
+                             test_logged_after_round0);
+        g_test_add_data_func(p2, GINT_TO_POINTER(modes[i]), test_unlogged);
+    }
+    return g_test_run();
+}
