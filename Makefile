@@ -386,7 +386,8 @@ check-cuda: all $(CUDA_TESTS)
 # The GPU tests and benchmarks packed to run on a GPU machine that lacks
 # the build dependencies ($(O)/gpu-pack/gpu-run.sh there; docs/cuda.md).
 gpu-pack: all $(CUDA_TESTS) $(O)/cuda-bench $(O)/vgmig-bench \
-          $(O)/tests/qtest/test-mig-basic $(O)/tests/qtest/test-mig-active
+          $(O)/tests/qtest/test-mig-basic $(O)/tests/qtest/test-mig-active \
+          $(O)/tests/qtest/test-mig-cpu-writes
 	tests/cuda/gpu-pack.sh $(O) $(QEMU_BIN) $(QEMU_FIRMWARE_DIR) $(O)/gpu-pack
 
 check-sanitize:

@@ -21,7 +21,7 @@ USAGE
 build=$1 qemu=$2 fw=$3 out=$4
 progs="vgpu-server cuda-bench vgmig-bench tests/cuda/test-cuda-backend
        tests/cuda/test-cuda-migrate tests/qtest/test-mig-basic
-       tests/qtest/test-mig-active"
+       tests/qtest/test-mig-active tests/qtest/test-mig-cpu-writes"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/fw"
 for p in $progs; do

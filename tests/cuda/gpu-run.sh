@@ -10,6 +10,8 @@
 #   qtest     test-mig-basic and test-mig-active with every server on cuda
 #   bench     cuda-bench --size $BENCH_SIZE (16G): hash vs read bandwidth
 #   mbench    vgmig-bench $MBENCH_ARGS with the servers on cuda
+#   stress    $STRESS (200) migrations under guest CPU writes (CPU backend;
+#             $VGMIG_STRESS_SEED picks the sequence)
 # Exit status: the number of steps that failed.
 D=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=$D/lib VGMIG_SERVER=$D/bin/vgpu-server \
@@ -29,7 +31,7 @@ step() {
     [ $rc -eq 0 ] || failed=$((failed + 1))
 }
 
-[ $# -gt 0 ] || { sed -n '2,13p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,15p' "$0"; exit 2; }
 for s in "$@"; do
     case $s in
     info) nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv ;;
@@ -42,6 +44,11 @@ for s in "$@"; do
     qtest)
         VGMIG_SERVER_BACKEND=cuda step basic 300 "$D/bin/test-mig-basic"
         VGMIG_SERVER_BACKEND=cuda step active 400 "$D/bin/test-mig-active"
+        ;;
+    stress)
+        # The guest CPU writes stress on the CPU backend, STRESS migrations.
+        VGMIG_STRESS=${STRESS:-200} step stress 590 \
+            "$D/bin/test-mig-cpu-writes" -p /mig/cpu-writes/stress
         ;;
     bench) step bench 300 "$D/bin/cuda-bench" --size "${BENCH_SIZE:-16G}" --reps 10 ;;
     mbench)

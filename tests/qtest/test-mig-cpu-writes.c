@@ -18,7 +18,8 @@
  *
  * VGMIG_STRESS=N adds /mig/cpu-writes/stress: N migrations in iterative
  * + hybrid mode with writers of random rate and shape, most converging
- * by themselves, each checked the same way (see docs/dirty-tracking.md).
+ * by themselves, each checked the same way (see docs/dirty-tracking.md);
+ * VGMIG_STRESS_SEED picks the sequence.
  */
 #include "mig-test.h"
 #include "qclient/cpu-writer.h"
@@ -161,7 +162,8 @@ static void check_result(struct mt *t, struct vg_cpu_writer *w, uint8_t *img,
 
 /* Migrate while @wo's writer runs; check everything. */
 static void migrate_writing(struct mt *t, struct vg_cpu_writer_opts *wo,
-                            gint64 force_after_ms, const char *what)
+                            int64_t bandwidth, gint64 force_after_ms,
+                            const char *what)
 {
     g_autofree uint8_t *img = filled_image();
     struct run r = {.t = t, .force_after_us = force_after_ms * 1000};
@@ -173,7 +175,7 @@ static void migrate_writing(struct mt *t, struct vg_cpu_writer_opts *wo,
     wo->page_size = VGT_PAGE_SIZE;
     VGT_OK(vg_mig_set_parameter(t->src.qemu->qmp, "downtime-limit", QEMU_DT_MS,
                                 VGT_ERR));
-    VGT_OK(vg_mig_set_parameter(t->src.qemu->qmp, "max-bandwidth", LINK_BW,
+    VGT_OK(vg_mig_set_parameter(t->src.qemu->qmp, "max-bandwidth", bandwidth,
                                 VGT_ERR));
     VGT_OK(vg_mig_set_parameter(t->src.qemu->qmp, "avail-switchover-bandwidth",
                                 0, VGT_ERR));
@@ -216,7 +218,7 @@ static void test_mode(gconstpointer data)
     mt_start_src(&t, "mig-cpu-writes", extra);
     mt_fill_vram(&t);
     mt_start_dst(&t, VGT_VRAM_ARG, extra);
-    migrate_writing(&t, &wo, FORCE_AFTER_MS, "heavy writer");
+    migrate_writing(&t, &wo, LINK_BW, FORCE_AFTER_MS, "heavy writer");
     mt_stop(&t);
 }
 
@@ -237,14 +239,17 @@ static void stress_one(unsigned i, GRand *rng)
     mt_start_dst(&t, VGT_VRAM_ARG, extra);
     g_test_message("%s: %u writes/s of %u..%u bytes, %u%% hot", what, wo.rate,
                    wo.min_len, wo.max_len, wo.hot_percent);
-    migrate_writing(&t, &wo, g_rand_int_range(rng, 1000, FORCE_AFTER_MS), what);
+    migrate_writing(&t, &wo, MT_BANDWIDTH,
+                    g_rand_int_range(rng, 2000, 2 * FORCE_AFTER_MS), what);
     mt_stop(&t);
 }
 
 static void test_stress(gconstpointer data)
 {
     unsigned n = GPOINTER_TO_UINT(data);
-    GRand *rng = g_rand_new_with_seed(0x73747273);
+    const char *seed = g_getenv("VGMIG_STRESS_SEED");
+    GRand *rng = g_rand_new_with_seed(seed ? (guint32)strtoul(seed, NULL, 0)
+                                           : 0x73747273u);
 
     for (unsigned i = 0; i < n; i++) {
         stress_one(i, rng);

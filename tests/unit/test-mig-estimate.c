@@ -84,9 +84,8 @@ static void cpu_write(struct fx *f, unsigned first, unsigned n, bool logged)
         bitmap[p / 64] |= 1ull << (p % 64);
     }
     if (logged) {
-        g_assert_cmpint(mig_region_dirty_log(f->mig, 0, bitmap, PAGES, PAGE,
-                                             &err),
-                        ==, 0);
+        g_assert_cmpint(
+            mig_region_dirty_log(f->mig, 0, bitmap, PAGES, PAGE, &err), ==, 0);
     }
 }
 
@@ -97,8 +96,9 @@ static void stop_copy_fits(struct fx *f)
 
     set_state(f, MIG_STATE_STOP_COPY);
     sent = drain(f);
-    g_test_message("stop-copy estimate %" G_GUINT64_FORMAT ", sent %"
-                   G_GUINT64_FORMAT, est, sent);
+    g_test_message("stop-copy estimate %" G_GUINT64_FORMAT
+                   ", sent %" G_GUINT64_FORMAT,
+                   est, sent);
     g_assert_cmpuint(sent, <=, est);
     set_state(f, MIG_STATE_STOP);
 }
@@ -130,8 +130,8 @@ static void test_logged_after_round0(gconstpointer data)
     mig_note_bar2_logged(f.mig, true);
     set_state(&f, MIG_STATE_PRE_COPY);
     drain(&f);
-    cpu_write(&f, 4, 6, true);   /* non-zero pages */
-    cpu_write(&f, 50, 6, true);  /* zero pages */
+    cpu_write(&f, 4, 6, true);  /* non-zero pages */
+    cpu_write(&f, 50, 6, true); /* zero pages */
     g_assert_cmpuint(mig_stopcopy_size(f.mig), >=, 12ull * PAGE);
     stop_copy_fits(&f);
     fx_free(&f);
@@ -155,8 +155,8 @@ static void test_unlogged(gconstpointer data)
 int main(int argc, char **argv)
 {
     static const char *const names[] = {"hybrid", "hash", "none"};
-    static const enum mig_track_mode modes[] = {
-        MIG_TRACK_HYBRID, MIG_TRACK_HASH, MIG_TRACK_NONE};
+    static const enum mig_track_mode modes[] = {MIG_TRACK_HYBRID,
+                                                MIG_TRACK_HASH, MIG_TRACK_NONE};
 
     g_test_init(&argc, &argv, NULL);
     vg_log_set_level(VG_LOG_WARN);
