@@ -30,6 +30,9 @@ GLIB_CFLAGS = $(shell pkg-config --cflags glib-2.0 json-glib-1.0)
 GLIB_LIBS = $(shell pkg-config --libs glib-2.0 json-glib-1.0)
 LDLIBS := -lxxhash -lpthread -lm -ldl
 
+# `make` alone builds everything (the first rule below is config.mak's).
+.DEFAULT_GOAL := all
+
 NO_CONFIG_GOALS := clean distclean help format format-check bench-hash \
                    bench-vgpu
 ifneq ($(filter-out $(NO_CONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
@@ -375,9 +378,12 @@ check-unit: $(UNIT_TESTS)
 check-qtest: all $(QTESTS)
 	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(QTESTS)
 
+# Tests of the build itself (shell, TAP), run from the top of the tree.
+BUILD_TESTS := tests/build/test-make-default.sh
+
 check: all $(UNIT_TESTS) $(QTESTS) $(CUDA_TESTS) guest-image $(GUEST_TESTS)
-	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(UNIT_TESTS) $(QTESTS) \
-	    $(CUDA_TESTS) $(GUEST_TESTS)
+	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(BUILD_TESTS) \
+	    $(UNIT_TESTS) $(QTESTS) $(CUDA_TESTS) $(GUEST_TESTS)
 
 .PHONY: check-cuda gpu-pack
 check-cuda: all $(CUDA_TESTS)
