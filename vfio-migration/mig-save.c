@@ -171,6 +171,14 @@ static void on_device_write(void *opaque, uint64_t off, uint64_t len,
     }
 }
 
+/*
+ * A bitmap from the client's REGION_DIRTY_LOG: bit i says [@off + i *
+ * @gran, +@gran) was written.  Bits past @nbits in the last word are not
+ * the client's to set and are ignored; every page of the VRAM that a set
+ * bit covers is marked (a granule larger than a page covers several, a
+ * smaller one part of one), and nothing past the last page is touched
+ * whatever @gran is.
+ */
 int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
                      uint64_t nbits, uint64_t gran, struct vg_error *err)
 {
@@ -190,14 +198,22 @@ int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
         ret = dt_merge_log(s->dt, off, bitmap, nbits, gran, err);
     }
     for (uint64_t w = 0; ret == 0 && w < (nbits + 63) / 64; w++) {
-        for (uint64_t bits = bitmap[w]; bits; bits &= bits - 1) {
-            uint64_t p =
-                (off + (w * 64 + (uint64_t)__builtin_ctzll(bits)) * gran) / ps;
+        uint64_t bits = bitmap[w];
+
+        if (w == nbits / 64) {
+            bits &= (1ull << (nbits % 64)) - 1; /* past nbits: not ours */
+        }
+        for (; bits; bits &= bits - 1) {
+            uint64_t at =
+                off + (w * 64 + (uint64_t)__builtin_ctzll(bits)) * gran;
+            uint64_t last = (at + gran - 1) / ps;
 
             m->stats.cpu_log_pages++;
-            if (!mig_bit(s->pass, p) && !mig_bit(s->marked, p)) {
-                mig_bit_put(s->marked, p, true);
-                s->marked_count++;
+            for (uint64_t p = at / ps; p <= last && p < m->npages; p++) {
+                if (!mig_bit(s->pass, p) && !mig_bit(s->marked, p)) {
+                    mig_bit_put(s->marked, p, true);
+                    s->marked_count++;
+                }
             }
         }
     }
