@@ -246,9 +246,9 @@ static inline void conn_open_caps(struct conn *c, const struct sec *s,
 
 /* Capabilities with migration and both protocol extensions, as the
  * patched QEMU proposes them. */
-#define VC_CAPS_EXT                                                           \
-    "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576," \
-    "\"migration\":{\"pgsize\":4096,\"precopy_info\":true,"                \
+#define VC_CAPS_EXT                                                            \
+    "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576,"     \
+    "\"migration\":{\"pgsize\":4096,\"precopy_info\":true,"                    \
     "\"region_dirty_log\":true}}}"
 
 /* Capabilities without extensions; with @migration, the migration object
@@ -332,8 +332,8 @@ static inline uint32_t dma_unmap(struct conn *c, uint64_t iova, uint64_t size,
 
 /* DEVICE_FEATURE with @flags and @len data bytes; the reply may carry
  * up to @out bytes of data.  Returns the errno. */
-static inline uint32_t feature(struct conn *c, uint32_t flags,
-                               const void *data, size_t len, size_t out)
+static inline uint32_t feature(struct conn *c, uint32_t flags, const void *data,
+                               size_t len, size_t out)
 {
     struct vfu_device_feature h = {
         (uint32_t)(sizeof(h) + (len > out ? len : out)), flags};
@@ -469,8 +469,8 @@ static inline uint32_t mig_data_read(struct conn *c, uint32_t max,
 }
 
 /* Append a record of @type with @len payload bytes, checksum right. */
-static inline void put_rec(GByteArray *s, uint16_t type,
-                           const uint8_t *payload, uint32_t len)
+static inline void put_rec(GByteArray *s, uint16_t type, const uint8_t *payload,
+                           uint32_t len)
 {
     uint8_t h[MIG_REC_HDR_SIZE] = {0};
 
