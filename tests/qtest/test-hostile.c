@@ -10,6 +10,10 @@
  *    and a bitmap word of all ones; the bits past nbits are not the
  *    client's and must not index past the tracking bitmaps (they did:
  *    SIGSEGV with 4 KiB pages, a silent heap overflow with 64 KiB ones).
+ *  - vram-truncate: the VRAM memfd that REGION_INFO hands out read-write
+ *    cannot be shrunk, grown or further sealed (it was: ftruncate to 0,
+ *    then the next VRAM access killed the server with SIGBUS), also while
+ *    a migration is under way.
  */
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -26,8 +30,8 @@ static uint32_t dirty_log(struct conn *c, uint32_t region, uint32_t pgsize,
                           size_t words)
 {
     size_t len = sizeof(struct vfu_region_dirty_log) + words * 8;
-    struct vfu_region_dirty_log d = {(uint32_t)len, region, pgsize, 0, off,
-                                     size};
+    struct vfu_region_dirty_log d = {(uint32_t)len, region, pgsize, 0,
+                                     off,           size};
     g_autofree uint8_t *p = g_malloc(len);
 
     memcpy(p, &d, sizeof(d));
@@ -92,15 +96,13 @@ static void dirty_log_oob(const char *page_arg)
     g_assert_cmpuint(set_state(&c, MIG_STATE_PRE_COPY), ==, 0);
     read_phase(&c, stream);
     /* the input: nbits = 1, a word of all ones */
-    g_assert_cmpuint(dirty_log(&c, VGPU_BAR_VRAM, 64u << 20, 0, H_VRAM, &ones,
-                               1),
-                     ==, 0);
+    g_assert_cmpuint(
+        dirty_log(&c, VGPU_BAR_VRAM, 64u << 20, 0, H_VRAM, &ones, 1), ==, 0);
     assert_serving(&c);
     /* the granule covers all of VRAM: a later write anywhere is sent */
     memset(vram + H_VRAM - 4096, 0x5a, 4096);
-    g_assert_cmpuint(dirty_log(&c, VGPU_BAR_VRAM, 64u << 20, 0, H_VRAM, &ones,
-                               1),
-                     ==, 0);
+    g_assert_cmpuint(
+        dirty_log(&c, VGPU_BAR_VRAM, 64u << 20, 0, H_VRAM, &ones, 1), ==, 0);
     read_phase(&c, stream);
     g_assert_cmpuint(set_state(&c, MIG_STATE_STOP_COPY), ==, 0);
     read_phase(&c, stream);
@@ -124,10 +126,75 @@ static void test_dirty_log_oob_64k(void)
     dirty_log_oob("64K");
 }
 
+/* ------------------------------------------- the VRAM memfd's size */
+
+/* Try to change @fd's size and seals; the server must answer right after
+ * each try, and every try must have failed with EPERM. */
+static void try_resize(struct conn *c, int fd)
+{
+    static const off_t sizes[] = {0, 4096, (off_t)H_VRAM - 1,
+                                  (off_t)H_VRAM * 2};
+    uint8_t buf[64];
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(sizes); i++) {
+        int r = ftruncate(fd, sizes[i]);
+        int e = errno;
+        struct stat st;
+
+        /* a shrunk VRAM: SIGBUS here, unless the resize was refused */
+        g_assert_cmpuint(
+            region_rw(c, false, VGPU_BAR_VRAM, H_VRAM - 64, buf, sizeof(buf)),
+            ==, 0);
+        g_assert_cmpint(r, ==, -1);
+        g_assert_cmpint(e, ==, EPERM);
+        g_assert_cmpint(fstat(fd, &st), ==, 0);
+        g_assert_cmpint(st.st_size, ==, (off_t)H_VRAM);
+    }
+    g_assert_cmpint(fallocate(fd, 0, 0, (off_t)H_VRAM * 2), ==, -1);
+    g_assert_cmpint(fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), ==, -1);
+    g_assert_cmpint(fcntl(fd, F_GET_SEALS) & F_SEAL_WRITE, ==, 0);
+    assert_serving(c);
+}
+
+static void test_vram_truncate(void)
+{
+    g_autoptr(GByteArray) stream = g_byte_array_new();
+    g_autofree uint8_t *want = g_malloc(H_VRAM);
+    struct conn c;
+    struct sec s;
+    uint8_t *vram;
+    int fd;
+
+    sec_start_opts(&s, "hostile-vram", H_VRAM_ARG, "64K", NULL);
+    conn_open_caps(&c, &s, VC_CAPS_EXT);
+    fd = vram_fd(&c, H_VRAM);
+    vram = mmap(NULL, H_VRAM, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    g_assert_true(vram != MAP_FAILED);
+    fill_pattern(vram, H_VRAM / 8, 3);
+    try_resize(&c, fd);
+
+    /* the same in the middle of a migration, which then completes */
+    g_assert_cmpuint(set_state(&c, MIG_STATE_PRE_COPY), ==, 0);
+    read_phase(&c, stream);
+    try_resize(&c, fd);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP_COPY), ==, 0);
+    try_resize(&c, fd);
+    read_phase(&c, stream);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP), ==, 0);
+    memcpy(want, vram, H_VRAM);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_RUNNING), ==, 0);
+    load_and_compare("64K", stream, want);
+    munmap(vram, H_VRAM);
+    close(fd);
+    conn_close(&c);
+    sec_stop(&s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/hostile/dirty-log-oob/4k", test_dirty_log_oob_4k);
     g_test_add_func("/hostile/dirty-log-oob/64k", test_dirty_log_oob_64k);
+    g_test_add_func("/hostile/vram-truncate", test_vram_truncate);
     return g_test_run();
 }
