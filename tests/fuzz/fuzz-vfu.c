@@ -143,8 +143,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "fuzz-vfu: %s\n", err.msg);
         abort();
     }
-    ram = memfd_create("fuzz-guest-ram", MFD_CLOEXEC);
+    /* sealed as QEMU's memory-backend-memfd does: the server refuses
+     * guest RAM that could shrink under it */
+    ram = memfd_create("fuzz-guest-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     CHECK(ram >= 0 && ftruncate(ram, FUZZ_VFU_RAM) == 0);
+    CHECK(fcntl(ram, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
     while (size - pos >= sizeof(struct vfu_hdr)) {
         struct vfu_hdr h;
         size_t len;

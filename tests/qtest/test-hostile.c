@@ -14,7 +14,14 @@
  *    cannot be shrunk, grown or further sealed (it was: ftruncate to 0,
  *    then the next VRAM access killed the server with SIGBUS), also while
  *    a migration is under way.
+ *  - guest-ram-shrink: guest memory given with DMA_MAP must be a memfd
+ *    sealed against shrinking; an unsealed memfd (which the client could
+ *    shrink after the map: the next ring fetch killed the server with
+ *    SIGBUS), a memfd sealed only against growing, and fds of other types
+ *    (pipe, socket, eventfd, regular file, /dev/zero) are refused with
+ *    EINVAL; a sealed one works and cannot be shrunk.
  */
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -190,11 +197,133 @@ static void test_vram_truncate(void)
     sec_stop(&s);
 }
 
+/* -------------------------------------------- guest RAM that shrinks */
+
+#define RAM_IOVA 0x100000ull
+#define RAM_SIZE 0x100000ull
+#define RING_N   16u
+
+/* Point the ring at @iova, submit FENCE @value as entry 0 (written to
+ * @ring, the host view of @iova, if not NULL) and wait until the device is
+ * idle or halted; returns ERROR_CODE, which is then cleared. */
+static uint32_t ring_fence(struct conn *c, uint64_t iova, uint8_t *ring,
+                           uint64_t value)
+{
+    gint64 deadline = g_get_monotonic_time() + VGT_TIMEOUT_MS * 1000ll;
+    struct vgpu_cmd cmd = vgpu_cmd_make(VGPU_OP_FENCE, value, 0, 0, 0, 0, 0);
+    uint32_t status, code;
+
+    reg_wr(c, VGPU_REG_RING_SIZE, 0);
+    reg_wr(c, VGPU_REG_RING_BASE_LO, (uint32_t)iova);
+    reg_wr(c, VGPU_REG_RING_BASE_HI, (uint32_t)(iova >> 32));
+    reg_wr(c, VGPU_REG_RING_SIZE, RING_N);
+    if (ring) {
+        vgpu_cmd_encode(&cmd, ring);
+    }
+    reg_wr(c, VGPU_REG_RING_TAIL, 1);
+    reg_wr(c, VGPU_REG_DOORBELL, 1);
+    do {
+        status = reg_rd(c, VGPU_REG_STATUS);
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+    } while ((status & VGPU_STATUS_BUSY) && !(status & VGPU_STATUS_HALTED));
+    code = reg_rd(c, VGPU_REG_ERROR_CODE);
+    reg_wr(c, VGPU_REG_IRQ_STATUS, VGPU_IRQ_ERROR | VGPU_IRQ_FENCE);
+    return code;
+}
+
+/* An fd of each type that is not guest memory, for DMA_MAP. */
+static int other_fd(unsigned i, const char *dir, int *extra)
+{
+    int p[2], fd = -1;
+    g_autofree char *path = NULL;
+
+    *extra = -1;
+    switch (i) {
+    case 0: /* a pipe */
+        g_assert_cmpint(pipe2(p, O_CLOEXEC), ==, 0);
+        *extra = p[0];
+        return p[1];
+    case 1: /* a socket */
+        g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM, 0, p), ==, 0);
+        *extra = p[0];
+        return p[1];
+    case 2: /* an eventfd */
+        return eventfd(0, EFD_CLOEXEC);
+    case 3: /* a regular file of the right size */
+        path = g_strdup_printf("%s/ram-file", dir);
+        fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        g_assert_cmpint(ftruncate(fd, RAM_SIZE), ==, 0);
+        return fd;
+    case 4:
+        return open("/dev/zero", O_RDWR | O_CLOEXEC);
+    case 5: { /* a memfd sealed against growing only */
+        uint8_t *map;
+        fd = memfd_sealed(RAM_SIZE, false, &map);
+        munmap(map, RAM_SIZE);
+        g_assert_cmpint(fcntl(fd, F_ADD_SEALS, F_SEAL_GROW), ==, 0);
+        return fd;
+    }
+    default:
+        g_assert_not_reached();
+    }
+}
+
+static void test_guest_ram_shrink(void)
+{
+    struct conn c;
+    struct sec s;
+    uint8_t *ram;
+    uint32_t e;
+    int fd;
+
+    sec_start_opts(&s, "hostile-ram", "1M", "4K", NULL);
+    conn_open(&c, &s, false);
+
+    /* The issue's input: map an unsealed memfd, shrink it, run the ring
+     * there.  Refused at DMA_MAP; the ring then faults on unmapped
+     * memory instead of the server dying of SIGBUS. */
+    fd = memfd_sealed(RAM_SIZE, false, &ram);
+    e = dma_map(&c, RAM_IOVA, RAM_SIZE, 0, 3, fd);
+    g_assert_cmpint(ftruncate(fd, 0), ==, 0);
+    g_assert_cmpuint(ring_fence(&c, RAM_IOVA, NULL, 1), ==,
+                     VGPU_ERR_RING_FETCH);
+    assert_serving(&c);
+    g_assert_cmpuint(e, ==, EINVAL);
+    munmap(ram, RAM_SIZE);
+    close(fd);
+
+    for (unsigned i = 0; i < 6; i++) {
+        int extra;
+        fd = other_fd(i, s.dir, &extra);
+        g_assert_cmpint(fd, >=, 0);
+        g_assert_cmpuint(dma_map(&c, RAM_IOVA, RAM_SIZE, 0, 3, fd), ==, EINVAL);
+        close(fd);
+        if (extra >= 0) {
+            close(extra);
+        }
+    }
+    assert_serving(&c);
+
+    /* As QEMU gives it: sealed; the ring works and the memfd keeps its
+     * size. */
+    fd = memfd_of(RAM_SIZE, &ram);
+    g_assert_cmpuint(dma_map(&c, RAM_IOVA, RAM_SIZE, 0, 3, fd), ==, 0);
+    g_assert_cmpint(ftruncate(fd, 0), ==, -1);
+    g_assert_cmpint(errno, ==, EPERM);
+    g_assert_cmpuint(ring_fence(&c, RAM_IOVA, ram, 77), ==, VGPU_ERR_NONE);
+    g_assert_cmpuint(reg_rd(&c, VGPU_REG_FENCE_LO), ==, 77);
+    munmap(ram, RAM_SIZE);
+    close(fd);
+    conn_close(&c);
+    sec_stop(&s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/hostile/dirty-log-oob/4k", test_dirty_log_oob_4k);
     g_test_add_func("/hostile/dirty-log-oob/64k", test_dirty_log_oob_64k);
     g_test_add_func("/hostile/vram-truncate", test_vram_truncate);
+    g_test_add_func("/hostile/guest-ram-shrink", test_guest_ram_shrink);
     return g_test_run();
 }
