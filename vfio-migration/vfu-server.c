@@ -17,6 +17,7 @@
 #include "mig.h"
 #include "pci-config.h"
 #include "vfu-dma.h"
+#include "vfu-eventfd.h"
 #include "vfu-mig-msg.h"
 #include "vfu-msg.h"
 
@@ -88,15 +89,6 @@ static int64_t now_ms(void)
 
 /* ------------------------------------------------------------ interrupts */
 
-static void irq_signal(int fd)
-{
-    uint64_t one = 1;
-
-    if (write(fd, &one, sizeof(one)) != sizeof(one)) {
-        vg_warn("eventfd %d: %s", fd, strerror(errno));
-    }
-}
-
 static void raise_irq(void *opaque, unsigned vector)
 {
     struct vfu_server *srv = opaque;
@@ -106,11 +98,11 @@ static void raise_irq(void *opaque, unsigned vector)
     int intx = srv->irq_fds[VFIO_PCI_INTX_IRQ_INDEX][0];
 
     if (msix >= 0) {
-        irq_signal(msix);
+        vfu_eventfd_signal(msix);
     } else if (intx >= 0 && !srv->intx_masked &&
                !pci_config_intx_disabled(&srv->cfg)) {
         srv->intx_masked = true; /* INTx is automasked until UNMASK */
-        irq_signal(intx);
+        vfu_eventfd_signal(intx);
     } else {
         vg_trace("interrupt vector %u not delivered", vector);
     }
@@ -449,7 +441,7 @@ static int irq_set_action(struct vfu_server *srv, const struct vfu_irq_set *s,
             continue;
         }
         if (action == VFIO_IRQ_SET_ACTION_TRIGGER && fd >= 0) {
-            irq_signal(fd);
+            vfu_eventfd_signal(fd);
         } else if (action != VFIO_IRQ_SET_ACTION_TRIGGER) {
             srv->intx_masked = action == VFIO_IRQ_SET_ACTION_MASK;
         }
@@ -476,6 +468,14 @@ static int handle_set_irqs(struct vfu_server *srv, const uint8_t *p, size_t len,
         if (!(s.flags & VFIO_IRQ_SET_ACTION_TRIGGER)) {
             return vg_error_set(err, ENOTSUP,
                                 "eventfds for mask/unmask not supported");
+        }
+        for (unsigned i = 0; i < srv->rx.nfds; i++) { /* all or none */
+            ret = vfu_eventfd_take(srv->rx.fds[i], err);
+            if (ret < 0) {
+                vg_error_prefix(err, "IRQ index %u vector %u", s.index,
+                                s.start + i);
+                return ret;
+            }
         }
         irq_set_eventfds(srv, &s);
         return 0;

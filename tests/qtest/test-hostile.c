@@ -20,6 +20,11 @@
  *    SIGBUS), a memfd sealed only against growing, and fds of other types
  *    (pipe, socket, eventfd, regular file, /dev/zero) are refused with
  *    EINVAL; a sealed one works and cannot be shrunk.
+ *  - irq-fd-types: SET_IRQS takes eventfds only; a pipe (which filled up
+ *    after 8192 interrupts and then blocked the server for good), a
+ *    socket, a regular file, a memfd, /dev/null are refused with EINVAL;
+ *    an eventfd whose counter is at its maximum drops the interrupt
+ *    instead of blocking the server.
  */
 #include <sys/eventfd.h>
 #include <sys/stat.h>
@@ -318,6 +323,100 @@ static void test_guest_ram_shrink(void)
     sec_stop(&s);
 }
 
+/* ------------------------------------------------- interrupt fds */
+
+/* SET_IRQS for MSI-X vector 0: with @fd >= 0 assign it as the trigger
+ * eventfd, else trigger the vector (DATA_NONE).  Returns the errno. */
+static uint32_t msix_set(struct conn *c, int fd)
+{
+    struct vfu_irq_set is = {
+        sizeof(is),
+        VFIO_IRQ_SET_ACTION_TRIGGER |
+            (fd >= 0 ? VFIO_IRQ_SET_DATA_EVENTFD : VFIO_IRQ_SET_DATA_NONE),
+        VFIO_PCI_MSIX_IRQ_INDEX, 0, 1};
+
+    return request_ex(c, VFU_CMD_DEVICE_SET_IRQS, &is, sizeof(is), 0, fd, NULL,
+                      0, NULL, NULL);
+}
+
+/* A descriptor of each kind that is not an eventfd (@extra: the other
+ * end, if any, to close). */
+static int non_eventfd(unsigned i, const char *dir, int *extra)
+{
+    g_autofree char *path = g_strdup_printf("%s/irq-file", dir);
+    int p[2], fd;
+    uint8_t *map;
+
+    *extra = -1;
+    switch (i) {
+    case 0:
+        g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM, 0, p), ==, 0);
+        *extra = p[0];
+        return p[1];
+    case 1:
+        return open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    case 2:
+        fd = memfd_sealed(4096, false, &map);
+        munmap(map, 4096);
+        return fd;
+    case 3:
+        return open("/dev/null", O_WRONLY | O_CLOEXEC);
+    default:
+        g_assert_not_reached();
+    }
+}
+
+static void test_irq_fd_types(void)
+{
+    uint64_t v = UINT64_MAX - 1;
+    struct conn c;
+    struct sec s;
+    uint32_t e;
+    int p[2], efd;
+
+    sec_start_opts(&s, "hostile-irq", "1M", "4K", NULL);
+    conn_open(&c, &s, false);
+
+    /* The issue's input: a pipe as the MSI-X "eventfd", nobody reading
+     * it, then more interrupts than the pipe holds (8192 of 8 bytes). */
+    g_assert_cmpint(pipe2(p, O_CLOEXEC), ==, 0);
+    e = msix_set(&c, p[1]);
+    close(p[1]);
+    for (unsigned i = 0; i < 8200; i++) {
+        g_assert_cmpuint(msix_set(&c, -1), ==, 0);
+    }
+    assert_serving(&c);
+    g_assert_cmpuint(e, ==, EINVAL);
+    close(p[0]);
+
+    for (unsigned i = 0; i < 4; i++) {
+        int extra, fd = non_eventfd(i, s.dir, &extra);
+        g_assert_cmpint(fd, >=, 0);
+        g_assert_cmpuint(msix_set(&c, fd), ==, EINVAL);
+        close(fd);
+        if (extra >= 0) {
+            close(extra);
+        }
+    }
+
+    /* A blocking eventfd at its maximum count: the interrupt is dropped,
+     * the server answers; once read, interrupts arrive again. */
+    efd = eventfd(0, EFD_CLOEXEC);
+    g_assert_cmpint(efd, >=, 0);
+    g_assert_cmpint(write(efd, &v, 8), ==, 8);
+    g_assert_cmpuint(msix_set(&c, efd), ==, 0);
+    g_assert_cmpuint(msix_set(&c, -1), ==, 0);
+    assert_serving(&c);
+    g_assert_cmpint(read(efd, &v, 8), ==, 8);
+    g_assert_cmphex(v, ==, UINT64_MAX - 1);
+    g_assert_cmpuint(msix_set(&c, -1), ==, 0);
+    g_assert_cmpint(read(efd, &v, 8), ==, 8);
+    g_assert_cmpuint(v, ==, 1);
+    close(efd);
+    conn_close(&c);
+    sec_stop(&s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -325,5 +424,6 @@ int main(int argc, char **argv)
     g_test_add_func("/hostile/dirty-log-oob/64k", test_dirty_log_oob_64k);
     g_test_add_func("/hostile/vram-truncate", test_vram_truncate);
     g_test_add_func("/hostile/guest-ram-shrink", test_guest_ram_shrink);
+    g_test_add_func("/hostile/irq-fd-types", test_irq_fd_types);
     return g_test_run();
 }
