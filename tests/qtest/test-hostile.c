@@ -25,11 +25,17 @@
  *    socket, a regular file, a memfd, /dev/null are refused with EINVAL;
  *    an eventfd whose counter is at its maximum drops the interrupt
  *    instead of blocking the server.
+ *  - zeros-amplification: one 1 MiB MIG_DATA_WRITE of 32766 ZEROS
+ *    records, each naming all of a 64 MiB VRAM (it kept the server busy
+ *    for about 33 s), is loaded in well under the reply timeout; later
+ *    records still win over earlier ones; a ZEROS record of more pages
+ *    than the source ever puts in one is refused.
  */
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "qclient/migrate.h"
 #include "vfu-client.h"
 
 #define H_VRAM     ((uint64_t)64 << 20)
@@ -417,6 +423,122 @@ static void test_irq_fd_types(void)
     sec_stop(&s);
 }
 
+/* ----------------------------------------------- ZEROS amplification */
+
+static void put_pages_ps(GByteArray *s, uint32_t ps, uint64_t first,
+                         uint8_t fill)
+{
+    g_autofree uint8_t *p = g_malloc(MIG_RUN_HDR_SIZE + ps);
+
+    vg_put_le64(p, first);
+    vg_put_le32(p + 8, 1);
+    vg_put_le32(p + 12, 0);
+    memset(p + MIG_RUN_HDR_SIZE, fill, ps);
+    put_rec(s, MIG_REC_PAGES, p, MIG_RUN_HDR_SIZE + ps);
+}
+
+static bool all_bytes(const uint8_t *p, size_t len, uint8_t v)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] != v) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void zeros_flood(void)
+{
+    const uint32_t ps = 64u << 10, npages = H_VRAM / ps;
+    g_autoptr(GByteArray) st = g_byte_array_new();
+    struct conn c;
+    struct sec s;
+    uint8_t *vram;
+    gint64 t0, ms;
+
+    sec_start_opts(&s, "hostile-zeros", H_VRAM_ARG, "64K", NULL);
+    conn_open(&c, &s, true);
+    vram = map_vram_size(&c, H_VRAM);
+    put_header_ps(st, ps, H_VRAM, reg_rd(&c, VGPU_REG_FEATURES));
+    while (st->len + MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE <= VC_MAX_XFER) {
+        put_zeros(st, 0, npages);
+    }
+    g_test_message("%u ZEROS records of %u pages in %u bytes",
+                   (st->len - 48) / 32, npages, st->len);
+    fill_pattern(vram, H_VRAM, 1);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP), ==, 0);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_RESUMING), ==, 0);
+    t0 = g_get_monotonic_time();
+    g_assert_cmpuint(mig_data_write(&c, st), ==, 0);
+    ms = (g_get_monotonic_time() - t0) / 1000;
+    g_test_message("loaded in %" G_GINT64_FORMAT " ms", ms);
+    g_assert_cmpint(ms, <, 5000);
+    g_assert_true(all_bytes(vram, H_VRAM, 0));
+
+    /* a page written after a ZEROS is cleared by the next one again */
+    g_byte_array_set_size(st, 0);
+    put_pages_ps(st, ps, 5, 0xab);
+    g_assert_cmpuint(mig_data_write(&c, st), ==, 0);
+    g_assert_true(all_bytes(vram + 5 * ps, ps, 0xab));
+    g_byte_array_set_size(st, 0);
+    put_zeros(st, 0, npages);
+    put_zeros(st, 0, npages);
+    put_pages_ps(st, ps, npages - 1, 0xcd);
+    g_assert_cmpuint(mig_data_write(&c, st), ==, 0);
+    g_assert_true(all_bytes(vram, H_VRAM - ps, 0));
+    g_assert_true(all_bytes(vram + H_VRAM - ps, ps, 0xcd));
+    g_assert_cmpuint(request(&c, VFU_CMD_DEVICE_RESET, NULL, 0), ==, 0);
+    assert_serving(&c);
+    munmap(vram, H_VRAM);
+    conn_close(&c);
+    sec_stop(&s);
+}
+
+/* More pages in one ZEROS record than MIG_ZEROS_MAX_PAGES: refused. */
+static void zeros_too_long(void)
+{
+    const uint64_t vram_size = (uint64_t)128 << 20;
+    g_autoptr(GByteArray) st = g_byte_array_new();
+    g_autofree uint8_t *want = g_malloc(vram_size);
+    struct vg_stats stats;
+    struct conn c;
+    struct sec s;
+    uint8_t *vram;
+
+    sec_start_opts(&s, "hostile-zeros-max", "128M", "4K", NULL);
+    conn_open(&c, &s, true);
+    vram = map_vram_size(&c, vram_size);
+    put_header_ps(st, 4096, vram_size, reg_rd(&c, VGPU_REG_FEATURES));
+    put_zeros(st, 0, MIG_ZEROS_MAX_PAGES);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP), ==, 0);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_RESUMING), ==, 0);
+    g_assert_cmpuint(mig_data_write(&c, st), ==, 0);
+    fill_pattern(vram, vram_size, 2);
+    memcpy(want, vram, vram_size);
+    g_byte_array_set_size(st, 0);
+    put_zeros(st, 1, MIG_ZEROS_MAX_PAGES + 1);
+    g_assert_cmpuint(mig_data_write(&c, st), ==, EINVAL);
+    g_assert_cmpuint(get_state(&c), ==, MIG_STATE_ERROR);
+    VGT_OK(vg_stats_read(s.stats, &stats, VGT_ERR));
+    g_test_message("last_error: %s", stats.last_error);
+    g_assert_nonnull(
+        strstr(stats.last_error, "zero run of 16385 pages exceeds 16384"));
+    vg_stats_clear(&stats);
+    g_assert_true(memcmp(vram, want, vram_size) == 0);
+    g_assert_cmpuint(request(&c, VFU_CMD_DEVICE_RESET, NULL, 0), ==, 0);
+    g_assert_cmpuint(get_state(&c), ==, MIG_STATE_RUNNING);
+    assert_serving(&c);
+    munmap(vram, vram_size);
+    conn_close(&c);
+    sec_stop(&s);
+}
+
+static void test_zeros_amplification(void)
+{
+    zeros_flood();
+    zeros_too_long();
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -425,5 +547,6 @@ int main(int argc, char **argv)
     g_test_add_func("/hostile/vram-truncate", test_vram_truncate);
     g_test_add_func("/hostile/guest-ram-shrink", test_guest_ram_shrink);
     g_test_add_func("/hostile/irq-fd-types", test_irq_fd_types);
+    g_test_add_func("/hostile/zeros-amplification", test_zeros_amplification);
     return g_test_run();
 }
