@@ -43,8 +43,9 @@ int vfu_eventfd_take(int fd, struct vg_error *err)
     }
     flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-        return vg_error_set(err, errno, "eventfd %d: making it non-blocking: %s",
-                            fd, strerror(errno));
+        return vg_error_set(err, errno,
+                            "eventfd %d: making it non-blocking: %s", fd,
+                            strerror(errno));
     }
     return 0;
 }
