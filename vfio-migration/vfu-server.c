@@ -28,11 +28,18 @@
 #define DMA_PGSIZE      4096u
 #define NUM_IRQS        (VFIO_PCI_MSIX_IRQ_INDEX + 1)
 #define MAX_IRQ_VECTORS VGPU_MSIX_VECTORS
-#define RX_TIMEOUT_MS   2000
-#define IO_TIMEOUT_MS   5000
-#define STEP_BUDGET     (1u << 20)
-#define MSIX_AREA       (VGPU_BAR0_SIZE - VGPU_MSIX_TABLE_OFFSET)
-#define MSIX_TABLE_LEN  (VGPU_MSIX_VECTORS * 16u)
+/* A message in progress: at most this long without a byte, and this long
+ * in all (a client trickling bytes cannot hold the server); a reply must
+ * be taken by the client within IO_TIMEOUT_MS in all. */
+#define RX_TIMEOUT_MS  2000
+#define MSG_TIMEOUT_MS 5000
+#define IO_TIMEOUT_MS  5000
+/* Bytes read per wake-up before going back to poll (signals, the device,
+ * timeouts): a whole message of the largest size. */
+#define RX_BUDGET      MAX_MSG
+#define STEP_BUDGET    (1u << 20)
+#define MSIX_AREA      (VGPU_BAR0_SIZE - VGPU_MSIX_TABLE_OFFSET)
+#define MSIX_TABLE_LEN (VGPU_MSIX_VECTORS * 16u)
 
 /* A request being received. */
 struct rx_state {
@@ -44,6 +51,7 @@ struct rx_state {
     unsigned nfds;
     bool fds_lost;    /* more fds than MAX_FDS came */
     int64_t deadline; /* ms, for a message started but not complete */
+    int64_t started;  /* ms, when its first byte came */
 };
 
 struct vfu_server {
@@ -168,7 +176,8 @@ static void client_close(struct vfu_server *srv)
     }
 }
 
-/* Send all of @buf (the first chunk carries @fd if >= 0). */
+/* Send all of @buf (the first chunk carries @fd if >= 0), within
+ * IO_TIMEOUT_MS in all however slowly the client reads. */
 static int send_all(struct vfu_server *srv, const uint8_t *buf, size_t len,
                     int fd, struct vg_error *err)
 {
@@ -177,10 +186,13 @@ static int send_all(struct vfu_server *srv, const uint8_t *buf, size_t len,
         struct cmsghdr align;
     } ctl;
     struct pollfd pfd = {.fd = srv->client_fd, .events = POLLOUT};
+    int64_t deadline = now_ms() + IO_TIMEOUT_MS;
+    size_t total = len;
 
     while (len) {
         struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
         struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        int64_t left = deadline - now_ms();
         ssize_t n;
 
         if (fd >= 0) {
@@ -193,8 +205,15 @@ static int send_all(struct vfu_server *srv, const uint8_t *buf, size_t len,
             memcpy(CMSG_DATA(c), &fd, sizeof(int));
         }
         n = sendmsg(srv->client_fd, &mh, MSG_NOSIGNAL);
-        if (n < 0 && errno == EAGAIN && poll(&pfd, 1, IO_TIMEOUT_MS) > 0) {
+        if (n < 0 && errno == EAGAIN && left > 0 &&
+            poll(&pfd, 1, (int)left) > 0) {
             continue;
+        }
+        if (n < 0 && errno == EAGAIN) {
+            return vg_error_set(err, ETIMEDOUT,
+                                "send reply: the client took %zu of %zu "
+                                "bytes in %d ms",
+                                total - len, total, IO_TIMEOUT_MS);
         }
         if (n <= 0) {
             return vg_error_set(err, n < 0 ? errno : EIO, "send reply: %s",
@@ -940,7 +959,7 @@ static void take_fds(struct rx_state *rx, struct msghdr *mh)
 /* Read up to @len bytes into @buf (NULL: discard); 0 on EOF. */
 static ssize_t rx_read(struct vfu_server *srv, uint8_t *buf, size_t len)
 {
-    static uint8_t sink[4096];
+    static uint8_t sink[65536];
     union {
         char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
         struct cmsghdr align;
@@ -998,7 +1017,7 @@ static void refused_done(struct vfu_server *srv)
  * message was read and more may be waiting, 0 if the socket is drained or a
  * message was completed.
  */
-static int rx_step(struct vfu_server *srv)
+static int rx_step(struct vfu_server *srv, size_t *budget)
 {
     struct rx_state *rx = &srv->rx;
     size_t want;
@@ -1012,6 +1031,10 @@ static int rx_step(struct vfu_server *srv)
     }
     if (n <= 0) {
         return n < 0 && (errno == EAGAIN || errno == EINTR) ? 0 : -1;
+    }
+    *budget -= (size_t)n < *budget ? (size_t)n : *budget;
+    if (rx->have == 0 && !rx->refused) {
+        rx->started = now_ms();
     }
     rx->deadline = now_ms() + RX_TIMEOUT_MS;
     if (rx->refused) {
@@ -1041,21 +1064,33 @@ static int rx_step(struct vfu_server *srv)
 
 static void client_readable(struct vfu_server *srv)
 {
+    size_t budget = RX_BUDGET;
     int ret;
 
     /*
-     * Read until the socket is drained or a message is complete: a large
-     * message (MIG_DATA_WRITE) arrives in pieces of the client's send
-     * buffer size, and a poll round trip per piece only adds latency.
-     * Stopping after each message keeps the device stepping between
-     * requests; poll is level-triggered and brings us back.
+     * Read until the socket is drained, a message is complete or the
+     * budget is spent: a large message (MIG_DATA_WRITE) arrives in pieces
+     * of the client's send buffer size, and a poll round trip per piece
+     * only adds latency.  Stopping after each message keeps the device
+     * stepping between requests, and the budget keeps a client that sends
+     * without end (a refused message of 4 GiB being discarded) from
+     * holding the loop; poll is level-triggered and brings us back.
      */
     do {
-        ret = rx_step(srv);
-    } while (ret > 0);
+        ret = rx_step(srv, &budget);
+    } while (ret > 0 && budget > 0);
     if (ret < 0) {
         client_close(srv);
     }
+}
+
+/* When the message in progress times out: no byte for RX_TIMEOUT_MS, or
+ * not complete MSG_TIMEOUT_MS after its first byte. */
+static int64_t rx_deadline(const struct rx_state *rx)
+{
+    int64_t whole = rx->started + MSG_TIMEOUT_MS;
+
+    return rx->deadline < whole ? rx->deadline : whole;
 }
 
 /* A message started but did not complete in time. */
@@ -1063,12 +1098,16 @@ static void rx_timeout(struct vfu_server *srv)
 {
     struct vfu_hdr hdr = {0};
     struct reply r = {0, -1};
+    bool idle = now_ms() >= srv->rx.deadline;
 
     memcpy(&hdr, srv->rxbuf,
            srv->rx.have < sizeof(hdr) ? srv->rx.have : sizeof(hdr));
-    vg_warn("message truncated: %zu of %u bytes after %d ms; disconnecting",
-            srv->rx.have, srv->rx.have < sizeof(hdr) ? 16u : hdr.size,
-            RX_TIMEOUT_MS);
+    vg_warn("message %u truncated: %zu of %u bytes%s, %s %d ms; "
+            "disconnecting",
+            hdr.id, srv->rx.have, srv->rx.have < sizeof(hdr) ? 16u : hdr.size,
+            srv->rx.refused ? " (refused, being discarded)" : "",
+            idle ? "no byte for" : "not complete after",
+            idle ? RX_TIMEOUT_MS : MSG_TIMEOUT_MS);
     if (!(hdr.flags & VFU_FLAG_NO_REPLY)) {
         send_reply(srv, &hdr, EINVAL, &r);
     }
@@ -1325,14 +1364,14 @@ static int poll_timeout(const struct vfu_server *srv)
     if (srv->client_fd < 0 || (srv->rx.have == 0 && !srv->rx.refused)) {
         return -1;
     }
-    left = srv->rx.deadline - now_ms();
+    left = rx_deadline(&srv->rx) - now_ms();
     return left < 0 ? 0 : (int)left;
 }
 
 static bool rx_expired(const struct vfu_server *srv)
 {
     return srv->client_fd >= 0 && (srv->rx.have || srv->rx.refused) &&
-           now_ms() >= srv->rx.deadline;
+           now_ms() >= rx_deadline(&srv->rx);
 }
 
 int vfu_server_run(struct vfu_server *srv, int signal_fd, struct vg_error *err)

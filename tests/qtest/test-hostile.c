@@ -30,7 +30,30 @@
  *    for about 33 s), is loaded in well under the reply timeout; later
  *    records still win over earlier ones; a ZEROS record of more pages
  *    than the source ever puts in one is refused.
+ *
+ * And the suspected ones of the issue, each confirmed or refuted here:
+ *
+ *  - slow-reader: a client that takes its replies a little at a time.
+ *    The server waited up to 5 s per chunk of a reply.  Refuted as a
+ *    lasting stall on this kind of host: the server asks for a send
+ *    buffer of a whole reply (granted up to wmem_max, 4 MiB here) and an
+ *    AF_UNIX sender becomes writable only once most of it is taken, so a
+ *    reply went out in one or two waits; this test passes on ffde9c6 too
+ *    (next client served after about 6 s).  With a small wmem_max the
+ *    waits could add up per reply, so a reply now gets 5 s in all, then
+ *    the client is dropped and the next one served, which this checks.
+ *  - trickle: a message sent one byte at a time (within the 2 s
+ *    inactivity timeout) held the server forever (confirmed: fails on
+ *    ffde9c6); now a message gets 5 s from its first byte.
+ *  - refused-drain: a refused message of 4 GiB coming steadily was
+ *    discarded for as long as it came (confirmed: fails on ffde9c6); it
+ *    is now bounded by the same 5 s.  That the drain never went back to
+ *    poll while data kept coming is refuted: a sender as fast as it can
+ *    go does not outrun the drain, and SIGTERM was handled within ms on
+ *    ffde9c6 too; the drain is now also bounded per wake-up (1 MiB),
+ *    which the second half checks.
  */
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -539,6 +562,221 @@ static void test_zeros_amplification(void)
     zeros_too_long();
 }
 
+/* --------------------------------------------- slow and silent clients */
+
+/* A second client queued behind the first: connected (in the backlog)
+ * with its VERSION sent; returns the socket. */
+static int queue_client(const struct sec *s)
+{
+    static const char json[] = "{}";
+    struct vfu_version v = {VFU_VERSION_MAJOR, VFU_VERSION_MINOR};
+    struct vfu_hdr h = {.id = 1,
+                        .command = VFU_CMD_VERSION,
+                        .size = sizeof(h) + sizeof(v) + sizeof(json)};
+    uint8_t msg[sizeof(h) + sizeof(v) + sizeof(json)];
+    int fd = connect_path(s->srv->socket);
+
+    g_assert_cmpint(fd, >=, 0);
+    memcpy(msg, &h, sizeof(h));
+    memcpy(msg + sizeof(h), &v, sizeof(v));
+    memcpy(msg + sizeof(h) + sizeof(v), json, sizeof(json));
+    send_all(fd, msg, sizeof(msg), -1);
+    return fd;
+}
+
+/* Whether @fd's VERSION reply came within @ms. */
+static bool served_within(int fd, int ms)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    struct vfu_hdr h;
+
+    if (poll(&pfd, 1, ms) != 1 ||
+        recv(fd, &h, sizeof(h), MSG_WAITALL) != (ssize_t)sizeof(h)) {
+        return false;
+    }
+    return (h.flags & VFU_FLAG_TYPE_MASK) == VFU_FLAG_REPLY && h.id == 1 &&
+           !(h.flags & VFU_FLAG_ERROR);
+}
+
+/* Read what is there of @fd without waiting: -1 at EOF or reset, else
+ * the bytes read (at most @max). */
+static ssize_t drain_some(int fd, size_t max)
+{
+    static uint8_t buf[1 << 20];
+    ssize_t n = recv(fd, buf, MIN(max, sizeof(buf)), MSG_DONTWAIT);
+
+    if (n == 0 || (n < 0 && errno != EAGAIN)) {
+        return -1;
+    }
+    return n < 0 ? 0 : n;
+}
+
+static void test_slow_reader(void)
+{
+    struct vfu_region_rw rw = {0, VGPU_BAR_VRAM, VC_MAX_XFER};
+    gint64 t0, ms = -1;
+    struct conn c;
+    struct sec s;
+    int q;
+
+    sec_start_opts(&s, "hostile-slow", "16M", "64K", NULL);
+    conn_open(&c, &s, false);
+    /* 16 requests for 1 MiB each, none of the replies read */
+    for (unsigned i = 0; i < 16; i++) {
+        struct vfu_hdr h = {.id = ++c.id,
+                            .command = VFU_CMD_REGION_READ,
+                            .size = sizeof(h) + sizeof(rw)};
+        send_all(c.fd, &h, sizeof(h), -1);
+        send_all(c.fd, &rw, sizeof(rw), -1);
+    }
+    q = queue_client(&s);
+    /* then take 64 KiB every second (never 5 s without progress) until
+     * the client queued behind is served */
+    t0 = g_get_monotonic_time();
+    while (g_get_monotonic_time() - t0 < 20 * G_USEC_PER_SEC) {
+        if (served_within(q, 0)) {
+            ms = (g_get_monotonic_time() - t0) / 1000;
+            break;
+        }
+        g_usleep(G_USEC_PER_SEC);
+        drain_some(c.fd, 65536);
+    }
+    g_test_message("next client served after %" G_GINT64_FORMAT " ms", ms);
+    g_assert_cmpint(ms, >=, 0);
+    g_assert_cmpint(ms, <, 12000);
+    close(q);
+    conn_close(&c);
+    sec_stop(&s);
+}
+
+/* Send @len bytes of @msg one at a time, @gap_ms apart, until the server
+ * hangs up; returns the ms that took, or -1 if it never did. */
+static gint64 trickle(int fd, const uint8_t *msg, size_t len, int gap_ms)
+{
+    gint64 t0 = g_get_monotonic_time();
+
+    for (size_t i = 0; i < len; i++) {
+        if (send(fd, msg + i, 1, MSG_NOSIGNAL) != 1 || drain_some(fd, 64) < 0) {
+            return (g_get_monotonic_time() - t0) / 1000;
+        }
+        g_usleep((gulong)gap_ms * 1000);
+    }
+    return -1;
+}
+
+static void test_trickle(void)
+{
+    struct vfu_region_rw rw = {0, VGPU_BAR_REGS, 4};
+    uint8_t msg[sizeof(struct vfu_hdr) + sizeof(rw)];
+    struct vfu_hdr h = {
+        .id = 1, .command = VFU_CMD_REGION_READ, .size = sizeof(msg)};
+    struct conn c;
+    struct sec s;
+    gint64 ms;
+    int q;
+
+    sec_start_opts(&s, "hostile-trickle", "1M", "4K", NULL);
+    conn_open(&c, &s, false);
+    h.id = ++c.id;
+    memcpy(msg, &h, sizeof(h));
+    memcpy(msg + sizeof(h), &rw, sizeof(rw));
+    q = queue_client(&s);
+    /* 32 bytes, one every 500 ms: 16 s if nothing stops it */
+    ms = trickle(c.fd, msg, sizeof(msg), 500);
+    g_test_message("trickling client dropped after %" G_GINT64_FORMAT " ms",
+                   ms);
+    g_assert_cmpint(ms, >=, 0);
+    g_assert_cmpint(ms, <, 9000);
+    g_assert_true(served_within(q, VC_REPLY_TIMEOUT));
+    close(q);
+    conn_close(&c);
+    sec_stop(&s);
+}
+
+/* A refused message (REGION_WRITE claiming 4 GiB - 1) and then data. */
+static void send_refused_header(struct conn *c)
+{
+    struct vfu_hdr h = {
+        .id = ++c->id, .command = VFU_CMD_REGION_WRITE, .size = UINT32_MAX};
+
+    send_all(c->fd, &h, sizeof(h), -1);
+}
+
+struct flood {
+    int fd;
+    gint64 gap_us; /* between 1 MiB chunks; 0: as fast as it goes */
+    gint64 until;  /* monotonic us */
+};
+
+static gpointer flood_thread(gpointer opaque)
+{
+    static uint8_t chunk[1 << 20];
+    struct flood *f = opaque;
+
+    while (g_get_monotonic_time() < f->until) {
+        if (send(f->fd, chunk, sizeof(chunk), MSG_NOSIGNAL) <= 0) {
+            break;
+        }
+        if (f->gap_us) {
+            g_usleep((gulong)f->gap_us);
+        }
+    }
+    return NULL;
+}
+
+static void test_refused_drain(void)
+{
+    struct flood f;
+    GThread *th;
+    gint64 t0, ms = -1;
+    struct conn c;
+    struct sec s;
+    int q;
+
+    /* Steadily, 10 MiB/s: the client is dropped after about 5 s. */
+    sec_start_opts(&s, "hostile-drain", "1M", "4K", NULL);
+    conn_open(&c, &s, false);
+    q = queue_client(&s);
+    send_refused_header(&c);
+    t0 = g_get_monotonic_time();
+    f = (struct flood){c.fd, 100000, t0 + 15 * G_USEC_PER_SEC};
+    th = g_thread_new("flood", flood_thread, &f);
+    g_assert_true(served_within(q, 12000));
+    ms = (g_get_monotonic_time() - t0) / 1000;
+    g_test_message("next client served after %" G_GINT64_FORMAT " ms", ms);
+    g_assert_cmpint(ms, <, 9000);
+    shutdown(c.fd, SHUT_RDWR);
+    g_thread_join(th);
+    close(q);
+    conn_close(&c);
+    sec_stop(&s);
+
+    /* As fast as it goes: SIGTERM still ends the server at once. */
+    sec_start_opts(&s, "hostile-drain-fast", "1M", "4K", NULL);
+    conn_open(&c, &s, false);
+    send_refused_header(&c);
+    f = (struct flood){c.fd, 0, g_get_monotonic_time() + 10 * G_USEC_PER_SEC};
+    th = g_thread_new("flood", flood_thread, &f);
+    g_usleep(300000);
+    t0 = g_get_monotonic_time();
+    g_assert_cmpint(kill(s.srv->proc.pid, SIGTERM), ==, 0);
+    while (vg_proc_alive(&s.srv->proc) &&
+           g_get_monotonic_time() - t0 < 5 * G_USEC_PER_SEC) {
+        g_usleep(5000);
+    }
+    ms = (g_get_monotonic_time() - t0) / 1000;
+    g_test_message("SIGTERM handled after %" G_GINT64_FORMAT " ms", ms);
+    g_assert_false(vg_proc_alive(&s.srv->proc));
+    g_assert_cmpint(ms, <, 1000);
+    shutdown(c.fd, SHUT_RDWR);
+    g_thread_join(th);
+    conn_close(&c);
+    vg_server_free(s.srv);
+    VGT_OK(vg_tmpdir_remove(s.dir, VGT_ERR));
+    g_free(s.stats);
+    g_free(s.dir);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -548,5 +786,8 @@ int main(int argc, char **argv)
     g_test_add_func("/hostile/guest-ram-shrink", test_guest_ram_shrink);
     g_test_add_func("/hostile/irq-fd-types", test_irq_fd_types);
     g_test_add_func("/hostile/zeros-amplification", test_zeros_amplification);
+    g_test_add_func("/hostile/slow-reader", test_slow_reader);
+    g_test_add_func("/hostile/trickle", test_trickle);
+    g_test_add_func("/hostile/refused-drain", test_refused_drain);
     return g_test_run();
 }
