@@ -1211,14 +1211,16 @@ static int listen_on(struct vfu_server *srv, const char *path,
     if (srv->listen_fd < 0) {
         return vg_error_set(err, errno, "socket: %s", strerror(errno));
     }
-    old = umask(0177); /* the socket is born 0600 */
+    /* The socket is born 0600; no chmod(path) after bind, which would
+     * follow a link put there in the meantime. */
+    old = umask(0177);
     ret = bind(srv->listen_fd, (struct sockaddr *)&addr, sizeof(addr));
     umask(old);
     if (ret < 0) {
         return vg_error_set(err, errno, "bind: %s", strerror(errno));
     }
     srv->path = strdup(path);
-    if (!srv->path || chmod(path, 0600) < 0 || listen(srv->listen_fd, 4) < 0) {
+    if (!srv->path || listen(srv->listen_fd, 4) < 0) {
         return vg_error_set(err, errno, "set up: %s", strerror(errno));
     }
     return 0;
