@@ -528,6 +528,24 @@ static int bar0_access(struct vfu_server *srv, uint64_t off, uint8_t *data,
     return 0;
 }
 
+/*
+ * VRAM is not written through REGION_WRITE while a migration reads or
+ * fills it: in STOP_COPY the final pass (and the hash pool's threads, on
+ * the tracking bitmaps) would race the write, which would be lost from
+ * the stream; in RESUMING the incoming stream owns VRAM.  The device is
+ * stopped in both, so QEMU never writes there.
+ */
+static int vram_busy(struct vfu_server *srv, struct vg_error *err)
+{
+    enum mig_state st = mig_state(srv->mig);
+
+    if (st == MIG_STATE_STOP_COPY || st == MIG_STATE_RESUMING) {
+        return vg_error_set(err, EBUSY, "VRAM write refused in %s",
+                            mig_state_name(st));
+    }
+    return 0;
+}
+
 static int region_access(struct vfu_server *srv, const struct vfu_region_rw *rw,
                          uint8_t *data, bool write, struct vg_error *err)
 {
@@ -540,6 +558,9 @@ static int region_access(struct vfu_server *srv, const struct vfu_region_rw *rw,
     case VGPU_BAR_REGS:
         return bar0_access(srv, rw->offset, data, rw->count, write, err);
     case VGPU_BAR_VRAM:
+        if (write && vram_busy(srv, err) < 0) {
+            return -EBUSY;
+        }
         if ((write
                  ? vgpu_bar2_write(srv->gpu, rw->offset, data, rw->count)
                  : vgpu_bar2_read(srv->gpu, rw->offset, data, rw->count)) < 0) {

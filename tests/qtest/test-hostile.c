@@ -56,6 +56,10 @@
  *    PATH.tmp.PID, opened with fopen("w"): a link planted there made the
  *    server overwrite its target; now the temporary file is created
  *    exclusively under an unpredictable name.
+ *  - vram-write-busy: a BAR2 REGION_WRITE in STOP_COPY raced the final
+ *    pass and the hash pool's threads on the tracking bitmaps and was
+ *    lost from the stream; it (and one in RESUMING) is refused with
+ *    EBUSY, and the migration completes with the source's VRAM.
  *
  * (The chmod(2) of the socket path after bind, which would follow a link
  * swapped in between, is a race no test can win reliably; the code no
@@ -817,6 +821,52 @@ static void test_stats_symlink(void)
     sec_stop(&s);
 }
 
+/* ------------------------------------------- VRAM writes while migrating */
+
+static void test_vram_write_busy(void)
+{
+    g_autoptr(GByteArray) stream = g_byte_array_new();
+    g_autofree uint8_t *want = g_malloc(H_VRAM);
+    uint8_t page[4096], back[4096];
+    struct conn c;
+    struct sec s;
+    uint8_t *vram;
+
+    sec_start_opts(&s, "hostile-busy", H_VRAM_ARG, "64K", NULL);
+    conn_open_caps(&c, &s, VC_CAPS_EXT);
+    vram = map_vram_size(&c, H_VRAM);
+    fill_pattern(vram, H_VRAM / 4, 9);
+    memset(page, 0xee, sizeof(page));
+    g_assert_cmpuint(set_state(&c, MIG_STATE_PRE_COPY), ==, 0);
+    read_phase(&c, stream);
+    g_assert_cmpuint(
+        region_rw(&c, true, VGPU_BAR_VRAM, 8192, page, sizeof(page)), ==, 0);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP_COPY), ==, 0);
+    g_assert_cmpuint(region_rw(&c, true, VGPU_BAR_VRAM, 0, page, sizeof(page)),
+                     ==, EBUSY);
+    g_assert_cmpuint(region_rw(&c, false, VGPU_BAR_VRAM, 0, back, sizeof(back)),
+                     ==, 0);
+    g_assert_cmpmem(back, sizeof(back), vram, sizeof(back));
+    read_phase(&c, stream);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP), ==, 0);
+    memcpy(want, vram, H_VRAM);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_RUNNING), ==, 0);
+    g_assert_cmpuint(region_rw(&c, true, VGPU_BAR_VRAM, 0, page, sizeof(page)),
+                     ==, 0);
+    load_and_compare("64K", stream, want);
+
+    /* and while a stream is loaded */
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP), ==, 0);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_RESUMING), ==, 0);
+    g_assert_cmpuint(region_rw(&c, true, VGPU_BAR_VRAM, 0, page, sizeof(page)),
+                     ==, EBUSY);
+    g_assert_cmpuint(request(&c, VFU_CMD_DEVICE_RESET, NULL, 0), ==, 0);
+    assert_serving(&c);
+    munmap(vram, H_VRAM);
+    conn_close(&c);
+    sec_stop(&s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -830,5 +880,6 @@ int main(int argc, char **argv)
     g_test_add_func("/hostile/trickle", test_trickle);
     g_test_add_func("/hostile/refused-drain", test_refused_drain);
     g_test_add_func("/hostile/stats-symlink", test_stats_symlink);
+    g_test_add_func("/hostile/vram-write-busy", test_vram_write_busy);
     return g_test_run();
 }
