@@ -95,7 +95,9 @@ static void server_new(struct harness *hs, const uint8_t *p, size_t len)
     };
     struct vg_error err;
 
-    memcpy(c, p, len < sizeof(c) ? len : sizeof(c));
+    if (p) {
+        memcpy(c, p, len < sizeof(c) ? len : sizeof(c));
+    }
     if (c[0] & 1) {
         cfg.gpu = (struct vgpu_config){.vram_size = FUZZ_VRAM_64K,
                                        .page_size = FUZZ_PAGE_64K};
