@@ -2,6 +2,13 @@
  * mig-load.c -- the destination's loading session: the stream decoder
  * writes pages into VRAM; the device state is applied only when the
  * stream is complete and valid.
+ *
+ * A ZEROS record is 32 bytes and may cover up to MIG_ZEROS_MAX_PAGES
+ * pages, so clearing what every record names would let a stream of
+ * repeated records keep the destination busy for minutes.  The session
+ * remembers which pages it cleared and has not written since (@zeroed):
+ * those are not cleared again.  VRAM is thus cleared at most once plus
+ * once per page a PAGES record wrote, work proportional to the stream.
  */
 #include "mig-int.h"
 
@@ -18,6 +25,7 @@ struct mig_load {
     struct mig_dec *dec;
     uint64_t *page_hash; /* mig_page_hash() of pages loaded... */
     uint64_t *hashed;    /* ...where this bitmap says so */
+    uint64_t *zeroed;    /* pages this stream cleared and did not write */
     uint64_t zero_hash;  /* of a zero page */
     uint8_t state[MIG_STATE_MAX];
     uint32_t state_len;
@@ -53,28 +61,61 @@ static int sink_pages(void *opaque, uint64_t first, uint64_t count,
                                             ? mig_page_hash(m, first + i)
                                             : XXH3_64bits(data + i * ps, ps);
         mig_bit_put(m->load->hashed, first + i, true);
+        mig_bit_put(m->load->zeroed, first + i, false);
     }
     return ret;
 }
 
+/* The first page in [@p, @end) whose bit in @bm is @v, else @end. */
+static uint64_t bit_find(const uint64_t *bm, uint64_t p, uint64_t end, bool v)
+{
+    while (p < end) {
+        uint64_t w = (v ? bm[p / 64] : ~bm[p / 64]) & (~0ull << (p % 64));
+
+        if (w) {
+            uint64_t q = (p & ~63ull) + (uint64_t)__builtin_ctzll(w);
+            return q < end ? q : end;
+        }
+        p = (p | 63) + 1;
+    }
+    return end;
+}
+
+/* Clear pages [first, first + count), none of them cleared before. */
+static int clear_run(struct mig *m, uint64_t first, uint64_t count,
+                     struct vg_error *err)
+{
+    struct mig_load *l = m->load;
+    uint32_t ps = m->scfg.page_size;
+    int ret = vgpu_vram_clear(m->gpu, first * ps, count * ps, err);
+
+    for (uint64_t i = first; ret == 0 && i < first + count; i++) {
+        l->page_hash[i] = l->zero_hash;
+        mig_bit_put(l->hashed, i, true);
+        mig_bit_put(l->zeroed, i, true);
+    }
+    return ret;
+}
+
+/* Zero the pages of the run that this stream has not cleared already. */
 static int sink_zeros(void *opaque, uint64_t first, uint64_t count,
                       struct vg_error *err)
 {
     struct mig *m = opaque;
-    uint32_t ps = m->scfg.page_size;
+    uint64_t end = first + count, p = first;
     int ret = pages_ok(m, first, count, err);
 
-    if (ret == 0) {
-        ret = vgpu_vram_clear(m->gpu, first * ps, count * ps, err);
+    while (ret == 0 && p < end) {
+        uint64_t q;
+
+        p = bit_find(m->load->zeroed, p, end, false);
+        q = bit_find(m->load->zeroed, p, end, true);
+        if (q > p) {
+            ret = clear_run(m, p, q - p, err);
+        }
+        p = q;
     }
-    if (ret < 0) {
-        return ret;
-    }
-    for (uint64_t i = first; i < first + count; i++) {
-        m->load->page_hash[i] = m->load->zero_hash;
-        mig_bit_put(m->load->hashed, i, true);
-    }
-    return 0;
+    return ret;
 }
 
 /* Keep the device state; it is validated and applied at the end. */
@@ -105,8 +146,9 @@ int mig_load_open(struct mig *m, struct vg_error *err)
     }
     m->load->page_hash = calloc(m->npages, 8);
     m->load->hashed = calloc((m->npages + 63) / 64, 8);
+    m->load->zeroed = calloc((m->npages + 63) / 64, 8);
     zero = calloc(1, m->scfg.page_size);
-    if (!m->load->page_hash || !m->load->hashed || !zero) {
+    if (!m->load->page_hash || !m->load->hashed || !m->load->zeroed || !zero) {
         free(zero);
         mig_load_close(m);
         return vg_error_set(err, ENOMEM, "loading session page hashes");
@@ -160,6 +202,7 @@ void mig_load_close(struct mig *m)
         mig_dec_free(m->load->dec);
         free(m->load->page_hash);
         free(m->load->hashed);
+        free(m->load->zeroed);
         free(m->load);
         m->load = NULL;
     }

@@ -20,8 +20,6 @@
 #define HEADER_BYTES (MIG_REC_HDR_SIZE + MIG_HEADER_SIZE)
 #define TAIL_BYTES   (MIG_REC_HDR_SIZE + VGPU_STATE_SIZE + END_BYTES)
 #define END_BYTES    (MIG_REC_HDR_SIZE + MIG_END_SIZE)
-/* Pages one ZEROS record may cover (bounds the work of one read). */
-#define ZERO_RUN_MAX 16384u
 
 enum save_phase {
     SAVE_PRECOPY,  /* rounds, device running; nothing to read when drained */
@@ -186,6 +184,14 @@ static void on_device_write(void *opaque, uint64_t off, uint64_t len,
     }
 }
 
+/*
+ * A bitmap from the client's REGION_DIRTY_LOG: bit i says [@off + i *
+ * @gran, +@gran) was written.  Bits past @nbits in the last word are not
+ * the client's to set and are ignored; every page of the VRAM that a set
+ * bit covers is marked (a granule larger than a page covers several, a
+ * smaller one part of one), and nothing past the last page is touched
+ * whatever @gran is.
+ */
 int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
                      uint64_t nbits, uint64_t gran, struct vg_error *err)
 {
@@ -205,12 +211,20 @@ int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
         ret = dt_merge_log(s->dt, off, bitmap, nbits, gran, err);
     }
     for (uint64_t w = 0; ret == 0 && w < (nbits + 63) / 64; w++) {
-        for (uint64_t bits = bitmap[w]; bits; bits &= bits - 1) {
-            uint64_t p =
-                (off + (w * 64 + (uint64_t)__builtin_ctzll(bits)) * gran) / ps;
+        uint64_t bits = bitmap[w];
+
+        if (w == nbits / 64) {
+            bits &= (1ull << (nbits % 64)) - 1; /* past nbits: not ours */
+        }
+        for (; bits; bits &= bits - 1) {
+            uint64_t at =
+                off + (w * 64 + (uint64_t)__builtin_ctzll(bits)) * gran;
+            uint64_t last = (at + gran - 1) / ps;
 
             m->stats.cpu_log_pages++;
-            mark_written(m, p);
+            for (uint64_t p = at / ps; p <= last && p < m->npages; p++) {
+                mark_written(m, p);
+            }
         }
     }
     return ret;
@@ -477,7 +491,7 @@ static bool stage_run(struct mig *m)
     }
     zero = vram_page_zero(m, p);
     pass_take(m, p, zero);
-    while (n < (zero ? ZERO_RUN_MAX : run_pages(m)) && p + n < limit &&
+    while (n < (zero ? MIG_ZEROS_MAX_PAGES : run_pages(m)) && p + n < limit &&
            mig_bit(s->pass, p + n) && vram_page_zero(m, p + n) == zero) {
         pass_take(m, p + n, zero);
         n++;

@@ -390,12 +390,17 @@ static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
 
 static int dec_zeros(struct mig_dec *dec, const uint8_t *p)
 {
+    uint64_t first = vg_get_le64(p), count = vg_get_le64(p + 8);
     struct vg_error se;
-    int ret = dec_range(dec, vg_get_le64(p), vg_get_le64(p + 8));
+    int ret = dec_range(dec, first, count);
 
+    if (ret == 0 && count > MIG_ZEROS_MAX_PAGES) {
+        ret = dec_fail(dec, EINVAL,
+                       "zero run of %" PRIu64 " pages exceeds %u per record",
+                       count, MIG_ZEROS_MAX_PAGES);
+    }
     if (ret == 0) {
-        ret = dec->sink.zeros(dec->sink.opaque, vg_get_le64(p),
-                              vg_get_le64(p + 8), &se);
+        ret = dec->sink.zeros(dec->sink.opaque, first, count, &se);
         if (ret < 0) {
             return dec_sink_failed(dec, ret, &se);
         }

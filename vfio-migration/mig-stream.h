@@ -48,6 +48,10 @@ enum mig_rec_type {
 #define MIG_REC_MAX         (MIG_REC_HDR_SIZE + MIG_REC_MAX_PAYLOAD)
 #define MIG_PAGE_SIZE_MIN   4096u
 #define MIG_PAGE_SIZE_MAX   MIG_RUN_MAX_BYTES
+/* Pages one ZEROS record may cover: a bound on the work one 32-byte
+ * record asks of the destination (and the longest run the source
+ * encodes). */
+#define MIG_ZEROS_MAX_PAGES 16384u
 
 /* What both ends must agree on (HEADER).  @features: VGPU_FEAT_* bits. */
 struct mig_stream_config {

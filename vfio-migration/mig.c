@@ -6,11 +6,13 @@
 #include "mig-int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <linux/vfio.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -527,26 +529,32 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
     return n;
 }
 
-/* Write @len bytes of @text to @path through a temporary file + rename. */
+/*
+ * Write @len bytes of @text to @path through a temporary file + rename.
+ * The temporary name is unpredictable and created exclusively (mkstemp:
+ * O_CREAT | O_EXCL, so a link planted in the directory is never
+ * followed), then given the mode a plain create would have had.
+ */
 static int write_atomic(const char *path, const char *text, size_t len,
                         struct vg_error *err)
 {
     char tmp[4096];
-    FILE *f;
-    int ok;
+    mode_t mask;
+    int fd, ok;
 
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >=
-        (int)sizeof(tmp)) {
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp)) {
         return vg_error_set(err, ENAMETOOLONG, "stats file name too long");
     }
-    f = fopen(tmp, "w");
-    if (!f) {
+    fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
         return vg_error_set(err, errno, "stats file %s: %s", tmp,
                             strerror(errno));
     }
-    errno = EIO;
-    ok = fwrite(text, 1, len, f) == len;
-    ok = (fclose(f) == 0) && ok;
+    mask = umask(0);
+    umask(mask);
+    errno = EIO; /* a short write sets none */
+    ok = fchmod(fd, 0666 & ~mask) == 0 && write(fd, text, len) == (ssize_t)len;
+    ok = (close(fd) == 0) && ok;
     if (!ok || rename(tmp, path) < 0) {
         int e = errno;
         unlink(tmp);

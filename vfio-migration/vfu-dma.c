@@ -1,6 +1,7 @@
 #include "vfu-dma.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -67,31 +68,64 @@ unsigned vfu_dma_count(const struct vfu_dma *dma)
     return dma->count;
 }
 
+/*
+ * Guest memory must keep its size for as long as it is mapped: a page of
+ * a mapping beyond the end of its file raises SIGBUS when the device
+ * touches it, be the range past the end at map time (found by
+ * tests/fuzz/fuzz-vfu.c) or the file shrunk later (issue 13).  So the fd
+ * must be a memfd sealed against shrinking, as QEMU's
+ * memory-backend-memfd makes it (seal=on, the default), and the range
+ * must lie within it.
+ */
+static int check_fd(int fd, uint64_t offset, uint64_t size,
+                    struct vg_error *err)
+{
+    struct stat st;
+    int seals = fcntl(fd, F_GET_SEALS);
+
+    if (seals < 0) {
+        return vg_error_set(err, EINVAL,
+                            "fd %d cannot carry seals (%s): guest memory must "
+                            "be a memfd sealed against shrinking "
+                            "(memory-backend-memfd)",
+                            fd, strerror(errno));
+    }
+    if (!(seals & F_SEAL_SHRINK)) {
+        return vg_error_set(err, EINVAL,
+                            "fd %d is a memfd without F_SEAL_SHRINK (seals "
+                            "%#x): the client could shrink it under the "
+                            "device; use memory-backend-memfd with seal=on",
+                            fd, (unsigned)seals);
+    }
+    if (fstat(fd, &st) < 0) {
+        return vg_error_set(err, errno, "fstat of fd %d: %s", fd,
+                            strerror(errno));
+    }
+    if (offset > (uint64_t)st.st_size || size > (uint64_t)st.st_size - offset) {
+        return vg_error_set(err, EINVAL,
+                            "fd %d offset 0x%llx + size 0x%llx is beyond "
+                            "the end of the file (0x%llx bytes)",
+                            fd, (unsigned long long)offset,
+                            (unsigned long long)size,
+                            (unsigned long long)st.st_size);
+    }
+    return 0;
+}
+
 static int map_fd(struct dma_map *m, int fd, uint64_t offset,
                   struct vg_error *err)
 {
     uint64_t pgsz = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t skip = offset & (pgsz - 1);
     int prot = (m->readable ? PROT_READ : 0) | (m->writable ? PROT_WRITE : 0);
-    struct stat st;
+    int ret;
 
     if (m->size > SIZE_MAX - skip) {
         return vg_error_set(err, EINVAL, "mapping too large");
     }
-    /* Pages of a mapping beyond the end of a file raise SIGBUS when the
-     * device touches them (found by tests/fuzz/fuzz-vfu.c). */
-    if (fstat(fd, &st) < 0) {
-        return vg_error_set(err, errno, "fstat of fd %d: %s", fd,
-                            strerror(errno));
-    }
-    if (S_ISREG(st.st_mode) && (offset > (uint64_t)st.st_size ||
-                                m->size > (uint64_t)st.st_size - offset)) {
-        return vg_error_set(err, EINVAL,
-                            "fd %d offset 0x%llx + size 0x%llx is beyond "
-                            "the end of the file (0x%llx bytes)",
-                            fd, (unsigned long long)offset,
-                            (unsigned long long)m->size,
-                            (unsigned long long)st.st_size);
+    ret = check_fd(fd, offset, m->size, err);
+    if (ret < 0) {
+        return ret;
     }
     m->map_len = (size_t)(m->size + skip);
     m->base = mmap(NULL, m->map_len, prot ? prot : PROT_NONE, MAP_SHARED, fd,

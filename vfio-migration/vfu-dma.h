@@ -29,7 +29,9 @@ int vfu_dma_new(unsigned max_maps, struct vfu_dma **out, struct vg_error *err);
 void vfu_dma_free(struct vfu_dma *dma);
 
 /* Map [iova, iova + size) from @fd at @offset (fd -1: not accessible);
- * @fd stays owned by the caller.  -EEXIST on overlap, -ENOSPC when full. */
+ * @fd stays owned by the caller and must be a memfd sealed against
+ * shrinking (F_SEAL_SHRINK) that holds the range, else -EINVAL.  -EEXIST
+ * on overlap, -ENOSPC when full. */
 int vfu_dma_map(struct vfu_dma *dma, uint64_t iova, uint64_t size, int fd,
                 uint64_t offset, bool readable, bool writable,
                 struct vg_error *err);

@@ -17,6 +17,7 @@
 #include "mig.h"
 #include "pci-config.h"
 #include "vfu-dma.h"
+#include "vfu-eventfd.h"
 #include "vfu-mig-msg.h"
 #include "vfu-msg.h"
 
@@ -27,11 +28,18 @@
 #define DMA_PGSIZE      4096u
 #define NUM_IRQS        (VFIO_PCI_MSIX_IRQ_INDEX + 1)
 #define MAX_IRQ_VECTORS VGPU_MSIX_VECTORS
-#define RX_TIMEOUT_MS   2000
-#define IO_TIMEOUT_MS   5000
-#define STEP_BUDGET     (1u << 20)
-#define MSIX_AREA       (VGPU_BAR0_SIZE - VGPU_MSIX_TABLE_OFFSET)
-#define MSIX_TABLE_LEN  (VGPU_MSIX_VECTORS * 16u)
+/* A message in progress: at most this long without a byte, and this long
+ * in all (a client trickling bytes cannot hold the server); a reply must
+ * be taken by the client within IO_TIMEOUT_MS in all. */
+#define RX_TIMEOUT_MS  2000
+#define MSG_TIMEOUT_MS 5000
+#define IO_TIMEOUT_MS  5000
+/* Bytes read per wake-up before going back to poll (signals, the device,
+ * timeouts): a whole message of the largest size. */
+#define RX_BUDGET      MAX_MSG
+#define STEP_BUDGET    (1u << 20)
+#define MSIX_AREA      (VGPU_BAR0_SIZE - VGPU_MSIX_TABLE_OFFSET)
+#define MSIX_TABLE_LEN (VGPU_MSIX_VECTORS * 16u)
 
 /* A request being received. */
 struct rx_state {
@@ -43,6 +51,7 @@ struct rx_state {
     unsigned nfds;
     bool fds_lost;    /* more fds than MAX_FDS came */
     int64_t deadline; /* ms, for a message started but not complete */
+    int64_t started;  /* ms, when its first byte came */
 };
 
 struct vfu_server {
@@ -88,15 +97,6 @@ static int64_t now_ms(void)
 
 /* ------------------------------------------------------------ interrupts */
 
-static void irq_signal(int fd)
-{
-    uint64_t one = 1;
-
-    if (write(fd, &one, sizeof(one)) != sizeof(one)) {
-        vg_warn("eventfd %d: %s", fd, strerror(errno));
-    }
-}
-
 static void raise_irq(void *opaque, unsigned vector)
 {
     struct vfu_server *srv = opaque;
@@ -106,11 +106,11 @@ static void raise_irq(void *opaque, unsigned vector)
     int intx = srv->irq_fds[VFIO_PCI_INTX_IRQ_INDEX][0];
 
     if (msix >= 0) {
-        irq_signal(msix);
+        vfu_eventfd_signal(msix);
     } else if (intx >= 0 && !srv->intx_masked &&
                !pci_config_intx_disabled(&srv->cfg)) {
         srv->intx_masked = true; /* INTx is automasked until UNMASK */
-        irq_signal(intx);
+        vfu_eventfd_signal(intx);
     } else {
         vg_trace("interrupt vector %u not delivered", vector);
     }
@@ -176,7 +176,8 @@ static void client_close(struct vfu_server *srv)
     }
 }
 
-/* Send all of @buf (the first chunk carries @fd if >= 0). */
+/* Send all of @buf (the first chunk carries @fd if >= 0), within
+ * IO_TIMEOUT_MS in all however slowly the client reads. */
 static int send_all(struct vfu_server *srv, const uint8_t *buf, size_t len,
                     int fd, struct vg_error *err)
 {
@@ -185,10 +186,13 @@ static int send_all(struct vfu_server *srv, const uint8_t *buf, size_t len,
         struct cmsghdr align;
     } ctl;
     struct pollfd pfd = {.fd = srv->client_fd, .events = POLLOUT};
+    int64_t deadline = now_ms() + IO_TIMEOUT_MS;
+    size_t total = len;
 
     while (len) {
         struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
         struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        int64_t left = deadline - now_ms();
         ssize_t n;
 
         if (fd >= 0) {
@@ -201,8 +205,15 @@ static int send_all(struct vfu_server *srv, const uint8_t *buf, size_t len,
             memcpy(CMSG_DATA(c), &fd, sizeof(int));
         }
         n = sendmsg(srv->client_fd, &mh, MSG_NOSIGNAL);
-        if (n < 0 && errno == EAGAIN && poll(&pfd, 1, IO_TIMEOUT_MS) > 0) {
+        if (n < 0 && errno == EAGAIN && left > 0 &&
+            poll(&pfd, 1, (int)left) > 0) {
             continue;
+        }
+        if (n < 0 && errno == EAGAIN) {
+            return vg_error_set(err, ETIMEDOUT,
+                                "send reply: the client took %zu of %zu "
+                                "bytes in %d ms",
+                                total - len, total, IO_TIMEOUT_MS);
         }
         if (n <= 0) {
             return vg_error_set(err, n < 0 ? errno : EIO, "send reply: %s",
@@ -449,7 +460,7 @@ static int irq_set_action(struct vfu_server *srv, const struct vfu_irq_set *s,
             continue;
         }
         if (action == VFIO_IRQ_SET_ACTION_TRIGGER && fd >= 0) {
-            irq_signal(fd);
+            vfu_eventfd_signal(fd);
         } else if (action != VFIO_IRQ_SET_ACTION_TRIGGER) {
             srv->intx_masked = action == VFIO_IRQ_SET_ACTION_MASK;
         }
@@ -476,6 +487,14 @@ static int handle_set_irqs(struct vfu_server *srv, const uint8_t *p, size_t len,
         if (!(s.flags & VFIO_IRQ_SET_ACTION_TRIGGER)) {
             return vg_error_set(err, ENOTSUP,
                                 "eventfds for mask/unmask not supported");
+        }
+        for (unsigned i = 0; i < srv->rx.nfds; i++) { /* all or none */
+            ret = vfu_eventfd_take(srv->rx.fds[i], err);
+            if (ret < 0) {
+                vg_error_prefix(err, "IRQ index %u vector %u", s.index,
+                                s.start + i);
+                return ret;
+            }
         }
         irq_set_eventfds(srv, &s);
         return 0;
@@ -509,6 +528,24 @@ static int bar0_access(struct vfu_server *srv, uint64_t off, uint8_t *data,
     return 0;
 }
 
+/*
+ * VRAM is not written through REGION_WRITE while a migration reads or
+ * fills it: in STOP_COPY the final pass (and the hash pool's threads, on
+ * the tracking bitmaps) would race the write, which would be lost from
+ * the stream; in RESUMING the incoming stream owns VRAM.  The device is
+ * stopped in both, so QEMU never writes there.
+ */
+static int vram_busy(struct vfu_server *srv, struct vg_error *err)
+{
+    enum mig_state st = mig_state(srv->mig);
+
+    if (st == MIG_STATE_STOP_COPY || st == MIG_STATE_RESUMING) {
+        return vg_error_set(err, EBUSY, "VRAM write refused in %s",
+                            mig_state_name(st));
+    }
+    return 0;
+}
+
 static int region_access(struct vfu_server *srv, const struct vfu_region_rw *rw,
                          uint8_t *data, bool write, struct vg_error *err)
 {
@@ -521,6 +558,9 @@ static int region_access(struct vfu_server *srv, const struct vfu_region_rw *rw,
     case VGPU_BAR_REGS:
         return bar0_access(srv, rw->offset, data, rw->count, write, err);
     case VGPU_BAR_VRAM:
+        if (write && vram_busy(srv, err) < 0) {
+            return -EBUSY;
+        }
         if ((write
                  ? vgpu_bar2_write(srv->gpu, rw->offset, data, rw->count)
                  : vgpu_bar2_read(srv->gpu, rw->offset, data, rw->count)) < 0) {
@@ -940,7 +980,7 @@ static void take_fds(struct rx_state *rx, struct msghdr *mh)
 /* Read up to @len bytes into @buf (NULL: discard); 0 on EOF. */
 static ssize_t rx_read(struct vfu_server *srv, uint8_t *buf, size_t len)
 {
-    static uint8_t sink[4096];
+    static uint8_t sink[65536];
     union {
         char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
         struct cmsghdr align;
@@ -998,7 +1038,7 @@ static void refused_done(struct vfu_server *srv)
  * message was read and more may be waiting, 0 if the socket is drained or a
  * message was completed.
  */
-static int rx_step(struct vfu_server *srv)
+static int rx_step(struct vfu_server *srv, size_t *budget)
 {
     struct rx_state *rx = &srv->rx;
     size_t want;
@@ -1012,6 +1052,10 @@ static int rx_step(struct vfu_server *srv)
     }
     if (n <= 0) {
         return n < 0 && (errno == EAGAIN || errno == EINTR) ? 0 : -1;
+    }
+    *budget -= (size_t)n < *budget ? (size_t)n : *budget;
+    if (rx->have == 0 && !rx->refused) {
+        rx->started = now_ms();
     }
     rx->deadline = now_ms() + RX_TIMEOUT_MS;
     if (rx->refused) {
@@ -1041,21 +1085,33 @@ static int rx_step(struct vfu_server *srv)
 
 static void client_readable(struct vfu_server *srv)
 {
+    size_t budget = RX_BUDGET;
     int ret;
 
     /*
-     * Read until the socket is drained or a message is complete: a large
-     * message (MIG_DATA_WRITE) arrives in pieces of the client's send
-     * buffer size, and a poll round trip per piece only adds latency.
-     * Stopping after each message keeps the device stepping between
-     * requests; poll is level-triggered and brings us back.
+     * Read until the socket is drained, a message is complete or the
+     * budget is spent: a large message (MIG_DATA_WRITE) arrives in pieces
+     * of the client's send buffer size, and a poll round trip per piece
+     * only adds latency.  Stopping after each message keeps the device
+     * stepping between requests, and the budget keeps a client that sends
+     * without end (a refused message of 4 GiB being discarded) from
+     * holding the loop; poll is level-triggered and brings us back.
      */
     do {
-        ret = rx_step(srv);
-    } while (ret > 0);
+        ret = rx_step(srv, &budget);
+    } while (ret > 0 && budget > 0);
     if (ret < 0) {
         client_close(srv);
     }
+}
+
+/* When the message in progress times out: no byte for RX_TIMEOUT_MS, or
+ * not complete MSG_TIMEOUT_MS after its first byte. */
+static int64_t rx_deadline(const struct rx_state *rx)
+{
+    int64_t whole = rx->started + MSG_TIMEOUT_MS;
+
+    return rx->deadline < whole ? rx->deadline : whole;
 }
 
 /* A message started but did not complete in time. */
@@ -1063,12 +1119,16 @@ static void rx_timeout(struct vfu_server *srv)
 {
     struct vfu_hdr hdr = {0};
     struct reply r = {0, -1};
+    bool idle = now_ms() >= srv->rx.deadline;
 
     memcpy(&hdr, srv->rxbuf,
            srv->rx.have < sizeof(hdr) ? srv->rx.have : sizeof(hdr));
-    vg_warn("message truncated: %zu of %u bytes after %d ms; disconnecting",
-            srv->rx.have, srv->rx.have < sizeof(hdr) ? 16u : hdr.size,
-            RX_TIMEOUT_MS);
+    vg_warn("message %u truncated: %zu of %u bytes%s, %s %d ms; "
+            "disconnecting",
+            hdr.id, srv->rx.have, srv->rx.have < sizeof(hdr) ? 16u : hdr.size,
+            srv->rx.refused ? " (refused, being discarded)" : "",
+            idle ? "no byte for" : "not complete after",
+            idle ? RX_TIMEOUT_MS : MSG_TIMEOUT_MS);
     if (!(hdr.flags & VFU_FLAG_NO_REPLY)) {
         send_reply(srv, &hdr, EINVAL, &r);
     }
@@ -1172,14 +1232,16 @@ static int listen_on(struct vfu_server *srv, const char *path,
     if (srv->listen_fd < 0) {
         return vg_error_set(err, errno, "socket: %s", strerror(errno));
     }
-    old = umask(0177); /* the socket is born 0600 */
+    /* The socket is born 0600; no chmod(path) after bind, which would
+     * follow a link put there in the meantime. */
+    old = umask(0177);
     ret = bind(srv->listen_fd, (struct sockaddr *)&addr, sizeof(addr));
     umask(old);
     if (ret < 0) {
         return vg_error_set(err, errno, "bind: %s", strerror(errno));
     }
     srv->path = strdup(path);
-    if (!srv->path || chmod(path, 0600) < 0 || listen(srv->listen_fd, 4) < 0) {
+    if (!srv->path || listen(srv->listen_fd, 4) < 0) {
         return vg_error_set(err, errno, "set up: %s", strerror(errno));
     }
     return 0;
@@ -1325,14 +1387,14 @@ static int poll_timeout(const struct vfu_server *srv)
     if (srv->client_fd < 0 || (srv->rx.have == 0 && !srv->rx.refused)) {
         return -1;
     }
-    left = srv->rx.deadline - now_ms();
+    left = rx_deadline(&srv->rx) - now_ms();
     return left < 0 ? 0 : (int)left;
 }
 
 static bool rx_expired(const struct vfu_server *srv)
 {
     return srv->client_fd >= 0 && (srv->rx.have || srv->rx.refused) &&
-           now_ms() >= srv->rx.deadline;
+           now_ms() >= rx_deadline(&srv->rx);
 }
 
 int vfu_server_run(struct vfu_server *srv, int signal_fd, struct vg_error *err)

@@ -4,6 +4,13 @@
  * vgpu-server per input (no socket), the device running between
  * messages.  Input format: fuzz.h.
  *
+ * The input picks the device's page size and the server's --dirty-track
+ * and --precopy modes (FUZZ_VFU_CONFIG), the kind of each fd passed
+ * (sealed or unsealed memfd, pipe, socket, regular file, eventfd,
+ * /dev/null) and may shrink the unsealed guest RAM memfd after it was
+ * offered (FUZZ_VFU_TRUNCATE): the server must refuse what could shrink
+ * and never die of SIGBUS.
+ *
  * Checked beyond "no crash, no sanitizer report, no access to a guard
  * page": every reply is a well-formed reply to its request (REPLY type,
  * same id and command, an error reply is a bare header, a size the
@@ -16,6 +23,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -58,6 +66,50 @@ static int next_fd(void)
     return fd;
 }
 
+struct harness {
+    struct vfu_server *srv; /* created by the first message */
+    int ram;                /* guest RAM, sealed as QEMU's */
+    int loose;              /* the same size, unsealed */
+};
+
+/* A memfd of guest RAM, sealed against resizing if @sealed. */
+static int ram_fd(bool sealed)
+{
+    int fd = memfd_create("fuzz-guest-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+    CHECK(fd >= 0 && ftruncate(fd, FUZZ_VFU_RAM) == 0);
+    if (sealed) {
+        CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+    }
+    return fd;
+}
+
+/* The server, with the configuration of FUZZ_VFU_CONFIG's @p (NULL or
+ * short: the defaults). */
+static void server_new(struct harness *hs, const uint8_t *p, size_t len)
+{
+    uint8_t c[3] = {0, 0, 0};
+    struct vfu_server_config cfg = {
+        .socket_path = NULL,
+        .gpu = {.vram_size = FUZZ_VRAM, .page_size = FUZZ_PAGE},
+    };
+    struct vg_error err;
+
+    if (p) {
+        memcpy(c, p, len < sizeof(c) ? len : sizeof(c));
+    }
+    if (c[0] & 1) {
+        cfg.gpu = (struct vgpu_config){.vram_size = FUZZ_VRAM_64K,
+                                       .page_size = FUZZ_PAGE_64K};
+    }
+    cfg.track = (enum mig_track_mode)(c[1] % 3);
+    cfg.precopy = (enum mig_precopy_mode)(c[2] % 3);
+    if (vfu_server_new(&cfg, &hs->srv, &err) < 0) {
+        fprintf(stderr, "fuzz-vfu: %s\n", err.msg);
+        abort();
+    }
+}
+
 /* The harness's own message: write bytes into guest RAM. */
 static void poke(int ram, const uint8_t *p, size_t len)
 {
@@ -73,6 +125,48 @@ static void poke(int ram, const uint8_t *p, size_t len)
         len = FUZZ_VFU_RAM - off;
     }
     CHECK(pwrite(ram, p + 4, len, off) == (ssize_t)len);
+}
+
+/* The harness's own message: resize the unsealed guest RAM. */
+static void truncate_loose(int loose, const uint8_t *p, size_t len)
+{
+    uint32_t size = 0;
+
+    memcpy(&size, p, len < 4 ? len : 4);
+    CHECK(ftruncate(loose, size % (FUZZ_VFU_RAM + 1)) == 0);
+}
+
+/* A new fd of @kind for command @cmd; the other end of a pipe or socket
+ * is closed at once (the server sees a peer that never reads). */
+static int new_fd(const struct harness *hs, unsigned kind, uint16_t cmd)
+{
+    int p[2], fd = -1;
+
+    switch (kind) {
+    case FUZZ_FD_DEFAULT:
+        return cmd == VFU_CMD_DMA_MAP ? fcntl(hs->ram, F_DUPFD_CLOEXEC, 0)
+                                      : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    case FUZZ_FD_LOOSE:
+        return fcntl(hs->loose, F_DUPFD_CLOEXEC, 0);
+    case FUZZ_FD_PIPE:
+    case FUZZ_FD_SOCKET:
+        CHECK((kind == FUZZ_FD_PIPE
+                   ? pipe2(p, O_CLOEXEC)
+                   : socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p)) ==
+              0);
+        close(p[0]);
+        return p[1];
+    case FUZZ_FD_FILE:
+        fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        CHECK(fd >= 0 && ftruncate(fd, FUZZ_VFU_RAM) == 0);
+        return fd;
+    case FUZZ_FD_EVENTFD:
+        return eventfd(0, EFD_CLOEXEC);
+    case FUZZ_FD_DEVNULL:
+        return open("/dev/null", O_RDWR | O_CLOEXEC);
+    default:
+        return fcntl(hs->ram, F_DUPFD_CLOEXEC, 0);
+    }
 }
 
 static void check_reply(const struct vfu_hdr *req, const uint8_t *reply)
@@ -91,31 +185,46 @@ static void check_reply(const struct vfu_hdr *req, const uint8_t *reply)
     }
 }
 
+/* The harness's own messages; true if @h was one. */
+static bool harness_msg(struct harness *hs, const struct vfu_hdr *h,
+                        const uint8_t *p, size_t len)
+{
+    switch (h->command) {
+    case FUZZ_VFU_POKE:
+        poke(hs->ram, p, len);
+        return true;
+    case FUZZ_VFU_TRUNCATE:
+        truncate_loose(hs->loose, p, len);
+        return true;
+    case FUZZ_VFU_CONFIG: /* only first, see LLVMFuzzerTestOneInput */
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* Send one message of @len bytes at @p (@len >= header size). */
-static bool send_one(struct vfu_server *srv, int ram, const uint8_t *p,
-                     size_t len)
+static bool send_one(struct harness *hs, const uint8_t *p, size_t len)
 {
     int fds[MAX_FDS];
     const uint8_t *reply;
     struct vfu_hdr h;
-    unsigned nfds;
+    unsigned nfds, kind;
     int drop;
 
     memcpy(&h, p, sizeof(h));
-    if (h.command == FUZZ_VFU_POKE) {
-        poke(ram, p + sizeof(h), len - sizeof(h));
+    if (harness_msg(hs, &h, p + sizeof(h), len - sizeof(h))) {
         return true;
     }
     nfds = h.error & FUZZ_VFU_NFDS;
+    kind = (h.error >> FUZZ_VFU_FD_SHIFT) & 0xf;
     for (unsigned i = 0; i < nfds; i++) {
-        fds[i] = h.command == VFU_CMD_DMA_MAP
-                     ? fcntl(ram, F_DUPFD_CLOEXEC, 0)
-                     : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        fds[i] = new_fd(hs, kind, h.command);
         CHECK(fds[i] >= 0);
     }
     memcpy(msgbuf, p, len);
     memset(msgbuf + offsetof(struct vfu_hdr, error), 0, 4);
-    drop = vfu_server_handle(srv, msgbuf, len, fds, nfds, &reply);
+    drop = vfu_server_handle(hs->srv, msgbuf, len, fds, nfds, &reply);
     CHECK(drop == 0 || drop == 1);
     if (reply) {
         check_reply(&h, reply);
@@ -125,28 +234,28 @@ static bool send_one(struct vfu_server *srv, int ram, const uint8_t *p,
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct vfu_server_config cfg = {
-        .socket_path = NULL,
-        .gpu = {.vram_size = FUZZ_VRAM, .page_size = FUZZ_PAGE},
-    };
-    struct vfu_server *srv;
-    struct vg_error err;
+    struct harness hs;
+    struct vfu_hdr h;
     size_t pos = 0;
-    int fd0, ram;
+    int fd0;
 
     setup_once();
     if (size > FUZZ_MAX_INPUT) {
         return 0;
     }
     fd0 = next_fd();
-    if (vfu_server_new(&cfg, &srv, &err) < 0) {
-        fprintf(stderr, "fuzz-vfu: %s\n", err.msg);
-        abort();
+    hs.ram = ram_fd(true);
+    hs.loose = ram_fd(false);
+    if (size >= sizeof(h)) {
+        memcpy(&h, data, sizeof(h));
     }
-    ram = memfd_create("fuzz-guest-ram", MFD_CLOEXEC);
-    CHECK(ram >= 0 && ftruncate(ram, FUZZ_VFU_RAM) == 0);
+    if (size >= sizeof(h) && h.command == FUZZ_VFU_CONFIG && h.size > 16 &&
+        h.size <= size) {
+        server_new(&hs, data + sizeof(h), h.size - sizeof(h));
+    } else {
+        server_new(&hs, NULL, 0);
+    }
     while (size - pos >= sizeof(struct vfu_hdr)) {
-        struct vfu_hdr h;
         size_t len;
 
         memcpy(&h, data + pos, sizeof(h));
@@ -154,13 +263,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (len > size - pos) {
             len = size - pos; /* the last message is cut short */
         }
-        if (!send_one(srv, ram, data + pos, len)) {
+        if (!send_one(&hs, data + pos, len)) {
             break;
         }
         pos += len;
     }
-    vfu_server_free(srv);
-    close(ram);
+    vfu_server_free(hs.srv);
+    close(hs.ram);
+    close(hs.loose);
     CHECK(next_fd() == fd0);
     CHECK(fuzz_guarded_maps() == 0);
     return 0;

@@ -141,11 +141,12 @@ static void busy_state(uint8_t *blob)
 /* ------------------------------------------------------ stream seeds */
 
 struct stream_opts {
-    bool busy;        /* device state with a command in flight */
-    bool bad_range;   /* a PAGES run past the end of VRAM */
-    bool zeros_wrap;  /* a ZEROS run whose end wraps around */
-    bool short_state; /* a DEVICE_STATE of the wrong size */
-    bool truncate;    /* no END record */
+    bool busy;            /* device state with a command in flight */
+    bool bad_range;       /* a PAGES run past the end of VRAM */
+    bool zeros_wrap;      /* a ZEROS run whose end wraps around */
+    bool short_state;     /* a DEVICE_STATE of the wrong size */
+    bool truncate;        /* no END record */
+    unsigned zeros_flood; /* this many ZEROS of all of VRAM first */
 };
 
 static void make_stream(struct buf *b, const struct stream_opts *o)
@@ -166,6 +167,9 @@ static void make_stream(struct buf *b, const struct stream_opts *o)
         pages[i] = (uint8_t)(i * 7 + i / FUZZ_PAGE);
     }
     put(b, rec, mig_enc_header(enc, &cfg, rec));
+    for (unsigned i = 0; i < o->zeros_flood; i++) {
+        put(b, rec, mig_enc_zeros(enc, 0, npages, rec));
+    }
     put(b, rec, mig_enc_pages(enc, 0, 2, pages, rec));
     put(b, rec, mig_enc_zeros(enc, 2, npages - 4, rec));
     if (o->bad_range) {
@@ -219,6 +223,10 @@ static void stream_seeds(void)
     stream_seed("bad-state-size", fix, 0,
                 &(struct stream_opts){.short_state = true});
     stream_seed("bad-truncated", 0, 5, &(struct stream_opts){.truncate = true});
+    stream_seed("zeros-flood", fix, 0,
+                &(struct stream_opts){.zeros_flood = 2000});
+    stream_seed("zeros-flood-chunked", fix, 8,
+                &(struct stream_opts){.zeros_flood = 200, .busy = true});
 }
 
 /* --------------------------------------------------------- cmd seeds */
@@ -292,6 +300,22 @@ static void msg(struct buf *b, uint16_t cmd, const void *payload, size_t len,
 
     put(b, &h, sizeof(h));
     put(b, payload, len);
+}
+
+/* VERSION proposing migration with both protocol extensions. */
+static void msg_version_ext(struct buf *b)
+{
+    static const char json[] =
+        "{\"capabilities\":{\"max_msg_fds\":16,"
+        "\"max_data_xfer_size\":1048576,\"pgsizes\":4096,"
+        "\"migration\":{\"pgsize\":4096,\"max_bitmap_size\":1048576,"
+        "\"precopy_info\":true,\"region_dirty_log\":true}}}";
+    struct vfu_version v = {VFU_VERSION_MAJOR, VFU_VERSION_MINOR};
+    uint8_t p[512];
+
+    memcpy(p, &v, sizeof(v));
+    memcpy(p + sizeof(v), json, sizeof(json));
+    msg(b, VFU_CMD_VERSION, p, sizeof(v) + sizeof(json), 0);
 }
 
 static void msg_version(struct buf *b, bool migration)
@@ -382,6 +406,39 @@ static void msg_mig_read(struct buf *b, uint32_t size)
     msg(b, VFU_CMD_MIG_DATA_READ, &d, sizeof(d), 0);
 }
 
+/* The harness's configuration (first message): 64 KiB pages if @big. */
+static void msg_config(struct buf *b, bool big, uint8_t track, uint8_t precopy)
+{
+    uint8_t p[3] = {big, track, precopy};
+
+    msg(b, FUZZ_VFU_CONFIG, p, sizeof(p), 0);
+}
+
+/* REGION_DIRTY_LOG of BAR2: @size bytes at @off in @pgsize granules, every
+ * bitmap word @word. */
+static void msg_dirty_log(struct buf *b, uint32_t pgsize, uint64_t off,
+                          uint64_t size, uint64_t word)
+{
+    uint64_t words = (size / pgsize + 63) / 64;
+    struct vfu_region_dirty_log d = {
+        (uint32_t)(sizeof(d) + words * 8), VGPU_BAR_VRAM, pgsize, 0, off, size};
+    struct buf m = {0};
+
+    put(&m, &d, sizeof(d));
+    for (uint64_t i = 0; i < words; i++) {
+        put(&m, &word, 8);
+    }
+    msg(b, VFU_CMD_REGION_DIRTY_LOG, m.p, m.len, 0);
+    free(m.p);
+}
+
+/* A message for the harness carrying the kind of its @nfds fds. */
+static void msg_fds(struct buf *b, uint16_t cmd, const void *payload,
+                    size_t len, unsigned nfds, unsigned kind)
+{
+    msg(b, cmd, payload, len, nfds | kind << FUZZ_VFU_FD_SHIFT);
+}
+
 static void poke(struct buf *b, uint32_t off, const void *data, size_t len)
 {
     uint8_t p[4096];
@@ -409,6 +466,113 @@ static void ring_run(struct buf *b, const struct vgpu_cmd *cmds, unsigned n)
     reg_rd(b, VGPU_REG_FENCE_LO);
     reg_rd(b, VGPU_REG_ERROR_CODE);
     reg_rd(b, VGPU_REG_CMDS_DONE);
+}
+
+/*
+ * A source migration as the patched QEMU drives it with both protocol
+ * extensions: BAR2 mapped (its fd), pre-copy with PRECOPY_INFO, guest
+ * CPU writes to BAR2 reported with REGION_DIRTY_LOG (QEMU's 4 KiB pages
+ * and, as issue 13's input, one granule of all of VRAM with a word of all
+ * ones), a ring writing VRAM, stop-copy read to the end.
+ */
+static void mig_save_ext(struct buf *b, bool big)
+{
+    const uint64_t vram = big ? FUZZ_VRAM_64K : FUZZ_VRAM;
+    struct vfu_region_info ri = {sizeof(ri), 0, VGPU_BAR_VRAM, 0, 0, 0};
+    struct vfu_precopy_info pi = {sizeof(pi), 0, 0, 0};
+    uint8_t data[64];
+
+    memset(data, 0x3c, sizeof(data));
+    msg_version_ext(b);
+    msg(b, VFU_CMD_DEVICE_GET_REGION_INFO, &ri, sizeof(ri), 0);
+    msg_dma_map(b, RAM_IOVA, FUZZ_VFU_RAM, 0,
+                VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE, true);
+    msg_mig_state(b, 6 /* PRE_COPY */);
+    msg(b, VFU_CMD_MIG_GET_PRECOPY_INFO, &pi, 8, 0);
+    msg_mig_read(b, 65536);
+    msg_rw(b, true, VGPU_BAR_VRAM, 0x2000, data, sizeof(data));
+    msg_dirty_log(b, 4096, 0, vram, 0x4ull);
+    msg_dirty_log(b, (uint32_t)vram, 0, vram, ~0ull);
+    {
+        const struct vgpu_cmd cmds[] = {
+            vgpu_cmd_make(VGPU_OP_FILL, 0x10000, 0x1000, 0x77, 0, 0, 0),
+            vgpu_cmd_make(VGPU_OP_DMA_TO_VRAM, 0x20000, RAM_IOVA + 0x1000,
+                          0x1000, 0, 0, 0),
+        };
+        ring_run(b, cmds, 2);
+    }
+    msg(b, VFU_CMD_MIG_GET_PRECOPY_INFO, &pi, 8, 0);
+    msg_mig_read(b, 65536);
+    msg_mig_read(b, 65536);
+    msg(b, VFU_CMD_MIG_GET_PRECOPY_INFO, &pi, 8, 0);
+    msg_mig_state(b, 3 /* STOP_COPY */);
+    msg_rw(b, true, VGPU_BAR_VRAM, 0, data, sizeof(data)); /* refused */
+    for (int i = 0; i < (big ? 20 : 6); i++) {
+        msg_mig_read(b, 65536);
+    }
+    msg_mig_state(b, 1 /* STOP */);
+    msg_mig_state(b, 2 /* RUNNING */);
+}
+
+/* Issue 13's seeds: the extensions, every mode, every fd kind. */
+static void vfu_seeds_issue13(void)
+{
+    static const char *const track[] = {"hybrid", "hash", "none"};
+    static const char *const precopy[] = {"iterative", "one-shot", "none"};
+    const uint32_t rw = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
+    struct buf b = {0};
+    char name[64];
+
+    /* the issue's three messages, 4 KiB pages */
+    msg_version_ext(&b);
+    msg_mig_state(&b, 6 /* PRE_COPY */);
+    msg_dirty_log(&b, FUZZ_VRAM, 0, FUZZ_VRAM, ~0ull);
+    save("vfu", "dirty-log-past-nbits", &b);
+
+    for (uint8_t t = 0; t < 3; t++) {
+        for (uint8_t p = 0; p < 3; p++) {
+            reset(&b);
+            msg_config(&b, true, t, p);
+            mig_save_ext(&b, true);
+            snprintf(name, sizeof(name), "mig-save-64k-%s-%s", track[t],
+                     precopy[p]);
+            save("vfu", name, &b);
+        }
+    }
+    reset(&b);
+    mig_save_ext(&b, false);
+    save("vfu", "mig-save-ext-4k", &b);
+
+    /* every kind of fd for DMA_MAP and SET_IRQS; the unsealed memfd
+     * shrunk; a ring where it would be mapped */
+    reset(&b);
+    msg_version(&b, false);
+    for (unsigned k = 0; k < FUZZ_FD_KINDS; k++) {
+        struct vfu_dma_map m = {sizeof(m), rw, 0, RAM_IOVA + k * 0x100000ull,
+                                FUZZ_VFU_RAM};
+        struct vfu_irq_set is = {
+            sizeof(is), VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER,
+            VFIO_PCI_MSIX_IRQ_INDEX, k % 2, 1};
+        msg_fds(&b, VFU_CMD_DMA_MAP, &m, sizeof(m), 1, k);
+        msg_fds(&b, VFU_CMD_DEVICE_SET_IRQS, &is, sizeof(is), 1, k);
+        is.flags = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
+        msg(&b, VFU_CMD_DEVICE_SET_IRQS, &is, sizeof(is), 0);
+    }
+    {
+        uint32_t size = 0;
+        msg(&b, FUZZ_VFU_TRUNCATE, &size, sizeof(size), 0);
+        reg_wr(&b, VGPU_REG_RING_BASE_LO,
+               (uint32_t)(RAM_IOVA + FUZZ_FD_LOOSE * 0x100000ull));
+        reg_wr(&b, VGPU_REG_RING_SIZE, 16);
+        reg_wr(&b, VGPU_REG_RING_TAIL, 1);
+        reg_wr(&b, VGPU_REG_DOORBELL, 1);
+        reg_rd(&b, VGPU_REG_ERROR_CODE);
+        size = FUZZ_VFU_RAM / 2;
+        msg(&b, FUZZ_VFU_TRUNCATE, &size, sizeof(size), 0);
+    }
+    msg_dma_unmap(&b, 0, 0, VFIO_DMA_UNMAP_FLAG_ALL);
+    save("vfu", "fd-kinds", &b);
+    free(b.p);
 }
 
 static void vfu_seeds(void)
@@ -644,6 +808,7 @@ int main(int argc, char **argv)
         return 1;
     }
     vfu_seeds();
+    vfu_seeds_issue13();
     stream_seeds();
     cmd_seeds();
     return 0;

@@ -51,296 +51,29 @@
 #include "vfio-migration/pci-config.h"
 #include "vfio-migration/vfu-dma.h"
 #include "vfio-migration/vfu-proto.h"
-#include "vgpu-test.h"
+#include "vfu-client.h"
 
 #define SEC_VRAM      ((uint64_t)1 << 20)
 #define SEC_VRAM_ARG  "1M"
 #define SEC_PAGE      4096u
 #define SEC_PAGE_ARG  "4K"
 #define SEC_NPAGES    (SEC_VRAM / SEC_PAGE)
-#define MAX_XFER      (1u << 20) /* the server's limits */
-#define MAX_MSG       (MAX_XFER + 64u)
+#define MAX_XFER      VC_MAX_XFER
+#define MAX_MSG       VC_MAX_MSG
 #define MAX_DMA_MAPS  1024u
 #define NOBODY        65534u
-#define REPLY_TIMEOUT 10000
+#define REPLY_TIMEOUT VC_REPLY_TIMEOUT
 
 /* ------------------------------------------------------- the server */
 
-struct sec {
-    char *dir;
-    char *stats;
-    struct vg_server *srv;
-};
-
 static void sec_start(struct sec *s, const char *tag)
 {
-    struct vg_server_opts so = {
-        .vram = SEC_VRAM_ARG,
-        .page_size = SEC_PAGE_ARG,
-        .log_level = "info",
-    };
-
-    memset(s, 0, sizeof(*s));
-    VGT_OK(vg_tmpdir_create(tag, &s->dir, VGT_ERR));
-    s->stats = g_strdup_printf("%s/stats.json", s->dir);
-    so.dir = s->dir;
-    so.stats_file = s->stats;
-    VGT_OK(vg_server_start(&so, &s->srv, VGT_ERR));
+    sec_start_opts(s, tag, SEC_VRAM_ARG, SEC_PAGE_ARG, NULL);
 }
 
-static void sec_stop(struct sec *s)
+static uint8_t *map_vram(struct conn *c)
 {
-    g_assert_true(vg_proc_alive(&s->srv->proc));
-    vg_server_free(s->srv);
-    VGT_OK(vg_tmpdir_remove(s->dir, VGT_ERR));
-    g_free(s->stats);
-    g_free(s->dir);
-}
-
-/* ------------------------------------------------ a raw vfio-user client */
-
-struct conn {
-    int fd;
-    uint16_t id;
-};
-
-static int connect_path(const char *path)
-{
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    if (fd < 0) {
-        return -errno;
-    }
-    g_strlcpy(addr.sun_path, path, sizeof(addr.sun_path));
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    return fd;
-}
-
-/* Send all of @buf; the first chunk carries @pass_fd if >= 0. */
-static void send_all(int fd, const void *buf, size_t len, int pass_fd)
-{
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    const char *p = buf;
-
-    while (len) {
-        struct iovec iov = {(void *)p, len};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-        ssize_t n;
-
-        if (pass_fd >= 0) {
-            mh.msg_control = ctl.buf;
-            mh.msg_controllen = sizeof(ctl.buf);
-            struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-            c->cmsg_level = SOL_SOCKET;
-            c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(sizeof(int));
-            memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-        }
-        n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-        g_assert_cmpint(n, >, 0);
-        p += n;
-        len -= (size_t)n;
-        pass_fd = -1;
-    }
-}
-
-/* Receive exactly @len bytes; a passed fd goes to *@rfd. */
-static void recv_all(int fd, void *buf, size_t len, int *rfd)
-{
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    char *p = buf;
-
-    while (len) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        struct iovec iov = {p, len};
-        struct msghdr mh = {.msg_iov = &iov,
-                            .msg_iovlen = 1,
-                            .msg_control = ctl.buf,
-                            .msg_controllen = sizeof(ctl.buf)};
-        struct cmsghdr *c;
-        ssize_t n;
-
-        g_assert_cmpint(poll(&pfd, 1, REPLY_TIMEOUT), ==, 1);
-        n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-        g_assert_cmpint(n, >, 0);
-        for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                int got;
-                memcpy(&got, CMSG_DATA(c), sizeof(int));
-                if (rfd && *rfd < 0) {
-                    *rfd = got;
-                } else {
-                    close(got);
-                }
-            }
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-}
-
-/*
- * One request with @len payload bytes (header size @size, 0: the real
- * one) and optionally an fd; returns the reply's errno (0: success) and
- * its payload in @reply (at most @rsize bytes, length in *@rlen).
- */
-static uint32_t request_ex(struct conn *c, uint16_t cmd, const void *payload,
-                           size_t len, uint32_t size, int pass_fd, void *reply,
-                           size_t rsize, size_t *rlen, int *rfd)
-{
-    struct vfu_hdr h = {.id = ++c->id,
-                        .command = cmd,
-                        .size = size ? size : (uint32_t)(sizeof(h) + len)};
-    g_autofree uint8_t *body = NULL;
-    size_t n;
-
-    send_all(c->fd, &h, sizeof(h), pass_fd);
-    if (len) {
-        send_all(c->fd, payload, len, -1);
-    }
-    recv_all(c->fd, &h, sizeof(h), rfd);
-    g_assert_cmpuint(h.flags & VFU_FLAG_TYPE_MASK, ==, VFU_FLAG_REPLY);
-    g_assert_cmpuint(h.id, ==, c->id);
-    g_assert_cmpuint(h.command, ==, cmd);
-    g_assert_cmpuint(h.size, >=, sizeof(h));
-    g_assert_cmpuint(h.size, <=, MAX_MSG);
-    n = h.size - sizeof(h);
-    body = g_malloc(n + 1);
-    if (n) {
-        recv_all(c->fd, body, n, rfd);
-    }
-    if (h.flags & VFU_FLAG_ERROR) {
-        g_assert_cmpuint(h.error, !=, 0);
-        g_assert_cmpuint(n, ==, 0);
-        return h.error;
-    }
-    if (reply) {
-        g_assert_cmpuint(n, <=, rsize);
-        memcpy(reply, body, n);
-    }
-    if (rlen) {
-        *rlen = n;
-    }
-    return 0;
-}
-
-static uint32_t request(struct conn *c, uint16_t cmd, const void *payload,
-                        size_t len)
-{
-    return request_ex(c, cmd, payload, len, 0, -1, NULL, 0, NULL, NULL);
-}
-
-static void conn_open(struct conn *c, const struct sec *s, bool migration)
-{
-    static const char plain[] = "{\"capabilities\":{\"max_msg_fds\":8,"
-                                "\"max_data_xfer_size\":1048576}}";
-    static const char mig[] = "{\"capabilities\":{\"max_msg_fds\":8,"
-                              "\"max_data_xfer_size\":1048576,"
-                              "\"migration\":{\"pgsize\":4096}}}";
-    const char *json = migration ? mig : plain;
-    struct vfu_version v = {VFU_VERSION_MAJOR, VFU_VERSION_MINOR};
-    uint8_t p[256];
-
-    c->fd = connect_path(s->srv->socket);
-    g_assert_cmpint(c->fd, >=, 0);
-    c->id = 0;
-    memcpy(p, &v, sizeof(v));
-    memcpy(p + sizeof(v), json, strlen(json) + 1);
-    g_assert_cmpuint(
-        request(c, VFU_CMD_VERSION, p, sizeof(v) + strlen(json) + 1), ==, 0);
-}
-
-static void conn_close(struct conn *c)
-{
-    close(c->fd);
-    c->fd = -1;
-}
-
-/* REGION_READ/WRITE of @count bytes at @off; returns the errno. */
-static uint32_t region_rw(struct conn *c, bool write, uint32_t region,
-                          uint64_t off, void *data, uint32_t count)
-{
-    struct vfu_region_rw rw = {off, region, count};
-    size_t n = sizeof(rw) + (write ? count : 0), rlen = 0;
-    g_autofree uint8_t *p = g_malloc(sizeof(rw) + count);
-    uint32_t e;
-
-    memcpy(p, &rw, sizeof(rw));
-    if (write) {
-        memcpy(p + sizeof(rw), data, count);
-    }
-    e = request_ex(c, write ? VFU_CMD_REGION_WRITE : VFU_CMD_REGION_READ, p, n,
-                   0, -1, p, sizeof(rw) + count, &rlen, NULL);
-    if (e == 0 && !write) {
-        g_assert_cmpuint(rlen, ==, sizeof(rw) + count);
-        memcpy(data, p + sizeof(rw), count);
-    }
-    return e;
-}
-
-static uint32_t reg_rd(struct conn *c, uint32_t reg)
-{
-    uint32_t v = 0;
-
-    g_assert_cmpuint(region_rw(c, false, VGPU_BAR_REGS, reg, &v, 4), ==, 0);
-    return v;
-}
-
-static void reg_wr(struct conn *c, uint32_t reg, uint32_t v)
-{
-    g_assert_cmpuint(region_rw(c, true, VGPU_BAR_REGS, reg, &v, 4), ==, 0);
-}
-
-/* The server answers and the device is the one we expect. */
-static void assert_serving(struct conn *c)
-{
-    g_assert_cmphex(reg_rd(c, VGPU_REG_ID), ==, VGPU_ID_MAGIC);
-}
-
-static uint32_t dma_map(struct conn *c, uint64_t iova, uint64_t size,
-                        uint64_t off, uint32_t flags, int fd)
-{
-    struct vfu_dma_map m = {sizeof(m), flags, off, iova, size};
-
-    return request_ex(c, VFU_CMD_DMA_MAP, &m, sizeof(m), 0, fd, NULL, 0, NULL,
-                      NULL);
-}
-
-static uint32_t dma_unmap(struct conn *c, uint64_t iova, uint64_t size,
-                          uint32_t flags)
-{
-    struct vfu_dma_unmap u = {sizeof(u), flags, iova, size};
-    struct vfu_dma_unmap r;
-
-    return request_ex(c, VFU_CMD_DMA_UNMAP, &u, sizeof(u), 0, -1, &r, sizeof(r),
-                      NULL, NULL);
-}
-
-/* DEVICE_FEATURE with @flags and @len data bytes; the reply may carry
- * up to @out bytes of data.  Returns the errno. */
-static uint32_t feature(struct conn *c, uint32_t flags, const void *data,
-                        size_t len, size_t out)
-{
-    struct vfu_device_feature h = {
-        (uint32_t)(sizeof(h) + (len > out ? len : out)), flags};
-    g_autofree uint8_t *p = g_malloc(sizeof(h) + len);
-
-    memcpy(p, &h, sizeof(h));
-    if (len) {
-        memcpy(p + sizeof(h), data, len);
-    }
-    return request(c, VFU_CMD_DEVICE_FEATURE, p, sizeof(h) + len);
+    return map_vram_size(c, SEC_VRAM);
 }
 
 /* DMA_LOGGING_START of @n ranges of @length bytes each, 1 GiB apart. */
@@ -358,45 +91,6 @@ static uint32_t log_start(struct conn *c, uint32_t n, uint64_t length)
     }
     return feature(c, VFIO_DEVICE_FEATURE_SET | VFU_FEATURE_DMA_LOGGING_START,
                    p, len, 0);
-}
-
-/* The VRAM, mapped through the fd of BAR2's region info. */
-static uint8_t *map_vram(struct conn *c)
-{
-    struct vfu_region_info ri = {sizeof(ri), 0, VGPU_BAR_VRAM, 0, 0, 0};
-    uint8_t reply[256];
-    int fd = -1;
-    void *p;
-
-    g_assert_cmpuint(request_ex(c, VFU_CMD_DEVICE_GET_REGION_INFO, &ri,
-                                sizeof(ri), 0, -1, reply, sizeof(reply), NULL,
-                                &fd),
-                     ==, 0);
-    memcpy(&ri, reply, sizeof(ri));
-    g_assert_cmpuint(ri.size, ==, SEC_VRAM);
-    g_assert_cmpint(fd, >=, 0);
-    p = mmap(NULL, SEC_VRAM, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    g_assert_true(p != MAP_FAILED);
-    close(fd);
-    return p;
-}
-
-static int memfd_of(size_t size, uint8_t **map)
-{
-    int fd = memfd_create("test-security", MFD_CLOEXEC);
-
-    g_assert_cmpint(fd, >=, 0);
-    g_assert_cmpint(ftruncate(fd, (off_t)size), ==, 0);
-    *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    g_assert_true(*map != MAP_FAILED);
-    return fd;
-}
-
-static void fill_pattern(uint8_t *p, size_t len, uint8_t seed)
-{
-    for (size_t i = 0; i < len; i++) {
-        p[i] = (uint8_t)(i * 31 + i / 4096 + seed);
-    }
 }
 
 /* ------------------------------------------------------ other users */
@@ -772,29 +466,9 @@ static void test_dma_mapped_only(void)
 
 /* ------------------------------------------------ the incoming stream */
 
-/* Append a record of @type with @len payload bytes, checksum right. */
-static void put_rec(GByteArray *s, uint16_t type, const uint8_t *payload,
-                    uint32_t len)
-{
-    uint8_t h[MIG_REC_HDR_SIZE] = {0};
-
-    vg_put_le16(h, type);
-    vg_put_le32(h + 4, len);
-    vg_put_le64(h + 8, XXH3_64bits_withSeed(payload, len, vg_get_le64(h)));
-    g_byte_array_append(s, h, sizeof(h));
-    g_byte_array_append(s, payload, len);
-}
-
 static void put_header(GByteArray *s, uint64_t vram, uint32_t features)
 {
-    uint8_t p[MIG_HEADER_SIZE] = {0};
-
-    memcpy(p, MIG_STREAM_MAGIC, 8);
-    vg_put_le32(p + 8, MIG_STREAM_VERSION);
-    vg_put_le32(p + 12, SEC_PAGE);
-    vg_put_le64(p + 16, vram);
-    vg_put_le32(p + 24, features);
-    put_rec(s, MIG_REC_HEADER, p, sizeof(p));
+    put_header_ps(s, SEC_PAGE, vram, features);
 }
 
 /* PAGES claiming @first and @count, with @npages pages of @fill. */
@@ -809,54 +483,6 @@ static void put_pages(GByteArray *s, uint64_t first, uint32_t count,
     vg_put_le32(p + 12, 0);
     memset(p + MIG_RUN_HDR_SIZE, fill, len - MIG_RUN_HDR_SIZE);
     put_rec(s, MIG_REC_PAGES, p, (uint32_t)len);
-}
-
-static void put_zeros(GByteArray *s, uint64_t first, uint64_t count)
-{
-    uint8_t p[MIG_RUN_HDR_SIZE];
-
-    vg_put_le64(p, first);
-    vg_put_le64(p + 8, count);
-    put_rec(s, MIG_REC_ZEROS, p, sizeof(p));
-}
-
-static uint32_t set_state(struct conn *c, uint32_t state)
-{
-    struct {
-        struct vfu_device_feature h;
-        struct vfu_feature_mig_state st;
-    } f = {{sizeof(f), VFIO_DEVICE_FEATURE_SET | VFU_FEATURE_MIG_DEVICE_STATE},
-           {state, -1}};
-    uint8_t reply[64];
-
-    return request_ex(c, VFU_CMD_DEVICE_FEATURE, &f, sizeof(f), 0, -1, reply,
-                      sizeof(reply), NULL, NULL);
-}
-
-static uint32_t get_state(struct conn *c)
-{
-    struct {
-        struct vfu_device_feature h;
-        struct vfu_feature_mig_state st;
-    } f = {{sizeof(f), VFIO_DEVICE_FEATURE_GET | VFU_FEATURE_MIG_DEVICE_STATE},
-           {0, -1}};
-    size_t n = 0;
-
-    g_assert_cmpuint(request_ex(&c[0], VFU_CMD_DEVICE_FEATURE, &f, sizeof(f), 0,
-                                -1, &f, sizeof(f), &n, NULL),
-                     ==, 0);
-    g_assert_cmpuint(n, ==, sizeof(f));
-    return f.st.device_state;
-}
-
-static uint32_t mig_data_write(struct conn *c, const GByteArray *data)
-{
-    g_autofree uint8_t *p = g_malloc(sizeof(struct vfu_mig_data) + data->len);
-    struct vfu_mig_data d = {sizeof(d) + data->len, data->len};
-
-    memcpy(p, &d, sizeof(d));
-    memcpy(p + sizeof(d), data->data, data->len);
-    return request(c, VFU_CMD_MIG_DATA_WRITE, p, sizeof(d) + data->len);
 }
 
 enum bad_rec {

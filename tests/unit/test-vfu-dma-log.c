@@ -5,6 +5,7 @@
  * the test-only fault that drops the marks (--fault no-dma-log).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <glib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -20,9 +21,10 @@ static struct vfu_dma *setup(int *fd)
     struct vfu_dma *dma;
     struct vg_error err;
 
-    *fd = memfd_create("ram", 0);
+    *fd = memfd_create("ram", MFD_ALLOW_SEALING);
     g_assert_cmpint(*fd, >=, 0);
     g_assert_cmpint(ftruncate(*fd, LEN), ==, 0);
+    g_assert_cmpint(fcntl(*fd, F_ADD_SEALS, F_SEAL_SHRINK), ==, 0);
     g_assert_cmpint(vfu_dma_new(8, &dma, &err), ==, 0);
     g_assert_cmpint(vfu_dma_map(dma, IOVA, LEN, *fd, 0, true, true, &err), ==,
                     0);
