@@ -731,9 +731,11 @@ static int migrate(struct run *r, struct vg_error *err)
     int ret;
 
     /* The main loop of the source stalls while the device's stop-copy
-     * runs under the BQL: seconds for a large VRAM. */
+     * runs under the BQL: seconds for a large VRAM.  A guest CPU write in
+     * flight at the stop waits for it too. */
     vg_qmp_set_timeout(r->src.qemu->qmp, QMP_TIMEOUT_MS);
     vg_qmp_set_timeout(r->dst.qemu->qmp, QMP_TIMEOUT_MS);
+    vg_qtest_set_timeout(r->src.qemu->qt, QMP_TIMEOUT_MS); /* CPU writes */
     ret = ack_initial_data(r->src.qemu->qmp, err);
     if (ret == 0) {
         ret = ack_initial_data(r->dst.qemu->qmp, err);

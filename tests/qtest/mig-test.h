@@ -21,6 +21,7 @@
 
 #define MT_MIG_TIMEOUT_MS   120000
 #define MT_STATS_TIMEOUT_MS 20000
+#define MT_QMP_TIMEOUT_MS   60000
 #define MT_RING_ENTRIES     256u
 /* Migration parameters of the source unless a test holds the migration.
  * The device's stop-copy pass resends all of VRAM, so QEMU's defaults
@@ -91,6 +92,12 @@ static inline void mt_start_side(struct mt *t, struct mt_side *side,
     VGT_OK(vg_server_start(&so, &side->srv, VGT_ERR));
     qo.vgpu_sock = side->srv->socket;
     VGT_OK(vg_qemu_start(&qo, &side->qemu, VGT_ERR));
+    /* QEMU's main loop stalls while a stop-copy runs under its lock:
+     * seconds for a sanitized server on a loaded machine. */
+    vg_qmp_set_timeout(side->qemu->qmp, MT_QMP_TIMEOUT_MS);
+    if (side->qemu->qt) {
+        vg_qtest_set_timeout(side->qemu->qt, MT_QMP_TIMEOUT_MS);
+    }
 }
 
 /* Source side: servers, QEMU, the vGPU opened and its ring set up. */
