@@ -151,8 +151,9 @@ $(O)/tests/cuda/%: tests/cuda/%.c $(O)/libqclient.a $(O)/libvgmig.a
 # tests/fuzz/corpus/NAME (built like every test, so check-sanitize runs it
 # under ASan and UBSan); and by `make fuzz` with clang's libFuzzer, the
 # library rebuilt with coverage and sanitizers in $(O)/fuzz.  guard.c puts
-# guard pages around VRAM and DMA mappings (--wrap=mmap).
-FUZZ_TARGETS := vfu stream cmd
+# guard pages around VRAM and DMA mappings (--wrap=mmap); fds.c makes the
+# fds the vfu and sock harnesses pass.
+FUZZ_TARGETS := vfu stream cmd sock
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_WRAP := -Wl,--wrap=mmap -Wl,--wrap=munmap
@@ -162,7 +163,8 @@ FUZZ_REPLAYS := $(FUZZ_TARGETS:%=$(O)/tests/fuzz/replay-%)
 UNIT_TESTS += $(FUZZ_REPLAYS)
 
 $(O)/tests/fuzz/replay-%: tests/fuzz/fuzz-%.c tests/fuzz/replay.c \
-                          tests/fuzz/guard.c $(O)/libvgmig.a
+                          tests/fuzz/guard.c tests/fuzz/fds.c \
+                          tests/fuzz/fuzz.h $(O)/libvgmig.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -DFUZZ_CORPUS='"$(abspath tests/fuzz/corpus/$*)"' \
@@ -174,7 +176,8 @@ $(O)/tests/fuzz/gen-seeds: tests/fuzz/gen-seeds.c $(O)/libvgmig.a
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $(filter %.c %.a,$^) $(LDLIBS)
 
 # libFuzzer binaries; built by the sub-make of `make fuzz` (CC=clang).
-$(O)/fuzz-%: tests/fuzz/fuzz-%.c tests/fuzz/guard.c $(O)/libvgmig.a
+$(O)/fuzz-%: tests/fuzz/fuzz-%.c tests/fuzz/guard.c tests/fuzz/fds.c \
+             tests/fuzz/fuzz.h $(O)/libvgmig.a
 	@$(if $(Q),echo "  FUZZ    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $(filter %.c %.a,$^) \
 		$(FUZZ_WRAP) $(LDLIBS)

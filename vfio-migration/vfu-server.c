@@ -1,6 +1,7 @@
 #include "vfu-server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/vfio.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -64,8 +65,7 @@ struct vfu_server {
     bool no_migration;  /* --no-migration: no migration features */
     bool no_region_log; /* --no-region-log: refuse REGION_DIRTY_LOG */
     bool drop;          /* disconnect after the current reply */
-    bool in_process;    /* no socket: replies stay in txbuf (tx_len) */
-    uint32_t tx_len;    /* in_process: size of the last reply, 0: none */
+    uint32_t tx_len;    /* no client: size of the last reply, 0: none */
     struct vgpu *gpu;
     struct mig *mig;
     struct vfu_dma *dma;
@@ -235,7 +235,7 @@ static void send_reply(struct vfu_server *srv, const struct vfu_hdr *req,
 
     vfu_hdr_reply(req, r->len, errnum, &hdr);
     memcpy(srv->txbuf, &hdr, sizeof(hdr));
-    if (srv->in_process) { /* vfu_server_handle() hands it out */
+    if (srv->client_fd < 0) { /* vfu_server_handle() hands it out */
         srv->tx_len = hdr.size;
         return;
     }
@@ -1156,18 +1156,14 @@ static bool peer_allowed(int fd)
     return true;
 }
 
-static void accept_client(struct vfu_server *srv)
+/* Make @fd, a connected stream socket, the client. */
+static void client_attach(struct vfu_server *srv, int fd)
 {
-    int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     int sndbuf = (int)MAX_MSG;
+    int fl = fcntl(fd, F_GETFL);
 
-    if (fd < 0) {
-        vg_warn("accept: %s", strerror(errno));
-        return;
-    }
-    if (!peer_allowed(fd)) {
-        close(fd);
-        return;
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        vg_warn("client fd %d: O_NONBLOCK: %s", fd, strerror(errno));
     }
     /*
      * On AF_UNIX stream sockets the sender's SO_SNDBUF bounds the bytes in
@@ -1181,6 +1177,22 @@ static void accept_client(struct vfu_server *srv)
         vg_warn("SO_SNDBUF: %s", strerror(errno));
     }
     srv->client_fd = fd;
+}
+
+/* A new connection whose peer may use us, or -1. */
+static int accept_client(struct vfu_server *srv)
+{
+    int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+    if (fd < 0) {
+        vg_warn("accept: %s", strerror(errno));
+        return -1;
+    }
+    if (!peer_allowed(fd)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 /* Remove @path if it is a socket nobody listens on. */
@@ -1315,8 +1327,7 @@ static int server_init(struct vfu_server *srv,
         return ret;
     }
     init_limits(srv);
-    if (!cfg->socket_path) { /* in-process use: vfu_server_handle() */
-        srv->in_process = true;
+    if (!cfg->socket_path) { /* vfu_server_handle(), vfu_server_serve_fd() */
         return 0;
     }
     ret = listen_on(srv, cfg->socket_path, err);
@@ -1397,40 +1408,87 @@ static bool rx_expired(const struct vfu_server *srv)
            now_ms() >= rx_deadline(&srv->rx);
 }
 
+/*
+ * One round of the poll loop: wait for @signal_fd, the client's socket
+ * and, with @accepted, a new connection (then *@accepted, else -1); serve
+ * the client, time out its message, step the device.  1 if @signal_fd
+ * fired, 0 to go on, a negative errno on error.
+ */
+static int loop_once(struct vfu_server *srv, int signal_fd, int *accepted,
+                     struct vg_error *err)
+{
+    struct pollfd pfd[3] = {
+        {.fd = signal_fd, .events = POLLIN},
+        {.fd = accepted ? srv->listen_fd : -1, .events = POLLIN},
+        {.fd = srv->client_fd, .events = POLLIN},
+    };
+    struct signalfd_siginfo si;
+
+    if (poll(pfd, 3, poll_timeout(srv)) < 0 && errno != EINTR) {
+        return vg_error_set(err, errno, "poll: %s", strerror(errno));
+    }
+    if (pfd[0].revents & POLLIN) {
+        if (read(signal_fd, &si, sizeof(si)) == sizeof(si)) {
+            vg_info("signal %u: shutting down", si.ssi_signo);
+        }
+        return 1;
+    }
+    if (pfd[1].revents & POLLIN) {
+        *accepted = accept_client(srv);
+    }
+    if (srv->client_fd >= 0 && pfd[2].revents) {
+        client_readable(srv);
+    }
+    if (rx_expired(srv)) {
+        rx_timeout(srv);
+    }
+    /* Not in STOP, STOP_COPY, RESUMING or ERROR: the device is stopped
+     * there. */
+    if (vgpu_runnable(srv->gpu)) {
+        mig_gpu_step(srv->mig, STEP_BUDGET);
+    }
+    return 0;
+}
+
+int vfu_server_serve_fd(struct vfu_server *srv, int fd, int signal_fd,
+                        struct vg_error *err)
+{
+    int ret = 0;
+
+    if (fd < 0) {
+        return vg_error_set(err, EBADF, "serve fd %d: not a descriptor", fd);
+    }
+    if (srv->client_fd >= 0) {
+        close(fd);
+        return vg_error_set(err, EBUSY,
+                            "serve fd %d: client fd %d is still connected", fd,
+                            srv->client_fd);
+    }
+    client_attach(srv, fd);
+    while (ret == 0 && srv->client_fd >= 0) {
+        ret = loop_once(srv, signal_fd, NULL, err);
+    }
+    client_close(srv);
+    return ret;
+}
+
 int vfu_server_run(struct vfu_server *srv, int signal_fd, struct vg_error *err)
 {
-    for (;;) {
-        struct pollfd pfd[3] = {
-            {.fd = signal_fd, .events = POLLIN},
-            /* One client at a time: others wait in the backlog. */
-            {.fd = srv->client_fd < 0 ? srv->listen_fd : -1, .events = POLLIN},
-            {.fd = srv->client_fd, .events = POLLIN},
-        };
-        struct signalfd_siginfo si;
+    int ret;
 
-        if (poll(pfd, 3, poll_timeout(srv)) < 0 && errno != EINTR) {
-            return vg_error_set(err, errno, "poll: %s", strerror(errno));
+    if (srv->listen_fd < 0) {
+        return vg_error_set(err, EINVAL, "serve: the server has no socket");
+    }
+    for (;;) {
+        int fd = -1;
+
+        /* One client at a time: others wait in the backlog. */
+        ret = loop_once(srv, signal_fd, &fd, err);
+        if (ret == 0 && fd >= 0) {
+            ret = vfu_server_serve_fd(srv, fd, signal_fd, err);
         }
-        if (pfd[0].revents & POLLIN) {
-            if (read(signal_fd, &si, sizeof(si)) == sizeof(si)) {
-                vg_info("signal %u: shutting down", si.ssi_signo);
-            }
-            return 0;
-        }
-        if (pfd[1].fd >= 0 && (pfd[1].revents & POLLIN)) {
-            accept_client(srv);
-        }
-        if (srv->client_fd >= 0 && pfd[2].fd == srv->client_fd &&
-            pfd[2].revents) {
-            client_readable(srv);
-        }
-        if (rx_expired(srv)) {
-            rx_timeout(srv);
-        }
-        /* Not in STOP, STOP_COPY, RESUMING or ERROR: the device is
-         * stopped there. */
-        if (vgpu_runnable(srv->gpu)) {
-            mig_gpu_step(srv->mig, STEP_BUDGET);
+        if (ret != 0) {
+            return ret < 0 ? ret : 0;
         }
     }
 }

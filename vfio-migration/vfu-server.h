@@ -38,22 +38,40 @@ struct vfu_server_config {
 
 int vfu_server_new(const struct vfu_server_config *cfg, struct vfu_server **out,
                    struct vg_error *err);
-/* Serve until @signal_fd (a signalfd) becomes readable; returns 0 then. */
+/* Serve until @signal_fd (a signalfd) becomes readable; returns 0 then.
+ * Needs the socket: accepts a client and serves it with
+ * vfu_server_serve_fd(), one at a time. */
 int vfu_server_run(struct vfu_server *srv, int signal_fd, struct vg_error *err);
+/*
+ * Serve @fd, a connected stream socket (taken over: made non-blocking and
+ * closed at the end), as a client, until it disconnects, is disconnected
+ * (a message that cannot be framed or completed in time, a reply it does
+ * not take) or @signal_fd (a signalfd, or -1 for none) becomes readable;
+ * the device runs meanwhile.  Its DMA mappings and interrupt fds are
+ * released at the end, as on any disconnect.  vfu_server_run() serves
+ * each accepted client with it; a server without a socket (socket_path
+ * NULL) can serve a socketpair end (the socket-level fuzz target).
+ * Returns 0 when the client is gone, 1 on the signal (the client was
+ * disconnected), a negative errno if a client is connected already or
+ * poll fails.
+ */
+int vfu_server_serve_fd(struct vfu_server *srv, int fd, int signal_fd,
+                        struct vg_error *err);
 /* Disconnect, write the statistics file a last time, free the device,
  * close and remove the socket. */
 void vfu_server_free(struct vfu_server *srv);
 
 /*
  * In-process use (fuzzing, tests): a config with socket_path NULL makes a
- * server without a socket; do not vfu_server_run() it.  Instead
+ * server without a socket; vfu_server_run() refuses it.  Instead
  * vfu_server_handle() takes one message (@len bytes, header included)
  * with @nfds file descriptors @fds (taken over) as from a connected
  * client -- one whose length is not its header's size as a message
  * truncated on the socket -- then runs the device for one step.
  * *@reply is the reply (header and payload, valid until the next call)
  * or NULL when none is sent.  Returns 1 if a socket client would now be
- * disconnected (then send nothing more), else 0.
+ * disconnected (then send nothing more), else 0.  Not while a client
+ * is being served.
  */
 int vfu_server_handle(struct vfu_server *srv, const void *msg, size_t len,
                       const int *fds, unsigned nfds, const uint8_t **reply);

@@ -16,14 +16,10 @@
  * same id and command, an error reply is a bare header, a size the
  * server's limit allows), and no file descriptor leaks across inputs.
  */
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -71,18 +67,6 @@ struct harness {
     int ram;                /* guest RAM, sealed as QEMU's */
     int loose;              /* the same size, unsealed */
 };
-
-/* A memfd of guest RAM, sealed against resizing if @sealed. */
-static int ram_fd(bool sealed)
-{
-    int fd = memfd_create("fuzz-guest-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-
-    CHECK(fd >= 0 && ftruncate(fd, FUZZ_VFU_RAM) == 0);
-    if (sealed) {
-        CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
-    }
-    return fd;
-}
 
 /* The server, with the configuration of FUZZ_VFU_CONFIG's @p (NULL or
  * short: the defaults). */
@@ -136,39 +120,6 @@ static void truncate_loose(int loose, const uint8_t *p, size_t len)
     CHECK(ftruncate(loose, size % (FUZZ_VFU_RAM + 1)) == 0);
 }
 
-/* A new fd of @kind for command @cmd; the other end of a pipe or socket
- * is closed at once (the server sees a peer that never reads). */
-static int new_fd(const struct harness *hs, unsigned kind, uint16_t cmd)
-{
-    int p[2], fd = -1;
-
-    switch (kind) {
-    case FUZZ_FD_DEFAULT:
-        return cmd == VFU_CMD_DMA_MAP ? fcntl(hs->ram, F_DUPFD_CLOEXEC, 0)
-                                      : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    case FUZZ_FD_LOOSE:
-        return fcntl(hs->loose, F_DUPFD_CLOEXEC, 0);
-    case FUZZ_FD_PIPE:
-    case FUZZ_FD_SOCKET:
-        CHECK((kind == FUZZ_FD_PIPE
-                   ? pipe2(p, O_CLOEXEC)
-                   : socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p)) ==
-              0);
-        close(p[0]);
-        return p[1];
-    case FUZZ_FD_FILE:
-        fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        CHECK(fd >= 0 && ftruncate(fd, FUZZ_VFU_RAM) == 0);
-        return fd;
-    case FUZZ_FD_EVENTFD:
-        return eventfd(0, EFD_CLOEXEC);
-    case FUZZ_FD_DEVNULL:
-        return open("/dev/null", O_RDWR | O_CLOEXEC);
-    default:
-        return fcntl(hs->ram, F_DUPFD_CLOEXEC, 0);
-    }
-}
-
 static void check_reply(const struct vfu_hdr *req, const uint8_t *reply)
 {
     struct vfu_hdr h;
@@ -219,7 +170,7 @@ static bool send_one(struct harness *hs, const uint8_t *p, size_t len)
     nfds = h.error & FUZZ_VFU_NFDS;
     kind = (h.error >> FUZZ_VFU_FD_SHIFT) & 0xf;
     for (unsigned i = 0; i < nfds; i++) {
-        fds[i] = new_fd(hs, kind, h.command);
+        fds[i] = fuzz_new_fd(kind, h.command, hs->ram, hs->loose);
         CHECK(fds[i] >= 0);
     }
     memcpy(msgbuf, p, len);
@@ -244,8 +195,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     fd0 = next_fd();
-    hs.ram = ram_fd(true);
-    hs.loose = ram_fd(false);
+    hs.ram = fuzz_ram_fd(true);
+    hs.loose = fuzz_ram_fd(false);
     if (size >= sizeof(h)) {
         memcpy(&h, data, sizeof(h));
     }

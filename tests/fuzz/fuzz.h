@@ -34,12 +34,32 @@
  *   the input (at IOVA FUZZ_STREAM_IOVA).  An input must finish within
  *   FUZZ_STREAM_MAX_MS.
  *
+ * sock: byte 0 flags (FUZZ_SOCK_*), byte 1 chunking, bytes 2..3 a seed
+ *   (little endian), then vfio-user messages framed and carrying fds as
+ *   for vfu (no harness messages: every byte goes to the server), written
+ *   by a client thread into one end of a socketpair that the server serves
+ *   with vfu_server_serve_fd().  Chunking 0: as much per write as the
+ *   socket takes (many messages per write); 1: one message per write, as
+ *   QEMU does; else writes of 1 .. 2^(chunking % 21) bytes drawn from the
+ *   seed.  A message with fds starts a write, which carries them.  Error
+ *   field bit 8 (FUZZ_SOCK_FILL): the message's body is not in the input;
+ *   the client sends size - 16 zero bytes instead (at most
+ *   FUZZ_SOCK_FILL_MAX, else the message is the last), in writes as large
+ *   as the socket takes: an oversized message whose body the server must
+ *   drain.  Bytes after the last whole header are sent as a partial one.
+ *   Flags: FUZZ_SOCK_CLOSE closes the socket right after the last byte
+ *   (a client that hangs up mid-message, replies unread), else the client
+ *   shuts down its sending side and reads every reply up to the server's
+ *   EOF; FUZZ_SOCK_BIG: 64 KiB pages, FUZZ_VRAM_64K of VRAM.  An input
+ *   must finish within FUZZ_SOCK_MAX_MS.
+ *
  * cmd: byte 0 VRAM size (4 KiB << (b % 5)), byte 1 slice budget, then
  *   64-byte ring entries, validated and, if valid, run by the engines.
  */
 #ifndef VGMIG_TESTS_FUZZ_FUZZ_H
 #define VGMIG_TESTS_FUZZ_FUZZ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,6 +91,17 @@ enum fuzz_fd_kind {
 };
 #define FUZZ_MAX_INPUT (1u << 20)
 
+/* sock: the prefix (flags, chunking, seed), the flags, the error field's
+ * fill bit, the most zero bytes one message (and one input) is filled
+ * with, the most one input may take. */
+#define FUZZ_SOCK_PREFIX     4u
+#define FUZZ_SOCK_CLOSE      0x1u
+#define FUZZ_SOCK_BIG        0x2u
+#define FUZZ_SOCK_FILL       0x100u
+#define FUZZ_SOCK_FILL_MAX   (4u << 20)
+#define FUZZ_SOCK_FILL_TOTAL (8u << 20)
+#define FUZZ_SOCK_MAX_MS     3000
+
 /* stream flags: recompute every record checksum; fill in END's digest,
  * byte and record counts. */
 #define FUZZ_STREAM_RAM     (64u << 10)
@@ -86,5 +117,13 @@ void fuzz_log_level(void);
 
 /* guard.c: the guard pages around shared fd mappings (VRAM, DMA). */
 size_t fuzz_guarded_maps(void);
+
+/* fds.c: a memfd of FUZZ_VFU_RAM bytes of guest RAM, sealed against
+ * resizing (as QEMU's) if @sealed. */
+int fuzz_ram_fd(bool sealed);
+/* fds.c: a new fd of @kind (FUZZ_FD_*) for a message of command @cmd;
+ * @ram and @loose are the sealed and unsealed guest RAM it may dup.
+ * Aborts, saying why, if it cannot be made. */
+int fuzz_new_fd(unsigned kind, uint16_t cmd, int ram, int loose);
 
 #endif

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <linux/vfio.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -789,12 +790,193 @@ static void vfu_seeds(void)
     free(b.p);
 }
 
+/* --------------------------------------------------------- sock seeds */
+
+/* A sock input: the prefix (fuzz.h), then the messages of @msgs. */
+static void sock_seed(const char *name, uint8_t flags, uint8_t chunking,
+                      uint16_t seed, const struct buf *msgs)
+{
+    struct buf b = {0};
+
+    put_u8(&b, flags);
+    put_u8(&b, chunking);
+    put(&b, &seed, sizeof(seed));
+    put(&b, msgs->p, msgs->len);
+    save("sock", name, &b);
+    free(b.p);
+}
+
+/* A header of @size bytes whose body the harness sends as zero bytes. */
+static void msg_fill(struct buf *b, uint16_t cmd, uint32_t size)
+{
+    struct vfu_hdr h = {
+        .id = msg_id++, .command = cmd, .size = size, .error = FUZZ_SOCK_FILL};
+
+    put(b, &h, sizeof(h));
+}
+
+/* What QEMU sends from realize to a finished source migration, its
+ * memory a sealed memfd, MSI-X on eventfds, BAR2 mapped from its fd. */
+static void qemu_session(struct buf *b)
+{
+    const uint32_t rw = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
+    struct vfu_device_info di = {sizeof(di), 0, 0, 0};
+    struct vfu_irq_set is = {
+        sizeof(is), VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER,
+        VFIO_PCI_MSIX_IRQ_INDEX, 0, 2};
+    struct vfu_precopy_info pi = {sizeof(pi), 0, 0, 0};
+    uint16_t cmd = 0x0006;
+
+    msg_version(b, true);
+    msg(b, VFU_CMD_DEVICE_GET_INFO, &di, sizeof(di), 0);
+    for (uint32_t i = 0; i < VFIO_PCI_NUM_REGIONS; i++) {
+        struct vfu_region_info ri = {sizeof(ri), 0, i, 0, 0, 0};
+        msg(b, VFU_CMD_DEVICE_GET_REGION_INFO, &ri, sizeof(ri), 0);
+    }
+    for (uint32_t i = 0; i < VFIO_PCI_NUM_IRQS; i++) {
+        struct vfu_irq_info ii = {sizeof(ii), 0, i, 0};
+        msg(b, VFU_CMD_DEVICE_GET_IRQ_INFO, &ii, sizeof(ii), 0);
+    }
+    msg_rw(b, false, VFIO_PCI_CONFIG_REGION_INDEX, 0, NULL, 64);
+    msg_rw(b, true, VFIO_PCI_CONFIG_REGION_INDEX, 4, &cmd, 2);
+    msg_dma_map(b, RAM_IOVA, FUZZ_VFU_RAM, 0, rw, true);
+    msg(b, VFU_CMD_DEVICE_SET_IRQS, &is, sizeof(is), 2);
+    reg_rd(b, VGPU_REG_ID);
+    reg_wr(b, VGPU_REG_SCRATCH, 0x5a5a5a5a);
+    reg_wr(b, VGPU_REG_RING_BASE_LO, (uint32_t)RAM_IOVA);
+    reg_wr(b, VGPU_REG_RING_SIZE, 16);
+    reg_wr(b, VGPU_REG_RING_TAIL, 1);
+    reg_wr(b, VGPU_REG_DOORBELL, 1);
+    reg_rd(b, VGPU_REG_ERROR_CODE);
+    msg_mig_state(b, 6 /* PRE_COPY */);
+    msg(b, VFU_CMD_MIG_GET_PRECOPY_INFO, &pi, 8, 0);
+    msg_mig_read(b, 65536);
+    msg_mig_state(b, 3 /* STOP_COPY */);
+    for (int i = 0; i < 6; i++) {
+        msg_mig_read(b, 65536);
+    }
+    msg_mig_state(b, 1 /* STOP */);
+    msg_dma_unmap(b, 0, 0, VFIO_DMA_UNMAP_FLAG_ALL);
+}
+
+/* Every fd kind on DMA_MAP and SET_IRQS; fds on a message that takes
+ * none; more fds than the server takes. */
+static void sock_fd_kinds(struct buf *b)
+{
+    const uint32_t rw = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
+
+    msg_version(b, false);
+    for (unsigned k = 0; k < FUZZ_FD_KINDS; k++) {
+        struct vfu_dma_map m = {sizeof(m), rw, 0, RAM_IOVA + k * 0x100000ull,
+                                FUZZ_VFU_RAM};
+        struct vfu_irq_set is = {
+            sizeof(is), VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER,
+            VFIO_PCI_MSIX_IRQ_INDEX, k % 2, 1};
+        msg_fds(b, VFU_CMD_DMA_MAP, &m, sizeof(m), 1, k);
+        msg_fds(b, VFU_CMD_DEVICE_SET_IRQS, &is, sizeof(is), 1, k);
+        is.flags = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
+        msg(b, VFU_CMD_DEVICE_SET_IRQS, &is, sizeof(is), 0);
+    }
+    {
+        struct vfu_region_rw r = {VGPU_REG_ID, VGPU_BAR_REGS, 4};
+        struct vfu_irq_set is = {
+            sizeof(is), VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER,
+            VFIO_PCI_MSIX_IRQ_INDEX, 0, 15};
+        msg_fds(b, VFU_CMD_REGION_READ, &r, sizeof(r), 3, FUZZ_FD_PIPE);
+        msg_fds(b, VFU_CMD_DEVICE_SET_IRQS, &is, sizeof(is), 15,
+                FUZZ_FD_EVENTFD);
+        msg_fds(b, VFU_CMD_DMA_MAP, &is, 4, 9, FUZZ_FD_SEALED);
+    }
+    msg_dma_unmap(b, 0, 0, VFIO_DMA_UNMAP_FLAG_ALL);
+    reg_rd(b, VGPU_REG_STATUS);
+}
+
+/* Refused messages: one of 2 MiB whose body is drained, one with a bad
+ * type, then service goes on; a last one of 4 GiB that the client stops
+ * sending. */
+static void sock_oversized(struct buf *b)
+{
+    struct vfu_hdr h = {.id = msg_id++, .command = 3, .size = 24, .flags = 1};
+    uint64_t junk = 0;
+
+    msg_version(b, false);
+    msg_fill(b, VFU_CMD_MIG_DATA_WRITE, 2u << 20);
+    reg_rd(b, VGPU_REG_ID);
+    put(b, &h, sizeof(h)); /* a reply, not a request */
+    put(b, &junk, sizeof(junk));
+    msg_fill(b, VFU_CMD_REGION_WRITE, (1u << 20) + 64); /* just fits */
+    reg_rd(b, VGPU_REG_SCRATCH);
+    h = (struct vfu_hdr){.id = msg_id++, .command = 3, .size = 0xffffffffu};
+    put(b, &h, sizeof(h));
+    put(b, &junk, sizeof(junk));
+}
+
+static void sock_seeds(void)
+{
+    static const uint8_t chunkings[] = {0, 1, 2, 5, 13, 21};
+    struct buf b = {0};
+    char name[64];
+
+    qemu_session(&b);
+    for (size_t i = 0; i < sizeof(chunkings); i++) {
+        snprintf(name, sizeof(name), "qemu-session-chunk%u", chunkings[i]);
+        sock_seed(name, 0, chunkings[i], (uint16_t)(0x1234 + i), &b);
+    }
+    sock_seed("qemu-session-64k", FUZZ_SOCK_BIG, 7, 0x77, &b);
+
+    reset(&b);
+    sock_fd_kinds(&b);
+    sock_seed("fd-kinds", 0, 1, 0, &b);
+    sock_seed("fd-kinds-chunk3", 0, 3, 0x42, &b);
+
+    reset(&b);
+    sock_oversized(&b);
+    sock_seed("oversized", 0, 0, 0, &b);
+    sock_seed("oversized-chunk9", 0, 9, 0x99, &b);
+
+    /* a client hanging up mid-body, mid-header, after a NO_REPLY write */
+    reset(&b);
+    msg_version(&b, false);
+    {
+        size_t at = b.len;
+        uint32_t flags = VFU_FLAG_REQUEST | VFU_FLAG_NO_REPLY;
+        reg_wr(&b, VGPU_REG_SCRATCH, 7);
+        memcpy(b.p + at + offsetof(struct vfu_hdr, flags), &flags, 4);
+    }
+    reg_rd(&b, VGPU_REG_SCRATCH);
+    reg_wr(&b, VGPU_REG_SCRATCH, 8);
+    sock_seed("close-mid-body", FUZZ_SOCK_CLOSE, 5, 3,
+              &(struct buf){b.p, b.len - 6, 0});
+    sock_seed("eof-mid-body", 0, 1, 0, &(struct buf){b.p, b.len - 6, 0});
+    sock_seed("close-mid-header", FUZZ_SOCK_CLOSE, 0, 0,
+              &(struct buf){b.p, b.len - 30, 0});
+    sock_seed("eof-mid-header", 0, 2, 9, &(struct buf){b.p, b.len - 30, 0});
+
+    /* the connection ends on an unframeable header, on a bad major */
+    reset(&b);
+    msg_version(&b, false);
+    {
+        struct vfu_hdr h = {.id = msg_id++, .command = 9, .size = 8};
+        put(&b, &h, sizeof(h));
+        reg_rd(&b, VGPU_REG_ID);
+    }
+    sock_seed("unframeable", 0, 21, 1, &b);
+    reset(&b);
+    {
+        struct vfu_version v = {VFU_VERSION_MAJOR + 1, 0};
+        msg(&b, VFU_CMD_VERSION, &v, sizeof(v), 0);
+        reg_rd(&b, VGPU_REG_ID);
+    }
+    sock_seed("version-major", 0, 1, 0, &b);
+    free(b.p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         printf("Usage: gen-seeds DIR\n"
                "Write the seed corpora of the fuzz targets into "
-               "DIR/vfu, DIR/stream and DIR/cmd\n"
+               "DIR/vfu, DIR/stream, DIR/cmd and DIR/sock\n"
                "(files named seed-*; other files there are left alone).\n"
                "The output is deterministic: `make fuzz-seeds` rewrites "
                "tests/fuzz/corpus.\n"
@@ -811,5 +993,6 @@ int main(int argc, char **argv)
     vfu_seeds_issue13();
     stream_seeds();
     cmd_seeds();
+    sock_seeds(); /* last: msg_id goes on from the vfu seeds */
     return 0;
 }
