@@ -135,6 +135,9 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 /* Append @len bytes of @p (NULL: zero bytes) to the outgoing bytes. */
 static void out_put(struct client *c, const void *p, size_t len)
 {
+    if (len == 0) {
+        return; /* c->out may still be NULL */
+    }
     c->out = grow(c->out, &c->out_cap, c->out_len + len, 1);
     if (p) {
         memcpy(c->out + c->out_len, p, len);
