@@ -364,14 +364,16 @@ static void check_header(const struct client *c, const struct vfu_hdr *h)
     }
 }
 
-/* The request @h answers: the next one with its id and command. */
+/* The request @h answers: the next one with its id and command that
+ * gets a reply at all (the server never answers a NO_REPLY request whose
+ * header it accepts, not even with an error; ids may repeat). */
 static void match_request(struct client *c, const struct vfu_hdr *h)
 {
     for (size_t k = c->answered; k < c->nmsgs; k++) {
         const struct msg *m = &c->msgs[k];
         size_t need = m->off + (h->flags & VFU_FLAG_ERROR ? HDR : m->len);
 
-        if (m->hdr.id != h->id || m->hdr.command != h->command) {
+        if (m->hdr.id != h->id || m->hdr.command != h->command || may_skip(m)) {
             if (!may_skip(m)) {
                 fail(c,
                      "reply %u (command %u) while request %zu (id %u, "
