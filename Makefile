@@ -182,7 +182,7 @@ $(O)/fuzz-%: tests/fuzz/fuzz-%.c tests/fuzz/guard.c tests/fuzz/fds.c \
 	$(Q)$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $(filter %.c %.a,$^) \
 		$(FUZZ_WRAP) $(LDLIBS)
 
-.PHONY: fuzz fuzz-targets fuzz-seeds
+.PHONY: fuzz fuzz-targets fuzz-seeds fuzz-pack
 fuzz-targets: $(FUZZ_TARGETS:%=$(O)/fuzz-%)
 
 # Run every target for FUZZ_SECONDS; new inputs go to $(O)/fuzz/corpus-NAME,
@@ -190,6 +190,12 @@ fuzz-targets: $(FUZZ_TARGETS:%=$(O)/fuzz-%)
 fuzz:
 	$(MAKE) -o config.mak O=$(O)/fuzz CC=$(FUZZ_CC) SANFLAGS='$(FUZZ_SANFLAGS)' fuzz-targets
 	tests/fuzz/run-fuzz.sh $(O)/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# The fuzzers, libraries and corpora for a long campaign elsewhere:
+# $(O)/fuzz-pack/campaign.sh SECONDS WORKERS there (docs/fuzzing.md).
+fuzz-pack:
+	$(MAKE) -o config.mak O=$(O)/fuzz CC=$(FUZZ_CC) SANFLAGS='$(FUZZ_SANFLAGS)' fuzz-targets
+	tests/fuzz/fuzz-pack.sh $(O)/fuzz $(O)/fuzz-pack
 
 # Rewrite the seed files (seed-*) of tests/fuzz/corpus.
 fuzz-seeds: $(O)/tests/fuzz/gen-seeds
