@@ -800,20 +800,6 @@ static void record_stats(struct cell *c, const struct vg_stats *s)
     c->throttle = stat_or(s, "throttle_percent");
 }
 
-/* The candidate (see cpu-writer.h) whose checksum is @sum, or -1. */
-static int64_t find_sum(const char *sum, const uint64_t *sums, uint64_t n)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        char hex[32];
-
-        snprintf(hex, sizeof(hex), "%016" PRIx64, sums[i]);
-        if (!g_ascii_strcasecmp(sum, hex)) {
-            return (int64_t)i;
-        }
-    }
-    return -1;
-}
-
 /* Guest CPU writes: the destination must hold VRAM as filled plus every
  * write made before the stop (and a prefix of those in flight).  The
  * source's checksum must say the same unless writes reached it after the
@@ -831,9 +817,10 @@ static int verify_cpu(struct run *r, const struct vg_stats *s,
     r->c->cpu_uncertain = k;
     r->c->cpu_rate = cnt.rate;
     vg_cpu_writer_checksums(r->cw, r->image, PAGE_SIZE, sums);
-    got = find_sum(d->vram_checksum, sums, k + 1);
+    got = vg_cpu_writer_find_sum(d->vram_checksum, sums, k + 1);
     r->c->verified =
-        got >= 0 && (k > 0 || find_sum(s->vram_checksum, sums, 1) == 0);
+        got >= 0 &&
+        (k > 0 || vg_cpu_writer_find_sum(s->vram_checksum, sums, 1) == 0);
     if (!r->c->verified) {
         return vg_error_set(
             err, EIO,

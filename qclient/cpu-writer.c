@@ -335,3 +335,17 @@ int64_t vg_cpu_writer_match(struct vg_cpu_writer *w, uint8_t *image,
     }
     return -1;
 }
+
+int64_t vg_cpu_writer_find_sum(const char *hex, const uint64_t *sums,
+                               uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        char text[32];
+
+        snprintf(text, sizeof(text), "%016" PRIx64, sums[i]);
+        if (!g_ascii_strcasecmp(hex, text)) {
+            return (int64_t)i;
+        }
+    }
+    return -1;
+}

@@ -86,6 +86,10 @@ void vg_cpu_writer_image(struct vg_cpu_writer *w, uint8_t *image, uint64_t i);
  * entries).  Leaves @image at candidate 0. */
 void vg_cpu_writer_checksums(struct vg_cpu_writer *w, uint8_t *image,
                              uint32_t page_size, uint64_t *sums);
+/* The index among @n checksums @sums of the one vgpu-server writes as
+ * @hex (its stats file's "vram_checksum"), or -1. */
+int64_t vg_cpu_writer_find_sum(const char *hex, const uint64_t *sums,
+                               uint64_t n);
 /* The candidate @vram (a whole VRAM read back) equals, or -1; the first
  * differing offset from candidate 0 in *@diff_off if none. */
 int64_t vg_cpu_writer_match(struct vg_cpu_writer *w, uint8_t *image,

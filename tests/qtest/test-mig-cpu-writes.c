@@ -94,20 +94,6 @@ static int on_sample(const struct vg_mig_info *info, void *opaque,
     return ret < 0 ? ret : 0;
 }
 
-/* The index of @sum among the candidates' checksums, or -1. */
-static int64_t find_sum(const char *sum, const uint64_t *sums, uint64_t n)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        char hex[32];
-
-        snprintf(hex, sizeof(hex), "%016" G_GINT64_MODIFIER "x", sums[i]);
-        if (!g_ascii_strcasecmp(sum, hex)) {
-            return (int64_t)i;
-        }
-    }
-    return -1;
-}
-
 /* Destination VRAM, both checksums and the estimate, against the writer. */
 static void check_result(struct mt *t, struct vg_cpu_writer *w, uint8_t *img,
                          uint64_t min_writes, const char *what)
@@ -143,11 +129,13 @@ static void check_result(struct mt *t, struct vg_cpu_writer *w, uint8_t *img,
                 what, diff);
     }
     vg_cpu_writer_checksums(w, img, VGT_PAGE_SIZE, sums);
-    g_assert_cmpint(find_sum(d.vram_checksum, sums, k + 1), ==, got);
+    g_assert_cmpint(vg_cpu_writer_find_sum(d.vram_checksum, sums, k + 1), ==,
+                    got);
     /* Writes that land after the stop may land while the source server
      * takes its checksum: it names the VRAM sent only without them. */
     if (k == 0) {
-        g_assert_cmpint(find_sum(s.vram_checksum, sums, 1), ==, 0);
+        g_assert_cmpint(vg_cpu_writer_find_sum(s.vram_checksum, sums, 1), ==,
+                        0);
     }
     est = mt_stat_int(&s, "stopcopy_estimate_bytes");
     sent = mt_stat_int(&s, "stopcopy_bytes");
