@@ -388,7 +388,7 @@ check-qtest: all $(QTESTS)
 	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(QTESTS)
 
 # Tests of the build itself (shell, TAP), run from the top of the tree.
-BUILD_TESTS := tests/build/test-make-default.sh
+BUILD_TESTS := tests/build/test-make-default.sh tests/build/test-check-qemu.sh
 
 check: all $(UNIT_TESTS) $(QTESTS) $(CUDA_TESTS) guest-image $(GUEST_TESTS)
 	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(BUILD_TESTS) \
@@ -407,6 +407,20 @@ gpu-pack: all $(CUDA_TESTS) $(O)/cuda-bench $(O)/vgmig-bench \
 
 check-sanitize:
 	$(MAKE) SAN=1 check
+
+# QEMU's own qtests (tests/qemu/subset) on the patched QEMU, in TAP; a
+# failure is run on the unpatched pinned QEMU too, to tell ours from
+# upstream's (docs/qemu-tests.md).  CHECK_QEMU_ARGS adds options, e.g.
+# --baseline always (every entry on both) or --only REGEX.
+CHECK_QEMU_ARGS ?=
+.PHONY: check-qemu
+check-qemu: config.mak
+	$(PROVE) $(PROVE_FLAGS) -v --exec 'timeout -k 10 3600 bash' \
+	    tests/qemu/check-qemu.sh :: --bin $(dir $(QEMU_BIN)) \
+	    --baseline-dir $(QEMU_BASELINE_DIR) \
+	    --build-baseline './configure $(CONFIGURE_FLAGS) --qemu-baseline' \
+	    --rom-path $(QEMU_ROM_PATH) --out $(abspath $(O))/check-qemu \
+	    $(CHECK_QEMU_ARGS)
 
 # QEMU's own style checker on every patch of the series.
 checkpatch: config.mak
@@ -467,6 +481,7 @@ help:
 	@echo "  check-unit      unit tests only"
 	@echo "  check-qtest     qtest integration tests only"
 	@echo "  check-sanitize  the tests built with ASan and UBSan (build/san)"
+	@echo "  check-qemu      QEMU's own qtests (tests/qemu/subset) on the patched QEMU"
 	@echo "  guest-image     the TCG guest: kernel, initramfs with vgpu-guest (build/guest)"
 	@echo "  check-guest     real-guest migration tests only (tests/guest)"
 	@echo "  check-cuda      CUDA backend tests only (tests/cuda; skipped without a GPU)"
