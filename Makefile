@@ -419,8 +419,17 @@ check-qemu: config.mak
 	    tests/qemu/check-qemu.sh :: --bin $(dir $(QEMU_BIN)) \
 	    --baseline-dir $(QEMU_BASELINE_DIR) \
 	    --build-baseline './configure $(CONFIGURE_FLAGS) --qemu-baseline' \
-	    --rom-path $(QEMU_ROM_PATH) --out $(abspath $(O))/check-qemu \
-	    $(CHECK_QEMU_ARGS)
+	    --rom-path $(QEMU_ROM_PATH) --scripts $(QEMU_SRC)/scripts \
+	    --out $(abspath $(O))/check-qemu $(CHECK_QEMU_ARGS)
+
+# Every patch of the series builds on its own (not in CI: a full QEMU build
+# and one per patch; about 25 minutes on 2 cores).  BISECT_ARGS adds options.
+BISECT_ARGS ?=
+.PHONY: bisect-qemu
+bisect-qemu: config.mak
+	tests/qemu/bisect-build.sh --qemu-src $(QEMU_SRC) \
+	    --flags $(dir $(QEMU_SRC))build/.vgmig-flags --work $(O)/bisect-qemu \
+	    $(BISECT_ARGS)
 
 # QEMU's own style checker on every patch of the series.
 checkpatch: config.mak
@@ -482,6 +491,7 @@ help:
 	@echo "  check-qtest     qtest integration tests only"
 	@echo "  check-sanitize  the tests built with ASan and UBSan (build/san)"
 	@echo "  check-qemu      QEMU's own qtests (tests/qemu/subset) on the patched QEMU"
+	@echo "  bisect-qemu     build QEMU after each patch of the series (not in CI)"
 	@echo "  guest-image     the TCG guest: kernel, initramfs with vgpu-guest (build/guest)"
 	@echo "  check-guest     real-guest migration tests only (tests/guest)"
 	@echo "  check-cuda      CUDA backend tests only (tests/cuda; skipped without a GPU)"

@@ -31,27 +31,30 @@ Options:
                        on both builds, with a comparison table) or never
   --rom-path PATH      colon-separated firmware directories (QEMU's -L):
                        Debian's QEMU source carries no ROM blobs
+  --scripts DIR        QEMU's scripts/ folder, for the analyze-script test
+                       (it runs scripts/analyze-migration.py)
   --subset FILE        the entries [default: tests/qemu/subset]
   --only REGEX         run only the entries that match REGEX (grep -E)
   --timeout SEC        limit for one entry [default: 600]
   --out DIR            logs and the QEMU wrappers [default: build/check-qemu]
-  --list               print the entries and exit
+  --list               print the entries (with --bin) and exit
   -h, --help           show this text and exit
 
 The subset file has one entry per line: a qtest program and its arguments,
-exactly as one would run it by hand with QTEST_QEMU_BINARY set; '#' starts
-a comment.
+exactly as one would run it by hand with QTEST_QEMU_BINARY set, or
+"each: PROGRAM ARGS" for every test that PROGRAM ARGS -l lists, each run
+alone (-p PATH -x PATH/); '#' starts a comment.
 EOF
 }
 
 die() { printf 'check-qemu: %s\n' "$*" >&2; exit 2; }
 
-bin= baseline_dir= build_baseline_cmd= baseline=auto rom_path=
+bin= baseline_dir= build_baseline_cmd= baseline=auto rom_path= scripts=
 subset=tests/qemu/subset only= timeout=600 out=build/check-qemu list=no
 while [ $# -gt 0 ]; do
     case $1 in
     --bin | --baseline-dir | --build-baseline | --baseline | --rom-path | \
-        --subset | --only | --timeout | --out)
+        --scripts | --subset | --only | --timeout | --out)
         [ $# -ge 2 ] || die "$1 needs a value (see --help)"
         case $1 in
         --bin) bin=$2 ;;
@@ -59,6 +62,7 @@ while [ $# -gt 0 ]; do
         --build-baseline) build_baseline_cmd=$2 ;;
         --baseline) baseline=$2 ;;
         --rom-path) rom_path=$2 ;;
+        --scripts) scripts=$2 ;;
         --subset) subset=$2 ;;
         --only) only=$2 ;;
         --timeout) timeout=$2 ;;
@@ -76,28 +80,31 @@ case $baseline in auto | always | never) ;; *) die "--baseline must be auto, alw
 case $timeout in '' | *[!0-9]*) die "--timeout must be a number of seconds, not '$timeout'" ;; esac
 [ -r "$subset" ] || die "cannot read the subset file '$subset'"
 
-mapfile -t entries < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^[[:space:]]*$/d' "$subset" |
-    { if [ -n "$only" ]; then grep -E -- "$only" || true; else cat; fi; })
-[ ${#entries[@]} -gt 0 ] || die "no entries in '$subset'${only:+ match '$only'}"
-if [ $list = yes ]; then
-    printf '%s\n' "${entries[@]}"
-    exit 0
-fi
-
+mapfile -t lines < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^[[:space:]]*$/d' "$subset")
+[ ${#lines[@]} -gt 0 ] || die "no entries in '$subset'"
 [ -n "$bin" ] || die "--bin is required (see --help)"
 [ -n "$rom_path" ] || die "--rom-path is required (see --help)"
-[ "$baseline" = never ] || [ -n "$baseline_dir" ] || die "--baseline $baseline needs --baseline-dir"
+[ $list = yes ] || [ "$baseline" = never ] || [ -n "$baseline_dir" ] ||
+    die "--baseline $baseline needs --baseline-dir"
+[ -z "$scripts" ] || [ -r "$scripts/analyze-migration.py" ] ||
+    die "--scripts: '$scripts' has no analyze-migration.py"
 
-# complete DIR: DIR holds QEMU and every program the entries run.
+# complete DIR: DIR holds QEMU and every program the subset runs.
 complete() {
-    local e
+    local l
     [ -x "$1/qemu-system-x86_64" ] || return 1
-    for e in "${entries[@]}"; do [ -x "$1/tests/${e%% *}" ] || return 1; done
+    for l in "${lines[@]}"; do
+        l=${l#each: }
+        [ -x "$1/tests/${l%% *}" ] || return 1
+    done
 }
 complete "$bin" || die "'$bin' lacks qemu-system-x86_64 or a qtest program of the subset; run ./configure"
+bin=$(cd "$bin" && pwd)
 
 mkdir -p "$out/run" || die "cannot create '$out'"
 out=$(cd "$out" && pwd)
+# analyze-script runs scripts/analyze-migration.py from the working directory.
+[ -z "$scripts" ] || ln -sfn "$(cd "$scripts" && pwd)" "$out/run/scripts"
 
 # QEMU's qtests take the binary from QTEST_QEMU_BINARY, whose name must end
 # in -system-<arch>; a wrapper of that name adds the firmware directories.
@@ -194,8 +201,35 @@ compare() {
     echo "#   unpatched: $base ($(sub_counts "$out/pristine/logs/$i.log"))"
 }
 
+# expand LINE: the entries of one subset line.  "each: PROG ARGS" is every
+# test PROG ARGS lists (-l), each run alone: -p PATH -x PATH/ (no children).
+expand() {
+    local l=${1#each: } path prog
+    if [ "$l" = "$1" ]; then
+        printf '%s\n' "$l"
+        return
+    fi
+    prog=${l%% *}
+    # shellcheck disable=SC2086 # the arguments are words
+    (cd "$out/run" && QTEST_QEMU_BINARY=$out/patched/qemu-system-x86_64 \
+        "$bin/tests/$prog" ${l#"$prog"} -l) 2>/dev/null | grep '^/' |
+        while read -r path; do printf '%s -p %s -x %s/\n' "$l" "$path" "$path"; done
+}
+
 rm -rf "$out/patched" "$out/pristine"
 make_wrapper "$bin" patched
+entries=()
+for l in "${lines[@]}"; do
+    mapfile -t -O ${#entries[@]} entries < <(expand "$l")
+done
+if [ -n "$only" ]; then
+    mapfile -t entries < <(printf '%s\n' "${entries[@]}" | grep -E -- "$only")
+fi
+[ ${#entries[@]} -gt 0 ] || die "no entries in '$subset'${only:+ match '$only'}"
+if [ $list = yes ]; then
+    printf '%s\n' "${entries[@]}"
+    exit 0
+fi
 n=${#entries[@]} passed=0 ours=0 upstream=0 flaky=0 skipped=0 unknown=0 start=$SECONDS
 declare -a table
 echo "1..$n"
