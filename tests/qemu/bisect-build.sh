@@ -71,13 +71,12 @@ mkdir -p "$work/build"
 declare -a rows
 failed=0
 step() { # NAME: build the tree as it stands; record a row
-    local t0=$SECONDS log=$work/build-$1.log warn
+    local t0=$SECONDS log=$work/build-$1.log
     if ninja -C "$work/build" -j"$jobs" $targets >"$log" 2>&1; then
-        warn=$(grep -c 'warning:' "$log")
-        rows+=("| $1 | builds | $((SECONDS - t0)) | $warn |")
+        rows+=("| $1 | builds | $((SECONDS - t0)) |")
         echo "bisect-build: $1 builds ($((SECONDS - t0)) s)"
     else
-        rows+=("| $1 | **does not build** | $((SECONDS - t0)) | see $log |")
+        rows+=("| $1 | **does not build** (log: $log) | $((SECONDS - t0)) |")
         echo "bisect-build: $1 does not build; log: $log" >&2
         tail -n 20 "$log" >&2
         failed=1
@@ -90,7 +89,7 @@ for p in "${patches[@]}"; do
     [ $failed -eq 0 ] || break
     if ! git -C "$work/src" -c user.name=vgmig -c user.email=vgmig@localhost \
         am -q "$top/qemu-patches/$p" >"$work/am-$p.log" 2>&1; then
-        rows+=("| $p | **does not apply** | 0 | see $work/am-$p.log |")
+        rows+=("| $p | **does not apply** (log: $work/am-$p.log) | 0 |")
         echo "bisect-build: $p does not apply; log: $work/am-$p.log" >&2
         failed=1
         break
@@ -98,8 +97,8 @@ for p in "${patches[@]}"; do
     step "$p"
 done
 
-echo "| step | result | seconds | compiler warnings |"
-echo "|---|---|---:|---:|"
+echo "| step | result | seconds |"
+echo "|---|---|---:|"
 printf '%s\n' "${rows[@]}"
 echo "bisect-build: ${#rows[@]} steps of $((${#patches[@]} + 1)) in $((SECONDS - start)) s with -j$jobs; targets: $targets"
 exit $failed
