@@ -97,8 +97,8 @@ $(O)/vgmig-demo: $(O)/obj/demo/vgmig-demo.o $(O)/libqclient.a \
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
 
-$(O)/vgmig-bench: $(O)/obj/bench/vgmig-bench.o $(O)/libqclient.a \
-                  $(O)/libvgmig.a
+$(O)/vgmig-bench: $(O)/obj/bench/vgmig-bench.o $(O)/obj/bench/bench-mig.o \
+                  $(O)/libqclient.a $(O)/libvgmig.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
 

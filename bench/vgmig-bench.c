@@ -27,6 +27,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/size.h"
+#include "bench-mig.h"
 #include "qclient/cpu-writer.h"
 #include "qclient/harness.h"
 #include "qclient/migrate.h"
@@ -44,8 +45,6 @@
 #define STATS_WAIT_MS    60000
 #define MAX_SIZES        8
 #define MAX_CELLS        256
-#define BANDWIDTH        (10ll << 30)
-#define DEFAULT_DT_MS    300
 #define FORCE_DT_MS      60000
 #define FORCE_SW_BW      (10ll << 30)
 #define IDX_OFF          0u                   /* index arrays, never written */
@@ -156,10 +155,7 @@ struct run {
     struct vg_cpu_writer *cw; /* cpu-writes workloads */
     uint8_t *image;           /* their VRAM before the first write */
     uint32_t step;            /* training steps, sparse index cursor */
-    gint64 act_t0_us;         /* first active sample with bytes moving */
-    int64_t act_bytes0;       /* bytes then */
-    gint64 act_t1_us;
-    int64_t act_bytes1;
+    struct bench_rate rate;   /* of the bytes moved while active */
 };
 
 static void usage(FILE *f)
@@ -642,37 +638,12 @@ static int tick(struct run *r, struct vg_error *err)
 
 /* ---------------------------------------------------------- migration */
 
-static int set_params(struct run *r, int64_t downtime, int64_t sw_bw,
-                      struct vg_error *err)
-{
-    struct vg_qmp *q = r->src.qemu->qmp;
-    int ret = vg_mig_set_parameter(q, "max-bandwidth", BANDWIDTH, err);
-
-    if (ret == 0) {
-        ret = vg_mig_set_parameter(q, "downtime-limit", downtime, err);
-    }
-    if (ret == 0) {
-        ret = vg_mig_set_parameter(q, "avail-switchover-bandwidth", sw_bw, err);
-    }
-    return ret;
-}
-
 /* Pre-copy rate: bytes moved between the first and last active samples. */
 static void note_rate(struct run *r, const struct vg_mig_info *info)
 {
-    int64_t bytes =
-        MAX(info->ram_transferred, 0) + MAX(info->vfio_transferred, 0);
-    gint64 now = g_get_monotonic_time();
-
-    if (strcmp(info->status, "active") != 0 || bytes <= 0) {
-        return;
-    }
-    if (!r->act_t0_us) {
-        r->act_t0_us = now;
-        r->act_bytes0 = bytes;
-    }
-    r->act_t1_us = now;
-    r->act_bytes1 = bytes;
+    bench_rate_note(&r->rate, info->status,
+                    MAX(info->ram_transferred, 0) +
+                        MAX(info->vfio_transferred, 0));
 }
 
 /* Whether QEMU has had its chance to switch over by itself: FORCE_AFTER_MS
@@ -704,22 +675,11 @@ static int poll_cb(const struct vg_mig_info *info, void *opaque,
     ret = tick(r, err);
     if (ret == 0 && !r->c->forced && force_due(r, info)) {
         r->c->forced = true;
-        ret = set_params(r, FORCE_DT_MS, FORCE_SW_BW, err);
+        ret = bench_mig_set_params(r->src.qemu->qmp, FORCE_DT_MS, FORCE_SW_BW,
+                                   err);
     }
     if (ret < 0) {
         vg_error_prefix(err, "workload %s", wl_names[r->c->wl]);
-    }
-    return ret;
-}
-
-/* switchover-ack (over the return path): QEMU switches over only after
- * the destination has loaded the device's initial pre-copy data. */
-static int ack_initial_data(struct vg_qmp *qmp, struct vg_error *err)
-{
-    int ret = vg_mig_set_capability(qmp, "return-path", true, err);
-
-    if (ret == 0) {
-        ret = vg_mig_set_capability(qmp, "switchover-ack", true, err);
     }
     return ret;
 }
@@ -736,17 +696,7 @@ static int migrate(struct run *r, struct vg_error *err)
     vg_qmp_set_timeout(r->src.qemu->qmp, QMP_TIMEOUT_MS);
     vg_qmp_set_timeout(r->dst.qemu->qmp, QMP_TIMEOUT_MS);
     vg_qtest_set_timeout(r->src.qemu->qt, QMP_TIMEOUT_MS); /* CPU writes */
-    ret = ack_initial_data(r->src.qemu->qmp, err);
-    if (ret == 0) {
-        ret = ack_initial_data(r->dst.qemu->qmp, err);
-    }
-    if (ret == 0) {
-        ret = vg_mig_incoming(r->dst.qemu->qmp, &uri, err);
-    }
-
-    if (ret == 0) {
-        ret = set_params(r, DEFAULT_DT_MS, 0, err);
-    }
+    ret = bench_mig_prepare(r->src.qemu->qmp, r->dst.qemu->qmp, 1, &uri, err);
     r->force_ms =
         FORCE_BASE_MS + (int64_t)(r->c->vram >> 30) * FORCE_PER_GIB_MS;
     r->t0_us = g_get_monotonic_time();
@@ -765,10 +715,7 @@ static int migrate(struct run *r, struct vg_error *err)
         r->c->downtime_ms = info.downtime_ms;
         r->c->total_ms = info.total_time_ms;
     }
-    if (r->act_t1_us > r->act_t0_us) {
-        r->c->stream_bps = (double)(r->act_bytes1 - r->act_bytes0) * 1e6 /
-                           (double)(r->act_t1_us - r->act_t0_us);
-    }
+    r->c->stream_bps = bench_rate_bps(&r->rate);
     return ret;
 }
 
@@ -1204,7 +1151,7 @@ static bool estimate_held(const struct cell *c)
  * over by itself. */
 static bool downtime_held(const struct cell *c)
 {
-    return c->forced || c->downtime_ms <= DEFAULT_DT_MS + DT_SLACK_MS;
+    return c->forced || c->downtime_ms <= BENCH_DT_MS + DT_SLACK_MS;
 }
 
 /* The estimate and downtime targets over all cells: the ones that held
@@ -1359,7 +1306,7 @@ static void md_method(GString *s, const struct bench_opts *o)
         "against QEMU's STOP event (qclient/cpu-writer.h): the "
         "destination's VRAM checksum must name VRAM as filled plus every "
         "write made before the stop.  VRAM sizes above ",
-        PAGE_ARG, GUEST_RAM_MIB, DEFAULT_DT_MS, FORCE_AFTER_MS, FORCE_BASE_MS,
+        PAGE_ARG, GUEST_RAM_MIB, BENCH_DT_MS, FORCE_AFTER_MS, FORCE_BASE_MS,
         FORCE_PER_GIB_MS, FORCE_DT_MS, SPARSE_RATE, CPU_RATE, HEAVY_RATE,
         HEAVY_HOT_PCT, HEAVY_STRADDLE);
     md_size(s, o->big_limit);
@@ -1538,7 +1485,7 @@ int main(int argc, char **argv)
     count_bounds(cells, n, &est_ok, &n_est, &dt_ok, &n_dt);
     printf("vgmig-bench: stop-copy sent <= 1.2 x estimate + 1 MiB in %u of "
            "%u cells; downtime <= %d ms in %u of %u cells not forced\n",
-           est_ok, n_est, DEFAULT_DT_MS + DT_SLACK_MS, dt_ok, n_dt);
+           est_ok, n_est, BENCH_DT_MS + DT_SLACK_MS, dt_ok, n_dt);
     printf("vgmig-bench: %u cells, %u failed, results in %s/results.json\n", n,
            failed, o.out_dir);
     return ret < 0 || failed ? 1 : 0;
