@@ -128,7 +128,7 @@ struct cell {
     uint64_t cpu_writes;    /* guest CPU writes that reached VRAM in time */
     uint64_t cpu_uncertain; /* in flight at the stop, or after it */
     double cpu_rate;        /* writes per second achieved */
-    double stream_bps;      /* this cell's pre-copy rate */
+    double stream_bps;      /* this cell's device pre-copy rate */
     bool forced, verified;
     char error[VG_MIG_TEXT_MAX];
 };
@@ -638,12 +638,12 @@ static int tick(struct run *r, struct vg_error *err)
 
 /* ---------------------------------------------------------- migration */
 
-/* Pre-copy rate: bytes moved between the first and last active samples. */
+/* Pre-copy rate of the device: VFIO bytes moved between the first and
+ * last active samples.  (query-migrate's ram.transferred counts every
+ * byte of the stream, the device's included, so it is no part of it.) */
 static void note_rate(struct run *r, const struct vg_mig_info *info)
 {
-    bench_rate_note(&r->rate, info->status,
-                    MAX(info->ram_transferred, 0) +
-                        MAX(info->vfio_transferred, 0));
+    bench_rate_note(&r->rate, info->status, info->vfio_transferred);
 }
 
 /* Whether QEMU has had its chance to switch over by itself: FORCE_AFTER_MS
@@ -1064,8 +1064,10 @@ static void md_rates(GString *s, const struct cell *cells, unsigned n,
 {
     g_string_append(
         s, "\nStream throughput per VRAM size, measured in this run: the "
-           "growth of query-migrate's ram + vfio transferred bytes between "
-           "the first and the last 'active' sample of the idle/ours cell of "
+           "growth of query-migrate's vfio transferred bytes (the device's; "
+           "ram transferred counts every byte of the stream, so it is not "
+           "added) between the first and the last 'active' sample of the "
+           "idle/ours cell of "
            "that size (its pre-copy, which streams VRAM as fast as the "
            "channel goes).  The floor of a cell is its final dirty bytes "
            "divided by it.\n\n");
