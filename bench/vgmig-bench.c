@@ -96,7 +96,8 @@ static const struct mode modes[MODE_COUNT] = {
     {"ours", "iterative", "hybrid"},
 };
 
-#define MAX_APPEND 4 /* --append files */
+#define MAX_APPEND   4  /* --append files */
+#define MAX_CHANNELS 64 /* --channels */
 
 struct bench_opts {
     uint64_t sizes[MAX_SIZES];
@@ -104,6 +105,7 @@ struct bench_opts {
     unsigned wl_mask;
     unsigned mode_mask;
     uint64_t big_limit; /* sizes above run only idle and inference */
+    unsigned channels;  /* migration channels: > 1 is multifd */
     const char *out_dir;
     const char *doc;
     const char *cmdline;
@@ -119,6 +121,7 @@ struct cell {
     enum workload wl;
     unsigned mode;
     uint64_t vram;
+    unsigned channels; /* --channels */
     int64_t downtime_ms, total_ms;
     double stopcopy_ms;
     double stopcopy_read_ms; /* of it, the source producing the data */
@@ -183,6 +186,10 @@ static void usage(FILE *f)
             "  --modes LIST      comma-separated modes [all]\n"
             "  --big SIZE        sizes above SIZE run idle and inference only "
             "[1G]\n"
+            "  --channels N      migration channels of every cell: 1 is QEMU's "
+            "one\n"
+            "                    main channel; N > 1 turns multifd on with\n"
+            "                    multifd-channels N on both sides [1]\n"
             "  --out DIR         results.json and downtime.dat go here "
             "[build/bench]\n"
             "  --doc FILE        also write the Markdown report to FILE\n"
@@ -253,6 +260,20 @@ static int parse_modes(const char *text, unsigned *mask)
     return parse_names("modes", text, names, MODE_COUNT, mask);
 }
 
+static int parse_channels(const char *text, unsigned *channels)
+{
+    char *end;
+    unsigned long v = strtoul(text, &end, 10);
+
+    if (!*text || *end || v < 1 || v > MAX_CHANNELS) {
+        fprintf(stderr, "vgmig-bench: --channels: '%s' is not 1 to %d\n", text,
+                MAX_CHANNELS);
+        return -1;
+    }
+    *channels = (unsigned)v;
+    return 0;
+}
+
 static int parse_opt(int c, struct bench_opts *o)
 {
     struct vg_error err = {0};
@@ -271,6 +292,8 @@ static int parse_opt(int c, struct bench_opts *o)
             return -1;
         }
         return 0;
+    case 'C':
+        return parse_channels(optarg, &o->channels);
     case 'o':
         o->out_dir = optarg;
         return 0;
@@ -313,6 +336,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"workloads", required_argument, NULL, 'w'},
         {"modes", required_argument, NULL, 'm'},
         {"big", required_argument, NULL, 'b'},
+        {"channels", required_argument, NULL, 'C'},
         {"out", required_argument, NULL, 'o'},
         {"doc", required_argument, NULL, 'd'},
         {"cmdline", required_argument, NULL, 'c'},
@@ -329,6 +353,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
     o->wl_mask = (1u << WL_COUNT) - 1;
     o->mode_mask = (1u << MODE_COUNT) - 1;
     o->big_limit = 1ull << 30;
+    o->channels = 1;
     o->out_dir = "build/bench";
     o->log_level = VG_LOG_WARN;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -696,7 +721,8 @@ static int migrate(struct run *r, struct vg_error *err)
     vg_qmp_set_timeout(r->src.qemu->qmp, QMP_TIMEOUT_MS);
     vg_qmp_set_timeout(r->dst.qemu->qmp, QMP_TIMEOUT_MS);
     vg_qtest_set_timeout(r->src.qemu->qt, QMP_TIMEOUT_MS); /* CPU writes */
-    ret = bench_mig_prepare(r->src.qemu->qmp, r->dst.qemu->qmp, 1, &uri, err);
+    ret = bench_mig_prepare(r->src.qemu->qmp, r->dst.qemu->qmp, r->o->channels,
+                            &uri, err);
     r->force_ms =
         FORCE_BASE_MS + (int64_t)(r->c->vram >> 30) * FORCE_PER_GIB_MS;
     r->t0_us = g_get_monotonic_time();
@@ -891,6 +917,7 @@ static void json_cell(GString *js, const struct cell *c, double rate)
         js,
         "  {\"workload\": \"%s\", \"vram_bytes\": %" PRIu64
         ", \"mode\": \"%s\", \"precopy\": \"%s\", \"dirty_track\": \"%s\", "
+        "\"channels\": %u, "
         "\"downtime_ms\": %" PRId64 ", \"device_stopcopy_ms\": %.3f, "
         "\"stopcopy_read_ms\": %.3f, \"total_ms\": %" PRId64
         ", \"bytes_sent\": %" PRId64 ", \"precopy_bytes\": %" PRId64
@@ -903,7 +930,7 @@ static void json_cell(GString *js, const struct cell *c, double rate)
         ", \"cpu_writes_uncertain\": %" PRIu64 ", \"cpu_writes_per_s\": %.0f"
         ", \"forced\": %s, \"verified\": %s, \"error\": \"%s\"}",
         wl_names[c->wl], c->vram, modes[c->mode].name, modes[c->mode].precopy,
-        modes[c->mode].track, c->downtime_ms, c->stopcopy_ms,
+        modes[c->mode].track, c->channels, c->downtime_ms, c->stopcopy_ms,
         c->stopcopy_read_ms, c->total_ms, c->bytes_sent, c->precopy_bytes,
         c->stopcopy_bytes, c->vram, c->final_dirty, rate, c->stream_bps,
         floor_ms(c, rate), c->estimate, c->rounds, c->throttle, c->cpu_writes,
@@ -1280,15 +1307,27 @@ static void md_machine(GString *s)
                            load0);
 }
 
+/* How --channels @n migrates, for the report (g_free()). */
+static char *channels_text(unsigned n)
+{
+    return n > 1 ? g_strdup_printf("%u channels (capability multifd, "
+                                   "multifd-channels %u, on both sides)",
+                                   n, n)
+                 : g_strdup("one channel (multifd off)");
+}
+
 static void md_method(GString *s, const struct bench_opts *o)
 {
+    g_autofree char *ch = channels_text(o->channels);
+
     g_string_append_printf(
         s,
         "Each cell starts two vgpu-servers (page size %s) and two QEMUs "
         "(%d MiB guest RAM), fills all of VRAM with non-zero patterns "
         "(so non-zero VRAM = VRAM size), starts the workload and migrates "
-        "with max-bandwidth 10 GiB/s, downtime-limit %d ms and "
-        "avail-switchover-bandwidth 0 (QEMU decides the switchover).  A "
+        "with max-bandwidth 10 GiB/s, downtime-limit %d ms, "
+        "avail-switchover-bandwidth 0 (QEMU decides the switchover) over "
+        "%s.  A "
         "cell not completed %d ms after QEMU has sent one VRAM's worth of "
         "device data (at once for stop-copy, which has no pre-copy), or "
         "after %d ms + %d ms per GiB of VRAM at the latest, gets "
@@ -1308,7 +1347,7 @@ static void md_method(GString *s, const struct bench_opts *o)
         "against QEMU's STOP event (qclient/cpu-writer.h): the "
         "destination's VRAM checksum must name VRAM as filled plus every "
         "write made before the stop.  VRAM sizes above ",
-        PAGE_ARG, GUEST_RAM_MIB, BENCH_DT_MS, FORCE_AFTER_MS, FORCE_BASE_MS,
+        PAGE_ARG, GUEST_RAM_MIB, BENCH_DT_MS, ch, FORCE_AFTER_MS, FORCE_BASE_MS,
         FORCE_PER_GIB_MS, FORCE_DT_MS, SPARSE_RATE, CPU_RATE, HEAVY_RATE,
         HEAVY_HOT_PCT, HEAVY_STRADDLE);
     md_size(s, o->big_limit);
@@ -1431,6 +1470,7 @@ static unsigned run_all(const struct bench_opts *o, struct cell *cells,
                 cells[n] = (struct cell){.wl = w,
                                          .mode = m,
                                          .vram = o->sizes[s],
+                                         .channels = o->channels,
                                          .downtime_ms = -1,
                                          .total_ms = -1};
                 *failed += run_cell(o, &cells[n]) < 0;
