@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "common/size.h"
 #include "bench-mig.h"
+#include "ram-anchor.h"
 #include "qclient/cpu-writer.h"
 #include "qclient/harness.h"
 #include "qclient/migrate.h"
@@ -67,6 +68,7 @@
 #define FORCE_PER_GIB_MS 5000
 #define FORCE_AFTER_MS   3000 /* after a full pass, or with no pre-copy */
 #define QMP_TIMEOUT_MS   300000
+#define RATE_MIN_BYTES   ((int64_t)1 << 20) /* less: mostly fixed cost */
 
 enum workload {
     WL_IDLE,
@@ -106,6 +108,7 @@ struct bench_opts {
     unsigned mode_mask;
     uint64_t big_limit; /* sizes above run only idle and inference */
     unsigned channels;  /* migration channels: > 1 is multifd */
+    bool ram_anchor;    /* a RAM anchor per size */
     const char *out_dir;
     const char *doc;
     const char *cmdline;
@@ -142,6 +145,12 @@ struct side {
     char *stats;
 };
 
+/* The RAM anchors of the run, one per size (ram-anchor.h). */
+struct anchors {
+    struct ram_anchor a[MAX_SIZES];
+    unsigned n;
+};
+
 /* State of one running cell. */
 struct run {
     const struct bench_opts *o;
@@ -170,8 +179,11 @@ static void usage(FILE *f)
             "mode and\n"
             "record QEMU's downtime, the device's stop-copy time, total time, "
             "bytes\n"
-            "on the wire, rounds and throttle.  Needs $VGMIG_SERVER, "
-            "$VGMIG_QEMU and\n"
+            "on the wire, rounds and throttle; and for every size QEMU's own "
+            "RAM\n"
+            "migration of that many non-zero bytes (the RAM anchor), to "
+            "compare the\n"
+            "device's throughput with.  Needs $VGMIG_SERVER, $VGMIG_QEMU and\n"
             "$VGMIG_FIRMWARE like the tests.\n"
             "\n"
             "Workloads: idle, inference, training, sparse, cpu-writes, "
@@ -190,6 +202,13 @@ static void usage(FILE *f)
             "one\n"
             "                    main channel; N > 1 turns multifd on with\n"
             "                    multifd-channels N on both sides [1]\n"
+            "  --no-ram-anchor   skip the RAM anchors: before the cells of "
+            "each size,\n"
+            "                    a VM without a vGPU whose guest RAM of that "
+            "size\n"
+            "                    is all non-zero migrates the same way; its\n"
+            "                    throughput is what the device's is compared "
+            "with\n"
             "  --out DIR         results.json and downtime.dat go here "
             "[build/bench]\n"
             "  --doc FILE        also write the Markdown report to FILE\n"
@@ -303,6 +322,9 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'c':
         o->cmdline = optarg;
         return 0;
+    case 'N':
+        o->ram_anchor = false;
+        return 0;
     case 'q':
         o->quick = true;
         return 0;
@@ -337,6 +359,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"modes", required_argument, NULL, 'm'},
         {"big", required_argument, NULL, 'b'},
         {"channels", required_argument, NULL, 'C'},
+        {"no-ram-anchor", no_argument, NULL, 'N'},
         {"out", required_argument, NULL, 'o'},
         {"doc", required_argument, NULL, 'd'},
         {"cmdline", required_argument, NULL, 'c'},
@@ -354,6 +377,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
     o->mode_mask = (1u << MODE_COUNT) - 1;
     o->big_limit = 1ull << 30;
     o->channels = 1;
+    o->ram_anchor = true;
     o->out_dir = "build/bench";
     o->log_level = VG_LOG_WARN;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -911,7 +935,28 @@ static double floor_ms(const struct cell *c, double rate)
                : -1;
 }
 
-static void json_cell(GString *js, const struct cell *c, double rate)
+/* The verified RAM anchor of @size in @an, or NULL. */
+static const struct ram_anchor *find_anchor(const struct anchors *an,
+                                            uint64_t size)
+{
+    for (unsigned i = 0; i < an->n; i++) {
+        if (an->a[i].size == size && an->a[i].verified) {
+            return &an->a[i];
+        }
+    }
+    return NULL;
+}
+
+/* The RAM anchor's throughput for @size; 0 without one. */
+static double ram_rate(const struct anchors *an, uint64_t size)
+{
+    const struct ram_anchor *a = find_anchor(an, size);
+
+    return a ? ram_anchor_bps(a) : 0;
+}
+
+static void json_cell(GString *js, const struct cell *c, double rate,
+                      double ram)
 {
     g_string_append_printf(
         js,
@@ -924,7 +969,8 @@ static void json_cell(GString *js, const struct cell *c, double rate)
         ", \"stopcopy_bytes\": %" PRId64 ", \"nonzero_vram_bytes\": %" PRIu64
         ", \"final_dirty_bytes\": %" PRId64
         ", \"stream_bytes_per_s\": %.0f, \"cell_precopy_bytes_per_s\": %.0f, "
-        "\"floor_ms\": %.3f, \"stopcopy_estimate_bytes\": %" PRId64
+        "\"floor_ms\": %.3f, \"ram_anchor_bytes_per_s\": %.0f, "
+        "\"floor_ram_ms\": %.3f, \"stopcopy_estimate_bytes\": %" PRId64
         ", \"rounds\": %" PRId64 ", \"throttle\": %" PRId64
         ", \"cpu_writes_before_stop\": %" PRIu64
         ", \"cpu_writes_uncertain\": %" PRIu64 ", \"cpu_writes_per_s\": %.0f"
@@ -933,9 +979,9 @@ static void json_cell(GString *js, const struct cell *c, double rate)
         modes[c->mode].track, c->channels, c->downtime_ms, c->stopcopy_ms,
         c->stopcopy_read_ms, c->total_ms, c->bytes_sent, c->precopy_bytes,
         c->stopcopy_bytes, c->vram, c->final_dirty, rate, c->stream_bps,
-        floor_ms(c, rate), c->estimate, c->rounds, c->throttle, c->cpu_writes,
-        c->cpu_uncertain, c->cpu_rate, c->forced ? "true" : "false",
-        c->verified ? "true" : "false", c->error);
+        floor_ms(c, rate), ram, floor_ms(c, ram), c->estimate, c->rounds,
+        c->throttle, c->cpu_writes, c->cpu_uncertain, c->cpu_rate,
+        c->forced ? "true" : "false", c->verified ? "true" : "false", c->error);
 }
 
 static int write_file(const char *path, const GString *s, struct vg_error *err)
@@ -950,21 +996,57 @@ static int write_file(const char *path, const GString *s, struct vg_error *err)
     return 0;
 }
 
+static void json_anchor(GString *js, const struct ram_anchor *a)
+{
+    g_string_append_printf(
+        js,
+        "  {\"ram_bytes\": %" PRIu64
+        ", \"channels\": %u, \"total_ms\": %" PRId64 ", \"setup_ms\": %" PRId64
+        ", \"downtime_ms\": %" PRId64 ", \"transferred_bytes\": %" PRId64
+        ", \"bytes_per_s\": %.0f, "
+        "\"active_bytes_per_s\": %.0f, \"checksum\": \"%016" PRIx64
+        "\", \"verified\": %s, \"error\": \"%s\"}",
+        a->size, a->channels, a->total_ms, a->setup_ms, a->downtime_ms,
+        a->ram_bytes, ram_anchor_bps(a), a->active_bps, a->checksum,
+        a->verified ? "true" : "false", a->error);
+}
+
+/* OUT/ram-anchor.json: the RAM anchors. */
+static int write_anchor_json(const struct bench_opts *o,
+                             const struct anchors *an, struct vg_error *err)
+{
+    g_autofree char *path =
+        g_build_filename(o->out_dir, "ram-anchor.json", NULL);
+    GString *js = g_string_new("[\n");
+    int ret;
+
+    for (unsigned i = 0; i < an->n; i++) {
+        json_anchor(js, &an->a[i]);
+        g_string_append(js, i + 1 < an->n ? ",\n" : "\n");
+    }
+    g_string_append(js, "]\n");
+    ret = write_file(path, js, err);
+    g_string_free(js, TRUE);
+    return ret;
+}
+
 static int write_json(const struct bench_opts *o, const struct cell *cells,
-                      unsigned n, struct vg_error *err)
+                      unsigned n, const struct anchors *an,
+                      struct vg_error *err)
 {
     g_autofree char *path = g_build_filename(o->out_dir, "results.json", NULL);
     GString *js = g_string_new("[\n");
     int ret;
 
     for (unsigned i = 0; i < n; i++) {
-        json_cell(js, &cells[i], stream_rate(cells, n, cells[i].vram));
+        json_cell(js, &cells[i], stream_rate(cells, n, cells[i].vram),
+                  ram_rate(an, cells[i].vram));
         g_string_append(js, i + 1 < n ? ",\n" : "\n");
     }
     g_string_append(js, "]\n");
     ret = write_file(path, js, err);
     g_string_free(js, TRUE);
-    return ret;
+    return ret < 0 ? ret : write_anchor_json(o, an, err);
 }
 
 /* downtime.dat: one block per mode (workload idle and inference, the
@@ -1103,6 +1185,130 @@ static void md_rates(GString *s, const struct cell *cells, unsigned n,
         md_size(s, o->sizes[i]);
         g_string_append_printf(s, ": %.0f MiB/s\n",
                                stream_rate(cells, n, o->sizes[i]) / (1 << 20));
+    }
+}
+
+/* " V |" with @prec decimals, or " - |" when @v < 0 (not measured). */
+static void md_num(GString *s, double v, int prec)
+{
+    if (v < 0) {
+        g_string_append(s, " - |");
+    } else {
+        g_string_append_printf(s, " %.*f |", prec, v);
+    }
+}
+
+static double mib(double bytes)
+{
+    return bytes / (1 << 20);
+}
+
+static void md_anchor_row(GString *s, const struct ram_anchor *a)
+{
+    g_string_append(s, "| ");
+    md_size(s, a->size);
+    g_string_append_printf(s, " | %u |", a->channels);
+    if (!a->verified) {
+        g_string_append_printf(s, " failed: %s | | | | | |\n", a->error);
+        return;
+    }
+    g_string_append_printf(
+        s, " %.0f | %.0f | %" PRId64 " | %" PRId64 " | %" PRId64 " | %.1f |\n",
+        mib(ram_anchor_bps(a)), mib(a->active_bps), a->total_ms, a->setup_ms,
+        a->downtime_ms, mib((double)a->ram_bytes));
+}
+
+static void md_anchors(GString *s, const struct anchors *an)
+{
+    g_string_append(
+        s, "\n## Against QEMU's RAM migration (RAM anchor)\n\n"
+           "Before the cells of each size, the same run migrates a VM "
+           "without a vGPU whose guest RAM has that size, with the same "
+           "QEMU, capabilities, parameters and channels as the vGPU cells.  "
+           "Every 8 bytes of its RAM are non-zero (written through the "
+           "memfd that backs guest RAM, before the migration), so every "
+           "page goes in full; the destination's RAM, read back the same "
+           "way, has the source's XXH3-64 checksum.  RAM MiB/s, the anchor, "
+           "is query-migrate's ram.transferred over its total-time; active "
+           "MiB/s is the growth of ram.transferred between the first and "
+           "the last 'active' sample, the way the device's pre-copy rate is "
+           "taken.\n\n| RAM | channels | RAM MiB/s | active MiB/s | total ms "
+           "| setup ms | downtime ms | transferred MiB |\n"
+           "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (unsigned i = 0; i < an->n; i++) {
+        md_anchor_row(s, &an->a[i]);
+    }
+}
+
+/* The device's stop-copy throughput: stop-copy bytes over the device's
+ * stop-copy time; -1 if it moved less than RATE_MIN_BYTES. */
+static double stopcopy_bps(const struct cell *c)
+{
+    return c->stopcopy_bytes >= RATE_MIN_BYTES && c->stopcopy_ms > 0
+               ? (double)c->stopcopy_bytes * 1000.0 / c->stopcopy_ms
+               : -1;
+}
+
+/* @v / @ram, -1 unless both were measured. */
+static double over(double v, double ram)
+{
+    return v > 0 && ram > 0 ? v / ram : -1;
+}
+
+/* Idle cells: total time over the time the RAM anchor's throughput
+ * needs for VRAM's bytes; -1 for the others. */
+static double idle_vs_ram(const struct cell *c, double ram)
+{
+    if (c->wl != WL_IDLE || ram <= 0 || c->total_ms <= 0) {
+        return -1;
+    }
+    return (double)c->total_ms / ((double)c->vram * 1000.0 / ram);
+}
+
+static void md_vs_ram_row(GString *s, const struct cell *c, double ram)
+{
+    double pre = c->stream_bps > 0 ? c->stream_bps : -1;
+    double sc = stopcopy_bps(c);
+
+    g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
+    md_size(s, c->vram);
+    g_string_append_printf(s, " | %s |", modes[c->mode].name);
+    md_num(s, pre > 0 ? mib(pre) : -1, 0);
+    md_num(s, over(pre, ram), 3);
+    md_num(s, sc > 0 ? mib(sc) : -1, 0);
+    md_num(s, over(sc, ram), 3);
+    md_num(s, floor_ms(c, ram), 1);
+    md_num(s, idle_vs_ram(c, ram), 2);
+    g_string_append(s, "\n");
+}
+
+/* The RAM anchors and every verified cell against its size's. */
+static void md_vs_ram(GString *s, const struct cell *cells, unsigned n,
+                      const struct anchors *an)
+{
+    if (an->n == 0) {
+        g_string_append(s, "\nNo RAM anchor in this run "
+                           "(--no-ram-anchor).\n");
+        return;
+    }
+    md_anchors(s, an);
+    g_string_append(
+        s, "\nEach verified cell against the RAM anchor of its size: the "
+           "device's pre-copy rate (as in the stream throughput above) and "
+           "its stop-copy rate (stop-copy bytes over device stop-copy ms), "
+           "each also over RAM MiB/s (/ RAM; 1 is the speed of QEMU's RAM "
+           "path); the floor at the RAM rate, final dirty bytes over RAM "
+           "MiB/s (what the stop-copy would take if the device's data moved "
+           "like RAM); and for idle cells the total time over the time RAM "
+           "MiB/s needs for VRAM's bytes.  - : not measured (no pre-copy, "
+           "less than 1 MiB sent in stop-copy, not idle, or no anchor).\n\n"
+           "| workload | VRAM | mode | pre-copy MiB/s | / RAM | stop-copy "
+           "MiB/s | / RAM | floor at RAM rate ms | total / (VRAM / RAM) |\n"
+           "|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for (unsigned i = 0; i < n; i++) {
+        if (cells[i].verified) {
+            md_vs_ram_row(s, &cells[i], ram_rate(an, cells[i].vram));
+        }
     }
 }
 
@@ -1402,20 +1608,24 @@ static void md_kept(GString *s, const char *path)
 }
 
 static int write_doc(const struct bench_opts *o, const struct cell *cells,
-                     unsigned n, double wall_s, struct vg_error *err)
+                     unsigned n, const struct anchors *an, double wall_s,
+                     struct vg_error *err)
 {
     GString *s = g_string_new("# vgmig live-migration benchmark\n\n");
     int ret;
 
     g_string_append_printf(s,
                            "Generated by build/vgmig-bench from its own run "
-                           "(%u cells, %.0f s).  Reproduce with:\n\n    %s\n\n",
-                           n, wall_s, o->cmdline ? o->cmdline : "make bench");
+                           "(%u cells and %u RAM anchors, %.0f s).  Reproduce "
+                           "with:\n\n    %s\n\n",
+                           n, an->n, wall_s,
+                           o->cmdline ? o->cmdline : "make bench");
     md_machine(s);
     md_method(s, o);
     md_table(s, cells, n);
     md_ratios(s, cells, n);
     md_rates(s, cells, n, o);
+    md_vs_ram(s, cells, n, an);
     md_cpu_writes(s, cells, n);
     md_targets(s, cells, n);
     g_string_append(s, "\nPlot: benchmarks-downtime.png (downtime against "
@@ -1456,37 +1666,79 @@ static void print_cell(const struct cell *c)
     fflush(stdout);
 }
 
-static unsigned run_all(const struct bench_opts *o, struct cell *cells,
-                        unsigned *failed)
+static void print_anchor(const struct ram_anchor *a)
 {
-    unsigned n = 0;
+    printf("ram-anchor %6" PRIu64 "M channels %-3u    total %6" PRId64
+           " ms, downtime %4" PRId64 " ms, setup %3" PRId64
+           " ms, RAM %.1f MiB, %.0f MiB/s (active %.0f MiB/s)%s\n",
+           a->size >> 20, a->channels, a->total_ms, a->downtime_ms, a->setup_ms,
+           mib((double)a->ram_bytes), mib(ram_anchor_bps(a)),
+           mib(a->active_bps), a->verified ? "" : " FAILED");
+    fflush(stdout);
+}
 
-    for (unsigned s = 0; s < o->nsizes; s++) {
-        for (unsigned w = 0; w < WL_COUNT; w++) {
-            for (unsigned m = 0; m < MODE_COUNT && n < MAX_CELLS; m++) {
-                if (!wanted(o, o->sizes[s], w) || !(o->mode_mask & (1u << m))) {
-                    continue;
-                }
-                cells[n] = (struct cell){.wl = w,
-                                         .mode = m,
-                                         .vram = o->sizes[s],
-                                         .channels = o->channels,
-                                         .downtime_ms = -1,
-                                         .total_ms = -1};
-                *failed += run_cell(o, &cells[n]) < 0;
-                print_cell(&cells[n]);
-                n++;
+/* The RAM anchor of @size into @a; false if it failed. */
+static bool run_anchor(const struct bench_opts *o, uint64_t size,
+                       struct ram_anchor *a)
+{
+    struct vg_error err = {0};
+
+    *a = (struct ram_anchor){.size = size,
+                             .channels = o->channels,
+                             .total_ms = -1,
+                             .downtime_ms = -1,
+                             .setup_ms = -1};
+    if (ram_anchor_run(a, o->keep, &err) < 0) {
+        fprintf(stderr, "vgmig-bench: %s\n", err.msg);
+    }
+    print_anchor(a);
+    return a->verified;
+}
+
+/* The cells of size @vram from cells[@n] on; returns the new count. */
+static unsigned run_size(const struct bench_opts *o, uint64_t vram,
+                         struct cell *cells, unsigned n, unsigned *failed)
+{
+    for (unsigned w = 0; w < WL_COUNT; w++) {
+        for (unsigned m = 0; m < MODE_COUNT && n < MAX_CELLS; m++) {
+            if (!wanted(o, vram, w) || !(o->mode_mask & (1u << m))) {
+                continue;
             }
+            cells[n] = (struct cell){.wl = w,
+                                     .mode = m,
+                                     .vram = vram,
+                                     .channels = o->channels,
+                                     .downtime_ms = -1,
+                                     .total_ms = -1};
+            *failed += run_cell(o, &cells[n]) < 0;
+            print_cell(&cells[n]);
+            n++;
         }
     }
     return n;
 }
 
-static void print_ratios(const struct cell *cells, unsigned n)
+static unsigned run_all(const struct bench_opts *o, struct cell *cells,
+                        struct anchors *an, unsigned *failed)
+{
+    unsigned n = 0;
+
+    for (unsigned s = 0; s < o->nsizes; s++) {
+        if (o->ram_anchor) {
+            *failed += !run_anchor(o, o->sizes[s], &an->a[an->n++]);
+        }
+        n = run_size(o, o->sizes[s], cells, n, failed);
+    }
+    return n;
+}
+
+static void print_ratios(const struct cell *cells, unsigned n,
+                         const struct anchors *an)
 {
     GString *s = g_string_new("");
 
     md_ratios(s, cells, n);
+    md_vs_ram(s, cells, n, an);
     fputs(s->str, stdout);
     g_string_free(s, TRUE);
 }
@@ -1494,6 +1746,7 @@ static void print_ratios(const struct cell *cells, unsigned n)
 int main(int argc, char **argv)
 {
     static struct cell cells[MAX_CELLS];
+    static struct anchors an;
     struct bench_opts o = {0};
     struct vg_error err = {0};
     unsigned n, failed = 0, est_ok, n_est, dt_ok, n_dt;
@@ -1511,24 +1764,25 @@ int main(int argc, char **argv)
         return 1;
     }
     note_load();
-    n = run_all(&o, cells, &failed);
-    ret = write_json(&o, cells, n, &err);
+    n = run_all(&o, cells, &an, &failed);
+    ret = write_json(&o, cells, n, &an, &err);
     if (ret == 0) {
         ret = write_plot_data(&o, cells, n, &err);
     }
     if (ret == 0 && o.doc) {
-        ret = write_doc(&o, cells, n,
+        ret = write_doc(&o, cells, n, &an,
                         (double)(g_get_monotonic_time() - t0) / 1e6, &err);
     }
     if (ret < 0) {
         fprintf(stderr, "vgmig-bench: %s\n", err.msg);
     }
-    print_ratios(cells, n);
+    print_ratios(cells, n, &an);
     count_bounds(cells, n, &est_ok, &n_est, &dt_ok, &n_dt);
     printf("vgmig-bench: stop-copy sent <= 1.2 x estimate + 1 MiB in %u of "
            "%u cells; downtime <= %d ms in %u of %u cells not forced\n",
            est_ok, n_est, BENCH_DT_MS + DT_SLACK_MS, dt_ok, n_dt);
-    printf("vgmig-bench: %u cells, %u failed, results in %s/results.json\n", n,
-           failed, o.out_dir);
+    printf("vgmig-bench: %u cells and %u RAM anchors, %u failed, results in "
+           "%s/results.json and ram-anchor.json\n",
+           n, an.n, failed, o.out_dir);
     return ret < 0 || failed ? 1 : 0;
 }
