@@ -507,7 +507,7 @@ help:
 	@echo "  bench-hash      dirty-tracking hash GB/s against memcpy (build/dt-bench)"
 	@echo "  bench-vgpu      vGPU throughput with and without tracking (build/vgpu-bench)"
 	@echo "  bench-cuda      GPU page hashing against GPU read bandwidth (needs a GPU)"
-	@echo "  bench           live-migration benchmark: sizes x workloads x modes"
+	@echo "  bench           live-migration benchmark: sizes x workloads x modes, RAM anchors"
 	@echo "                  (build/bench, docs/benchmarks.md; runs bench-vgpu and bench-hash first)"
 	@echo "  checkpatch      QEMU's scripts/checkpatch.pl on qemu-patches/series"
 	@echo "  soak            ping-pong migrations with random faults (build/soak;"
