@@ -97,7 +97,8 @@ $(O)/vgmig-demo: $(O)/obj/demo/vgmig-demo.o $(O)/libqclient.a \
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
 
-$(O)/vgmig-bench: $(O)/obj/bench/vgmig-bench.o $(O)/libqclient.a \
+$(O)/vgmig-bench: $(O)/obj/bench/vgmig-bench.o $(O)/obj/bench/bench-mig.o \
+                  $(O)/obj/bench/ram-anchor.o $(O)/libqclient.a \
                   $(O)/libvgmig.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
@@ -458,8 +459,11 @@ bench-vgpu: $(O)/vgpu-bench
 	$(O)/vgpu-bench $(VGPU_BENCH_ARGS)
 
 # The live-migration benchmark: results in $(O)/bench, the report in
-# docs/benchmarks.md.  BENCH_ARGS overrides the sizes, workloads, modes.
-BENCH_ARGS ?= --sizes 256M,1G,4G --big 1G
+# docs/benchmarks.md.  BENCH_ARGS overrides the sizes, workloads, modes and
+# channels (--channels N > 1: multifd with N channels for every cell and
+# RAM anchor); each size gets its RAM anchor (QEMU's own RAM migration of
+# that many non-zero bytes) unless BENCH_ARGS has --no-ram-anchor.
+BENCH_ARGS ?= --sizes 256M,1G,4G --big 1G --channels 1
 bench: all $(O)/vgmig-bench $(O)/dt-bench $(O)/vgpu-bench
 	@mkdir -p $(O)/bench
 	$(O)/vgpu-bench $(VGPU_BENCH_ARGS) > $(O)/bench/vgpu-bench.txt && \
@@ -503,7 +507,7 @@ help:
 	@echo "  bench-hash      dirty-tracking hash GB/s against memcpy (build/dt-bench)"
 	@echo "  bench-vgpu      vGPU throughput with and without tracking (build/vgpu-bench)"
 	@echo "  bench-cuda      GPU page hashing against GPU read bandwidth (needs a GPU)"
-	@echo "  bench           live-migration benchmark: sizes x workloads x modes"
+	@echo "  bench           live-migration benchmark: sizes x workloads x modes, RAM anchors"
 	@echo "                  (build/bench, docs/benchmarks.md; runs bench-vgpu and bench-hash first)"
 	@echo "  checkpatch      QEMU's scripts/checkpatch.pl on qemu-patches/series"
 	@echo "  soak            ping-pong migrations with random faults (build/soak;"

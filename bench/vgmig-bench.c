@@ -27,6 +27,8 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/size.h"
+#include "bench-mig.h"
+#include "ram-anchor.h"
 #include "qclient/cpu-writer.h"
 #include "qclient/harness.h"
 #include "qclient/migrate.h"
@@ -44,8 +46,6 @@
 #define STATS_WAIT_MS    60000
 #define MAX_SIZES        8
 #define MAX_CELLS        256
-#define BANDWIDTH        (10ll << 30)
-#define DEFAULT_DT_MS    300
 #define FORCE_DT_MS      60000
 #define FORCE_SW_BW      (10ll << 30)
 #define IDX_OFF          0u                   /* index arrays, never written */
@@ -68,6 +68,7 @@
 #define FORCE_PER_GIB_MS 5000
 #define FORCE_AFTER_MS   3000 /* after a full pass, or with no pre-copy */
 #define QMP_TIMEOUT_MS   300000
+#define RATE_MIN_BYTES   ((int64_t)1 << 20) /* less: mostly fixed cost */
 
 enum workload {
     WL_IDLE,
@@ -97,7 +98,8 @@ static const struct mode modes[MODE_COUNT] = {
     {"ours", "iterative", "hybrid"},
 };
 
-#define MAX_APPEND 4 /* --append files */
+#define MAX_APPEND   4  /* --append files */
+#define MAX_CHANNELS 64 /* --channels */
 
 struct bench_opts {
     uint64_t sizes[MAX_SIZES];
@@ -105,6 +107,8 @@ struct bench_opts {
     unsigned wl_mask;
     unsigned mode_mask;
     uint64_t big_limit; /* sizes above run only idle and inference */
+    unsigned channels;  /* migration channels: > 1 is multifd */
+    bool ram_anchor;    /* a RAM anchor per size */
     const char *out_dir;
     const char *doc;
     const char *cmdline;
@@ -120,6 +124,7 @@ struct cell {
     enum workload wl;
     unsigned mode;
     uint64_t vram;
+    unsigned channels; /* --channels */
     int64_t downtime_ms, total_ms;
     double stopcopy_ms;
     double stopcopy_read_ms; /* of it, the source producing the data */
@@ -129,7 +134,7 @@ struct cell {
     uint64_t cpu_writes;    /* guest CPU writes that reached VRAM in time */
     uint64_t cpu_uncertain; /* in flight at the stop, or after it */
     double cpu_rate;        /* writes per second achieved */
-    double stream_bps;      /* this cell's pre-copy rate */
+    double stream_bps;      /* this cell's device pre-copy rate */
     bool forced, verified;
     char error[VG_MIG_TEXT_MAX];
 };
@@ -138,6 +143,12 @@ struct side {
     struct vg_server *server;
     struct vg_qemu *qemu;
     char *stats;
+};
+
+/* The RAM anchors of the run, one per size (ram-anchor.h). */
+struct anchors {
+    struct ram_anchor a[MAX_SIZES];
+    unsigned n;
 };
 
 /* State of one running cell. */
@@ -156,10 +167,7 @@ struct run {
     struct vg_cpu_writer *cw; /* cpu-writes workloads */
     uint8_t *image;           /* their VRAM before the first write */
     uint32_t step;            /* training steps, sparse index cursor */
-    gint64 act_t0_us;         /* first active sample with bytes moving */
-    int64_t act_bytes0;       /* bytes then */
-    gint64 act_t1_us;
-    int64_t act_bytes1;
+    struct bench_rate rate;   /* of the bytes moved while active */
 };
 
 static void usage(FILE *f)
@@ -171,8 +179,11 @@ static void usage(FILE *f)
             "mode and\n"
             "record QEMU's downtime, the device's stop-copy time, total time, "
             "bytes\n"
-            "on the wire, rounds and throttle.  Needs $VGMIG_SERVER, "
-            "$VGMIG_QEMU and\n"
+            "on the wire, rounds and throttle; and for every size QEMU's own "
+            "RAM\n"
+            "migration of that many non-zero bytes (the RAM anchor), to "
+            "compare the\n"
+            "device's throughput with.  Needs $VGMIG_SERVER, $VGMIG_QEMU and\n"
             "$VGMIG_FIRMWARE like the tests.\n"
             "\n"
             "Workloads: idle, inference, training, sparse, cpu-writes, "
@@ -187,6 +198,17 @@ static void usage(FILE *f)
             "  --modes LIST      comma-separated modes [all]\n"
             "  --big SIZE        sizes above SIZE run idle and inference only "
             "[1G]\n"
+            "  --channels N      migration channels of every cell: 1 is QEMU's "
+            "one\n"
+            "                    main channel; N > 1 turns multifd on with\n"
+            "                    multifd-channels N on both sides [1]\n"
+            "  --no-ram-anchor   skip the RAM anchors: before the cells of "
+            "each size,\n"
+            "                    a VM without a vGPU whose guest RAM of that "
+            "size\n"
+            "                    is all non-zero migrates the same way; its\n"
+            "                    throughput is what the device's is compared "
+            "with\n"
             "  --out DIR         results.json and downtime.dat go here "
             "[build/bench]\n"
             "  --doc FILE        also write the Markdown report to FILE\n"
@@ -257,6 +279,20 @@ static int parse_modes(const char *text, unsigned *mask)
     return parse_names("modes", text, names, MODE_COUNT, mask);
 }
 
+static int parse_channels(const char *text, unsigned *channels)
+{
+    char *end;
+    unsigned long v = strtoul(text, &end, 10);
+
+    if (!*text || *end || v < 1 || v > MAX_CHANNELS) {
+        fprintf(stderr, "vgmig-bench: --channels: '%s' is not 1 to %d\n", text,
+                MAX_CHANNELS);
+        return -1;
+    }
+    *channels = (unsigned)v;
+    return 0;
+}
+
 static int parse_opt(int c, struct bench_opts *o)
 {
     struct vg_error err = {0};
@@ -275,6 +311,8 @@ static int parse_opt(int c, struct bench_opts *o)
             return -1;
         }
         return 0;
+    case 'C':
+        return parse_channels(optarg, &o->channels);
     case 'o':
         o->out_dir = optarg;
         return 0;
@@ -283,6 +321,9 @@ static int parse_opt(int c, struct bench_opts *o)
         return 0;
     case 'c':
         o->cmdline = optarg;
+        return 0;
+    case 'N':
+        o->ram_anchor = false;
         return 0;
     case 'q':
         o->quick = true;
@@ -317,6 +358,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"workloads", required_argument, NULL, 'w'},
         {"modes", required_argument, NULL, 'm'},
         {"big", required_argument, NULL, 'b'},
+        {"channels", required_argument, NULL, 'C'},
+        {"no-ram-anchor", no_argument, NULL, 'N'},
         {"out", required_argument, NULL, 'o'},
         {"doc", required_argument, NULL, 'd'},
         {"cmdline", required_argument, NULL, 'c'},
@@ -333,6 +376,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
     o->wl_mask = (1u << WL_COUNT) - 1;
     o->mode_mask = (1u << MODE_COUNT) - 1;
     o->big_limit = 1ull << 30;
+    o->channels = 1;
+    o->ram_anchor = true;
     o->out_dir = "build/bench";
     o->log_level = VG_LOG_WARN;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -642,37 +687,12 @@ static int tick(struct run *r, struct vg_error *err)
 
 /* ---------------------------------------------------------- migration */
 
-static int set_params(struct run *r, int64_t downtime, int64_t sw_bw,
-                      struct vg_error *err)
-{
-    struct vg_qmp *q = r->src.qemu->qmp;
-    int ret = vg_mig_set_parameter(q, "max-bandwidth", BANDWIDTH, err);
-
-    if (ret == 0) {
-        ret = vg_mig_set_parameter(q, "downtime-limit", downtime, err);
-    }
-    if (ret == 0) {
-        ret = vg_mig_set_parameter(q, "avail-switchover-bandwidth", sw_bw, err);
-    }
-    return ret;
-}
-
-/* Pre-copy rate: bytes moved between the first and last active samples. */
+/* Pre-copy rate of the device: VFIO bytes moved between the first and
+ * last active samples.  (query-migrate's ram.transferred counts every
+ * byte of the stream, the device's included, so it is no part of it.) */
 static void note_rate(struct run *r, const struct vg_mig_info *info)
 {
-    int64_t bytes =
-        MAX(info->ram_transferred, 0) + MAX(info->vfio_transferred, 0);
-    gint64 now = g_get_monotonic_time();
-
-    if (strcmp(info->status, "active") != 0 || bytes <= 0) {
-        return;
-    }
-    if (!r->act_t0_us) {
-        r->act_t0_us = now;
-        r->act_bytes0 = bytes;
-    }
-    r->act_t1_us = now;
-    r->act_bytes1 = bytes;
+    bench_rate_note(&r->rate, info->status, info->vfio_transferred);
 }
 
 /* Whether QEMU has had its chance to switch over by itself: FORCE_AFTER_MS
@@ -704,22 +724,11 @@ static int poll_cb(const struct vg_mig_info *info, void *opaque,
     ret = tick(r, err);
     if (ret == 0 && !r->c->forced && force_due(r, info)) {
         r->c->forced = true;
-        ret = set_params(r, FORCE_DT_MS, FORCE_SW_BW, err);
+        ret = bench_mig_set_params(r->src.qemu->qmp, FORCE_DT_MS, FORCE_SW_BW,
+                                   err);
     }
     if (ret < 0) {
         vg_error_prefix(err, "workload %s", wl_names[r->c->wl]);
-    }
-    return ret;
-}
-
-/* switchover-ack (over the return path): QEMU switches over only after
- * the destination has loaded the device's initial pre-copy data. */
-static int ack_initial_data(struct vg_qmp *qmp, struct vg_error *err)
-{
-    int ret = vg_mig_set_capability(qmp, "return-path", true, err);
-
-    if (ret == 0) {
-        ret = vg_mig_set_capability(qmp, "switchover-ack", true, err);
     }
     return ret;
 }
@@ -736,17 +745,8 @@ static int migrate(struct run *r, struct vg_error *err)
     vg_qmp_set_timeout(r->src.qemu->qmp, QMP_TIMEOUT_MS);
     vg_qmp_set_timeout(r->dst.qemu->qmp, QMP_TIMEOUT_MS);
     vg_qtest_set_timeout(r->src.qemu->qt, QMP_TIMEOUT_MS); /* CPU writes */
-    ret = ack_initial_data(r->src.qemu->qmp, err);
-    if (ret == 0) {
-        ret = ack_initial_data(r->dst.qemu->qmp, err);
-    }
-    if (ret == 0) {
-        ret = vg_mig_incoming(r->dst.qemu->qmp, &uri, err);
-    }
-
-    if (ret == 0) {
-        ret = set_params(r, DEFAULT_DT_MS, 0, err);
-    }
+    ret = bench_mig_prepare(r->src.qemu->qmp, r->dst.qemu->qmp, r->o->channels,
+                            &uri, err);
     r->force_ms =
         FORCE_BASE_MS + (int64_t)(r->c->vram >> 30) * FORCE_PER_GIB_MS;
     r->t0_us = g_get_monotonic_time();
@@ -765,10 +765,7 @@ static int migrate(struct run *r, struct vg_error *err)
         r->c->downtime_ms = info.downtime_ms;
         r->c->total_ms = info.total_time_ms;
     }
-    if (r->act_t1_us > r->act_t0_us) {
-        r->c->stream_bps = (double)(r->act_bytes1 - r->act_bytes0) * 1e6 /
-                           (double)(r->act_t1_us - r->act_t0_us);
-    }
+    r->c->stream_bps = bench_rate_bps(&r->rate);
     return ret;
 }
 
@@ -938,30 +935,53 @@ static double floor_ms(const struct cell *c, double rate)
                : -1;
 }
 
-static void json_cell(GString *js, const struct cell *c, double rate)
+/* The verified RAM anchor of @size in @an, or NULL. */
+static const struct ram_anchor *find_anchor(const struct anchors *an,
+                                            uint64_t size)
+{
+    for (unsigned i = 0; i < an->n; i++) {
+        if (an->a[i].size == size && an->a[i].verified) {
+            return &an->a[i];
+        }
+    }
+    return NULL;
+}
+
+/* The RAM anchor's throughput for @size; 0 without one. */
+static double ram_rate(const struct anchors *an, uint64_t size)
+{
+    const struct ram_anchor *a = find_anchor(an, size);
+
+    return a ? ram_anchor_bps(a) : 0;
+}
+
+static void json_cell(GString *js, const struct cell *c, double rate,
+                      double ram)
 {
     g_string_append_printf(
         js,
         "  {\"workload\": \"%s\", \"vram_bytes\": %" PRIu64
         ", \"mode\": \"%s\", \"precopy\": \"%s\", \"dirty_track\": \"%s\", "
+        "\"channels\": %u, "
         "\"downtime_ms\": %" PRId64 ", \"device_stopcopy_ms\": %.3f, "
         "\"stopcopy_read_ms\": %.3f, \"total_ms\": %" PRId64
         ", \"bytes_sent\": %" PRId64 ", \"precopy_bytes\": %" PRId64
         ", \"stopcopy_bytes\": %" PRId64 ", \"nonzero_vram_bytes\": %" PRIu64
         ", \"final_dirty_bytes\": %" PRId64
         ", \"stream_bytes_per_s\": %.0f, \"cell_precopy_bytes_per_s\": %.0f, "
-        "\"floor_ms\": %.3f, \"stopcopy_estimate_bytes\": %" PRId64
+        "\"floor_ms\": %.3f, \"ram_anchor_bytes_per_s\": %.0f, "
+        "\"floor_ram_ms\": %.3f, \"stopcopy_estimate_bytes\": %" PRId64
         ", \"rounds\": %" PRId64 ", \"throttle\": %" PRId64
         ", \"cpu_writes_before_stop\": %" PRIu64
         ", \"cpu_writes_uncertain\": %" PRIu64 ", \"cpu_writes_per_s\": %.0f"
         ", \"forced\": %s, \"verified\": %s, \"error\": \"%s\"}",
         wl_names[c->wl], c->vram, modes[c->mode].name, modes[c->mode].precopy,
-        modes[c->mode].track, c->downtime_ms, c->stopcopy_ms,
+        modes[c->mode].track, c->channels, c->downtime_ms, c->stopcopy_ms,
         c->stopcopy_read_ms, c->total_ms, c->bytes_sent, c->precopy_bytes,
         c->stopcopy_bytes, c->vram, c->final_dirty, rate, c->stream_bps,
-        floor_ms(c, rate), c->estimate, c->rounds, c->throttle, c->cpu_writes,
-        c->cpu_uncertain, c->cpu_rate, c->forced ? "true" : "false",
-        c->verified ? "true" : "false", c->error);
+        floor_ms(c, rate), ram, floor_ms(c, ram), c->estimate, c->rounds,
+        c->throttle, c->cpu_writes, c->cpu_uncertain, c->cpu_rate,
+        c->forced ? "true" : "false", c->verified ? "true" : "false", c->error);
 }
 
 static int write_file(const char *path, const GString *s, struct vg_error *err)
@@ -976,21 +996,57 @@ static int write_file(const char *path, const GString *s, struct vg_error *err)
     return 0;
 }
 
+static void json_anchor(GString *js, const struct ram_anchor *a)
+{
+    g_string_append_printf(
+        js,
+        "  {\"ram_bytes\": %" PRIu64
+        ", \"channels\": %u, \"total_ms\": %" PRId64 ", \"setup_ms\": %" PRId64
+        ", \"downtime_ms\": %" PRId64 ", \"transferred_bytes\": %" PRId64
+        ", \"bytes_per_s\": %.0f, "
+        "\"active_bytes_per_s\": %.0f, \"checksum\": \"%016" PRIx64
+        "\", \"verified\": %s, \"error\": \"%s\"}",
+        a->size, a->channels, a->total_ms, a->setup_ms, a->downtime_ms,
+        a->ram_bytes, ram_anchor_bps(a), a->active_bps, a->checksum,
+        a->verified ? "true" : "false", a->error);
+}
+
+/* OUT/ram-anchor.json: the RAM anchors. */
+static int write_anchor_json(const struct bench_opts *o,
+                             const struct anchors *an, struct vg_error *err)
+{
+    g_autofree char *path =
+        g_build_filename(o->out_dir, "ram-anchor.json", NULL);
+    GString *js = g_string_new("[\n");
+    int ret;
+
+    for (unsigned i = 0; i < an->n; i++) {
+        json_anchor(js, &an->a[i]);
+        g_string_append(js, i + 1 < an->n ? ",\n" : "\n");
+    }
+    g_string_append(js, "]\n");
+    ret = write_file(path, js, err);
+    g_string_free(js, TRUE);
+    return ret;
+}
+
 static int write_json(const struct bench_opts *o, const struct cell *cells,
-                      unsigned n, struct vg_error *err)
+                      unsigned n, const struct anchors *an,
+                      struct vg_error *err)
 {
     g_autofree char *path = g_build_filename(o->out_dir, "results.json", NULL);
     GString *js = g_string_new("[\n");
     int ret;
 
     for (unsigned i = 0; i < n; i++) {
-        json_cell(js, &cells[i], stream_rate(cells, n, cells[i].vram));
+        json_cell(js, &cells[i], stream_rate(cells, n, cells[i].vram),
+                  ram_rate(an, cells[i].vram));
         g_string_append(js, i + 1 < n ? ",\n" : "\n");
     }
     g_string_append(js, "]\n");
     ret = write_file(path, js, err);
     g_string_free(js, TRUE);
-    return ret;
+    return ret < 0 ? ret : write_anchor_json(o, an, err);
 }
 
 /* downtime.dat: one block per mode (workload idle and inference, the
@@ -1117,8 +1173,10 @@ static void md_rates(GString *s, const struct cell *cells, unsigned n,
 {
     g_string_append(
         s, "\nStream throughput per VRAM size, measured in this run: the "
-           "growth of query-migrate's ram + vfio transferred bytes between "
-           "the first and the last 'active' sample of the idle/ours cell of "
+           "growth of query-migrate's vfio transferred bytes (the device's; "
+           "ram transferred counts every byte of the stream, so it is not "
+           "added) between the first and the last 'active' sample of the "
+           "idle/ours cell of "
            "that size (its pre-copy, which streams VRAM as fast as the "
            "channel goes).  The floor of a cell is its final dirty bytes "
            "divided by it.\n\n");
@@ -1127,6 +1185,134 @@ static void md_rates(GString *s, const struct cell *cells, unsigned n,
         md_size(s, o->sizes[i]);
         g_string_append_printf(s, ": %.0f MiB/s\n",
                                stream_rate(cells, n, o->sizes[i]) / (1 << 20));
+    }
+}
+
+/* " V |" with @prec decimals, or " - |" when @v < 0 (not measured). */
+static void md_num(GString *s, double v, int prec)
+{
+    if (v < 0) {
+        g_string_append(s, " - |");
+    } else {
+        g_string_append_printf(s, " %.*f |", prec, v);
+    }
+}
+
+static double mib(double bytes)
+{
+    return bytes / (1 << 20);
+}
+
+static void md_anchor_row(GString *s, const struct ram_anchor *a)
+{
+    g_string_append(s, "| ");
+    md_size(s, a->size);
+    g_string_append_printf(s, " | %u |", a->channels);
+    if (!a->verified) {
+        g_string_append_printf(s, " failed: %s | | | | | |\n", a->error);
+        return;
+    }
+    g_string_append_printf(
+        s, " %.0f | %.0f | %" PRId64 " | %" PRId64 " | %" PRId64 " | %.1f |\n",
+        mib(ram_anchor_bps(a)), mib(a->active_bps), a->total_ms, a->setup_ms,
+        a->downtime_ms, mib((double)a->ram_bytes));
+}
+
+static void md_anchors(GString *s, const struct anchors *an)
+{
+    g_string_append(
+        s, "\n## Against QEMU's RAM migration (RAM anchor)\n\n"
+           "Before the cells of each size, the same run migrates a VM "
+           "without a vGPU whose guest RAM has that size, with the same "
+           "QEMU, capabilities, parameters and channels as the vGPU cells.  "
+           "Every 8 bytes of its RAM are non-zero (written through the "
+           "memfd that backs guest RAM, before the migration), so every "
+           "page goes in full; the destination's RAM, read back the same "
+           "way, has the source's XXH3-64 checksum.  RAM MiB/s, the anchor, "
+           "is query-migrate's ram.transferred over its total-time; active "
+           "MiB/s is the growth of ram.transferred between the first and "
+           "the last 'active' sample, the way the device's pre-copy rate is "
+           "taken.\n\n| RAM | channels | RAM MiB/s | active MiB/s | total ms "
+           "| setup ms | downtime ms | transferred MiB |\n"
+           "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (unsigned i = 0; i < an->n; i++) {
+        md_anchor_row(s, &an->a[i]);
+    }
+}
+
+/* The device's stop-copy throughput: stop-copy bytes over the device's
+ * stop-copy time; -1 if it moved less than RATE_MIN_BYTES. */
+static double stopcopy_bps(const struct cell *c)
+{
+    return c->stopcopy_bytes >= RATE_MIN_BYTES && c->stopcopy_ms > 0
+               ? (double)c->stopcopy_bytes * 1000.0 / c->stopcopy_ms
+               : -1;
+}
+
+/* @v / @ram, -1 unless both were measured. */
+static double over(double v, double ram)
+{
+    return v > 0 && ram > 0 ? v / ram : -1;
+}
+
+/* Idle cells: total time over the time the RAM anchor's throughput
+ * needs for VRAM's bytes; -1 for the others. */
+static double idle_vs_ram(const struct cell *c, double ram)
+{
+    if (c->wl != WL_IDLE || ram <= 0 || c->total_ms <= 0) {
+        return -1;
+    }
+    return (double)c->total_ms / ((double)c->vram * 1000.0 / ram);
+}
+
+static void md_vs_ram_row(GString *s, const struct cell *c, double ram)
+{
+    double pre = c->stream_bps > 0 ? c->stream_bps : -1;
+    double sc = stopcopy_bps(c);
+
+    g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
+    md_size(s, c->vram);
+    g_string_append_printf(s, " | %s |", modes[c->mode].name);
+    md_num(s, pre > 0 ? mib(pre) : -1, 0);
+    md_num(s, over(pre, ram), 3);
+    md_num(s, sc > 0 ? mib(sc) : -1, 0);
+    md_num(s, over(sc, ram), 3);
+    md_num(s, floor_ms(c, ram), 1);
+    md_num(s, idle_vs_ram(c, ram), 2);
+    g_string_append(s, "\n");
+}
+
+/* The RAM anchors and every verified cell against its size's. */
+static void md_vs_ram(GString *s, const struct cell *cells, unsigned n,
+                      const struct anchors *an)
+{
+    if (an->n == 0) {
+        g_string_append(s, "\nNo RAM anchor in this run "
+                           "(--no-ram-anchor).\n");
+        return;
+    }
+    md_anchors(s, an);
+    g_string_append(
+        s, "\nEach verified cell against the RAM anchor of its size: the "
+           "device's pre-copy rate (as in the stream throughput above) and "
+           "its stop-copy rate (stop-copy bytes over device stop-copy ms), "
+           "each also over RAM MiB/s (/ RAM; 1 is the speed of QEMU's RAM "
+           "path); the floor at the RAM rate, final dirty bytes over RAM "
+           "MiB/s (what the stop-copy would take if the device's data moved "
+           "like RAM); and for idle cells the total time over the time RAM "
+           "MiB/s needs for VRAM's bytes.  With more than one channel QEMU "
+           "moves the device's stop-copy data over multifd from its own "
+           "threads, so the device can have handed all of it over before it "
+           "is on the wire: QEMU's downtime in the first table bounds that "
+           "rate too.  - : not measured (no pre-copy, "
+           "less than 1 MiB sent in stop-copy, not idle, or no anchor).\n\n"
+           "| workload | VRAM | mode | pre-copy MiB/s | / RAM | stop-copy "
+           "MiB/s | / RAM | floor at RAM rate ms | total / (VRAM / RAM) |\n"
+           "|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for (unsigned i = 0; i < n; i++) {
+        if (cells[i].verified) {
+            md_vs_ram_row(s, &cells[i], ram_rate(an, cells[i].vram));
+        }
     }
 }
 
@@ -1204,7 +1390,7 @@ static bool estimate_held(const struct cell *c)
  * over by itself. */
 static bool downtime_held(const struct cell *c)
 {
-    return c->forced || c->downtime_ms <= DEFAULT_DT_MS + DT_SLACK_MS;
+    return c->forced || c->downtime_ms <= BENCH_DT_MS + DT_SLACK_MS;
 }
 
 /* The estimate and downtime targets over all cells: the ones that held
@@ -1331,15 +1517,27 @@ static void md_machine(GString *s)
                            load0);
 }
 
+/* How --channels @n migrates, for the report (g_free()). */
+static char *channels_text(unsigned n)
+{
+    return n > 1 ? g_strdup_printf("%u channels (capability multifd, "
+                                   "multifd-channels %u, on both sides)",
+                                   n, n)
+                 : g_strdup("one channel (multifd off)");
+}
+
 static void md_method(GString *s, const struct bench_opts *o)
 {
+    g_autofree char *ch = channels_text(o->channels);
+
     g_string_append_printf(
         s,
         "Each cell starts two vgpu-servers (page size %s) and two QEMUs "
         "(%d MiB guest RAM), fills all of VRAM with non-zero patterns "
         "(so non-zero VRAM = VRAM size), starts the workload and migrates "
-        "with max-bandwidth 10 GiB/s, downtime-limit %d ms and "
-        "avail-switchover-bandwidth 0 (QEMU decides the switchover).  A "
+        "with max-bandwidth 10 GiB/s, downtime-limit %d ms, "
+        "avail-switchover-bandwidth 0 (QEMU decides the switchover) over "
+        "%s.  A "
         "cell not completed %d ms after QEMU has sent one VRAM's worth of "
         "device data (at once for stop-copy, which has no pre-copy), or "
         "after %d ms + %d ms per GiB of VRAM at the latest, gets "
@@ -1359,7 +1557,7 @@ static void md_method(GString *s, const struct bench_opts *o)
         "against QEMU's STOP event (qclient/cpu-writer.h): the "
         "destination's VRAM checksum must name VRAM as filled plus every "
         "write made before the stop.  VRAM sizes above ",
-        PAGE_ARG, GUEST_RAM_MIB, DEFAULT_DT_MS, FORCE_AFTER_MS, FORCE_BASE_MS,
+        PAGE_ARG, GUEST_RAM_MIB, BENCH_DT_MS, ch, FORCE_AFTER_MS, FORCE_BASE_MS,
         FORCE_PER_GIB_MS, FORCE_DT_MS, SPARSE_RATE, CPU_RATE, HEAVY_RATE,
         HEAVY_HOT_PCT, HEAVY_STRADDLE);
     md_size(s, o->big_limit);
@@ -1414,20 +1612,24 @@ static void md_kept(GString *s, const char *path)
 }
 
 static int write_doc(const struct bench_opts *o, const struct cell *cells,
-                     unsigned n, double wall_s, struct vg_error *err)
+                     unsigned n, const struct anchors *an, double wall_s,
+                     struct vg_error *err)
 {
     GString *s = g_string_new("# vgmig live-migration benchmark\n\n");
     int ret;
 
     g_string_append_printf(s,
                            "Generated by build/vgmig-bench from its own run "
-                           "(%u cells, %.0f s).  Reproduce with:\n\n    %s\n\n",
-                           n, wall_s, o->cmdline ? o->cmdline : "make bench");
+                           "(%u cells and %u RAM anchors, %.0f s).  Reproduce "
+                           "with:\n\n    %s\n\n",
+                           n, an->n, wall_s,
+                           o->cmdline ? o->cmdline : "make bench");
     md_machine(s);
     md_method(s, o);
     md_table(s, cells, n);
     md_ratios(s, cells, n);
     md_rates(s, cells, n, o);
+    md_vs_ram(s, cells, n, an);
     md_cpu_writes(s, cells, n);
     md_targets(s, cells, n);
     g_string_append(s, "\nPlot: benchmarks-downtime.png (downtime against "
@@ -1468,36 +1670,79 @@ static void print_cell(const struct cell *c)
     fflush(stdout);
 }
 
-static unsigned run_all(const struct bench_opts *o, struct cell *cells,
-                        unsigned *failed)
+static void print_anchor(const struct ram_anchor *a)
 {
-    unsigned n = 0;
+    printf("ram-anchor %6" PRIu64 "M channels %-3u    total %6" PRId64
+           " ms, downtime %4" PRId64 " ms, setup %3" PRId64
+           " ms, RAM %.1f MiB, %.0f MiB/s (active %.0f MiB/s)%s\n",
+           a->size >> 20, a->channels, a->total_ms, a->downtime_ms, a->setup_ms,
+           mib((double)a->ram_bytes), mib(ram_anchor_bps(a)),
+           mib(a->active_bps), a->verified ? "" : " FAILED");
+    fflush(stdout);
+}
 
-    for (unsigned s = 0; s < o->nsizes; s++) {
-        for (unsigned w = 0; w < WL_COUNT; w++) {
-            for (unsigned m = 0; m < MODE_COUNT && n < MAX_CELLS; m++) {
-                if (!wanted(o, o->sizes[s], w) || !(o->mode_mask & (1u << m))) {
-                    continue;
-                }
-                cells[n] = (struct cell){.wl = w,
-                                         .mode = m,
-                                         .vram = o->sizes[s],
-                                         .downtime_ms = -1,
-                                         .total_ms = -1};
-                *failed += run_cell(o, &cells[n]) < 0;
-                print_cell(&cells[n]);
-                n++;
+/* The RAM anchor of @size into @a; false if it failed. */
+static bool run_anchor(const struct bench_opts *o, uint64_t size,
+                       struct ram_anchor *a)
+{
+    struct vg_error err = {0};
+
+    *a = (struct ram_anchor){.size = size,
+                             .channels = o->channels,
+                             .total_ms = -1,
+                             .downtime_ms = -1,
+                             .setup_ms = -1};
+    if (ram_anchor_run(a, o->keep, &err) < 0) {
+        fprintf(stderr, "vgmig-bench: %s\n", err.msg);
+    }
+    print_anchor(a);
+    return a->verified;
+}
+
+/* The cells of size @vram from cells[@n] on; returns the new count. */
+static unsigned run_size(const struct bench_opts *o, uint64_t vram,
+                         struct cell *cells, unsigned n, unsigned *failed)
+{
+    for (unsigned w = 0; w < WL_COUNT; w++) {
+        for (unsigned m = 0; m < MODE_COUNT && n < MAX_CELLS; m++) {
+            if (!wanted(o, vram, w) || !(o->mode_mask & (1u << m))) {
+                continue;
             }
+            cells[n] = (struct cell){.wl = w,
+                                     .mode = m,
+                                     .vram = vram,
+                                     .channels = o->channels,
+                                     .downtime_ms = -1,
+                                     .total_ms = -1};
+            *failed += run_cell(o, &cells[n]) < 0;
+            print_cell(&cells[n]);
+            n++;
         }
     }
     return n;
 }
 
-static void print_ratios(const struct cell *cells, unsigned n)
+static unsigned run_all(const struct bench_opts *o, struct cell *cells,
+                        struct anchors *an, unsigned *failed)
+{
+    unsigned n = 0;
+
+    for (unsigned s = 0; s < o->nsizes; s++) {
+        if (o->ram_anchor) {
+            *failed += !run_anchor(o, o->sizes[s], &an->a[an->n++]);
+        }
+        n = run_size(o, o->sizes[s], cells, n, failed);
+    }
+    return n;
+}
+
+static void print_ratios(const struct cell *cells, unsigned n,
+                         const struct anchors *an)
 {
     GString *s = g_string_new("");
 
     md_ratios(s, cells, n);
+    md_vs_ram(s, cells, n, an);
     fputs(s->str, stdout);
     g_string_free(s, TRUE);
 }
@@ -1505,6 +1750,7 @@ static void print_ratios(const struct cell *cells, unsigned n)
 int main(int argc, char **argv)
 {
     static struct cell cells[MAX_CELLS];
+    static struct anchors an;
     struct bench_opts o = {0};
     struct vg_error err = {0};
     unsigned n, failed = 0, est_ok, n_est, dt_ok, n_dt;
@@ -1522,24 +1768,25 @@ int main(int argc, char **argv)
         return 1;
     }
     note_load();
-    n = run_all(&o, cells, &failed);
-    ret = write_json(&o, cells, n, &err);
+    n = run_all(&o, cells, &an, &failed);
+    ret = write_json(&o, cells, n, &an, &err);
     if (ret == 0) {
         ret = write_plot_data(&o, cells, n, &err);
     }
     if (ret == 0 && o.doc) {
-        ret = write_doc(&o, cells, n,
+        ret = write_doc(&o, cells, n, &an,
                         (double)(g_get_monotonic_time() - t0) / 1e6, &err);
     }
     if (ret < 0) {
         fprintf(stderr, "vgmig-bench: %s\n", err.msg);
     }
-    print_ratios(cells, n);
+    print_ratios(cells, n, &an);
     count_bounds(cells, n, &est_ok, &n_est, &dt_ok, &n_dt);
     printf("vgmig-bench: stop-copy sent <= 1.2 x estimate + 1 MiB in %u of "
            "%u cells; downtime <= %d ms in %u of %u cells not forced\n",
-           est_ok, n_est, DEFAULT_DT_MS + DT_SLACK_MS, dt_ok, n_dt);
-    printf("vgmig-bench: %u cells, %u failed, results in %s/results.json\n", n,
-           failed, o.out_dir);
+           est_ok, n_est, BENCH_DT_MS + DT_SLACK_MS, dt_ok, n_dt);
+    printf("vgmig-bench: %u cells and %u RAM anchors, %u failed, results in "
+           "%s/results.json and ram-anchor.json\n",
+           n, an.n, failed, o.out_dir);
     return ret < 0 || failed ? 1 : 0;
 }

@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -562,6 +564,7 @@ int vg_qemu_start(const struct vg_qemu_opts *o, struct vg_qemu **out,
     }
     q = g_new0(struct vg_qemu, 1);
     q->serial_fd = -1;
+    q->ram_bytes = o->ram_mib << 20;
     if (!o->accel || !strcmp(o->accel, "qtest")) {
         qtest_path = g_strdup_printf("%s/%s-qtest.sock", o->dir, o->name);
     }
@@ -628,6 +631,105 @@ void vg_qemu_free(struct vg_qemu *q)
     vg_proc_stop(&q->proc, VG_HARNESS_STOP_TIMEOUT_MS, NULL);
     proc_destroy(&q->proc);
     g_free(q);
+}
+
+/* Descriptor @name of @pid reopened read-write if it is a memfd of
+ * @size bytes, its inode into *@ino; else -1. */
+static int open_memfd_of(pid_t pid, const char *name, uint64_t size, ino_t *ino)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/fd/%s", (int)pid, name);
+    char target[256];
+    ssize_t n = readlink(path, target, sizeof(target) - 1);
+    struct stat st;
+    int fd;
+
+    if (n < 0) {
+        return -1; /* closed meanwhile, or "." and ".." */
+    }
+    target[n] = '\0';
+    if (!g_str_has_prefix(target, "/memfd:")) {
+        return -1;
+    }
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd >= 0 && (fstat(fd, &st) < 0 || (uint64_t)st.st_size != size)) {
+        close(fd);
+        return -1;
+    }
+    *ino = fd >= 0 ? st.st_ino : 0;
+    return fd;
+}
+
+/* The one memfd of @size bytes that @pid holds (more descriptors of the
+ * same one are fine), opened read-write into *@out. */
+static int find_ram_memfd(pid_t pid, uint64_t size, int *out,
+                          struct vg_error *err)
+{
+    g_autofree char *dir = g_strdup_printf("/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    ino_t found_ino = 0, ino = 0;
+    int fd, rc = 0;
+
+    *out = -1;
+    if (!d) {
+        return vg_error_set(err, errno, "opendir %s: %s", dir, strerror(errno));
+    }
+    while (rc == 0 && (de = readdir(d))) {
+        fd = open_memfd_of(pid, de->d_name, size, &ino);
+        if (fd >= 0 && *out >= 0 && ino != found_ino) {
+            rc = vg_error_set(err, EEXIST,
+                              "%s: more than one memfd of %" PRIu64 " bytes",
+                              dir, size);
+        }
+        if (fd >= 0 && *out < 0) {
+            *out = fd;
+            found_ino = ino;
+        } else if (fd >= 0) {
+            close(fd);
+        }
+    }
+    closedir(d);
+    if (rc == 0 && *out < 0) {
+        rc = vg_error_set(err, ENOENT, "%s: no memfd of %" PRIu64 " bytes", dir,
+                          size);
+    }
+    if (rc < 0 && *out >= 0) {
+        close(*out);
+        *out = -1;
+    }
+    return rc;
+}
+
+int vg_qemu_map_ram(const struct vg_qemu *q, struct vg_ram_map *m,
+                    struct vg_error *err)
+{
+    void *p = MAP_FAILED;
+    int fd;
+    int rc = find_ram_memfd(q->proc.pid, q->ram_bytes, &fd, err);
+
+    memset(m, 0, sizeof(*m));
+    if (rc == 0) {
+        p = mmap(NULL, q->ram_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            rc = vg_error_set(err, errno, "mmap: %s", strerror(errno));
+        }
+        close(fd);
+    }
+    if (rc < 0) {
+        vg_error_prefix(err, "guest RAM of %s", q->proc.name);
+        return rc;
+    }
+    m->base = p;
+    m->size = q->ram_bytes;
+    return 0;
+}
+
+void vg_ram_unmap(struct vg_ram_map *m)
+{
+    if (m->base) {
+        munmap(m->base, m->size);
+    }
+    memset(m, 0, sizeof(*m));
 }
 
 void vg_galloc_init(struct vg_galloc *a, uint64_t start, uint64_t end)

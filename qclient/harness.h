@@ -111,7 +111,8 @@ struct vg_qemu {
     struct vg_proc proc;
     struct vg_qtest *qt; /* NULL unless under qtest */
     struct vg_qmp *qmp;
-    int serial_fd; /* COM1's stream (vg_qemu_opts.serial), else -1 */
+    int serial_fd;      /* COM1's stream (vg_qemu_opts.serial), else -1 */
+    uint64_t ram_bytes; /* guest RAM (vg_qemu_opts.ram_mib) */
 };
 
 /* Start $VGMIG_QEMU under -accel qtest (or @o->accel) with a pc machine,
@@ -123,6 +124,21 @@ int vg_qemu_start(const struct vg_qemu_opts *o, struct vg_qemu **out,
 int vg_qemu_kill9(struct vg_qemu *q, struct vg_error *err);
 /* QMP quit, then as vg_proc_stop; reaped and freed. */
 void vg_qemu_free(struct vg_qemu *q);
+
+/* The guest RAM of a running QEMU, mapped shared into this process. */
+struct vg_ram_map {
+    uint8_t *base;
+    uint64_t size;
+};
+
+/* Map the guest RAM of @q: its memory-backend-memfd (the one memfd of
+ * vg_qemu.ram_bytes among QEMU's descriptors), reopened through
+ * /proc/PID/fd.  Bytes written through the map are guest RAM, but QEMU's
+ * dirty log does not see them: write before a migration starts. */
+int vg_qemu_map_ram(const struct vg_qemu *q, struct vg_ram_map *m,
+                    struct vg_error *err);
+/* Unmap (a zeroed @m is left alone). */
+void vg_ram_unmap(struct vg_ram_map *m);
 
 /* Bump allocator for guest physical RAM. */
 struct vg_galloc {

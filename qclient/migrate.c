@@ -47,6 +47,21 @@ int vg_mig_set_parameter(struct vg_qmp *qmp, const char *param, int64_t value,
     return rc;
 }
 
+int vg_mig_set_channels(struct vg_qmp *qmp, unsigned channels,
+                        struct vg_error *err)
+{
+    int rc;
+
+    if (channels == 0) {
+        return vg_error_set(err, EINVAL, "0 migration channels");
+    }
+    rc = vg_mig_set_capability(qmp, "multifd", channels > 1, err);
+    if (rc == 0 && channels > 1) {
+        rc = vg_mig_set_parameter(qmp, "multifd-channels", channels, err);
+    }
+    return rc;
+}
+
 /* "tcp:HOST:PORT" from the first inet member of query-migrate's
  * socket-address list. */
 static int socket_uri(JsonNode *ret, char **uri, struct vg_error *err)

@@ -52,6 +52,13 @@ int vg_mig_set_capability(struct vg_qmp *qmp, const char *cap, bool on,
 int vg_mig_set_parameter(struct vg_qmp *qmp, const char *param, int64_t value,
                          struct vg_error *err);
 
+/* Migration channels: @channels > 1 turns QEMU's multifd capability on
+ * with parameter multifd-channels @channels; 1 turns multifd off (the
+ * one main channel).  Both sides need the same, before
+ * vg_mig_incoming() and vg_mig_start(). */
+int vg_mig_set_channels(struct vg_qmp *qmp, unsigned channels,
+                        struct vg_error *err);
+
 /* On a destination started with -incoming defer: listen on 127.0.0.1 at a
  * port QEMU picks, and return "tcp:127.0.0.1:PORT" in *@uri (g_free()). */
 int vg_mig_incoming(struct vg_qmp *dst, char **uri, struct vg_error *err);

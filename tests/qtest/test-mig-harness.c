@@ -1,9 +1,11 @@
 /*
  * test-mig-harness -- the migration pieces of qclient on their own:
  * a plain VM (no vGPU) migrates between two qtest QEMUs and its guest RAM
- * arrives; vg_mig_poll() is bounded; vg_vgpu_attach() finds the layout
- * vg_vgpu_open() made and refuses an unconfigured device; the stats file
- * reader takes the server's format, including nulls, and waits bounded.
+ * arrives, also over two multifd channels and when written through
+ * vg_qemu_map_ram(); vg_mig_poll() is bounded; vg_vgpu_attach() finds the
+ * layout vg_vgpu_open() made and refuses an unconfigured device; the stats
+ * file reader takes the server's format, including nulls, and waits
+ * bounded.
  */
 #include <errno.h>
 #include <linux/pci_regs.h>
@@ -48,6 +50,53 @@ static void test_plain_vm(void)
     g_assert_cmpstr(state, ==, "postmigrate");
     VGT_OK(vg_qtest_memread(dst->qt, PLAIN_ADDR, back, PLAIN_LEN, VGT_ERR));
     g_assert_true(memcmp(back, data, PLAIN_LEN) == 0);
+    vg_qemu_free(dst);
+    vg_qemu_free(src);
+    VGT_OK(vg_tmpdir_remove(dir, VGT_ERR));
+    g_free(dir);
+}
+
+/* Guest RAM mapped with vg_qemu_map_ram() is what qtest reads and writes
+ * at the same guest address (below 640 KiB and above 1 MiB the memfd
+ * offset is the address), and what arrives on a destination over two
+ * multifd channels. */
+static void test_ram_map(void)
+{
+    struct vg_qemu_opts so = {.name = "qemu-src", .ram_mib = VGT_RAM_MIB};
+    struct vg_qemu_opts dopt = {
+        .name = "qemu-dst", .ram_mib = VGT_RAM_MIB, .incoming = "defer"};
+    g_autofree uint8_t *data = mt_dma_data();
+    g_autofree uint8_t *back = g_malloc(PLAIN_LEN);
+    struct vg_qemu *src = NULL, *dst = NULL;
+    struct vg_ram_map sm, dm;
+    struct vg_mig_info info;
+    g_autofree char *uri = NULL;
+    char *dir = NULL;
+
+    VGT_OK(vg_tmpdir_create("mig-ram-map", &dir, VGT_ERR));
+    so.dir = dopt.dir = dir;
+    VGT_OK(vg_qemu_start(&so, &src, VGT_ERR));
+    VGT_OK(vg_qemu_start(&dopt, &dst, VGT_ERR));
+    VGT_OK(vg_qemu_map_ram(src, &sm, VGT_ERR));
+    g_assert_cmpuint(sm.size, ==, (uint64_t)VGT_RAM_MIB << 20);
+    memcpy(sm.base + PLAIN_ADDR, data, PLAIN_LEN);
+    VGT_OK(vg_qtest_memread(src->qt, PLAIN_ADDR, back, PLAIN_LEN, VGT_ERR));
+    g_assert_true(memcmp(back, data, PLAIN_LEN) == 0);
+    VGT_OK(vg_qtest_memwrite(src->qt, 4096, data, 4096, VGT_ERR));
+    g_assert_true(memcmp(sm.base + 4096, data, 4096) == 0);
+    VGT_OK(vg_mig_set_channels(src->qmp, 2, VGT_ERR));
+    VGT_OK(vg_mig_set_channels(dst->qmp, 2, VGT_ERR));
+    VGT_OK(vg_mig_incoming(dst->qmp, &uri, VGT_ERR));
+    VGT_OK(vg_mig_start(src->qmp, uri, VGT_ERR));
+    VGT_OK(vg_mig_wait_completed(src->qmp, MT_MIG_TIMEOUT_MS, NULL, NULL, &info,
+                                 VGT_ERR));
+    mt_log_info("RAM map, multifd", &info);
+    VGT_OK(vg_mig_wait_runstate(dst->qmp, "running", VGT_TIMEOUT_MS, VGT_ERR));
+    VGT_OK(vg_qemu_map_ram(dst, &dm, VGT_ERR));
+    g_assert_true(memcmp(dm.base, sm.base, sm.size) == 0);
+    vg_ram_unmap(&dm);
+    vg_ram_unmap(&sm);
+    g_assert_null(sm.base);
     vg_qemu_free(dst);
     vg_qemu_free(src);
     VGT_OK(vg_tmpdir_remove(dir, VGT_ERR));
@@ -180,6 +229,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/mig/harness/plain-vm", test_plain_vm);
+    g_test_add_func("/mig/harness/ram-map", test_ram_map);
     g_test_add_func("/mig/harness/poll-bounded", test_poll_bounded);
     g_test_add_func("/mig/harness/attach", test_attach);
     g_test_add_func("/mig/harness/stats", test_stats);
