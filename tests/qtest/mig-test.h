@@ -66,11 +66,12 @@ struct mt {
 };
 
 /* Start server @name (@vram, more arguments @extra) and its QEMU @qname
- * (-incoming defer if @incoming) into @side. */
+ * (more arguments @qemu_extra, -incoming defer if @incoming) into
+ * @side. */
 static inline void mt_start_side(struct mt *t, struct mt_side *side,
                                  const char *name, const char *qname,
                                  const char *vram, const char *const *extra,
-                                 bool incoming)
+                                 const char *const *qemu_extra, bool incoming)
 {
     struct vg_server_opts so = {
         .dir = t->dir,
@@ -85,6 +86,7 @@ static inline void mt_start_side(struct mt *t, struct mt_side *side,
         .name = qname,
         .ram_mib = VGT_RAM_MIB,
         .incoming = incoming ? "defer" : NULL,
+        .extra_args = qemu_extra,
     };
 
     side->stats = g_strdup_printf("%s/%s-stats.json", t->dir, name);
@@ -100,15 +102,18 @@ static inline void mt_start_side(struct mt *t, struct mt_side *side,
     }
 }
 
-/* Source side: servers, QEMU, the vGPU opened and its ring set up. */
-static inline void mt_start_src(struct mt *t, const char *tag,
-                                const char *const *srv_extra)
+/* Source side with VRAM @vram and more QEMU arguments @qemu_extra:
+ * server, QEMU, the vGPU opened and its ring set up. */
+static inline void mt_start_src_with(struct mt *t, const char *tag,
+                                     const char *vram,
+                                     const char *const *srv_extra,
+                                     const char *const *qemu_extra)
 {
     memset(t, 0, sizeof(*t));
     VGT_OK(vg_tmpdir_create(tag, &t->dir, VGT_ERR));
     g_test_message("logs in %s", t->dir);
-    mt_start_side(t, &t->src, "vgpu-src", "qemu-src", VGT_VRAM_ARG, srv_extra,
-                  false);
+    mt_start_side(t, &t->src, "vgpu-src", "qemu-src", vram, srv_extra,
+                  qemu_extra, false);
     vg_galloc_init(&t->ram, VGT_RAM_START, VGT_RAM_END);
     VGT_OK(vg_vgpu_open(t->src.qemu->qt, &t->ram, &t->gpu, VGT_ERR));
     VGT_OK(vg_vgpu_ring_init(&t->gpu, &t->ram, MT_RING_ENTRIES, VGT_ERR));
@@ -120,6 +125,13 @@ static inline void mt_start_src(struct mt *t, const char *tag,
                                 VGT_ERR));
     VGT_OK(vg_mig_set_parameter(t->src.qemu->qmp, "avail-switchover-bandwidth",
                                 MT_SWITCHOVER_BANDWIDTH, VGT_ERR));
+}
+
+/* Source side: servers, QEMU, the vGPU opened and its ring set up. */
+static inline void mt_start_src(struct mt *t, const char *tag,
+                                const char *const *srv_extra)
+{
+    mt_start_src_with(t, tag, VGT_VRAM_ARG, srv_extra, NULL);
 }
 
 /* Hold the migration in pre-copy.  QEMU switches over when the pending
@@ -166,9 +178,12 @@ static inline void mt_stop_dst(struct mt *t)
     t->uri = NULL;
 }
 
-/* A (new) destination with VRAM @vram, listening for the migration. */
-static inline void mt_start_dst(struct mt *t, const char *vram,
-                                const char *const *srv_extra)
+/* A (new) destination with VRAM @vram and more QEMU arguments
+ * @qemu_extra, not yet listening: capabilities and parameters can be set
+ * on it before mt_listen(). */
+static inline void mt_start_dst_with(struct mt *t, const char *vram,
+                                     const char *const *srv_extra,
+                                     const char *const *qemu_extra)
 {
     g_autofree char *name = NULL;
     g_autofree char *qname = NULL;
@@ -179,9 +194,23 @@ static inline void mt_start_dst(struct mt *t, const char *vram,
                         : g_strdup_printf("vgpu-dst%u", t->ndst);
     qname = t->ndst == 1 ? g_strdup("qemu-dst")
                          : g_strdup_printf("qemu-dst%u", t->ndst);
-    mt_start_side(t, &t->dst, name, qname, vram, srv_extra, true);
+    mt_start_side(t, &t->dst, name, qname, vram, srv_extra, qemu_extra, true);
+}
+
+/* The destination listens for the migration on loopback (t->uri). */
+static inline void mt_listen(struct mt *t)
+{
     VGT_OK(vg_mig_incoming(t->dst.qemu->qmp, &t->uri, VGT_ERR));
-    g_test_message("destination %s listens on %s", qname, t->uri);
+    g_test_message("destination %s listens on %s", t->dst.qemu->proc.name,
+                   t->uri);
+}
+
+/* A (new) destination with VRAM @vram, listening for the migration. */
+static inline void mt_start_dst(struct mt *t, const char *vram,
+                                const char *const *srv_extra)
+{
+    mt_start_dst_with(t, vram, srv_extra, NULL);
+    mt_listen(t);
 }
 
 static inline void mt_stop(struct mt *t)
@@ -228,6 +257,16 @@ static inline void mt_migrate(struct mt *t, vg_mig_poll_fn fn, void *opaque,
 {
     VGT_OK(vg_mig_start(t->src.qemu->qmp, t->uri, VGT_ERR));
     mt_migrate_wait(t, fn, opaque, info);
+}
+
+/* Wait for the end of the migration; it must have ended as @want. */
+static inline void mt_wait_final(struct mt *t, const char *want,
+                                 struct vg_mig_info *info)
+{
+    VGT_OK(vg_mig_poll(t->src.qemu->qmp, MT_MIG_TIMEOUT_MS, NULL, NULL, info,
+                       VGT_ERR));
+    mt_log_info("ended", info);
+    g_assert_cmpstr(info->status, ==, want);
 }
 
 /* After a completed migration: the destination runs, the source is in
@@ -382,6 +421,23 @@ static inline void mt_assert_samples(const uint8_t *got, const uint8_t *want,
                     *(uint32_t *)(want + i));
         }
     }
+}
+
+/* After a failed migration: the source runs, its VRAM equals @before
+ * (mt_vram_samples()), its vGPU runs a fence with value @fence and raises
+ * the interrupt. */
+static inline void mt_assert_source_intact(struct mt *t, const uint8_t *before,
+                                           uint32_t fence)
+{
+    g_autofree uint8_t *now = NULL;
+
+    VGT_OK(vg_mig_wait_runstate(t->src.qemu->qmp, "running", VGT_TIMEOUT_MS,
+                                VGT_ERR));
+    g_assert_true(vg_proc_alive(&t->src.srv->proc));
+    now = mt_vram_samples(&t->gpu);
+    mt_assert_samples(now, before, "source after the failed migration");
+    mt_fence(&t->gpu, fence);
+    g_assert_cmphex(mt_rd(&t->gpu, VGPU_REG_ERROR_CODE), ==, VGPU_ERR_NONE);
 }
 
 /* Wait for the stats of a finished migration: a VRAM checksum is there

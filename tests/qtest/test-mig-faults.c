@@ -40,31 +40,6 @@ static void start_held(struct mt *t)
     g_assert_cmpstr(info.status, ==, "active");
 }
 
-/* Wait for the end of the migration; it must have ended as @want. */
-static void wait_final(struct mt *t, const char *want, struct vg_mig_info *info)
-{
-    VGT_OK(vg_mig_poll(t->src.qemu->qmp, MT_MIG_TIMEOUT_MS, NULL, NULL, info,
-                       VGT_ERR));
-    mt_log_info("ended", info);
-    g_assert_cmpstr(info->status, ==, want);
-}
-
-/* The source runs, its VRAM equals @before, its vGPU runs a fence with
- * value @fence and raises the interrupt. */
-static void assert_source_intact(struct mt *t, const uint8_t *before,
-                                 uint32_t fence)
-{
-    g_autofree uint8_t *now = NULL;
-
-    VGT_OK(vg_mig_wait_runstate(t->src.qemu->qmp, "running", VGT_TIMEOUT_MS,
-                                VGT_ERR));
-    g_assert_true(vg_proc_alive(&t->src.srv->proc));
-    now = mt_vram_samples(&t->gpu);
-    mt_assert_samples(now, before, "source after the failed migration");
-    mt_fence(&t->gpu, fence);
-    g_assert_cmphex(mt_rd(&t->gpu, VGPU_REG_ERROR_CODE), ==, VGPU_ERR_NONE);
-}
-
 /* Source with filled VRAM; its samples (checked) in *@before. */
 static void start_filled_src(struct mt *t, const char *tag,
                              const char *const *extra, uint8_t **before)
@@ -90,9 +65,9 @@ static void test_cancel(void)
     start_held(&t);
     mt_wait_dma_logging(&t.src, true); /* held in pre-copy */
     VGT_OK(vg_mig_cancel(t.src.qemu->qmp, VGT_ERR));
-    wait_final(&t, "cancelled", &info);
+    mt_wait_final(&t, "cancelled", &info);
     mt_wait_dma_logging(&t.src, false); /* QEMU stopped tracking */
-    assert_source_intact(&t, before, 0x101);
+    mt_assert_source_intact(&t, before, 0x101);
     VGT_OK(vg_stats_wait_state(t.src.stats, "running", MT_STATS_TIMEOUT_MS,
                                &sst, VGT_ERR));
     vg_stats_clear(&sst);
@@ -122,9 +97,9 @@ static void test_dst_server_killed(void)
     mt_start_dst(&t, VGT_VRAM_ARG, NULL);
     start_held(&t);
     VGT_OK(vg_proc_kill(&t.dst.srv->proc, SIGKILL, VGT_TIMEOUT_MS, VGT_ERR));
-    wait_final(&t, "failed", &info);
+    mt_wait_final(&t, "failed", &info);
     g_assert_cmpstr(info.error_desc, !=, "");
-    assert_source_intact(&t, before, 0x201);
+    mt_assert_source_intact(&t, before, 0x201);
     mt_stop(&t);
 }
 
@@ -172,10 +147,10 @@ static void test_vram_size_mismatch(void)
     start_filled_src(&t, "mig-vramsize", NULL, &before);
     mt_start_dst(&t, DST_SMALL_VRAM, NULL);
     VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
-    wait_final(&t, "failed", &info);
+    mt_wait_final(&t, "failed", &info);
     /* Refused before switchover: the source never left "running" for
      * "postmigrate", and its device never reached stop-copy. */
-    assert_source_intact(&t, before, 0x301);
+    mt_assert_source_intact(&t, before, 0x301);
     VGT_OK(vg_stats_read(t.src.stats, &st, VGT_ERR));
     g_assert_cmpfloat(st.device_stopcopy_ms, <=, 0);
     vg_stats_clear(&st);
@@ -218,8 +193,8 @@ static void test_corrupt_stream(void)
     start_filled_src(&t, "mig-corrupt", fault, &before);
     mt_start_dst(&t, VGT_VRAM_ARG, NULL);
     VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
-    wait_final(&t, "failed", &info);
-    assert_source_intact(&t, before, 0x401);
+    mt_wait_final(&t, "failed", &info);
+    mt_assert_source_intact(&t, before, 0x401);
     assert_dst_refused(&t);
     mt_stop(&t);
 }
@@ -248,9 +223,9 @@ static void test_corrupt_stream_once(void)
     for (unsigned i = 1; i <= 3; i++) {
         mt_start_dst(&t, VGT_VRAM_ARG, NULL);
         VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
-        wait_final(&t, i == 2 ? "failed" : "completed", &info);
+        mt_wait_final(&t, i == 2 ? "failed" : "completed", &info);
         if (i == 2) {
-            assert_source_intact(&t, before, 0x500 + i);
+            mt_assert_source_intact(&t, before, 0x500 + i);
             assert_dst_refused(&t);
         } else {
             VGT_OK(vg_stats_wait(t.dst.stats, mt_stats_done, "running",
@@ -283,7 +258,7 @@ static void test_no_migration_support(void)
     g_test_message("migrate refused: %s", e.msg);
     g_assert_nonnull(strstr(e.msg, "igration"));
     g_assert_nonnull(strstr(e.msg, t.src.srv->socket));
-    assert_source_intact(&t, before, 0x501);
+    mt_assert_source_intact(&t, before, 0x501);
     VGT_OK(vg_mig_runstate(t.dst.qemu->qmp, state, sizeof(state), VGT_ERR));
     g_assert_cmpstr(state, ==, "inmigrate");
     mt_stop(&t);
