@@ -1,0 +1,708 @@
+/*
+ * test-mig-multifd -- the vGPU's stop-copy state over QEMU's multifd
+ * channels (vfio-user-pci's x-migration-multifd-transfer, patches 0009
+ * and 0010).
+ *
+ * Most cases migrate a vGPU with known VRAM contents (mt_fill_vram());
+ * with the device's iterative pre-copy the migration is held in pre-copy
+ * until round 0 went through and a FILL then dirties one more MiB.  The
+ * destination's whole VRAM must equal the source's (both servers'
+ * checksums, samples of every page read through BAR2) and its vGPU must
+ * work.  Which channel carried the device state is read from QEMU trace
+ * events, which both QEMUs log to their stderr (<dir>/qemu-src.log,
+ * qemu-dst.log):
+ *
+ *   over multifd: the source's save thread
+ *   (vfio_save_complete_precopy_thread_*) read exactly the bytes the
+ *   source server sent in stop-copy, and the destination's load thread
+ *   (vfio_load_bufs_thread_*) wrote exactly those bytes to its server;
+ *   the buffers came in on the multifd channels
+ *   (vfio_load_state_device_buffer_incoming), enough of them for those
+ *   bytes at the source's data buffer size, and the config space did not
+ *   come on the main channel;
+ *
+ *   on the main channel: no save or load thread, no multifd buffers, the
+ *   stop-copy bytes read by vfio_save_complete_precopy() and the config
+ *   space in the main stream.
+ *
+ * The multifd channel threads (multifd_send/recv_thread_start) must be as
+ * many as multifd-channels, or none without the multifd capability.
+ *
+ * Cases: on with 2 and 4 channels (iterative pre-copy; with 4 channels
+ * also x-migration-load-config-after-iter=on, whose marker must come on
+ * the main channel); on with a device without pre-copy (--precopy=none:
+ * all of VRAM in stop-copy), with 64 MiB and with 256 MiB of VRAM that
+ * is all non-zero (the destination hung without patch 0010); off with
+ * multifd (set at run time with qom-set, as the property allows); auto
+ * with and without multifd; and on without the multifd capability, which
+ * QEMU must refuse in setup with an error that names the problem,
+ * leaving the source running with its vGPU intact; the property is then
+ * turned off at run time and a migration to a fresh destination
+ * succeeds.
+ *
+ * VGMIG_MULTIFD_MEASURE=1 adds /mig/multifd/measure-1g: an idle vGPU
+ * with 1 GiB of non-zero VRAM migrated without multifd, with multifd
+ * and the property off, and with it on (4 channels), each with the
+ * device's pre-copy off (all of VRAM in stop-copy) and iterative (with
+ * QEMU's default downtime-limit and switchover bandwidth, so pre-copy
+ * runs first); the times and rates are logged, not asserted, and every
+ * migration is checked as above.
+ */
+#include <inttypes.h>
+
+#include "mig-test.h"
+
+#define MF_QOM_PATH "/machine/peripheral/vgpu0"
+#define MF_TRANSFER "x-migration-multifd-transfer"
+#define MF_LOAD_CFG "x-migration-load-config-after-iter"
+/* vfio_load_state's "data" for a config space section and for the
+ * config-load-ready marker (hw/vfio/vfio-migration-internal.h). */
+#define MF_FLAG_CONFIG     "0xffffffffef100002"
+#define MF_FLAG_LOAD_READY "0xffffffffef100006"
+#define MF_MEASURE_VRAM    "1G"
+#define MF_MEASURE_SIZE    ((uint64_t)1 << 30)
+/* Enough stop-copy data that the multifd channels were still sending
+ * when the source completed: without patch 0010 the destination lost the
+ * last packets and hung in 4 runs of 4 (64 MiB never showed it). */
+#define MF_LARGE_VRAM          "256M"
+#define MF_LARGE_SIZE          ((uint64_t)256 << 20)
+#define MF_FILL_CHUNK          ((uint64_t)64 << 20)
+#define MF_MEASURE_CHANNELS    4u
+#define MF_DEFAULT_DOWNTIME_MS 300
+/* While held in pre-copy, MiB MF_PRECOPY_MIB (zero until then) gets
+ * MF_PRECOPY_PATTERN; the device's pre-copy is capped at
+ * MF_HOLD_BANDWIDTH meanwhile. */
+#define MF_PRECOPY_MIB     50u
+#define MF_PRECOPY_PATTERN 0x0dd0f111u
+#define MF_HOLD_BANDWIDTH  (256ll << 20)
+
+/* Trace events both QEMUs log (-trace takes globs). */
+static const char *const mf_trace_events[] = {
+    "vfio_save_setup",           "vfio_save_complete_precopy*",
+    "vfio_user_mig_data_read",   "vfio_user_mig_data_write",
+    "vfio_load_bufs_thread_*",   "vfio_load_state_device_buffer_incoming",
+    "vfio_load_state",           "multifd_send_thread_start",
+    "multifd_recv_thread_start",
+};
+
+struct mf_case {
+    const char *tag;
+    unsigned channels;    /* multifd-channels; 0: multifd off */
+    const char *transfer; /* x-migration-multifd-transfer; NULL: auto */
+    bool set_at_runtime;  /* qom-set after realize, not -global */
+    const char *load_cfg; /* x-migration-load-config-after-iter */
+    const char *precopy;  /* the servers' --precopy, NULL: default */
+    bool want_multifd;    /* the device state must go over multifd */
+    /* NULL: VGT_VRAM_ARG, filled by mt_fill_vram(); else this much VRAM
+     * (vram_size bytes), all of it filled, migrated without holding. */
+    const char *vram;
+    uint64_t vram_size;
+    /* > 0: QEMU's downtime-limit and its own switchover bandwidth
+     * estimate, as by default, instead of mt_start_src()'s. */
+    int64_t downtime_limit_ms;
+};
+
+/* QEMU arguments: the trace events, and -global for the properties of
+ * @c that are set on the command line.  Free with g_ptr_array_unref(). */
+static GPtrArray *mf_qemu_args(const struct mf_case *c)
+{
+    GPtrArray *a = g_ptr_array_new_with_free_func(g_free);
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(mf_trace_events); i++) {
+        g_ptr_array_add(a, g_strdup("-trace"));
+        g_ptr_array_add(a, g_strdup(mf_trace_events[i]));
+    }
+    if (c->transfer && !c->set_at_runtime) {
+        g_ptr_array_add(a, g_strdup("-global"));
+        g_ptr_array_add(a, g_strdup_printf("vfio-user-pci." MF_TRANSFER "=%s",
+                                           c->transfer));
+    }
+    if (c->load_cfg) {
+        g_ptr_array_add(a, g_strdup("-global"));
+        g_ptr_array_add(a, g_strdup_printf("vfio-user-pci." MF_LOAD_CFG "=%s",
+                                           c->load_cfg));
+    }
+    g_ptr_array_add(a, NULL);
+    return a;
+}
+
+/* Server arguments of @c (NULL-terminated), or NULL. */
+static char **mf_server_args(const struct mf_case *c)
+{
+    char **a;
+
+    if (!c->precopy) {
+        return NULL;
+    }
+    a = g_new0(char *, 2);
+    a[0] = g_strdup_printf("--precopy=%s", c->precopy);
+    return a;
+}
+
+static void mf_qom_set(struct vg_qemu *q, const char *prop, const char *val)
+{
+    g_autofree char *args =
+        g_strdup_printf("{\"path\": \"" MF_QOM_PATH "\", \"property\": \"%s\", "
+                        "\"value\": \"%s\"}",
+                        prop, val);
+
+    VGT_OK(vg_qmp_execute_json(q->qmp, "qom-set", args, NULL, VGT_ERR));
+}
+
+/* The property must read @want through qom-get. */
+static void mf_assert_prop(struct vg_qemu *q, const char *prop,
+                           const char *want)
+{
+    g_autofree char *args = g_strdup_printf(
+        "{\"path\": \"" MF_QOM_PATH "\", \"property\": \"%s\"}", prop);
+    JsonNode *ret = NULL;
+
+    VGT_OK(vg_qmp_execute_json(q->qmp, "qom-get", args, &ret, VGT_ERR));
+    g_assert_true(JSON_NODE_HOLDS_VALUE(ret));
+    g_assert_cmpstr(json_node_get_string(ret), ==, want);
+    json_node_unref(ret);
+}
+
+/* ---------------------------------------------------------- trace -- */
+
+/* What one QEMU's trace events say about its part of the migrations. */
+struct mf_trace {
+    unsigned save_threads;      /* vfio_save_complete_precopy_thread_start */
+    unsigned save_threads_ok;   /* ..._thread_end with ret 1 */
+    unsigned main_completes;    /* vfio_save_complete_precopy_start */
+    int64_t thread_read;        /* read by the save threads */
+    int64_t main_read;          /* read by vfio_save_complete_precopy() */
+    int64_t data_buffer_size;   /* vfio_save_setup's, -1 if none */
+    unsigned load_threads;      /* vfio_load_bufs_thread_start */
+    unsigned load_threads_done; /* vfio_load_bufs_thread_end */
+    int64_t thread_written;     /* written by the load threads */
+    unsigned buffers;           /* vfio_load_state_device_buffer_incoming */
+    int64_t max_buffer_idx;     /* -1 if none */
+    unsigned main_configs;      /* config sections on the main channel */
+    unsigned load_ready;        /* config-load-ready markers */
+    unsigned send_channels;     /* multifd_send_thread_start */
+    unsigned recv_channels;     /* multifd_recv_thread_start */
+};
+
+/* Integer after @key (e.g. "ret ") in @args; fails the test without. */
+static int64_t mf_arg_int(const char *event, const char *args, const char *key)
+{
+    const char *p = strstr(args, key);
+    char *end = NULL;
+    int64_t v;
+
+    if (!p) {
+        MT_FAIL("trace event %s without '%s': %s", event, key, args);
+    }
+    v = g_ascii_strtoll(p + strlen(key), &end, 0);
+    if (end == p + strlen(key)) {
+        MT_FAIL("trace event %s: no number after '%s': %s", event, key, args);
+    }
+    return v;
+}
+
+/* The event name of a trace line of QEMU's log backend ("NAME args", or
+ * "PID@SECONDS:NAME args" with -msg timestamp=on) into *@name (in @line,
+ * NUL-terminated), its arguments into *@args; false for other lines. */
+static bool mf_trace_line(char *line, const char **name, const char **args)
+{
+    char *p = line;
+    char *sp;
+
+    if (g_ascii_isdigit(*p)) {
+        char *at = strchr(p, '@');
+        char *colon = strchr(p, ':');
+
+        if (at && colon && at < colon) {
+            p = colon + 1;
+        }
+    }
+    sp = strchr(p, ' ');
+    if (!sp || sp == p) {
+        return false;
+    }
+    for (char *c = p; c < sp; c++) {
+        if (!g_ascii_islower(*c) && !g_ascii_isdigit(*c) && *c != '_') {
+            return false;
+        }
+    }
+    *sp = '\0';
+    *name = p;
+    *args = sp + 1;
+    return true;
+}
+
+/* Read the trace events in @log. */
+static void mf_trace_read(const char *log, struct mf_trace *tr)
+{
+    g_autofree char *text = NULL;
+    g_auto(GStrv) lines = NULL;
+    GError *gerr = NULL;
+    bool in_save_thread = false, in_main_complete = false;
+    bool in_load_thread = false;
+
+    memset(tr, 0, sizeof(*tr));
+    tr->data_buffer_size = -1;
+    tr->max_buffer_idx = -1;
+    if (!g_file_get_contents(log, &text, NULL, &gerr)) {
+        MT_FAIL("reading %s: %s", log, gerr->message);
+    }
+    lines = g_strsplit(text, "\n", -1);
+    for (unsigned i = 0; lines[i]; i++) {
+        const char *ev, *args;
+
+        if (!mf_trace_line(lines[i], &ev, &args)) {
+            continue;
+        }
+        if (!strcmp(ev, "vfio_save_setup")) {
+            tr->data_buffer_size = mf_arg_int(ev, args, "data buffer size ");
+        } else if (!strcmp(ev, "vfio_save_complete_precopy_thread_start")) {
+            tr->save_threads++;
+            in_save_thread = true;
+        } else if (!strcmp(ev, "vfio_save_complete_precopy_thread_end")) {
+            tr->save_threads_ok += mf_arg_int(ev, args, "ret ") == 1;
+            in_save_thread = false;
+        } else if (!strcmp(ev, "vfio_save_complete_precopy_start")) {
+            tr->main_completes++;
+            in_main_complete = true;
+        } else if (!strcmp(ev, "vfio_save_complete_precopy")) {
+            in_main_complete = false;
+        } else if (!strcmp(ev, "vfio_user_mig_data_read")) {
+            int64_t ret = mf_arg_int(ev, args, "ret ");
+
+            if (ret > 0 && in_save_thread) {
+                tr->thread_read += ret;
+            } else if (ret > 0 && in_main_complete) {
+                tr->main_read += ret;
+            }
+        } else if (!strcmp(ev, "vfio_load_bufs_thread_start")) {
+            tr->load_threads++;
+            in_load_thread = true;
+        } else if (!strcmp(ev, "vfio_load_bufs_thread_end")) {
+            tr->load_threads_done++;
+            in_load_thread = false;
+        } else if (!strcmp(ev, "vfio_user_mig_data_write")) {
+            int64_t ret = mf_arg_int(ev, args, "ret ");
+
+            if (ret > 0 && in_load_thread) {
+                tr->thread_written += ret;
+            }
+        } else if (!strcmp(ev, "vfio_load_state_device_buffer_incoming")) {
+            tr->buffers++;
+            tr->max_buffer_idx =
+                MAX(tr->max_buffer_idx, mf_arg_int(ev, args, "idx "));
+        } else if (!strcmp(ev, "vfio_load_state")) {
+            tr->main_configs += strstr(args, MF_FLAG_CONFIG) != NULL;
+            tr->load_ready += strstr(args, MF_FLAG_LOAD_READY) != NULL;
+        } else if (!strcmp(ev, "multifd_send_thread_start")) {
+            tr->send_channels++;
+        } else if (!strcmp(ev, "multifd_recv_thread_start")) {
+            tr->recv_channels++;
+        }
+    }
+}
+
+static void mf_trace_log(const char *what, const struct mf_trace *tr)
+{
+    g_test_message(
+        "%s trace: save threads %u (ok %u) read %" PRId64
+        " bytes, main stop-copy %u read %" PRId64 " bytes, buffer size %" PRId64
+        "; load threads %u/%u wrote %" PRId64 " bytes, multifd buffers %u "
+        "(last idx %" PRId64 "), main-channel configs %u, load-ready %u; "
+        "multifd channels send %u recv %u",
+        what, tr->save_threads, tr->save_threads_ok, tr->thread_read,
+        tr->main_completes, tr->main_read, tr->data_buffer_size,
+        tr->load_threads, tr->load_threads_done, tr->thread_written,
+        tr->buffers, tr->max_buffer_idx, tr->main_configs, tr->load_ready,
+        tr->send_channels, tr->recv_channels);
+}
+
+/* The source's and destination's trace of the one migration done, where
+ * the source server sent @stopcopy bytes in stop-copy. */
+static void mf_assert_path(const struct mt *t, const struct mf_case *c,
+                           int64_t stopcopy)
+{
+    struct mf_trace src, dst;
+
+    mf_trace_read(t->src.qemu->proc.log, &src);
+    mf_trace_read(t->dst.qemu->proc.log, &dst);
+    mf_trace_log("source", &src);
+    mf_trace_log("destination", &dst);
+    g_assert_cmpint(stopcopy, >, 0);
+    g_assert_cmpuint(src.send_channels, ==, c->channels);
+    g_assert_cmpuint(dst.recv_channels, ==, c->channels);
+    if (c->want_multifd) {
+        g_assert_cmpuint(src.save_threads, ==, 1);
+        g_assert_cmpuint(src.save_threads_ok, ==, 1);
+        g_assert_cmpuint(src.main_completes, ==, 0);
+        g_assert_cmpint(src.thread_read, ==, stopcopy);
+        g_assert_cmpint(src.data_buffer_size, >, 0);
+        g_assert_cmpuint(dst.load_threads, ==, 1);
+        g_assert_cmpuint(dst.load_threads_done, ==, 1);
+        g_assert_cmpint(dst.thread_written, ==, stopcopy);
+        /* Data buffers 0..n-1 and the config space as buffer n. */
+        g_assert_cmpint(dst.max_buffer_idx + 1, ==, dst.buffers);
+        g_assert_cmpint((int64_t)dst.buffers - 1, >=,
+                        (stopcopy + src.data_buffer_size - 1) /
+                            src.data_buffer_size);
+        g_assert_cmpuint(dst.main_configs, ==, 0);
+    } else {
+        g_assert_cmpuint(src.save_threads, ==, 0);
+        g_assert_cmpuint(src.main_completes, ==, 1);
+        g_assert_cmpint(src.main_read, ==, stopcopy);
+        g_assert_cmpuint(dst.load_threads, ==, 0);
+        g_assert_cmpuint(dst.buffers, ==, 0);
+        g_assert_cmpuint(dst.main_configs, ==, 1);
+    }
+    g_assert_cmpuint(dst.load_ready, ==,
+                     c->load_cfg && !strcmp(c->load_cfg, "on") ? 1 : 0);
+}
+
+/* ---------------------------------------------------------- cases -- */
+
+/* Known VRAM on the source; its samples (checked) in *@samples. */
+static void mf_fill(struct mt *t, uint8_t **samples)
+{
+    g_autofree uint8_t *want = mt_expected_samples();
+
+    mt_fill_vram(t);
+    mt_fence(&t->gpu, 0x77);
+    *samples = mt_vram_samples(&t->gpu);
+    mt_assert_samples(*samples, want, "source before migration");
+}
+
+/* A destination for @c, listening; -trace and -global as the source. */
+static void mf_start_dst(struct mt *t, const struct mf_case *c,
+                         const char *const *srv_extra)
+{
+    g_autoptr(GPtrArray) qargs = mf_qemu_args(c);
+
+    mt_start_dst_with(t, c->vram ? c->vram : VGT_VRAM_ARG, srv_extra,
+                      (const char *const *)qargs->pdata);
+    if (c->channels) {
+        VGT_OK(vg_mig_set_channels(t->dst.qemu->qmp, c->channels, VGT_ERR));
+    }
+    if (c->transfer && c->set_at_runtime) {
+        mf_qom_set(t->dst.qemu, MF_TRANSFER, c->transfer);
+    }
+    mf_assert_prop(t->dst.qemu, MF_TRANSFER,
+                   c->transfer ? c->transfer : "auto");
+    mt_listen(t);
+}
+
+/* Poll callback: stop polling once VFIO sent *@opaque bytes. */
+static int mf_vfio_sent(const struct vg_mig_info *info, void *opaque,
+                        struct vg_error *err)
+{
+    return info->vfio_transferred >= *(int64_t *)opaque ? 1 : 0;
+}
+
+/* Migrate with the device's iterative pre-copy: held in pre-copy until
+ * round 0 (the filled MiBs) went through, then MiB MF_PRECOPY_MIB is
+ * filled, and the migration is let go. */
+static void mf_migrate_iterative(struct mt *t, struct vg_mig_info *info)
+{
+    struct vgpu_cmd c = vgpu_cmd_make(VGPU_OP_FILL, MF_PRECOPY_MIB << 20,
+                                      1u << 20, MF_PRECOPY_PATTERN, 0, 0, 0);
+    int64_t round0 = (int64_t)MT_FILLED_MIB << 20;
+
+    mt_hold(t, MF_HOLD_BANDWIDTH);
+    VGT_OK(vg_mig_start(t->src.qemu->qmp, t->uri, VGT_ERR));
+    VGT_OK(vg_mig_poll(t->src.qemu->qmp, MT_MIG_TIMEOUT_MS, mf_vfio_sent,
+                       &round0, info, VGT_ERR));
+    g_assert_cmpstr(info->status, ==, "active");
+    mt_run(&t->gpu, &c, 1);
+    VGT_OK(mt_release(t, VGT_ERR));
+    mt_migrate_wait(t, NULL, NULL, info);
+}
+
+/* The migration completed: the whole VRAM (equal to *@src_samples, read
+ * again from the source, which got a FILL during pre-copy when
+ * @iterative) and the device state (the last fence was @fence) arrived,
+ * the destination's vGPU works; the source server's stop-copy bytes in
+ * *@stopcopy. */
+static void mf_check_dst(struct mt *t, uint8_t **src_samples, bool iterative,
+                         uint32_t fence, int64_t *stopcopy)
+{
+    g_autofree uint8_t *dst_samples = NULL;
+    struct vg_stats sst, dst;
+    struct vgpu_cmd fill =
+        vgpu_cmd_make(VGPU_OP_FILL, 60u << 20, 1u << 20, 0x600dcafe, 0, 0, 0);
+    int64_t precopy;
+    uint32_t v = 0;
+
+    if (iterative) {
+        g_free(*src_samples);
+        *src_samples = mt_vram_samples(&t->gpu);
+        VGT_OK(vg_qtest_readl(t->src.qemu->qt,
+                              t->gpu.vram_addr + (MF_PRECOPY_MIB << 20) + 64,
+                              &v, VGT_ERR));
+        g_assert_cmphex(v, ==, MF_PRECOPY_PATTERN);
+    }
+    mt_attach_dst(t);
+    mt_assert_stats_equal(t, &sst, &dst);
+    *stopcopy = mt_stat_int(&sst, "stopcopy_bytes");
+    precopy = mt_stat_int(&sst, "precopy_bytes");
+    if (iterative) {
+        g_assert_cmpint(precopy, >=, (int64_t)MT_FILLED_MIB << 20);
+    } else {
+        g_assert_cmpint(precopy, ==, 0);
+        g_assert_cmpint(*stopcopy, >=, (int64_t)MT_FILLED_MIB << 20);
+    }
+    dst_samples = mt_vram_samples(&t->dgpu);
+    mt_assert_samples(dst_samples, *src_samples, "destination");
+    g_assert_cmphex(mt_rd(&t->dgpu, VGPU_REG_FENCE_LO), ==, fence);
+    mt_run(&t->dgpu, &fill, 1);
+    mt_fence(&t->dgpu, 0x78);
+    VGT_OK(vg_qtest_readl(t->dst.qemu->qt,
+                          t->dgpu.vram_addr + (60u << 20) + 4096, &v, VGT_ERR));
+    g_assert_cmphex(v, ==, 0x600dcafe);
+    vg_stats_clear(&sst);
+    vg_stats_clear(&dst);
+}
+
+/* The source of @c: multifd and the properties set; the VRAM not yet
+ * filled. */
+static void mf_start_src(struct mt *t, const struct mf_case *c,
+                         const char *const *srv_extra)
+{
+    g_autoptr(GPtrArray) qargs = mf_qemu_args(c);
+
+    mt_start_src_with(t, c->tag, c->vram ? c->vram : VGT_VRAM_ARG, srv_extra,
+                      (const char *const *)qargs->pdata);
+    if (c->channels) {
+        VGT_OK(vg_mig_set_channels(t->src.qemu->qmp, c->channels, VGT_ERR));
+    }
+    if (c->transfer && c->set_at_runtime) {
+        mf_qom_set(t->src.qemu, MF_TRANSFER, c->transfer);
+    }
+    mf_assert_prop(t->src.qemu, MF_TRANSFER,
+                   c->transfer ? c->transfer : "auto");
+    mf_assert_prop(t->src.qemu, MF_LOAD_CFG,
+                   c->load_cfg ? c->load_cfg : "auto");
+}
+
+/* Every byte of the VRAM of @c non-zero: one FILL per MF_FILL_CHUNK, each
+ * with its own pattern. */
+static void mf_fill_all(struct mt *t, const struct mf_case *c)
+{
+    unsigned n = (unsigned)(c->vram_size / MF_FILL_CHUNK);
+    g_autofree struct vgpu_cmd *fill = g_new(struct vgpu_cmd, n);
+
+    g_assert_cmpuint(n, >, 0);
+    g_assert_cmpuint(c->vram_size % MF_FILL_CHUNK, ==, 0);
+    for (unsigned i = 0; i < n; i++) {
+        fill[i] = vgpu_cmd_make(VGPU_OP_FILL, i * MF_FILL_CHUNK, MF_FILL_CHUNK,
+                                0x3f800000u + i * 0x1011u, 0, 0, 0);
+    }
+    mt_run(&t->gpu, fill, n);
+}
+
+/* A case with c->vram: all of VRAM filled and migrated at once; the
+ * servers' checksums cover the whole VRAM.  Logs the times and rates
+ * (the measurement runs this too). */
+static void mf_run_full(const struct mf_case *c)
+{
+    g_auto(GStrv) srv_extra = mf_server_args(c);
+    struct vg_stats sst, dst;
+    struct vg_mig_info info;
+    int64_t pre, stop, t0, stop_us = 0, resume_us = 0;
+    struct mt t;
+
+    mf_start_src(&t, c, (const char *const *)srv_extra);
+    if (c->downtime_limit_ms > 0) {
+        VGT_OK(vg_mig_set_parameter(t.src.qemu->qmp, "downtime-limit",
+                                    c->downtime_limit_ms, VGT_ERR));
+        VGT_OK(vg_mig_set_parameter(t.src.qemu->qmp,
+                                    "avail-switchover-bandwidth", 0, VGT_ERR));
+    }
+    mf_fill_all(&t, c);
+    mt_fence(&t.gpu, 0x77);
+    mf_start_dst(&t, c, (const char *const *)srv_extra);
+    t0 = g_get_real_time();
+    mt_migrate(&t, NULL, NULL, &info);
+    mt_attach_dst(&t);
+    mt_assert_stats_equal(&t, &sst, &dst);
+    pre = mt_stat_int(&sst, "precopy_bytes");
+    stop = mt_stat_int(&sst, "stopcopy_bytes");
+    /* The guest's downtime: from the source's STOP to the destination's
+     * RESUME, which comes only once the destination loaded everything
+     * (QEMU's "downtime" ends when the source has sent everything). */
+    g_assert_cmpint(
+        vg_qmp_event_time(t.src.qemu->qmp, "STOP", t0, &stop_us, VGT_ERR), ==,
+        1);
+    g_assert_cmpint(
+        vg_qmp_event_time(t.dst.qemu->qmp, "RESUME", t0, &resume_us, VGT_ERR),
+        ==, 1);
+    g_test_message(
+        "%s: precopy %s, total %" PRId64 " ms, downtime %" PRId64
+        " ms (QEMU), %.0f ms (source STOP to destination RESUME), device "
+        "pre-copy %.0f MiB, stop-copy %.0f MiB in %.1f ms "
+        "(%.0f MiB/s), whole migration %.0f MiB/s",
+        c->tag, c->precopy ? c->precopy : "iterative", info.total_time_ms,
+        info.downtime_ms, (double)(resume_us - stop_us) / 1000.0,
+        (double)pre / (1 << 20), (double)stop / (1 << 20),
+        sst.device_stopcopy_ms,
+        sst.device_stopcopy_ms > 0
+            ? (double)stop / (1 << 20) / (sst.device_stopcopy_ms / 1000.0)
+            : 0.0,
+        info.total_time_ms > 0
+            ? (double)(info.vfio_transferred + info.ram_transferred) /
+                  (1 << 20) / (info.total_time_ms / 1000.0)
+            : 0.0);
+    g_assert_cmpint(pre + stop, >=, (int64_t)c->vram_size);
+    g_assert_cmpint(resume_us, >, stop_us);
+    g_assert_cmphex(mt_rd(&t.dgpu, VGPU_REG_FENCE_LO), ==, 0x77);
+    mt_fence(&t.dgpu, 0x78);
+    mf_assert_path(&t, c, stop);
+    vg_stats_clear(&sst);
+    vg_stats_clear(&dst);
+    mt_stop(&t);
+}
+
+static void mf_run_case(const void *opaque)
+{
+    const struct mf_case *c = opaque;
+    g_auto(GStrv) srv_extra = mf_server_args(c);
+    g_autofree uint8_t *samples = NULL;
+    bool iterative = !c->precopy;
+    struct vg_mig_info info;
+    int64_t stopcopy = 0;
+    struct mt t;
+
+    if (c->vram) {
+        mf_run_full(c);
+        return;
+    }
+    mf_start_src(&t, c, (const char *const *)srv_extra);
+    mf_fill(&t, &samples);
+    mf_start_dst(&t, c, (const char *const *)srv_extra);
+    if (iterative) {
+        mf_migrate_iterative(&t, &info);
+    } else {
+        mt_migrate(&t, NULL, NULL, &info);
+    }
+    g_assert_true(info.has_vfio);
+    g_assert_cmpint(info.vfio_transferred, >, 0);
+    mf_check_dst(&t, &samples, iterative, 0x77, &stopcopy);
+    mf_assert_path(&t, c, stopcopy);
+    g_assert_true(vg_proc_alive(&t.src.srv->proc));
+    g_assert_true(vg_proc_alive(&t.dst.srv->proc));
+    mt_stop(&t);
+}
+
+/* x-migration-multifd-transfer=on without the multifd capability: the
+ * migration fails in setup and says why, the source keeps running with
+ * its vGPU intact; turned off at run time, the next migration succeeds
+ * on the main channel. */
+static void test_on_without_multifd(void)
+{
+    static const struct mf_case on = {.tag = "mf-refused", .transfer = "on"};
+    static const struct mf_case retry = {
+        .tag = "mf-refused", .transfer = "off", .set_at_runtime = true};
+    g_autofree uint8_t *samples = NULL;
+    g_autofree char *dev = NULL;
+    struct vg_mig_info info;
+    int64_t stopcopy = 0;
+    struct mf_trace src;
+    struct mt t;
+
+    mf_start_src(&t, &on, NULL);
+    mf_fill(&t, &samples);
+    mf_start_dst(&t, &on, NULL);
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+    mt_wait_final(&t, "failed", &info);
+    g_test_message("error-desc: %s", info.error_desc);
+    dev = g_strdup_printf("vfio-user:%s", t.src.srv->socket);
+    g_assert_nonnull(strstr(info.error_desc, dev));
+    g_assert_nonnull(strstr(info.error_desc, "Multifd device transfer "
+                                             "requested but unsupported"));
+    mt_assert_source_intact(&t, samples, 0x79);
+    /* Nothing was moved: no save thread, no stop-copy. */
+    mf_trace_read(t.src.qemu->proc.log, &src);
+    g_assert_cmpuint(src.save_threads + src.main_completes, ==, 0);
+
+    /* The fallback the property is settable at run time for. */
+    mf_qom_set(t.src.qemu, MF_TRANSFER, "off");
+    mf_assert_prop(t.src.qemu, MF_TRANSFER, "off");
+    mf_start_dst(&t, &retry, NULL);
+    mf_migrate_iterative(&t, &info);
+    mf_check_dst(&t, &samples, true, 0x79, &stopcopy);
+    mf_assert_path(&t, &retry, stopcopy);
+    mt_stop(&t);
+}
+
+/* ------------------------------------------------------- measure -- */
+
+static void test_measure(void)
+{
+    static const char *const precopy[] = {"none", "iterative"};
+    struct mf_case c = {.tag = "mf-measure",
+                        .vram = MF_MEASURE_VRAM,
+                        .vram_size = MF_MEASURE_SIZE};
+
+    for (unsigned p = 0; p < G_N_ELEMENTS(precopy); p++) {
+        c.precopy = precopy[p];
+        /* A device without pre-copy must send all of VRAM in stop-copy:
+         * mt_start_src()'s limits allow it; with pre-copy, QEMU's
+         * defaults. */
+        c.downtime_limit_ms = p ? MF_DEFAULT_DOWNTIME_MS : 0;
+        /* Without multifd; with it and the property off; on. */
+        for (unsigned m = 0; m < 3; m++) {
+            c.channels = m ? MF_MEASURE_CHANNELS : 0;
+            c.transfer = m == 0 ? NULL : m == 1 ? "off" : "on";
+            c.want_multifd = m == 2;
+            g_test_message("measure: %u multifd channels, %s %s", c.channels,
+                           MF_TRANSFER, c.transfer ? c.transfer : "auto");
+            mf_run_full(&c);
+        }
+    }
+}
+
+static const struct mf_case cases[] = {
+    {.tag = "mf-on-2", .channels = 2, .transfer = "on", .want_multifd = true},
+    {.tag = "mf-on-4",
+     .channels = 4,
+     .transfer = "on",
+     .load_cfg = "on",
+     .want_multifd = true},
+    {.tag = "mf-on-stopcopy",
+     .channels = 2,
+     .transfer = "on",
+     .precopy = "none",
+     .want_multifd = true},
+    {.tag = "mf-on-256m",
+     .channels = 4,
+     .transfer = "on",
+     .precopy = "none",
+     .want_multifd = true,
+     .vram = MF_LARGE_VRAM,
+     .vram_size = MF_LARGE_SIZE},
+    {.tag = "mf-off", .channels = 2, .transfer = "off", .set_at_runtime = true},
+    {.tag = "mf-auto", .channels = 2, .want_multifd = true},
+    {.tag = "mf-auto-nomultifd"},
+};
+
+static const char *const case_paths[G_N_ELEMENTS(cases)] = {
+    "/mig/multifd/on-2-channels",
+    "/mig/multifd/on-4-channels-load-config-after-iter",
+    "/mig/multifd/on-no-device-precopy",
+    "/mig/multifd/on-256m-all-in-stop-copy",
+    "/mig/multifd/off",
+    "/mig/multifd/auto",
+    "/mig/multifd/auto-without-multifd",
+};
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_test_add_data_func(case_paths[i], &cases[i], mf_run_case);
+    }
+    g_test_add_func("/mig/multifd/on-without-multifd-refused",
+                    test_on_without_multifd);
+    if (g_getenv("VGMIG_MULTIFD_MEASURE")) {
+        g_test_add_func("/mig/multifd/measure-1g", test_measure);
+    }
+    return g_test_run();
+}
