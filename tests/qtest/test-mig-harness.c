@@ -15,13 +15,25 @@
 #define PLAIN_ADDR ((uint64_t)32 << 20)
 #define PLAIN_LEN  (1u << 20)
 
-/* A VM without a vGPU: guest RAM written by qtest reaches the
- * destination, the source ends in postmigrate. */
-static void test_plain_vm(void)
+/* Two QEMUs without a vGPU in a fresh directory "vgmig-@tag-*": a source,
+ * and a destination waiting for migrate-incoming. */
+static void start_plain_pair(const char *tag, char **dir, struct vg_qemu **src,
+                             struct vg_qemu **dst)
 {
     struct vg_qemu_opts so = {.name = "qemu-src", .ram_mib = VGT_RAM_MIB};
     struct vg_qemu_opts dopt = {
         .name = "qemu-dst", .ram_mib = VGT_RAM_MIB, .incoming = "defer"};
+
+    VGT_OK(vg_tmpdir_create(tag, dir, VGT_ERR));
+    so.dir = dopt.dir = *dir;
+    VGT_OK(vg_qemu_start(&so, src, VGT_ERR));
+    VGT_OK(vg_qemu_start(&dopt, dst, VGT_ERR));
+}
+
+/* A VM without a vGPU: guest RAM written by qtest reaches the
+ * destination, the source ends in postmigrate. */
+static void test_plain_vm(void)
+{
     g_autofree uint8_t *data = mt_dma_data();
     g_autofree uint8_t *back = g_malloc(PLAIN_LEN);
     struct vg_qemu *src = NULL, *dst = NULL;
@@ -30,10 +42,7 @@ static void test_plain_vm(void)
     char *dir = NULL;
     char state[VG_MIG_STATUS_MAX];
 
-    VGT_OK(vg_tmpdir_create("mig-plain", &dir, VGT_ERR));
-    so.dir = dopt.dir = dir;
-    VGT_OK(vg_qemu_start(&so, &src, VGT_ERR));
-    VGT_OK(vg_qemu_start(&dopt, &dst, VGT_ERR));
+    start_plain_pair("mig-plain", &dir, &src, &dst);
     VGT_OK(vg_qtest_memwrite(src->qt, PLAIN_ADDR, data, PLAIN_LEN, VGT_ERR));
     VGT_OK(vg_mig_incoming(dst->qmp, &uri, VGT_ERR));
     g_assert_true(g_str_has_prefix(uri, "tcp:127.0.0.1:"));
@@ -62,9 +71,6 @@ static void test_plain_vm(void)
  * multifd channels. */
 static void test_ram_map(void)
 {
-    struct vg_qemu_opts so = {.name = "qemu-src", .ram_mib = VGT_RAM_MIB};
-    struct vg_qemu_opts dopt = {
-        .name = "qemu-dst", .ram_mib = VGT_RAM_MIB, .incoming = "defer"};
     g_autofree uint8_t *data = mt_dma_data();
     g_autofree uint8_t *back = g_malloc(PLAIN_LEN);
     struct vg_qemu *src = NULL, *dst = NULL;
@@ -73,10 +79,7 @@ static void test_ram_map(void)
     g_autofree char *uri = NULL;
     char *dir = NULL;
 
-    VGT_OK(vg_tmpdir_create("mig-ram-map", &dir, VGT_ERR));
-    so.dir = dopt.dir = dir;
-    VGT_OK(vg_qemu_start(&so, &src, VGT_ERR));
-    VGT_OK(vg_qemu_start(&dopt, &dst, VGT_ERR));
+    start_plain_pair("mig-ram-map", &dir, &src, &dst);
     VGT_OK(vg_qemu_map_ram(src, &sm, VGT_ERR));
     g_assert_cmpuint(sm.size, ==, (uint64_t)VGT_RAM_MIB << 20);
     memcpy(sm.base + PLAIN_ADDR, data, PLAIN_LEN);

@@ -372,6 +372,18 @@ static void mf_fill(struct mt *t, uint8_t **samples)
 }
 
 /* A destination for @c, listening; -trace and -global as the source. */
+/* The case's channels and transfer property on one side, checked. */
+static void mf_configure(struct vg_qemu *q, const struct mf_case *c)
+{
+    if (c->channels) {
+        VGT_OK(vg_mig_set_channels(q->qmp, c->channels, VGT_ERR));
+    }
+    if (c->transfer && c->set_at_runtime) {
+        mf_qom_set(q, MF_TRANSFER, c->transfer);
+    }
+    mf_assert_prop(q, MF_TRANSFER, c->transfer ? c->transfer : "auto");
+}
+
 static void mf_start_dst(struct mt *t, const struct mf_case *c,
                          const char *const *srv_extra)
 {
@@ -379,14 +391,7 @@ static void mf_start_dst(struct mt *t, const struct mf_case *c,
 
     mt_start_dst_with(t, c->vram ? c->vram : VGT_VRAM_ARG, srv_extra,
                       (const char *const *)qargs->pdata);
-    if (c->channels) {
-        VGT_OK(vg_mig_set_channels(t->dst.qemu->qmp, c->channels, VGT_ERR));
-    }
-    if (c->transfer && c->set_at_runtime) {
-        mf_qom_set(t->dst.qemu, MF_TRANSFER, c->transfer);
-    }
-    mf_assert_prop(t->dst.qemu, MF_TRANSFER,
-                   c->transfer ? c->transfer : "auto");
+    mf_configure(t->dst.qemu, c);
     mt_listen(t);
 }
 
@@ -470,14 +475,7 @@ static void mf_start_src(struct mt *t, const struct mf_case *c,
 
     mt_start_src_with(t, c->tag, c->vram ? c->vram : VGT_VRAM_ARG, srv_extra,
                       (const char *const *)qargs->pdata);
-    if (c->channels) {
-        VGT_OK(vg_mig_set_channels(t->src.qemu->qmp, c->channels, VGT_ERR));
-    }
-    if (c->transfer && c->set_at_runtime) {
-        mf_qom_set(t->src.qemu, MF_TRANSFER, c->transfer);
-    }
-    mf_assert_prop(t->src.qemu, MF_TRANSFER,
-                   c->transfer ? c->transfer : "auto");
+    mf_configure(t->src.qemu, c);
     mf_assert_prop(t->src.qemu, MF_LOAD_CFG,
                    c->load_cfg ? c->load_cfg : "auto");
 }
