@@ -121,10 +121,13 @@ UNIT_TESTS := $(patsubst tests/unit/%.c,$(O)/tests/unit/%, \
 QTESTS := $(patsubst tests/qtest/%.c,$(O)/tests/qtest/%, \
                      $(wildcard tests/qtest/test-*.c))
 
+# The unit test of one module of the QEMU client links that module alone.
+$(O)/tests/unit/test-pause: qclient/pause.c
 $(O)/tests/unit/%: tests/unit/%.c $(O)/libvgmig.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -o $@ $(filter %.c %.a,$^) \
+	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) -o $@ $(filter %.c,$^) \
+		$(filter %.a,$^) \
 		$(GLIB_LIBS) $(LDLIBS)
 
 $(O)/tests/qtest/%: tests/qtest/%.c $(O)/libqclient.a $(O)/libvgmig.a
@@ -256,7 +259,8 @@ stress-cpu-writes: all $(O)/tests/qtest/test-mig-cpu-writes
 # (tests/guest/) run in `make check` and `make check-guest`.
 GUEST_DIR := $(O)/guest
 # No sanitizers: the tool is linked statically and runs in the guest.
-GUEST_CFLAGS := -std=gnu11 $(WARNFLAGS) $(CFLAGS) -D_GNU_SOURCE -I. -MMD -MP
+GUEST_CFLAGS := -std=gnu11 $(WARNFLAGS) $(CFLAGS) -D_GNU_SOURCE -pthread -I. \
+                -MMD -MP
 GUEST_TOOL_SRCS := $(wildcard guest/*.c) common/log.c common/error.c \
                    vgpu/cmd.c
 GUEST_TOOL_OBJS := $(GUEST_TOOL_SRCS:%.c=$(GUEST_DIR)/obj/%.o)
@@ -270,7 +274,7 @@ $(GUEST_DIR)/obj/%.o: %.c
 
 $(GUEST_DIR)/vgpu-guest: $(GUEST_TOOL_OBJS)
 	@$(if $(Q),echo "  LINK    $@ (static)")
-	$(Q)$(CC) -static -o $@ $^
+	$(Q)$(CC) -static -pthread -o $@ $^
 
 $(GUEST_DIR)/image.stamp: $(GUEST_DIR)/vgpu-guest guest/init guest/mkimage.sh \
                           config.mak

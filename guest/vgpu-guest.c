@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "gpu.h"
+#include "pulse.h"
 #include "workload.h"
 
 #define PREFIX "vgpu-guest: "
@@ -32,6 +33,7 @@ struct opts {
     unsigned profiles;
     unsigned interval_ms;
     unsigned heartbeat_ms;
+    unsigned pulse_ms;
     unsigned sample;
     unsigned duration_s;
     uint64_t seed;
@@ -101,6 +103,9 @@ static void usage(FILE *f)
         "  -i, --interval MS     at most one workload step every MS\n"
         "                        milliseconds [20]\n"
         "  -b, --heartbeat MS    heartbeat period [250]\n"
+        "  -P, --pulse MS        print a pulse line every MS milliseconds\n"
+        "                        from a thread of its own, to time pauses\n"
+        "                        finely (0: none) [0]\n"
         "  -s, --sample N        pages checked after every step [16]\n"
         "  -t, --duration SEC    stop after SEC seconds (0: run until the\n"
         "                        'quit' command) [0]\n"
@@ -129,6 +134,11 @@ static void usage(FILE *f)
         "      since the previous one, max_gap_ms the longest so far,\n"
         "      stall_ms the longest single pass of the main loop (a\n"
         "      step, its checks and the heartbeat; not the wait)\n"
+        "      pulses= pulse_max_gap_us= (0 without --pulse): pulses\n"
+        "      printed, the longest guest time between two\n"
+        "  vgpu-guest: pulse seq= gap_us=\n"
+        "      every --pulse ms; gap_us is the guest time since the\n"
+        "      previous pulse\n"
         "  vgpu-guest: verify seq= pages= corrupt= ms=\n"
         "  vgpu-guest: CORRUPT check= page= offset= kind= gen= word=\n"
         "      expected= actual= words=\n"
@@ -168,6 +178,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"device", required_argument, NULL, 'd'},
         {"interval", required_argument, NULL, 'i'},
         {"heartbeat", required_argument, NULL, 'b'},
+        {"pulse", required_argument, NULL, 'P'},
         {"sample", required_argument, NULL, 's'},
         {"duration", required_argument, NULL, 't'},
         {"seed", required_argument, NULL, 'r'},
@@ -183,8 +194,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     *o = (struct opts){
         .interval_ms = 20, .heartbeat_ms = 250, .sample = 16, .seed = 1};
     vgg_profiles_parse("all", &o->profiles);
-    while ((c = getopt_long(argc, argv, "p:d:i:b:s:t:r:l:h", longopts, NULL)) !=
-           -1) {
+    while ((c = getopt_long(argc, argv, "p:d:i:b:P:s:t:r:l:h", longopts,
+                            NULL)) != -1) {
         bool ok = true;
 
         switch (c) {
@@ -200,6 +211,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 'b':
             ok = parse_uint(optarg, 60000, &o->heartbeat_ms) &&
                  o->heartbeat_ms > 0;
+            break;
+        case 'P':
+            ok = parse_uint(optarg, 60000, &o->pulse_ms);
             break;
         case 's':
             ok = parse_uint(optarg, 1u << 20, &o->sample);
@@ -320,16 +334,20 @@ static uint64_t corrupt_total(const struct state *s)
 static void heartbeat(struct state *s, uint64_t now)
 {
     uint64_t gap = s->hb_seq ? now - s->last_hb_ms : 0;
+    struct vgg_pulse_stats ps;
 
+    vgg_pulse_stats(&ps);
     s->max_gap_ms = gap > s->max_gap_ms ? gap : s->max_gap_ms;
     printf(PREFIX "hb seq=%" PRIu64 " t_ms=%" PRIu64 " steps=%" PRIu64
                   " cmds=%" PRIu64 " pages_written=%" PRIu64
                   " cpu_stores=%" PRIu64 " dma_checks=%" PRIu64
                   " sampled=%" PRIu64 " corrupt=%" PRIu64 " gap_ms=%" PRIu64
-                  " max_gap_ms=%" PRIu64 " stall_ms=%" PRIu64 "\n",
+                  " max_gap_ms=%" PRIu64 " stall_ms=%" PRIu64 " pulses=%" PRIu64
+                  " pulse_max_gap_us=%" PRIu64 "\n",
            s->hb_seq, now - s->t0_ms, total_steps(s), s->gpu.cmds,
            s->work.pages_written, s->work.cpu_stores, s->work.dma_checks,
-           s->sampled, corrupt_total(s), gap, s->max_gap_ms, s->max_stall_ms);
+           s->sampled, corrupt_total(s), gap, s->max_gap_ms, s->max_stall_ms,
+           ps.count, ps.max_gap_us);
     s->hb_seq++;
     s->last_hb_ms = now;
 }
@@ -488,6 +506,11 @@ int main(int argc, char **argv)
            s.gpu.dev.bdf, s.gpu.dev.vram_size, s.work.npages,
            s.gpu.dev.page_size, s.gpu.ring_entries, s.gpu.dma.huge ? 1 : 0,
            names, now_ms() - s.t0_ms);
+    if (s.o.pulse_ms && (rc = vgg_pulse_start(s.o.pulse_ms)) < 0) {
+        printf(PREFIX "error: cannot start the pulse thread: %s\n",
+               strerror(-rc));
+        return 2;
+    }
     s.t0_ms = now_ms();
     verify_all(&s);
     rc = run(&s);

@@ -23,6 +23,7 @@
 #include "qclient/harness.h"
 #include "qclient/io.h"
 #include "qclient/migrate.h"
+#include "qclient/pause.h"
 
 #define GT_PREFIX "vgpu-guest: "
 /* Booting the kernel under TCG on a busy 2-core machine. */
@@ -60,6 +61,7 @@ static inline void gt_check(int rc, const char *expr, const char *file,
 
 struct gt_line {
     int64_t t_ms; /* vg_now_ms() when it arrived */
+    int64_t t_us; /* g_get_real_time() then: QMP timestamps' clock */
     char *text;   /* without the line end */
 };
 
@@ -108,6 +110,7 @@ static inline gpointer gt_console_thread(gpointer opaque)
             struct gt_line *l = g_new0(struct gt_line, 1);
 
             l->t_ms = vg_now_ms();
+            l->t_us = g_get_real_time();
             l->text = text;
             fprintf(c->log, "%s\n", text);
             fflush(c->log);
