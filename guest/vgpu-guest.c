@@ -38,6 +38,7 @@ struct opts {
     unsigned duration_s;
     uint64_t seed;
     bool no_huge;
+    bool no_device;
 };
 
 struct state {
@@ -115,6 +116,10 @@ static void usage(FILE *f)
         "                        pages, not a 2 MiB huge page: DMA is then\n"
         "                        split where they are not contiguous and\n"
         "                        the ring has at most 64 entries\n"
+        "      --no-device       no vGPU: heartbeats, pulses and commands\n"
+        "                        only (a VM without a vGPU, the baseline\n"
+        "                        of the pause at a switchover); verify\n"
+        "                        checks no page, inject is refused\n"
         "  -h, --help            show this text and exit\n"
         "\n"
         "Commands, one per line on standard input (the serial console):\n"
@@ -184,6 +189,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"seed", required_argument, NULL, 'r'},
         {"log-level", required_argument, NULL, 'l'},
         {"no-huge-pages", no_argument, NULL, 'H'},
+        {"no-device", no_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -233,6 +239,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         case 'H':
             o->no_huge = true;
+            break;
+        case 'N':
+            o->no_device = true;
             break;
         case 'h':
             usage(stdout);
@@ -370,6 +379,8 @@ static bool command(struct state *s, const char *cmd)
         verify_all(s);
     } else if (!strcmp(cmd, "status")) {
         heartbeat(s, now_ms());
+    } else if (!strcmp(cmd, "inject") && s->o.no_device) {
+        printf(PREFIX "error: inject needs the vGPU (--no-device)\n");
     } else if (!strcmp(cmd, "inject")) {
         struct vgg_mismatch m;
 
@@ -477,6 +488,35 @@ static int run(struct state *s)
     }
 }
 
+/* --no-device: heartbeats and commands until quit. */
+static int run_without_device(struct state *s)
+{
+    uint64_t next_hb = now_ms();
+
+    for (;;) {
+        uint64_t now = now_ms();
+
+        if (now >= next_hb) {
+            heartbeat(s, now);
+            next_hb = now + s->o.heartbeat_ms;
+        }
+        if (poll_commands(s, (int)(next_hb - now))) {
+            return finish(s);
+        }
+    }
+}
+
+static int start_pulse(const struct state *s)
+{
+    int rc = s->o.pulse_ms ? vgg_pulse_start(s->o.pulse_ms) : 0;
+
+    if (rc < 0) {
+        printf(PREFIX "error: cannot start the pulse thread: %s\n",
+               strerror(-rc));
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static struct state s;
@@ -494,6 +534,10 @@ int main(int argc, char **argv)
         quiet_stdin();
     }
     s.t0_ms = now_ms();
+    if (s.o.no_device) {
+        printf(PREFIX "ready device=none pages=0\n");
+        return start_pulse(&s) < 0 ? 2 : run_without_device(&s);
+    }
     if (vgg_gpu_open(&s.gpu, s.o.bdf, s.o.no_huge, &err) < 0 ||
         vgg_work_init(&s.work, &s.gpu, s.o.profiles, s.o.seed, &err) < 0) {
         printf(PREFIX "error: %s\n", err.msg);
@@ -506,9 +550,7 @@ int main(int argc, char **argv)
            s.gpu.dev.bdf, s.gpu.dev.vram_size, s.work.npages,
            s.gpu.dev.page_size, s.gpu.ring_entries, s.gpu.dma.huge ? 1 : 0,
            names, now_ms() - s.t0_ms);
-    if (s.o.pulse_ms && (rc = vgg_pulse_start(s.o.pulse_ms)) < 0) {
-        printf(PREFIX "error: cannot start the pulse thread: %s\n",
-               strerror(-rc));
+    if (start_pulse(&s) < 0) {
         return 2;
     }
     s.t0_ms = now_ms();
