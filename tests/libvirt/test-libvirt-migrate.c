@@ -15,7 +15,27 @@
  * VRAM against its model on b (a "verify" command on the console); then
  * back b -> a, checked the same way.  The pause the guest felt is the
  * gap between its last heartbeat logged on the source and its first on
- * the destination, as this test sees them arrive.  Then b's hook is
+ * the destination, as this test sees them arrive.  Then a -> b again with
+ * `virsh migrate --live --parallel --parallel-connections 3` (multifd),
+ * and back b -> a without it.
+ *
+ * Which path the vGPU's state took is read from QEMU trace events: the
+ * domain's XML passes -trace for them to both QEMUs, which log them to
+ * the domain's log on their host (DOM.log, read from where it ended
+ * before the migration).  With --parallel: as many multifd channel
+ * threads as connections on either side (multifd_send/recv_thread_start),
+ * and, while the job runs, QEMU's multifd capability on with that many
+ * multifd-channels if a query got in before the switchover; the source's
+ * save thread (vfio_save_complete_precopy_thread_*) read exactly the
+ * stop-copy bytes the source server reports in its final statistics
+ * (hook log), the destination's load thread (vfio_load_bufs_thread_*)
+ * wrote exactly those to its server, the buffers came in on the multifd
+ * channels (vfio_load_state_device_buffer_incoming), enough of them for
+ * those bytes at the source's data buffer size, and the config space did
+ * not come on the main channel.  Without --parallel: no channel threads,
+ * no save or load thread, no multifd buffers, the stop-copy bytes read by
+ * vfio_save_complete_precopy() and the config space on the main channel.
+ * Every successful migration is checked this way.  Then b's hook is
  * configured to allow less VRAM than the vGPU has: the migration must fail
  * with the hook's message, nothing may be left on b, and the domain must
  * go on running on a with its vGPU intact (a clean verify); so must a
@@ -52,6 +72,13 @@
 #define SERIAL_LOG  "/var/log/libvirt/qemu/" DOM "-serial.log"
 #define SERIAL_SOCK "/var/lib/libvirt/qemu/" DOM "-serial.sock"
 #define HOOK_LOG    "/var/log/libvirt/qemu/" DOM "-vgpu.log"
+/* QEMU's standard error: its trace events (stdio_handler = "file"). */
+#define QEMU_LOG "/var/log/libvirt/qemu/" DOM ".log"
+/* virsh migrate --parallel-connections of /libvirt/migrate-parallel. */
+#define PARALLEL_CONNECTIONS 3
+/* vfio_load_state's "data" for a config space section on the main
+ * channel (hw/vfio/vfio-migration-internal.h). */
+#define FLAG_CONFIG "0xffffffffef100002"
 /* Booting under TCG on a busy 2-core machine. */
 #define BOOT_TIMEOUT_S 240
 #define LINE_TIMEOUT_S 90
@@ -422,11 +449,29 @@ static struct {
     gint64 pages;        /* VRAM pages of the guest's model */
 } dom;
 
+/* Trace events both QEMUs log, for which path the vGPU's state took
+ * (-trace takes globs; they are the ones tests/qtest/test-mig-multifd.c
+ * reads). */
+static const char *const trace_events[] = {
+    "vfio_save_setup",           "vfio_save_complete_precopy*",
+    "vfio_user_mig_data_read",   "vfio_user_mig_data_write",
+    "vfio_load_bufs_thread_*",   "vfio_load_state_device_buffer_incoming",
+    "vfio_load_state",           "multifd_send_thread_start",
+    "multifd_recv_thread_start",
+};
+
 static char *domain_xml(void)
 {
     g_autofree char *img = g_build_filename(lv.dir, "img", NULL);
     g_autofree char *bin = g_build_filename(lv.dir, "bin", NULL);
+    g_autoptr(GString) trace = g_string_new(NULL);
 
+    for (unsigned i = 0; i < G_N_ELEMENTS(trace_events); i++) {
+        g_string_append_printf(trace,
+                               "    <qemu:arg value='-trace'/>"
+                               "<qemu:arg value='%s'/>\n",
+                               trace_events[i]);
+    }
     return g_strdup_printf(
         "<domain type='qemu' "
         "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
@@ -470,11 +515,13 @@ static char *domain_xml(void)
         "    <qemu:arg value='{\"driver\":\"vfio-user-pci\",\"id\":\"vgpu0\","
         "\"bus\":\"pci.0\",\"addr\":\"0x10\",\"socket\":{\"type\":\"unix\","
         "\"path\":\"" SOCK "\"}}'/>\n"
+        "%s"
         "  </qemu:commandline>\n"
         "</domain>\n",
         RAM_MIB, img, img, bin, img,
         g_getenv("VGMIG_FIRMWARE") ? g_getenv("VGMIG_FIRMWARE")
-                                   : "/usr/share/seabios");
+                                   : "/usr/share/seabios",
+        trace->str);
 }
 
 /* The hook's records, sockets and servers on @h: all or nothing. */
@@ -599,6 +646,256 @@ static char *dst_checksum(const struct host *h)
     return checksum_in(text);
 }
 
+/* The integer after "@key": in JSON text @json, -1 if none. */
+static gint64 stat_in(const char *json, const char *key)
+{
+    g_autofree char *k = g_strdup_printf("\"%s\":", key);
+    const char *p = json ? strstr(json, k) : NULL;
+    char *end;
+    gint64 v;
+
+    if (!p) {
+        return -1;
+    }
+    p += strlen(k);
+    v = g_ascii_strtoll(p, &end, 10);
+    return end == p ? -1 : v;
+}
+
+/* The final statistics the hook logged last on @h (g_free; "" if none). */
+static char *last_stats(const struct host *h)
+{
+    g_autofree char *log = hook_log(h);
+    const char *p = log, *last = NULL;
+    const char *nl;
+
+    while ((p = strstr(p, "final statistics"))) {
+        last = p++;
+    }
+    if (!last) {
+        return g_strdup("");
+    }
+    nl = strchr(last, '\n');
+    return nl ? g_strndup(last, (gsize)(nl - last)) : g_strdup(last);
+}
+
+/* ---------------------------------------------------------------- trace -- */
+
+/* What one QEMU's trace events say about its part of a migration. */
+struct trace {
+    unsigned save_threads;      /* vfio_save_complete_precopy_thread_start */
+    unsigned save_threads_ok;   /* ..._thread_end with ret 1 */
+    unsigned main_completes;    /* vfio_save_complete_precopy_start */
+    gint64 thread_read;         /* read by the save threads */
+    gint64 main_read;           /* read by vfio_save_complete_precopy() */
+    gint64 data_buffer_size;    /* vfio_save_setup's, -1 if none */
+    unsigned load_threads;      /* vfio_load_bufs_thread_start */
+    unsigned load_threads_done; /* vfio_load_bufs_thread_end */
+    gint64 thread_written;      /* written by the load threads */
+    unsigned buffers;           /* vfio_load_state_device_buffer_incoming */
+    gint64 max_buffer_idx;      /* -1 if none */
+    unsigned main_configs;      /* config sections on the main channel */
+    unsigned send_channels;     /* multifd_send_thread_start */
+    unsigned recv_channels;     /* multifd_recv_thread_start */
+};
+
+/* The size of @h's QEMU log of the domain (0 if none yet). */
+static goffset qemu_log_size(const struct host *h)
+{
+    g_autofree char *path = hpath(h, QEMU_LOG);
+    struct stat sb;
+
+    return stat(path, &sb) == 0 ? (goffset)sb.st_size : 0;
+}
+
+/* Integer after @key (e.g. "ret ") in @args; fails the test without. */
+static gint64 arg_int(const char *event, const char *args, const char *key)
+{
+    const char *p = strstr(args, key);
+    char *end = NULL;
+    gint64 v;
+
+    if (!p) {
+        FAIL("trace event %s without '%s': %s", event, key, args);
+    }
+    v = g_ascii_strtoll(p + strlen(key), &end, 0);
+    if (end == p + strlen(key)) {
+        FAIL("trace event %s: no number after '%s': %s", event, key, args);
+    }
+    return v;
+}
+
+/* The event name of a trace line of QEMU's log backend into *@name (in
+ * @line, NUL-terminated), its arguments into *@args; false for other
+ * lines.  With libvirt's -msg timestamp=on QEMU 10.2 writes
+ * "2026-01-01T10:00:00.123456Z NAME args"; older ones "PID@SECONDS:NAME
+ * args", and "NAME args" without timestamps. */
+static bool trace_line(char *line, const char **name, const char **args)
+{
+    char *p = line;
+    char *sp;
+
+    if (g_ascii_isdigit(*p)) {
+        char *at = strchr(p, '@');
+        char *colon = strchr(p, ':');
+
+        sp = strchr(p, ' ');
+        if (sp && sp - p > 2 && sp[-1] == 'Z' && memchr(p, 'T', sp - p)) {
+            for (p = sp; *p == ' '; p++) {
+            }
+        } else if (at && colon && at < colon) {
+            p = colon + 1;
+        }
+    }
+    sp = strchr(p, ' ');
+    if (!sp || sp == p) {
+        return false;
+    }
+    for (char *c = p; c < sp; c++) {
+        if (!g_ascii_islower(*c) && !g_ascii_isdigit(*c) && *c != '_') {
+            return false;
+        }
+    }
+    *sp = '\0';
+    *name = p;
+    *args = sp + 1;
+    return true;
+}
+
+/* The trace events in @h's QEMU log from offset @from (from its start if
+ * the log is now shorter: a new file). */
+static void trace_read(const struct host *h, goffset from, struct trace *tr)
+{
+    g_autofree char *path = hpath(h, QEMU_LOG);
+    g_autofree char *text = NULL;
+    g_auto(GStrv) lines = NULL;
+    g_autoptr(GError) gerr = NULL;
+    bool in_save_thread = false, in_main_complete = false;
+    bool in_load_thread = false;
+    gsize len = 0;
+
+    memset(tr, 0, sizeof(*tr));
+    tr->data_buffer_size = -1;
+    tr->max_buffer_idx = -1;
+    if (!g_file_get_contents(path, &text, &len, &gerr)) {
+        FAIL("reading %s: %s", path, gerr->message);
+    }
+    if ((goffset)len < from) {
+        from = 0;
+    }
+    lines = g_strsplit(text + from, "\n", -1);
+    for (unsigned i = 0; lines[i]; i++) {
+        const char *ev, *args;
+
+        if (!trace_line(lines[i], &ev, &args)) {
+            continue;
+        }
+        if (!strcmp(ev, "vfio_save_setup")) {
+            tr->data_buffer_size = arg_int(ev, args, "data buffer size ");
+        } else if (!strcmp(ev, "vfio_save_complete_precopy_thread_start")) {
+            tr->save_threads++;
+            in_save_thread = true;
+        } else if (!strcmp(ev, "vfio_save_complete_precopy_thread_end")) {
+            tr->save_threads_ok += arg_int(ev, args, "ret ") == 1;
+            in_save_thread = false;
+        } else if (!strcmp(ev, "vfio_save_complete_precopy_start")) {
+            tr->main_completes++;
+            in_main_complete = true;
+        } else if (!strcmp(ev, "vfio_save_complete_precopy")) {
+            in_main_complete = false;
+        } else if (!strcmp(ev, "vfio_user_mig_data_read")) {
+            gint64 ret = arg_int(ev, args, "ret ");
+
+            if (ret > 0 && in_save_thread) {
+                tr->thread_read += ret;
+            } else if (ret > 0 && in_main_complete) {
+                tr->main_read += ret;
+            }
+        } else if (!strcmp(ev, "vfio_load_bufs_thread_start")) {
+            tr->load_threads++;
+            in_load_thread = true;
+        } else if (!strcmp(ev, "vfio_load_bufs_thread_end")) {
+            tr->load_threads_done++;
+            in_load_thread = false;
+        } else if (!strcmp(ev, "vfio_user_mig_data_write")) {
+            gint64 ret = arg_int(ev, args, "ret ");
+
+            if (ret > 0 && in_load_thread) {
+                tr->thread_written += ret;
+            }
+        } else if (!strcmp(ev, "vfio_load_state_device_buffer_incoming")) {
+            tr->buffers++;
+            tr->max_buffer_idx =
+                MAX(tr->max_buffer_idx, arg_int(ev, args, "idx "));
+        } else if (!strcmp(ev, "vfio_load_state")) {
+            tr->main_configs += strstr(args, FLAG_CONFIG) != NULL;
+        } else if (!strcmp(ev, "multifd_send_thread_start")) {
+            tr->send_channels++;
+        } else if (!strcmp(ev, "multifd_recv_thread_start")) {
+            tr->recv_channels++;
+        }
+    }
+}
+
+static void trace_log(const struct host *h, const char *what,
+                      const struct trace *tr)
+{
+    g_test_message(
+        "%s %c trace: save threads %u (ok %u) read %" G_GINT64_FORMAT
+        " bytes, main stop-copy %u read %" G_GINT64_FORMAT
+        " bytes, buffer size %" G_GINT64_FORMAT
+        "; load threads %u/%u wrote %" G_GINT64_FORMAT
+        " bytes, multifd buffers %u (last idx %" G_GINT64_FORMAT
+        "), main-channel configs %u; multifd channels send %u recv %u",
+        what, h->name, tr->save_threads, tr->save_threads_ok, tr->thread_read,
+        tr->main_completes, tr->main_read, tr->data_buffer_size,
+        tr->load_threads, tr->load_threads_done, tr->thread_written,
+        tr->buffers, tr->max_buffer_idx, tr->main_configs, tr->send_channels,
+        tr->recv_channels);
+}
+
+/* The path the vGPU's state took from @src to @dst, whose QEMU logs were
+ * @src_off and @dst_off long before the migration: over @channels multifd
+ * channels, or the main channel if 0.  The source server sent @stopcopy
+ * bytes in stop-copy. */
+static void assert_state_path(const struct host *src, goffset src_off,
+                              const struct host *dst, goffset dst_off,
+                              unsigned channels, gint64 stopcopy)
+{
+    struct trace s, d;
+
+    trace_read(src, src_off, &s);
+    trace_read(dst, dst_off, &d);
+    trace_log(src, "source", &s);
+    trace_log(dst, "destination", &d);
+    g_assert_cmpint(stopcopy, >, 0);
+    g_assert_cmpuint(s.send_channels, ==, channels);
+    g_assert_cmpuint(d.recv_channels, ==, channels);
+    if (channels) {
+        g_assert_cmpuint(s.save_threads, ==, 1);
+        g_assert_cmpuint(s.save_threads_ok, ==, 1);
+        g_assert_cmpuint(s.main_completes, ==, 0);
+        g_assert_cmpint(s.thread_read, ==, stopcopy);
+        g_assert_cmpint(s.data_buffer_size, >, 0);
+        g_assert_cmpuint(d.load_threads, ==, 1);
+        g_assert_cmpuint(d.load_threads_done, ==, 1);
+        g_assert_cmpint(d.thread_written, ==, stopcopy);
+        /* Data buffers 0..n-1 and the config space as buffer n. */
+        g_assert_cmpint(d.max_buffer_idx + 1, ==, d.buffers);
+        g_assert_cmpint((gint64)d.buffers - 1, >=,
+                        (stopcopy + s.data_buffer_size - 1) /
+                            s.data_buffer_size);
+        g_assert_cmpuint(d.main_configs, ==, 0);
+    } else {
+        g_assert_cmpuint(s.save_threads, ==, 0);
+        g_assert_cmpuint(s.main_completes, ==, 1);
+        g_assert_cmpint(s.main_read, ==, stopcopy);
+        g_assert_cmpuint(d.load_threads, ==, 0);
+        g_assert_cmpuint(d.buffers, ==, 0);
+        g_assert_cmpuint(d.main_configs, ==, 1);
+    }
+}
+
 /* ------------------------------------------------------------ migration -- */
 
 struct mig_result {
@@ -611,7 +908,55 @@ struct mig_result {
     bool aborted;       /* domjobabort was sent */
     guint64 first_done; /* the first and last non-zero "Data processed" */
     guint64 last_done;
+    /* The source QEMU's migration settings while the job ran, if a query
+     * got in before the switchover: the multifd capability (0 or 1) and
+     * multifd-channels; -1 if not seen. */
+    int multifd;
+    gint64 multifd_channels;
 };
+
+/* The state of capability @cap in query-migrate-capabilities' answer
+ * @json: 1 or 0, -1 if not found. */
+static int capability_in(const char *json, const char *cap)
+{
+    g_autofree char *name = g_strdup_printf("\"%s\"", cap);
+    const char *p = json ? strstr(json, name) : NULL;
+    const char *start, *end;
+    g_autofree char *obj = NULL;
+
+    if (!p) {
+        return -1;
+    }
+    /* Its object: {"state": BOOL, "capability": "NAME"}, either order. */
+    for (start = p; start > json && *start != '{'; start--) {
+    }
+    end = strchr(p, '}');
+    if (*start != '{' || !end) {
+        return -1;
+    }
+    obj = g_strndup(start, (gsize)(end - start));
+    return strstr(obj, "true") ? 1 : strstr(obj, "false") ? 0 : -1;
+}
+
+/* The source QEMU's multifd settings into @r, once, while the job runs
+ * (the query fails once QEMU has gone: then nothing is recorded). */
+static void query_multifd(const struct host *src, struct mig_result *r)
+{
+    g_autofree char *caps = NULL, *params = NULL;
+    int multifd;
+
+    if (r->multifd >= 0 ||
+        VIRSH(src, &caps, NULL, "qemu-monitor-command", DOM,
+              "{\"execute\":\"query-migrate-capabilities\"}") != 0 ||
+        VIRSH(src, &params, NULL, "qemu-monitor-command", DOM,
+              "{\"execute\":\"query-migrate-parameters\"}") != 0) {
+        return;
+    }
+    multifd = capability_in(caps, "multifd");
+    g_assert_cmpint(multifd, >=, 0);
+    r->multifd_channels = stat_in(params, "multifd-channels");
+    r->multifd = multifd;
+}
 
 static guint64 jobinfo_value(const char *info, const char *field)
 {
@@ -645,19 +990,21 @@ static guint64 jobinfo_value(const char *info, const char *field)
 }
 
 /* virsh migrate --live from @src to @dst, polling domjobinfo meanwhile;
- * with @abort, `virsh domjobabort` as soon as the job shows progress. */
+ * with @abort, `virsh domjobabort` as soon as the job shows progress;
+ * with @channels, --parallel --parallel-connections @channels (multifd). */
 static void migrate(struct host *src, struct host *dst, bool abort,
-                    struct mig_result *r)
+                    unsigned channels, struct mig_result *r)
 {
     g_autofree char *src_uri = virsh_uri(src);
     g_autofree char *dst_uri = virsh_uri(dst);
     g_autofree char *mig_uri = g_strdup_printf("tcp://%s", dst->addr);
     g_autofree char *target = g_strdup_printf("--target=%d", (int)src->pid);
-    const char *argv[] = {"timeout",   "600",   "nsenter", target,
-                          "-m",        "-u",    "-n",      "virsh",
-                          "-c",        src_uri, "migrate", "--live",
-                          "--verbose", DOM,     dst_uri,   "--migrateuri",
-                          mig_uri,     NULL,    NULL,      NULL};
+    g_autofree char *conns = g_strdup_printf("%u", channels);
+    const char *base[] = {
+        "timeout",   "600",   "nsenter", target,         "-m",      "-u",
+        "-n",        "virsh", "-c",      src_uri,        "migrate", "--live",
+        "--verbose", DOM,     dst_uri,   "--migrateuri", mig_uri};
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
     g_autoptr(GError) gerr = NULL;
     GPid pid;
     int out_fd, err_fd, status;
@@ -665,15 +1012,26 @@ static void migrate(struct host *src, struct host *dst, bool abort,
     GString *out = g_string_new(NULL), *err = g_string_new(NULL);
 
     memset(r, 0, sizeof(*r));
+    r->multifd = -1;
+    r->multifd_channels = -1;
+    for (unsigned i = 0; i < G_N_ELEMENTS(base); i++) {
+        g_ptr_array_add(argv, (gpointer)base[i]);
+    }
     if (abort) {
         /* Slow enough (MiB/s) that the abort comes well before the end. */
-        argv[G_N_ELEMENTS(argv) - 3] = "--bandwidth";
-        argv[G_N_ELEMENTS(argv) - 2] = "16";
+        g_ptr_array_add(argv, "--bandwidth");
+        g_ptr_array_add(argv, "16");
     }
+    if (channels) {
+        g_ptr_array_add(argv, "--parallel");
+        g_ptr_array_add(argv, "--parallel-connections");
+        g_ptr_array_add(argv, conns);
+    }
+    g_ptr_array_add(argv, NULL);
     g_free(
         VIRSH_OK(src, "migrate-setmaxdowntime", DOM, G_STRINGIFY(DOWNTIME_MS)));
     if (!g_spawn_async_with_pipes(
-            NULL, (char **)argv, NULL,
+            NULL, (char **)argv->pdata, NULL,
             G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid,
             NULL, &out_fd, &err_fd, &gerr)) {
         FAIL("cannot run virsh migrate: %s", gerr->message);
@@ -707,6 +1065,10 @@ static void migrate(struct host *src, struct host *dst, bool abort,
             }
             g_free(r->last_jobinfo);
             r->last_jobinfo = g_steal_pointer(&info);
+            if (done > 0 && !abort) {
+                /* QEMU is migrating: libvirt has set it up. */
+                query_multifd(src, r);
+            }
         }
         if (abort && r->jobinfo_progress > 0 && !r->aborted) {
             g_autofree char *aerr = NULL;
@@ -754,25 +1116,29 @@ static void mig_result_clear(struct mig_result *r)
     g_free(r->last_jobinfo);
 }
 
-/* A successful live migration of the domain to @dst, judged by the guest. */
-static void migrate_ok(struct host *dst)
+/* A successful live migration of the domain to @dst, judged by the guest;
+ * with @channels multifd channels (virsh migrate --parallel), else none.
+ * The vGPU's state must have taken the path that goes with it. */
+static void migrate_ok(struct host *dst, unsigned channels)
 {
     struct host *src = dom.on;
     struct console *dcon;
     struct mig_result r;
     g_autofree char *old_log = hpath(dst, SERIAL_LOG);
     g_autofree char *hb = NULL, *done_info = NULL, *log = NULL;
-    g_autofree char *src_sum = NULL, *dst_sum = NULL;
+    g_autofree char *src_sum = NULL, *dst_sum = NULL, *stats = NULL;
     gint64 t_last_src, t_first_dst = 0, t0;
+    goffset src_off = qemu_log_size(src), dst_off = qemu_log_size(dst);
     guint idx = 0;
 
     /* A new destination QEMU writes a new log; no stale lines. */
     g_unlink(old_log);
     dcon = console_open(dst);
     t0 = g_get_monotonic_time();
-    migrate(src, dst, false, &r);
-    g_test_message("virsh migrate %c -> %c: exit %d in %.1f s%s; %s", src->name,
-                   dst->name, r.rc, (g_get_monotonic_time() - t0) / 1e6,
+    migrate(src, dst, false, channels, &r);
+    g_test_message("virsh migrate %c -> %c%s: exit %d in %.1f s%s; %s",
+                   src->name, dst->name, channels ? " --parallel" : "", r.rc,
+                   (g_get_monotonic_time() - t0) / 1e6,
                    r.forced ? " (downtime limit raised)" : "",
                    g_strstrip(r.err));
     if (r.rc != 0) {
@@ -821,6 +1187,24 @@ static void migrate_ok(struct host *dst)
                    src_sum, dst_sum);
     g_assert_cmpstr(src_sum, !=, "");
     g_assert_cmpstr(src_sum, ==, dst_sum);
+
+    /* The source QEMU's settings while it migrated, if seen in time. */
+    if (r.multifd >= 0) {
+        g_test_message("source QEMU during the job: multifd %s, "
+                       "multifd-channels %" G_GINT64_FORMAT,
+                       r.multifd ? "on" : "off", r.multifd_channels);
+        g_assert_cmpint(r.multifd, ==, channels > 0);
+        if (channels) {
+            g_assert_cmpint(r.multifd_channels, ==, channels);
+        }
+    } else {
+        g_test_message("source QEMU's migration settings not queried in time "
+                       "(the trace below still counts the channels)");
+    }
+    /* The path of the vGPU's state, by the trace events. */
+    stats = last_stats(src);
+    assert_state_path(src, src_off, dst, dst_off, channels,
+                      stat_in(stats, "stopcopy_bytes"));
     assert_vgpu_served(dst);
     g_assert_cmpuint(count_servers(dst), ==, 1);
     log = hook_log(dst);
@@ -895,13 +1279,28 @@ static void test_start(void)
 static void test_migrate_there(void)
 {
     g_assert_true(dom.on == &lv.a);
-    migrate_ok(&lv.b);
+    migrate_ok(&lv.b, 0);
 }
 
 static void test_migrate_back(void)
 {
     g_assert_true(dom.on == &lv.b);
-    migrate_ok(&lv.a);
+    migrate_ok(&lv.a, 0);
+}
+
+/* virsh migrate --live --parallel --parallel-connections N: the vGPU's
+ * stop-copy state over the multifd channels. */
+static void test_migrate_parallel(void)
+{
+    g_assert_true(dom.on == &lv.a);
+    migrate_ok(&lv.b, PARALLEL_CONNECTIONS);
+}
+
+/* And back without --parallel: the main channel again. */
+static void test_migrate_parallel_back(void)
+{
+    g_assert_true(dom.on == &lv.b);
+    migrate_ok(&lv.a, 0);
 }
 
 static void test_refused(void)
@@ -917,7 +1316,7 @@ static void test_refused(void)
     limited = g_strdup_printf("%smax_vram = 16M\n", saved);
     g_assert_true(g_file_set_contents(conf, limited, -1, NULL));
 
-    migrate(&lv.a, &lv.b, false, &r);
+    migrate(&lv.a, &lv.b, false, 0, &r);
     g_test_message("refused migration: exit %d: %s", r.rc, g_strstrip(r.err));
     g_assert_cmpint(r.rc, !=, 0);
     /* The hook's own words reach the operator. */
@@ -973,7 +1372,7 @@ static void test_aborted(void)
     g_autofree char *after = NULL;
 
     g_assert_true(dom.on == &lv.a);
-    migrate(&lv.a, &lv.b, true, &r);
+    migrate(&lv.a, &lv.b, true, 0, &r);
     g_test_message("aborted migration: exit %d after domjobabort: %s", r.rc,
                    g_strstrip(r.err));
     g_assert_true(r.aborted);
@@ -1132,6 +1531,9 @@ int main(int argc, char **argv)
     g_test_add_func("/libvirt/start", test_start);
     g_test_add_func("/libvirt/migrate-there", test_migrate_there);
     g_test_add_func("/libvirt/migrate-back", test_migrate_back);
+    g_test_add_func("/libvirt/migrate-parallel", test_migrate_parallel);
+    g_test_add_func("/libvirt/migrate-parallel-back",
+                    test_migrate_parallel_back);
     g_test_add_func("/libvirt/refused", test_refused);
     g_test_add_func("/libvirt/aborted", test_aborted);
     g_test_add_func("/libvirt/destroy", test_destroy);
