@@ -468,14 +468,23 @@ bench-vgpu: $(O)/vgpu-bench
 # RAM anchor); each size gets its RAM anchor (QEMU's own RAM migration of
 # that many non-zero bytes) unless BENCH_ARGS has --no-ram-anchor.
 BENCH_ARGS ?= --sizes 256M,1G,4G --big 1G --channels 1
-bench: all $(O)/vgmig-bench $(O)/dt-bench $(O)/vgpu-bench
+# BENCH_GUEST_HOPS: migrations of the real-guest pause cell
+# (bench/guest-pause.sh), per case.
+BENCH_GUEST_HOPS ?= 20
+bench: all $(O)/vgmig-bench $(O)/dt-bench $(O)/vgpu-bench guest-image \
+       $(O)/tests/guest/test-guest-migrate
 	@mkdir -p $(O)/bench
+	$(TEST_ENV) bench/guest-pause.sh --hops $(BENCH_GUEST_HOPS) \
+	    --test $(O)/tests/guest/test-guest-migrate \
+	    --log $(O)/bench/guest-pause.log > $(O)/bench/guest-pause.txt && \
+	    cat $(O)/bench/guest-pause.txt
 	$(O)/vgpu-bench $(VGPU_BENCH_ARGS) > $(O)/bench/vgpu-bench.txt && \
 	    cat $(O)/bench/vgpu-bench.txt
 	$(O)/dt-bench > $(O)/bench/dt-bench.txt && cat $(O)/bench/dt-bench.txt
 	$(TEST_ENV) $(O)/vgmig-bench $(BENCH_ARGS) --out $(O)/bench \
 	    --doc docs/benchmarks.md --cmdline "make bench BENCH_ARGS='$(BENCH_ARGS)'" \
-	    --append $(O)/bench/vgpu-bench.txt --append $(O)/bench/dt-bench.txt
+	    --append $(O)/bench/vgpu-bench.txt --append $(O)/bench/dt-bench.txt \
+	    --append $(O)/bench/guest-pause.txt
 	gnuplot -e "datafile='$(O)/bench/downtime.dat'; outfile='docs/benchmarks-downtime.png'" \
 	    bench/downtime.gp
 
