@@ -363,6 +363,8 @@ static void report_span(uint64_t *bitmap, uint64_t iova, uint64_t end,
     }
 }
 
+/* Report the logged pages of @r within [iova, end) and clear those the
+ * report covers whole; a word of 64 clean pages at a time is skipped. */
 static void report_range(struct dma_log *log, struct log_range *r,
                          uint64_t iova, uint64_t end, uint64_t ps,
                          uint64_t *bitmap)
@@ -370,19 +372,28 @@ static void report_range(struct dma_log *log, struct log_range *r,
     uint64_t lo = iova > r->base ? iova : r->base;
     uint64_t hi = end < r->end ? end : r->end;
     uint64_t lps = log->page_size;
+    uint64_t first, last;
 
     if (lo >= hi) {
         return;
     }
-    for (uint64_t p = (lo - r->base) / lps; p <= (hi - 1 - r->base) / lps;
-         p++) {
-        uint64_t a = r->base + p * lps, b = a + lps;
-        if (!(r->bits[p / 64] >> (p % 64) & 1)) {
-            continue;
-        }
-        report_span(bitmap, iova, end, ps, a, b);
-        if (a >= iova && b <= end) {
-            r->bits[p / 64] &= ~(1ull << (p % 64));
+    first = (lo - r->base) / lps;
+    last = (hi - 1 - r->base) / lps;
+    for (uint64_t w = first / 64; w <= last / 64; w++) {
+        uint64_t word = r->bits[w];
+
+        while (word) {
+            uint64_t p = w * 64 + (uint64_t)__builtin_ctzll(word);
+            uint64_t a = r->base + p * lps, b = a + lps;
+
+            word &= word - 1;
+            if (p < first || p > last) {
+                continue;
+            }
+            report_span(bitmap, iova, end, ps, a, b);
+            if (a >= iova && b <= end) {
+                r->bits[w] &= ~(1ull << (p % 64));
+            }
         }
     }
 }

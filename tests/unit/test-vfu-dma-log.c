@@ -86,6 +86,41 @@ static void test_log_report(void)
     close(fd);
 }
 
+/* Reports that start and end inside a word of the log: pages around them
+ * stay logged, whatever word they are in. */
+static void test_log_report_words(void)
+{
+    struct vfu_dma_log_range r = {IOVA, LEN};
+    uint64_t ps = 4096, bm[4];
+    struct vg_error err;
+    struct vfu_dma *dma;
+    int fd;
+
+    dma = setup(&fd);
+    g_assert_cmpint(vfu_dma_log_start(dma, &ps, &r, 1, &err), ==, 0);
+    static const unsigned written[] = {62, 63, 64, 65, 127, 130};
+    for (unsigned i = 0; i < G_N_ELEMENTS(written); i++) {
+        g_assert_nonnull(
+            vfu_dma_ptr(dma, IOVA + written[i] * 4096ull, 1, true));
+    }
+    /* pages 63 to 127: 63, 64, 65 and 127 */
+    memset(bm, 0, sizeof(bm));
+    g_assert_cmpint(
+        vfu_dma_log_report(dma, IOVA + 63 * 4096, 65 * 4096, 4096, bm, &err),
+        ==, 0);
+    g_assert_cmphex(bm[0], ==, 0x7);
+    g_assert_cmphex(bm[1], ==, 1ull << (127 - 63 - 64));
+    /* what is left: 62 and 130 */
+    memset(bm, 0, sizeof(bm));
+    g_assert_cmpint(vfu_dma_log_report(dma, IOVA, 256 * 4096, 4096, bm, &err),
+                    ==, 0);
+    g_assert_cmphex(bm[0], ==, 1ull << 62);
+    g_assert_cmphex(bm[1], ==, 0);
+    g_assert_cmphex(bm[2], ==, 1ull << (130 - 128));
+    vfu_dma_free(dma);
+    close(fd);
+}
+
 static void test_log_start_bounds(void)
 {
     struct vfu_dma_log_range r[2] = {{IOVA, LEN}, {IOVA + 0x1000, 0x1000}};
@@ -144,6 +179,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/vfu-dma/log-report", test_log_report);
+    g_test_add_func("/vfu-dma/log-report-words", test_log_report_words);
     g_test_add_func("/vfu-dma/log-start-bounds", test_log_start_bounds);
     g_test_add_func("/vfu-dma/log-drop-fault", test_log_drop_fault);
     return g_test_run();
