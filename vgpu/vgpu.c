@@ -6,13 +6,19 @@
 #include "vgpu-int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/log.h"
 
 #define PAGE_SIZE_MIN (4u * 1024)
 #define PAGE_SIZE_MAX (2u * 1024 * 1024)
+/* Host VRAM writes and clears from this size on are worth a system call
+ * that populates or frees the host pages in one go. */
+#define VRAM_BULK_MIN (64u * 1024)
 
 static int config_check(const struct vgpu_config *cfg,
                         const struct vgpu_host *host, struct vg_error *err)
@@ -150,6 +156,40 @@ int vgpu_vram_read(struct vgpu *gpu, uint64_t off, void *dst, uint64_t len,
     return be->ops->read(be, off, dst, len, err);
 }
 
+/*
+ * Host VRAM is a shared memfd mapping: the first write to each of its host
+ * pages costs a page fault (4 us and more in a VM).  Populate a large range
+ * writably in one call before copying into it; only a hint, the copy
+ * faults the pages in as before if it fails (a kernel before 5.14).
+ */
+static void vram_populate(struct vgpu_backend *be, uint64_t off, uint64_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t hp = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)(be->base + off) & ~(hp - 1);
+    uintptr_t b = ((uintptr_t)(be->base + off + len) + hp - 1) & ~(hp - 1);
+
+    if (len >= VRAM_BULK_MIN) {
+        madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+    }
+#else
+    (void)be, (void)off, (void)len;
+#endif
+}
+
+/* Zero [off, off + len) of host VRAM by freeing its host pages, which then
+ * read as zero here and in QEMU's mapping, and take no memory; false if it
+ * cannot (not whole host pages, too small, no descriptor). */
+static bool vram_discard(struct vgpu_backend *be, uint64_t off, uint64_t len)
+{
+    uint64_t hp = (uint64_t)sysconf(_SC_PAGESIZE);
+
+    return be->fd >= 0 && len >= VRAM_BULK_MIN && off % hp == 0 &&
+           len % hp == 0 &&
+           fallocate(be->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                     (off_t)off, (off_t)len) == 0;
+}
+
 int vgpu_vram_write(struct vgpu *gpu, uint64_t off, const void *src,
                     uint64_t len, struct vg_error *err)
 {
@@ -159,6 +199,7 @@ int vgpu_vram_write(struct vgpu *gpu, uint64_t off, const void *src,
         return vram_range_error(gpu, off, len, err);
     }
     if (be->base) {
+        vram_populate(be, off, len);
         memcpy(be->base + off, src, len);
         return 0;
     }
@@ -174,7 +215,9 @@ int vgpu_vram_clear(struct vgpu *gpu, uint64_t off, uint64_t len,
         return vram_range_error(gpu, off, len, err);
     }
     if (be->base) {
-        memset(be->base + off, 0, len);
+        if (!vram_discard(be, off, len)) {
+            memset(be->base + off, 0, len);
+        }
         return 0;
     }
     return be->ops->fill(be, off, len, 0, err);

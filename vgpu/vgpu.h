@@ -65,7 +65,9 @@ int vgpu_vram_fd(const struct vgpu *gpu);
  * write observer does not see these.  Each returns 0, or -ERANGE for a
  * range outside VRAM, or the backend's error (e.g. a GPU fault).
  * vgpu_vram_write may leave the copy in flight: every later call on the
- * device is ordered after it.  vgpu_vram_clear zeroes a 4-aligned range.
+ * device is ordered after it.  vgpu_vram_clear zeroes a 4-aligned range;
+ * in host VRAM, whole host pages of a large range are freed instead (they
+ * read as zero and take no memory until written again).
  * vgpu_vram_prefetch is a hint that [off, off + len) will be read soon.
  */
 int vgpu_vram_read(struct vgpu *gpu, uint64_t off, void *dst, uint64_t len,

@@ -8,6 +8,7 @@
 #include <glib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "vgpu/cmd.h"
 #include "vgpu/vgpu.h"
@@ -735,6 +736,51 @@ static void test_bar2_and_fd(void)
     tb_fini(&t);
 }
 
+/* Host blocks (512 bytes) the VRAM memfd holds. */
+static int64_t vram_blocks(struct tb *t)
+{
+    struct stat st;
+
+    g_assert_cmpint(fstat(vgpu_vram_fd(t->gpu), &st), ==, 0);
+    return (int64_t)st.st_blocks;
+}
+
+/* Migration's writes and clears of VRAM: a large clear frees the host
+ * pages (zero afterwards, less memory), a small or unaligned one zeroes
+ * exactly its range. */
+static void test_vram_write_clear(void)
+{
+    const uint64_t len = 256 * 1024;
+    g_autofree uint8_t *data = g_malloc(len);
+    g_autofree uint8_t *out = g_malloc(len);
+    struct vg_error err = {0};
+    int64_t full;
+    struct tb t;
+
+    tb_init(&t);
+    memset(data, 0xa5, len);
+    g_assert_cmpint(vgpu_vram_write(t.gpu, 0, data, len, &err), ==, 0);
+    g_assert_cmpint(vgpu_vram_read(t.gpu, 0, out, len, &err), ==, 0);
+    g_assert_cmpmem(out, len, data, len);
+    full = vram_blocks(&t);
+    g_assert_cmpint(full, >=, (int64_t)(len / 512));
+    /* large and aligned: freed */
+    g_assert_cmpint(vgpu_vram_clear(t.gpu, 64 * 1024, 128 * 1024, &err), ==, 0);
+    g_assert_cmpint(vram_blocks(&t), <=, full - 128 * 1024 / 512);
+    /* small and unaligned: zeroed in place */
+    g_assert_cmpint(vgpu_vram_clear(t.gpu, 4, 8, &err), ==, 0);
+    g_assert_cmpint(vgpu_vram_read(t.gpu, 0, out, len, &err), ==, 0);
+    for (uint64_t i = 0; i < len; i++) {
+        bool zero = (i >= 4 && i < 12) || (i >= 64 * 1024 && i < 192 * 1024);
+
+        if (out[i] != (zero ? 0 : 0xa5)) {
+            g_error("VRAM byte %" G_GUINT64_FORMAT " is %#x", i, out[i]);
+        }
+    }
+    g_assert_cmpint(vgpu_vram_clear(t.gpu, 2, 8, &err), ==, -ERANGE);
+    tb_fini(&t);
+}
+
 static void expect_new_fails(uint64_t vram, uint32_t page, const char *be)
 {
     struct vgpu_host host = {NULL, fake_dma_ptr, fake_raise_irq};
@@ -780,6 +826,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vgpu/device/ring-wrap", test_ring_wrap);
     g_test_add_func("/vgpu/device/slicing", test_slicing);
     g_test_add_func("/vgpu/device/reset", test_reset);
+    g_test_add_func("/vgpu/device/vram-write-clear", test_vram_write_clear);
     g_test_add_func("/vgpu/device/bar2-and-fd", test_bar2_and_fd);
     g_test_add_func("/vgpu/device/new-config", test_new_config);
     return g_test_run();
