@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "mig.h"
+#include "vfio-migration/mig.h"
 #include "pci-config.h"
 #include "vfu-dma.h"
 #include "vfu-eventfd.h"
