@@ -46,8 +46,7 @@ config.mak: configure qemu-patches/pin qemu-patches/series \
 # ------------------------------------------------------------- libraries --
 LIB_SRCS := $(filter-out vgpu/cuda-fatbin-none.c, \
                          $(wildcard common/*.c vgpu/*.c dirty-track/*.c)) \
-            $(filter-out vfio-migration/vgpu-server.c, \
-                         $(wildcard vfio-migration/*.c))
+            $(wildcard vfio-user/*.c vfio-migration/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(O)/obj/%.o)
 
 # The CUDA backend's kernels (vgpu/cuda-kernels.cu): built by nvcc into a
@@ -88,7 +87,7 @@ $(O)/obj/%.o: %.c
 # -------------------------------------------------------------- programs --
 PROGRAMS := $(O)/vgpu-server $(O)/vgmig-demo
 
-$(O)/vgpu-server: $(O)/obj/vfio-migration/vgpu-server.o $(O)/libvgmig.a
+$(O)/vgpu-server: $(O)/obj/server/vgpu-server.o $(O)/libvgmig.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -2,7 +2,7 @@
  * vgpu-regs.h -- the guest-visible interface of the vgmig vGPU.
  *
  * This header is the contract between the device model (vgpu/), the
- * vfio-user server (vfio-migration/) and everything that drives the device
+ * vfio-user server (vfio-user/) and everything that drives the device
  * (tests, the in-guest tool).  docs/vgpu-device.md explains it in prose.
  * All registers are 32 bits, little endian, accessed with aligned 4-byte
  * reads and writes; other accesses are ignored (reads return all ones).

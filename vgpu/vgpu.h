@@ -2,9 +2,10 @@
  * vgpu.h -- the vGPU device model, independent of any transport.
  *
  * A struct vgpu owns VRAM (through a backend), the BAR0 registers and the
- * command processor.  The transport (vfio-migration/vfu-server.c) forwards
+ * command processor.  The transport (vfio-user/vfu-device.c) forwards
  * BAR accesses here, runs the command processor from its event loop with
- * vgpu_step(), and provides DMA and interrupts through struct vgpu_host.
+ * vgpu_step() (through mig_gpu_step()), and provides DMA and interrupts
+ * through struct vgpu_host.
  * Single-threaded: every function is called from the transport's thread.
  * The guest-visible registers and commands are in vgpu-regs.h.
  */

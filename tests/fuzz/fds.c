@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "vfio-migration/vfu-proto.h"
+#include "vfio-user/vfu-proto.h"
 
 /* The harness cannot go on without the fd: say which and stop. */
 static int need(int fd, const char *what)

@@ -40,9 +40,9 @@
 
 #include "common/log.h"
 #include "fuzz.h"
-#include "vfio-migration/vfu-msg.h"
-#include "vfio-migration/vfu-proto.h"
-#include "vfio-migration/vfu-server.h"
+#include "vfio-user/vfu-msg.h"
+#include "vfio-user/vfu-proto.h"
+#include "vfio-user/vfu-server.h"
 
 #define MAX_MSG   ((1u << 20) + 64u) /* the server's message limit */
 #define MAX_FDS   15u                /* what the error field can ask for */

@@ -24,8 +24,8 @@
 
 #include "common/log.h"
 #include "fuzz.h"
-#include "vfio-migration/vfu-proto.h"
-#include "vfio-migration/vfu-server.h"
+#include "vfio-user/vfu-proto.h"
+#include "vfio-user/vfu-server.h"
 
 #define MAX_FDS   15u
 #define MAX_REPLY ((1u << 20) + 64u) /* the server's message limit */

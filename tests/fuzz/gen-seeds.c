@@ -20,7 +20,7 @@
 #include "common/le.h"
 #include "fuzz.h"
 #include "vfio-migration/mig-stream.h"
-#include "vfio-migration/vfu-proto.h"
+#include "vfio-user/vfu-proto.h"
 #include "vgpu/cmd.h"
 #include "vgpu/vgpu.h"
 

@@ -48,9 +48,9 @@
 #include "qclient/migrate.h"
 #include "vfio-migration/mig-stream.h"
 #include "vfio-migration/mig.h"
-#include "vfio-migration/pci-config.h"
-#include "vfio-migration/vfu-dma.h"
-#include "vfio-migration/vfu-proto.h"
+#include "vfio-user/pci-config.h"
+#include "vfio-user/vfu-dma.h"
+#include "vfio-user/vfu-proto.h"
 #include "vfu-client.h"
 
 #define SEC_VRAM      ((uint64_t)1 << 20)

@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "vfio-migration/vfu-proto.h"
+#include "vfio-user/vfu-proto.h"
 #include "vgpu/vgpu-regs.h"
 
 struct server {

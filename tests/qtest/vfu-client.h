@@ -26,7 +26,7 @@
 #include "common/le.h"
 #include "vfio-migration/mig-stream.h"
 #include "vfio-migration/mig.h"
-#include "vfio-migration/vfu-proto.h"
+#include "vfio-user/vfu-proto.h"
 #include "vgpu-test.h"
 
 #define VC_MAX_XFER      (1u << 20) /* the server's limits */

@@ -3,7 +3,7 @@
 #include <glib.h>
 #include <linux/pci_regs.h>
 
-#include "vfio-migration/pci-config.h"
+#include "vfio-user/pci-config.h"
 #include "vgpu/vgpu-regs.h"
 
 #define VRAM (64ull << 20)

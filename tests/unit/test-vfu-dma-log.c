@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "vfio-migration/vfu-dma.h"
+#include "vfio-user/vfu-dma.h"
 
 #define IOVA 0x100000ull
 #define LEN  (1u << 20)

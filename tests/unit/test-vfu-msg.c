@@ -4,8 +4,8 @@
 #include <linux/vfio.h>
 #include <string.h>
 
-#include "vfio-migration/vfu-mig-msg.h"
-#include "vfio-migration/vfu-msg.h"
+#include "vfio-user/vfu-mig-msg.h"
+#include "vfio-user/vfu-msg.h"
 
 static const uint64_t region_size[9] = {0x4000, 0, 0x100000, 0, 0, 0, 0, 256};
 static const uint32_t irq_count[3] = {1, 0, 2};

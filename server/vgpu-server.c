@@ -18,7 +18,7 @@
 
 #include "common/log.h"
 #include "common/size.h"
-#include "vfu-server.h"
+#include "vfio-user/vfu-server.h"
 
 #define PAGE_MIN (4u << 10)
 #define PAGE_MAX (2u << 20)

@@ -20,7 +20,7 @@
 #define VFU_SERVER_H
 
 #include "common/error.h"
-#include "mig.h"
+#include "vfio-migration/mig.h"
 #include "vgpu/vgpu.h"
 
 struct vfu_server;

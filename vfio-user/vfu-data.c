@@ -1,0 +1,320 @@
+/*
+ * vfu-data.c -- the migration's data plane on the transport: DEVICE_FEATURE
+ * (MIGRATION, MIG_DEVICE_STATE, MIG_DATA_SIZE, DMA_LOGGING_*), MIG_DATA_READ
+ * and MIG_DATA_WRITE, MIG_GET_PRECOPY_INFO and REGION_DIRTY_LOG, each
+ * parsed here and served by the migration module (mig.h).  Runs on the
+ * control loop today; the data plane's worker is to run it.
+ */
+#include "vfu-server-int.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "vfu-dma.h"
+#include "vfu-mig-msg.h"
+
+/* ----------------------------------------------------------- the module */
+
+int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
+                  struct vg_error *err)
+{
+    struct mig_config mc = {
+        .gpu = srv->gpu,
+        .stats_path = cfg->stats_path,
+        .fault = cfg->fault,
+        .precopy = cfg->precopy,
+        .track = cfg->track,
+    };
+
+    /* The destination must offer the features the source's guest saw. */
+    vgpu_bar0_read(srv->gpu, VGPU_REG_FEATURES, &mc.features, 4);
+    return mig_new(&mc, &srv->mig, err);
+}
+
+void vfu_data_free(struct vfu_server *srv)
+{
+    mig_free(srv->mig);
+}
+
+/* Stop DMA logging; the statistics record it if it was on. */
+static void dma_log_stop(struct vfu_server *srv)
+{
+    if (vfu_dma_logging(srv->dma)) {
+        vfu_dma_log_stop(srv->dma);
+        mig_note_dma_logging(srv->mig, false);
+    }
+}
+
+void vfu_data_release(struct vfu_server *srv)
+{
+    srv->precopy_info = false;
+    srv->region_log = false;
+    mig_note_bar2_logged(srv->mig, false);
+    dma_log_stop(srv);
+}
+
+/* ------------------------------------------------------- DEVICE_FEATURE */
+
+/* Reply to DEVICE_FEATURE request @p: its header with argsz covering
+ * @n bytes of @data (NULL: the request's own data, echoed). */
+static void feature_reply(struct vfu_server *srv, const uint8_t *p,
+                          const void *data, size_t n, struct vfu_reply *r)
+{
+    struct vfu_device_feature h;
+
+    memcpy(&h, p, sizeof(h));
+    h.argsz = (uint32_t)(sizeof(h) + n);
+    memcpy(vfu_payload(srv), &h, sizeof(h));
+    memmove(vfu_payload(srv) + sizeof(h), data ? data : p + sizeof(h), n);
+    r->len = (uint32_t)(sizeof(h) + n);
+}
+
+/* The feature supports GET (@get) and/or SET (@set) only. */
+static int feature_ops(const struct vfu_feature_req *f, bool get, bool set,
+                       struct vg_error *err)
+{
+    if ((f->get && !get) || (f->set && !set)) {
+        return vg_error_set(err, EINVAL, "feature %u: %s not supported",
+                            f->index, f->get && !get ? "GET" : "SET");
+    }
+    return 0;
+}
+
+static int feature_migration(struct vfu_server *srv, const uint8_t *p,
+                             const struct vfu_feature_req *f,
+                             struct vfu_reply *r, struct vg_error *err)
+{
+    struct vfu_feature_migration m = {mig_flags()};
+    int ret = vfu_feature_check_argsz(f, sizeof(m), err);
+
+    if (ret == 0) {
+        feature_reply(srv, p, &m, sizeof(m), r);
+    }
+    return ret;
+}
+
+static int feature_mig_state(struct vfu_server *srv, const uint8_t *p,
+                             const struct vfu_feature_req *f,
+                             struct vfu_reply *r, struct vg_error *err)
+{
+    struct vfu_feature_mig_state st = {0, -1};
+    int ret = vfu_feature_check_argsz(f, sizeof(st), err);
+
+    if (ret == 0 && f->set) {
+        ret = vfu_parse_mig_state(f, &st.device_state, err);
+        if (ret == 0) {
+            ret = mig_set_state(srv->mig, st.device_state, err);
+        }
+    }
+    if (ret == 0) {
+        st.device_state = mig_state(srv->mig);
+        feature_reply(srv, p, &st, sizeof(st), r);
+    }
+    return ret;
+}
+
+static int feature_data_size(struct vfu_server *srv, const uint8_t *p,
+                             const struct vfu_feature_req *f,
+                             struct vfu_reply *r, struct vg_error *err)
+{
+    struct vfu_feature_mig_data_size ds = {mig_stopcopy_size(srv->mig)};
+    int ret = vfu_feature_check_argsz(f, sizeof(ds), err);
+
+    if (ret == 0) {
+        feature_reply(srv, p, &ds, sizeof(ds), r);
+    }
+    return ret;
+}
+
+static int feature_log_start(struct vfu_server *srv, const uint8_t *p,
+                             const struct vfu_feature_req *f,
+                             struct vfu_reply *r, struct vg_error *err)
+{
+    struct vfu_dma_log_range ranges[VFU_DMA_LOG_MAX_RANGES];
+    struct vfu_dma_logging_control c;
+    uint32_t n;
+    int ret;
+
+    ret = vfu_parse_logging_start(f, &c.page_size, ranges, &n, err);
+    if (ret == 0) {
+        ret = vfu_dma_log_start(srv->dma, &c.page_size, ranges, n, err);
+    }
+    if (ret == 0) {
+        feature_reply(srv, p, NULL, f->data_len, r);
+        memcpy(vfu_payload(srv) + sizeof(struct vfu_device_feature),
+               &c.page_size, sizeof(c.page_size)); /* the page size we chose */
+        mig_note_dma_logging(srv->mig, true);
+    }
+    return ret;
+}
+
+static int feature_log_stop(struct vfu_server *srv, const uint8_t *p,
+                            const struct vfu_feature_req *f,
+                            struct vfu_reply *r, struct vg_error *err)
+{
+    if (f->data_len) {
+        return vg_error_set(err, EINVAL, "DMA_LOGGING_STOP with %zu data bytes",
+                            f->data_len);
+    }
+    dma_log_stop(srv);
+    feature_reply(srv, p, NULL, 0, r);
+    return 0;
+}
+
+static int feature_log_report(struct vfu_server *srv, const uint8_t *p,
+                              const struct vfu_feature_req *f,
+                              struct vfu_reply *r, struct vg_error *err)
+{
+    uint8_t *out = vfu_payload(srv) + sizeof(struct vfu_device_feature);
+    struct vfu_dma_logging_report rep;
+    size_t bytes;
+    int ret;
+
+    ret = vfu_parse_logging_report(f, MAX_XFER, &rep, &bytes, err);
+    if (ret < 0) {
+        return ret;
+    }
+    memset(out + sizeof(rep), 0, bytes);
+    ret = vfu_dma_log_report(srv->dma, rep.iova, rep.length, rep.page_size,
+                             (uint64_t *)(out + sizeof(rep)), err);
+    if (ret == 0) {
+        memcpy(out, &rep, sizeof(rep));
+        feature_reply(srv, p, out, sizeof(rep) + bytes, r);
+    }
+    return ret;
+}
+
+typedef int feature_fn(struct vfu_server *srv, const uint8_t *p,
+                       const struct vfu_feature_req *f, struct vfu_reply *r,
+                       struct vg_error *err);
+
+static const struct {
+    feature_fn *fn;
+    bool get, set;
+} features[] = {
+    [VFU_FEATURE_MIGRATION] = {feature_migration, true, false},
+    [VFU_FEATURE_MIG_DEVICE_STATE] = {feature_mig_state, true, true},
+    [VFU_FEATURE_DMA_LOGGING_START] = {feature_log_start, false, true},
+    [VFU_FEATURE_DMA_LOGGING_STOP] = {feature_log_stop, false, true},
+    [VFU_FEATURE_DMA_LOGGING_REPORT] = {feature_log_report, true, false},
+    [VFU_FEATURE_MIG_DATA_SIZE] = {feature_data_size, true, false},
+};
+
+int vfu_handle_feature(struct vfu_server *srv, const uint8_t *p, size_t len,
+                       struct vfu_reply *r, struct vg_error *err)
+{
+    struct vfu_feature_req f;
+    int ret;
+
+    ret = vfu_parse_feature(p, len, &f, err);
+    if (ret < 0) {
+        return ret;
+    }
+    if (srv->no_migration) {
+        return vg_error_set(err, ENOTSUP,
+                            "device feature %u: migration is disabled "
+                            "(--no-migration)",
+                            f.index);
+    }
+    if (f.index >= sizeof(features) / sizeof(features[0]) ||
+        !features[f.index].fn) {
+        return vg_error_set(err, ENOTTY, "device feature %u not supported",
+                            f.index);
+    }
+    ret = feature_ops(&f, features[f.index].get, features[f.index].set, err);
+    if (ret < 0 || f.probe) {
+        if (ret == 0) {
+            feature_reply(srv, p, NULL, f.data_len, r);
+        }
+        return ret;
+    }
+    ret = features[f.index].fn(srv, p, &f, r, err);
+    if (ret < 0) {
+        vg_error_prefix(err, "device feature %u", f.index);
+    }
+    return ret;
+}
+
+/* ------------------------------------------------------- migration data */
+
+int vfu_handle_mig_data_read(struct vfu_server *srv, const uint8_t *p,
+                             size_t len, struct vfu_reply *r,
+                             struct vg_error *err)
+{
+    struct vfu_mig_data d;
+    uint32_t size;
+    int ret;
+
+    ret = vfu_parse_mig_data_read(p, len, MAX_XFER, &size, err);
+    if (ret == 0) {
+        ret = mig_read(srv->mig, vfu_payload(srv) + sizeof(d), size, &d.size,
+                       err);
+    }
+    if (ret == 0) {
+        d.argsz = (uint32_t)sizeof(d) + d.size;
+        memcpy(vfu_payload(srv), &d, sizeof(d));
+        r->len = d.argsz;
+    }
+    return ret;
+}
+
+int vfu_handle_mig_data_write(struct vfu_server *srv, const uint8_t *p,
+                              size_t len, struct vfu_reply *r,
+                              struct vg_error *err)
+{
+    const uint8_t *data;
+    uint32_t size;
+    int ret;
+
+    ret = vfu_parse_mig_data_write(p, len, MAX_XFER, &data, &size, err);
+    if (ret == 0) {
+        ret = mig_write(srv->mig, data, size, err);
+    }
+    return ret;
+}
+
+int vfu_handle_precopy_info(struct vfu_server *srv, const uint8_t *p,
+                            size_t len, struct vfu_reply *r,
+                            struct vg_error *err)
+{
+    struct vfu_precopy_info info = {sizeof(info), 0, 0, 0};
+    int ret;
+
+    if (!srv->precopy_info) {
+        return vg_error_set(err, ENOTSUP, "precopy_info was not negotiated");
+    }
+    ret = vfu_parse_precopy_info(p, len, err);
+    if (ret == 0) {
+        ret = mig_precopy_info(srv->mig, &info.initial_bytes, &info.dirty_bytes,
+                               err);
+    }
+    if (ret == 0) {
+        memcpy(vfu_payload(srv), &info, sizeof(info));
+        r->len = sizeof(info);
+    }
+    return ret;
+}
+
+int vfu_handle_region_dirty_log(struct vfu_server *srv, const uint8_t *p,
+                                size_t len, struct vfu_reply *r,
+                                struct vg_error *err)
+{
+    struct vfu_region_dirty_log log;
+    const uint64_t *bitmap;
+    int ret;
+
+    if (!srv->region_log) {
+        return vg_error_set(err, ENOTSUP,
+                            "region_dirty_log was not negotiated");
+    }
+    ret = vfu_parse_region_dirty_log(p, len, srv->region_size[VGPU_BAR_VRAM],
+                                     &log, &bitmap, err);
+    if (ret == 0 && log.region != VGPU_BAR_VRAM) {
+        ret = vg_error_set(err, EINVAL, "region %u is not mmap'ed", log.region);
+    }
+    if (ret == 0) {
+        ret = mig_region_dirty_log(srv->mig, log.offset, bitmap,
+                                   log.size / log.pgsize, log.pgsize, err);
+    }
+    return ret;
+}

@@ -1,0 +1,133 @@
+/*
+ * vfu-dispatch.c -- serving a complete request: VERSION (the capabilities
+ * we offer, what the client negotiated), then the command table, which
+ * hands each command to its part (the device's vfu-device.c and
+ * vfu-irq.c, the data plane's vfu-data.c), and the reply.  Runs on the
+ * control loop.
+ */
+#include "vfu-server-int.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "common/log.h"
+
+static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
+                          struct vfu_reply *r, struct vg_error *err)
+{
+    struct vfu_version_req req;
+    struct vfu_version ver = {VFU_VERSION_MAJOR, VFU_VERSION_MINOR};
+    struct vfu_caps ours = {
+        .present = {true, true, true, true},
+        .value = {MAX_FDS, MAX_XFER, DMA_PGSIZE, MAX_DMA_MAPS},
+        .migr = {.has_pgsize = true,
+                 .has_max_bitmap = true,
+                 .precopy_info = true,
+                 .region_dirty_log = true,
+                 .pgsize = DMA_PGSIZE,
+                 .max_bitmap_size = MAX_XFER},
+    };
+    int ret;
+
+    if (srv->negotiated) {
+        return vg_error_set(err, EINVAL, "version already negotiated");
+    }
+    if (srv->no_migration) {
+        ours.migr = (struct vfu_migr_caps){0};
+    }
+    ours.migr.region_dirty_log &= !srv->no_region_log;
+    ret = vfu_parse_version(p, len, &req, err);
+    if (ret < 0) {
+        return ret;
+    }
+    if (req.major != VFU_VERSION_MAJOR) {
+        srv->drop = true;
+        return vg_error_set(err, ENOTSUP, "protocol major %u unsupported (%u)",
+                            req.major, VFU_VERSION_MAJOR);
+    }
+    memcpy(vfu_payload(srv), &ver, sizeof(ver));
+    ret = vfu_caps_format(&req.caps, &ours,
+                          (char *)vfu_payload(srv) + sizeof(ver),
+                          MAX_MSG - sizeof(struct vfu_hdr) - sizeof(ver), err);
+    if (ret < 0) {
+        return ret;
+    }
+    r->len = (uint32_t)(sizeof(ver) + (size_t)ret);
+    srv->negotiated = true;
+    srv->precopy_info = req.caps.migr.precopy_info;
+    srv->region_log =
+        req.caps.migr.region_dirty_log && ours.migr.region_dirty_log;
+    mig_note_bar2_logged(srv->mig, srv->region_log);
+    vg_info("client negotiated vfio-user %u.%u", VFU_VERSION_MAJOR,
+            VFU_VERSION_MINOR);
+    return 0;
+}
+
+/* The commands after VERSION, by the part that serves them. */
+static const struct {
+    vfu_handler_fn *fn;
+    bool takes_fds; /* the request may carry file descriptors */
+} commands[] = {
+    /* device: vfu-device.c, vfu-irq.c */
+    [VFU_CMD_DMA_MAP] = {vfu_handle_dma_map, true},
+    [VFU_CMD_DMA_UNMAP] = {vfu_handle_dma_unmap, false},
+    [VFU_CMD_DEVICE_GET_INFO] = {vfu_handle_device_info, false},
+    [VFU_CMD_DEVICE_GET_REGION_INFO] = {vfu_handle_region_info, false},
+    [VFU_CMD_DEVICE_GET_IRQ_INFO] = {vfu_handle_irq_info, false},
+    [VFU_CMD_DEVICE_SET_IRQS] = {vfu_handle_set_irqs, true},
+    [VFU_CMD_REGION_READ] = {vfu_handle_region_read, false},
+    [VFU_CMD_REGION_WRITE] = {vfu_handle_region_write, false},
+    [VFU_CMD_DEVICE_RESET] = {vfu_handle_reset, false},
+    /* data plane: vfu-data.c */
+    [VFU_CMD_DEVICE_FEATURE] = {vfu_handle_feature, false},
+    [VFU_CMD_MIG_DATA_READ] = {vfu_handle_mig_data_read, false},
+    [VFU_CMD_MIG_DATA_WRITE] = {vfu_handle_mig_data_write, false},
+    [VFU_CMD_MIG_GET_PRECOPY_INFO] = {vfu_handle_precopy_info, false},
+    [VFU_CMD_REGION_DIRTY_LOG] = {vfu_handle_region_dirty_log, false},
+};
+
+static int dispatch(struct vfu_server *srv, uint16_t cmd, const uint8_t *p,
+                    size_t len, struct vfu_reply *r, struct vg_error *err)
+{
+    bool known =
+        cmd < sizeof(commands) / sizeof(commands[0]) && commands[cmd].fn;
+
+    if (cmd == VFU_CMD_VERSION) {
+        return handle_version(srv, p, len, r, err);
+    }
+    if (!srv->negotiated) {
+        return vg_error_set(err, EINVAL, "VERSION must come first");
+    }
+    if (srv->rx.nfds && !(known && commands[cmd].takes_fds)) {
+        return vg_error_set(err, EINVAL, "unexpected file descriptors");
+    }
+    if (!known) {
+        return vg_error_set(err, ENOTSUP, "command %u (%s) not supported", cmd,
+                            vfu_cmd_name(cmd));
+    }
+    return commands[cmd].fn(srv, p, len, r, err);
+}
+
+void vfu_serve_request(struct vfu_server *srv)
+{
+    const struct vfu_hdr *hdr = &srv->rx.hdr;
+    struct vfu_reply r = {.len = 0, .fd = -1};
+    struct vg_error err = {0};
+    int ret;
+
+    vg_trace("request %u %s size %u", hdr->id, vfu_cmd_name(hdr->command),
+             hdr->size);
+    ret = srv->rx.fds_lost
+              ? vg_error_set(&err, EINVAL, "more than %u file descriptors",
+                             MAX_FDS)
+              : dispatch(srv, hdr->command, srv->rxbuf + sizeof(*hdr),
+                         hdr->size - sizeof(*hdr), &r, &err);
+    if (ret < 0) {
+        vg_warn("request %u %s: %s", hdr->id, vfu_cmd_name(hdr->command),
+                err.msg);
+    }
+    if (!(hdr->flags & VFU_FLAG_NO_REPLY)) {
+        vfu_send_reply(srv, hdr, ret < 0 ? -ret : 0, &r);
+    }
+    mig_idle(srv->mig);
+}

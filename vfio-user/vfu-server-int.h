@@ -1,0 +1,205 @@
+/*
+ * vfu-server-int.h -- inside the server of vfu-server.h: its state, and
+ * what its parts call of each other.
+ *
+ * The parts, by the thread that runs them (docs/architecture.md):
+ *   control loop  vfu-loop.c (poll loop), vfu-socket.c (listen, accept,
+ *                 disconnect), vfu-io.c (framing, timeouts, replies),
+ *                 vfu-dispatch.c (VERSION and the command table);
+ *   data plane    vfu-data.c: the migration requests, served by mig.h;
+ *   device        vfu-device.c (regions, DMA map, reset, info, the step),
+ *                 vfu-irq.c (interrupt eventfds).
+ * vfu-server.c creates and frees the server.  Today one thread runs every
+ * part; struct vfu_server groups its fields by the part that owns them.
+ */
+#ifndef VFU_SERVER_INT_H
+#define VFU_SERVER_INT_H
+
+#include <linux/vfio.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pci-config.h"
+#include "vfu-msg.h"
+#include "vfu-server.h"
+
+#define MAX_XFER        (1024u * 1024u)
+#define MAX_MSG         (MAX_XFER + 64u)
+#define MAX_FDS         8u
+#define MAX_DMA_MAPS    1024u
+#define DMA_PGSIZE      4096u
+#define NUM_IRQS        (VFIO_PCI_MSIX_IRQ_INDEX + 1)
+#define MAX_IRQ_VECTORS VGPU_MSIX_VECTORS
+#define MSIX_AREA       (VGPU_BAR0_SIZE - VGPU_MSIX_TABLE_OFFSET)
+#define MSIX_TABLE_LEN  (VGPU_MSIX_VECTORS * 16u)
+
+/* A request being received. */
+struct rx_state {
+    struct vfu_hdr hdr;
+    size_t have;   /* bytes of the message received */
+    uint64_t skip; /* bytes of a refused message still to discard */
+    int refused;   /* errno for a refused message being discarded */
+    int fds[MAX_FDS];
+    unsigned nfds;
+    bool fds_lost;    /* more fds than MAX_FDS came */
+    int64_t deadline; /* ms, for a message started but not complete */
+    int64_t started;  /* ms, when its first byte came */
+};
+
+struct vfu_server {
+    /* Fixed by vfu_server_new(); every part reads them. */
+    bool no_migration;  /* --no-migration: no migration features */
+    bool no_region_log; /* --no-region-log: refuse REGION_DIRTY_LOG */
+    uint64_t region_size[VFIO_PCI_NUM_REGIONS];
+    uint32_t irq_count[NUM_IRQS];
+    struct vfu_limits lim;
+
+    /* Control loop: the socket, the client and the message in flight.
+     * A handler reads rx's fds (DMA_MAP, SET_IRQS take them over) and
+     * writes its reply into txbuf. */
+    char *path;
+    int listen_fd;
+    int client_fd;
+    bool negotiated;
+    bool drop;       /* disconnect after the current reply */
+    uint32_t tx_len; /* no client: size of the last reply, 0: none */
+    struct rx_state rx;
+    uint8_t *rxbuf; /* MAX_MSG */
+    uint8_t *txbuf; /* MAX_MSG */
+
+    /* Set by VERSION on the control loop, read by the data plane;
+     * cleared on disconnect. */
+    bool precopy_info; /* the client negotiated MIG_GET_PRECOPY_INFO */
+    bool region_log;   /* ... and REGION_DIRTY_LOG (it logs BAR2 writes) */
+
+    /* Data plane: the migration module.  The device's step runs through
+     * it too (mig_gpu_step(): tracking sees every engine write). */
+    struct mig *mig;
+
+    /* Device: the model, its config space and MSI-X table, its interrupt
+     * eventfds and the guest memory it reaches by DMA (mapped by the
+     * control loop, logged for the data plane). */
+    struct vgpu *gpu;
+    struct pci_config cfg;
+    uint8_t msix[MSIX_AREA];
+    int irq_fds[NUM_IRQS][MAX_IRQ_VECTORS];
+    bool intx_masked;
+    struct vfu_dma *dma;
+};
+
+/* A reply being built: payload length and an fd to pass (-1: none). */
+struct vfu_reply {
+    uint32_t len;
+    int fd;
+};
+
+/* Where a handler writes its reply's payload: after the header. */
+static inline uint8_t *vfu_payload(struct vfu_server *srv)
+{
+    return srv->txbuf + sizeof(struct vfu_hdr);
+}
+
+/*
+ * A request's handler: @p is its payload of @len bytes; on success the
+ * reply's payload is in vfu_payload(@srv), *@r says how long and which fd
+ * goes with it.  0, or a negative errno with @err set (the error reply).
+ */
+typedef int vfu_handler_fn(struct vfu_server *srv, const uint8_t *p, size_t len,
+                           struct vfu_reply *r, struct vg_error *err);
+
+/* ------------------------------------------- control loop: vfu-socket.c */
+
+/* Listen on @path (mode 0600), replacing a stale socket. */
+int vfu_listen(struct vfu_server *srv, const char *path, struct vg_error *err);
+/* A new connection whose peer may use us, or -1. */
+int vfu_accept(struct vfu_server *srv);
+/* Make @fd, a connected stream socket, the client. */
+void vfu_client_attach(struct vfu_server *srv, int fd);
+/* Disconnect the client, releasing what it set up (no-op without one). */
+void vfu_client_close(struct vfu_server *srv);
+
+/* ----------------------------------------------- control loop: vfu-io.c */
+
+void vfu_rx_reset(struct rx_state *rx);
+/* The header in rxbuf is complete: check it; a refused one is discarded. */
+void vfu_rx_header_done(struct vfu_server *srv);
+/* A discarded message is complete: reply with its error. */
+void vfu_rx_refused_done(struct vfu_server *srv);
+/* The client's socket is readable: receive, and serve what completes. */
+void vfu_client_readable(struct vfu_server *srv);
+/* Milliseconds until the message in progress times out, -1: none is. */
+int vfu_rx_wait_ms(const struct vfu_server *srv);
+bool vfu_rx_expired(const struct vfu_server *srv);
+/* The message in progress timed out: error reply, disconnect. */
+void vfu_rx_timeout(struct vfu_server *srv);
+/* Reply to @req: an error reply if @errnum, else @r's payload in txbuf. */
+void vfu_send_reply(struct vfu_server *srv, const struct vfu_hdr *req,
+                    int errnum, const struct vfu_reply *r);
+
+/* ----------------------------------------- control loop: vfu-dispatch.c */
+
+/* Serve the complete request in rxbuf, reply unless NO_REPLY. */
+void vfu_serve_request(struct vfu_server *srv);
+
+/* ----------------------------------------------- data plane: vfu-data.c */
+
+int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
+                  struct vg_error *err);
+void vfu_data_free(struct vfu_server *srv);
+/* The client is gone: forget what it negotiated, stop DMA logging. */
+void vfu_data_release(struct vfu_server *srv);
+int vfu_handle_feature(struct vfu_server *srv, const uint8_t *p, size_t len,
+                       struct vfu_reply *r, struct vg_error *err);
+int vfu_handle_mig_data_read(struct vfu_server *srv, const uint8_t *p,
+                             size_t len, struct vfu_reply *r,
+                             struct vg_error *err);
+int vfu_handle_mig_data_write(struct vfu_server *srv, const uint8_t *p,
+                              size_t len, struct vfu_reply *r,
+                              struct vg_error *err);
+int vfu_handle_precopy_info(struct vfu_server *srv, const uint8_t *p,
+                            size_t len, struct vfu_reply *r,
+                            struct vg_error *err);
+int vfu_handle_region_dirty_log(struct vfu_server *srv, const uint8_t *p,
+                                size_t len, struct vfu_reply *r,
+                                struct vg_error *err);
+
+/* ------------------------------------------------- device: vfu-device.c */
+
+int vfu_device_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
+                    struct vg_error *err);
+void vfu_device_free(struct vfu_server *srv);
+/* The client is gone: unmap its DMA, close its interrupt eventfds. */
+void vfu_device_release(struct vfu_server *srv);
+/* Run the command processor for a while, if the device runs. */
+void vfu_device_step(struct vfu_server *srv);
+/* How long the device can wait for its next step (0 unless throttled);
+ * -1 while it is stopped or has nothing to do. */
+int vfu_device_wait_ms(const struct vfu_server *srv);
+int vfu_handle_dma_map(struct vfu_server *srv, const uint8_t *p, size_t len,
+                       struct vfu_reply *r, struct vg_error *err);
+int vfu_handle_dma_unmap(struct vfu_server *srv, const uint8_t *p, size_t len,
+                         struct vfu_reply *r, struct vg_error *err);
+int vfu_handle_device_info(struct vfu_server *srv, const uint8_t *p, size_t len,
+                           struct vfu_reply *r, struct vg_error *err);
+int vfu_handle_region_info(struct vfu_server *srv, const uint8_t *p, size_t len,
+                           struct vfu_reply *r, struct vg_error *err);
+int vfu_handle_region_read(struct vfu_server *srv, const uint8_t *p, size_t len,
+                           struct vfu_reply *r, struct vg_error *err);
+int vfu_handle_region_write(struct vfu_server *srv, const uint8_t *p,
+                            size_t len, struct vfu_reply *r,
+                            struct vg_error *err);
+int vfu_handle_reset(struct vfu_server *srv, const uint8_t *p, size_t len,
+                     struct vfu_reply *r, struct vg_error *err);
+
+/* ---------------------------------------------------- device: vfu-irq.c */
+
+/* The model raises interrupt @vector (struct vgpu_host's raise_irq). */
+void vfu_irq_raise(void *opaque, unsigned vector);
+void vfu_irqs_close_all(struct vfu_server *srv);
+int vfu_handle_irq_info(struct vfu_server *srv, const uint8_t *p, size_t len,
+                        struct vfu_reply *r, struct vg_error *err);
+int vfu_handle_set_irqs(struct vfu_server *srv, const uint8_t *p, size_t len,
+                        struct vfu_reply *r, struct vg_error *err);
+
+#endif
