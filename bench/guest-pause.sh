@@ -59,4 +59,4 @@ echo "  $vgpu"
 echo "  $base"
 p95() { sed -n 's/.*felt - QEMU downtime p50 [0-9.-]* \/ p95 \([0-9.-]*\) ms.*/\1/p' <<<"$1"; }
 awk -v a="$(p95 "$vgpu")" -v b="$(p95 "$base")" 'BEGIN {
-    printf "  felt - QEMU downtime, p95: %.1f ms with the vGPU and its workload, %.1f ms without a vGPU (pulses only): %+.1f ms, %.2fx (target: <= 20 ms with the vGPU)\n", a, b, a - b, b > 0 ? a / b : 0 }'
+    printf "  felt - QEMU downtime, p95: %.1f ms with the vGPU and its workload, %.1f ms without a vGPU (pulses only): %+.1f ms, %.2fx (target: <= 20 ms with the vGPU)\n", a, b, a - b, (b > 0 ? a / b : 0) }'
