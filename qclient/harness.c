@@ -416,10 +416,11 @@ void vg_server_free(struct vg_server *s)
     }
 }
 
-/* JSON for -device with the vfio-user socket @sock. */
-static char *vgpu_device_json(const char *sock)
+/* JSON for -device "vgpu<@index>" with the vfio-user socket @sock. */
+static char *vgpu_device_json(const char *sock, unsigned index)
 {
     JsonBuilder *b = json_builder_new();
+    g_autofree char *id = g_strdup_printf("vgpu%u", index);
     JsonNode *root;
     char *text;
 
@@ -427,7 +428,7 @@ static char *vgpu_device_json(const char *sock)
     json_builder_set_member_name(b, "driver");
     json_builder_add_string_value(b, "vfio-user-pci");
     json_builder_set_member_name(b, "id");
-    json_builder_add_string_value(b, "vgpu0");
+    json_builder_add_string_value(b, id);
     json_builder_set_member_name(b, "socket");
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "type");
@@ -498,7 +499,10 @@ static GPtrArray *qemu_argv(const struct vg_qemu_opts *o, const char *bin,
         add_opt(argv, "-serial", g_strdup("chardev:serial0"));
     }
     if (o->vgpu_sock) {
-        add_opt(argv, "-device", vgpu_device_json(o->vgpu_sock));
+        add_opt(argv, "-device", vgpu_device_json(o->vgpu_sock, 0));
+    }
+    for (unsigned i = 0; o->vgpu_socks && o->vgpu_socks[i]; i++) {
+        add_opt(argv, "-device", vgpu_device_json(o->vgpu_socks[i], i + 1));
     }
     if (o->incoming) {
         add_opt(argv, "-incoming", g_strdup(o->incoming));

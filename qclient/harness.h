@@ -97,6 +97,9 @@ struct vg_qemu_opts {
     uint64_t ram_mib;      /* guest RAM (memfd, shared) */
     const char *vgpu_sock; /* vfio-user socket, NULL: no vGPU device */
     /* Optional: */
+    /* More vGPUs after vgpu_sock ("vgpu1", "vgpu2", ...): their sockets,
+     * NULL-terminated. */
+    const char *const *vgpu_socks;
     const char *incoming;          /* -incoming value, e.g. "defer" */
     const char *const *extra_args; /* more arguments, NULL-terminated */
     /* NULL: -accel qtest, with the qtest connection in vg_qemu.qt; else
@@ -117,7 +120,8 @@ struct vg_qemu {
 
 /* Start $VGMIG_QEMU under -accel qtest (or @o->accel) with a pc machine,
  * connected to a qtest (qtest only), a QMP and (if @o->serial) a serial
- * socket this function listens on; the vGPU, if any, is device "vgpu0". */
+ * socket this function listens on; the vGPU, if any, is device "vgpu0",
+ * those of vgpu_socks "vgpu1", "vgpu2", ... */
 int vg_qemu_start(const struct vg_qemu_opts *o, struct vg_qemu **out,
                   struct vg_error *err);
 /* Close the connections, SIGKILL QEMU and reap it (for crash tests). */

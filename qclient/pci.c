@@ -152,7 +152,8 @@ static int msix_check(struct vg_pci_dev *dev, unsigned vec,
 
 /* Find @vendor:@device on bus 0; fill @dev's location and IDs. */
 static int pci_locate(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
-                      struct vg_pci_dev *dev, struct vg_error *err)
+                      unsigned nth, struct vg_pci_dev *dev,
+                      struct vg_error *err)
 {
     unsigned devfn;
     uint32_t id;
@@ -165,15 +166,15 @@ static int pci_locate(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
         if (rc < 0) {
             return rc;
         }
-        if ((id & 0xffff) == vendor && (id >> 16) == device) {
+        if ((id & 0xffff) == vendor && (id >> 16) == device && nth-- == 0) {
             dev->devfn = (uint8_t)devfn;
             dev->vendor_id = vendor;
             dev->device_id = device;
             return 0;
         }
     }
-    return vg_error_set(err, ENODEV, "no PCI device %04x:%04x on bus 0", vendor,
-                        device);
+    return vg_error_set(err, ENODEV, "no PCI device %04x:%04x #%u on bus 0",
+                        vendor, device, nth);
 }
 
 /* Read the MSI-X capability's table size and table/PBA locations. */
@@ -207,9 +208,15 @@ static int read_msix_cap(struct vg_pci_dev *dev, struct vg_error *err)
 int vg_pci_find(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
                 struct vg_pci_dev *dev, struct vg_error *err)
 {
+    return vg_pci_find_nth(qt, vendor, device, 0, dev, err);
+}
+
+int vg_pci_find_nth(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
+                    unsigned nth, struct vg_pci_dev *dev, struct vg_error *err)
+{
     uint16_t cmd;
     unsigned i;
-    int rc = pci_locate(qt, vendor, device, dev, err);
+    int rc = pci_locate(qt, vendor, device, nth, dev, err);
 
     if (rc < 0) {
         return rc;
@@ -267,8 +274,15 @@ static int read_bar(struct vg_pci_dev *dev, unsigned i, struct vg_error *err)
 int vg_pci_attach(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
                   struct vg_pci_dev *dev, struct vg_error *err)
 {
+    return vg_pci_attach_nth(qt, vendor, device, 0, dev, err);
+}
+
+int vg_pci_attach_nth(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
+                      unsigned nth, struct vg_pci_dev *dev,
+                      struct vg_error *err)
+{
     unsigned i;
-    int rc = pci_locate(qt, vendor, device, dev, err);
+    int rc = pci_locate(qt, vendor, device, nth, dev, err);
 
     for (i = 0; rc == 0 && i < VG_PCI_NUM_BARS; i++) {
         rc = read_bar(dev, i, err);

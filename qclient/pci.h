@@ -76,6 +76,13 @@ int vg_pci_find(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
  * fills in what it knows).  For devices that must not be reprogrammed. */
 int vg_pci_attach(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
                   struct vg_pci_dev *dev, struct vg_error *err);
+/* As vg_pci_find() and vg_pci_attach(), for the @nth (from 0) function
+ * with @vendor:@device in devfn order (several devices of a kind). */
+int vg_pci_find_nth(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
+                    unsigned nth, struct vg_pci_dev *dev, struct vg_error *err);
+int vg_pci_attach_nth(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
+                      unsigned nth, struct vg_pci_dev *dev,
+                      struct vg_error *err);
 /* Offset of capability @cap_id in *@off, 0 if the device lacks it. */
 int vg_pci_find_cap(struct vg_pci_dev *dev, uint8_t cap_id, uint8_t *off,
                     struct vg_error *err);

@@ -14,15 +14,23 @@ int vg_vgpu_open(struct vg_qtest *qt, struct vg_galloc *ram,
                  struct vg_vgpu *gpu, struct vg_error *err)
 {
     uint64_t mmio = VG_PCI_MMIO_BASE;
+
+    return vg_vgpu_open_nth(qt, ram, 0, &mmio, gpu, err);
+}
+
+int vg_vgpu_open_nth(struct vg_qtest *qt, struct vg_galloc *ram, unsigned nth,
+                     uint64_t *mmio_next, struct vg_vgpu *gpu,
+                     struct vg_error *err)
+{
     unsigned v;
     int rc;
 
     memset(gpu, 0, sizeof(*gpu));
     gpu->qt = qt;
-    rc =
-        vg_pci_find(qt, VGPU_PCI_VENDOR_ID, VGPU_PCI_DEVICE_ID, &gpu->pci, err);
+    rc = vg_pci_find_nth(qt, VGPU_PCI_VENDOR_ID, VGPU_PCI_DEVICE_ID, nth,
+                         &gpu->pci, err);
     if (rc == 0) {
-        rc = vg_pci_map_bars(&gpu->pci, &mmio, err);
+        rc = vg_pci_map_bars(&gpu->pci, mmio_next, err);
     }
     if (rc == 0 && (!gpu->pci.bar[VGPU_BAR_REGS].size ||
                     !gpu->pci.bar[VGPU_BAR_VRAM].size)) {
@@ -126,13 +134,19 @@ static int attach_ring(struct vg_vgpu *gpu, struct vg_error *err)
 int vg_vgpu_attach(struct vg_qtest *qt, struct vg_vgpu *gpu,
                    struct vg_error *err)
 {
+    return vg_vgpu_attach_nth(qt, 0, gpu, err);
+}
+
+int vg_vgpu_attach_nth(struct vg_qtest *qt, unsigned nth, struct vg_vgpu *gpu,
+                       struct vg_error *err)
+{
     uint32_t lo = 0, hi = 0;
     int rc;
 
     memset(gpu, 0, sizeof(*gpu));
     gpu->qt = qt;
-    rc = vg_pci_attach(qt, VGPU_PCI_VENDOR_ID, VGPU_PCI_DEVICE_ID, &gpu->pci,
-                       err);
+    rc = vg_pci_attach_nth(qt, VGPU_PCI_VENDOR_ID, VGPU_PCI_DEVICE_ID, nth,
+                           &gpu->pci, err);
     if (rc == 0) {
         rc = check_enabled(&gpu->pci, err);
     }

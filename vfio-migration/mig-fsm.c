@@ -21,8 +21,8 @@
 /*
  * next_step[cur][target]: the next state on the way from cur to target,
  * for a device with every optional state (the table of the kernel's
- * vfio_mig_get_next_state()).  Unsupported states met on the way are
- * skipped by looking up the step after them (mig_fsm_next).
+ * vfio_mig_get_next_state()).  This device supports them all, so no
+ * state met on the way is skipped.
  */
 static const uint8_t next_step[MIG_STATE_COUNT][MIG_STATE_COUNT] = {
     [STOP] =
@@ -129,8 +129,7 @@ const char *mig_state_name(uint32_t state)
 
 bool mig_state_supported(uint32_t state)
 {
-    return state < MIG_STATE_COUNT && state != RUNNING_P2P &&
-           state != PRE_COPY_P2P;
+    return state < MIG_STATE_COUNT;
 }
 
 void mig_fsm_init(struct mig_fsm *fsm, const struct mig_fsm_ops *ops,
@@ -139,17 +138,6 @@ void mig_fsm_init(struct mig_fsm *fsm, const struct mig_fsm_ops *ops,
     fsm->state = RUNNING;
     fsm->ops = ops;
     fsm->opaque = opaque;
-}
-
-/* The next supported state from @cur towards @target (ERROR: none). */
-static enum mig_state mig_fsm_next(enum mig_state cur, enum mig_state target)
-{
-    enum mig_state next = next_step[cur][target];
-
-    while (!mig_state_supported(next)) {
-        next = next_step[next][target];
-    }
-    return next;
 }
 
 int mig_fsm_path(uint32_t from, uint32_t to, enum mig_state *path)
@@ -161,7 +149,7 @@ int mig_fsm_path(uint32_t from, uint32_t to, enum mig_state *path)
         return -EINVAL;
     }
     while (cur != to) {
-        cur = mig_fsm_next(cur, (enum mig_state)to);
+        cur = (enum mig_state)next_step[cur][to];
         if (cur == ERROR || n == MIG_FSM_MAX_PATH) {
             return -EINVAL;
         }
@@ -174,26 +162,40 @@ int mig_fsm_path(uint32_t from, uint32_t to, enum mig_state *path)
 static mig_arc_fn arc_action(const struct mig_fsm_ops *ops, enum mig_state from,
                              enum mig_state to)
 {
-    switch (from * MIG_STATE_COUNT + to) {
-    case RUNNING *MIG_STATE_COUNT + STOP:
-        return ops->running_to_stop;
-    case STOP *MIG_STATE_COUNT + RUNNING:
-        return ops->stop_to_running;
-    case RUNNING *MIG_STATE_COUNT + PRE_COPY:
+#define ARC(a, b) ((a)*MIG_STATE_COUNT + (b))
+    switch (ARC(from, to)) {
+    case ARC(RUNNING, RUNNING_P2P):
+        return ops->running_to_p2p;
+    case ARC(RUNNING_P2P, RUNNING):
+        return ops->p2p_to_running;
+    case ARC(RUNNING_P2P, STOP):
+        return ops->p2p_to_stop;
+    case ARC(STOP, RUNNING_P2P):
+        return ops->stop_to_p2p;
+    case ARC(RUNNING, PRE_COPY):
         return ops->running_to_precopy;
-    case PRE_COPY *MIG_STATE_COUNT + RUNNING:
+    case ARC(PRE_COPY, RUNNING):
         return ops->precopy_to_running;
-    case PRE_COPY *MIG_STATE_COUNT + STOP_COPY:
-        return ops->precopy_to_stopcopy;
-    case STOP *MIG_STATE_COUNT + STOP_COPY:
+    case ARC(RUNNING_P2P, PRE_COPY_P2P):
+        return ops->p2p_to_precopy_p2p;
+    case ARC(PRE_COPY_P2P, RUNNING_P2P):
+        return ops->precopy_p2p_to_p2p;
+    case ARC(PRE_COPY, PRE_COPY_P2P):
+        return ops->precopy_to_precopy_p2p;
+    case ARC(PRE_COPY_P2P, PRE_COPY):
+        return ops->precopy_p2p_to_precopy;
+    case ARC(PRE_COPY_P2P, STOP_COPY):
+        return ops->precopy_p2p_to_stopcopy;
+    case ARC(STOP, STOP_COPY):
         return ops->stop_to_stopcopy;
-    case STOP_COPY *MIG_STATE_COUNT + STOP:
+    case ARC(STOP_COPY, STOP):
         return ops->stopcopy_to_stop;
-    case STOP *MIG_STATE_COUNT + RESUMING:
+    case ARC(STOP, RESUMING):
         return ops->stop_to_resuming;
     default: /* RESUMING -> STOP: the table has no other arcs */
         return ops->resuming_to_stop;
     }
+#undef ARC
 }
 
 static void set_state(struct mig_fsm *fsm, enum mig_state to)

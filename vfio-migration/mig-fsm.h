@@ -2,21 +2,45 @@
  * mig-fsm.h -- the VFIO migration v2 device state machine.
  *
  * States and arcs are those of <linux/vfio.h> (enum vfio_device_mig_state)
- * for a device that supports VFIO_MIGRATION_STOP_COPY and
- * VFIO_MIGRATION_PRE_COPY but not VFIO_MIGRATION_P2P.  The state values
- * are the VFIO ones, so they go on the wire unchanged.
+ * for a device that supports VFIO_MIGRATION_STOP_COPY,
+ * VFIO_MIGRATION_PRE_COPY and VFIO_MIGRATION_P2P: all eight states.  The
+ * state values are the VFIO ones, so they go on the wire unchanged.
  *
  * Direct arcs (each has one action callback into the data path):
- *   RUNNING -> STOP          STOP -> RUNNING
- *   RUNNING -> PRE_COPY      PRE_COPY -> RUNNING
- *   PRE_COPY -> STOP_COPY    STOP -> STOP_COPY      STOP_COPY -> STOP
- *   STOP -> RESUMING         RESUMING -> STOP
- * Any other (from, to) pair is composed of direct arcs along the shortest
- * path whose interior states are not in the saving group (PRE_COPY,
- * STOP_COPY), as the kernel's vfio_mig_get_next_state() computes it with
- * the P2P states skipped; STOP_COPY -> PRE_COPY has no path and is
- * refused.  ERROR is never a valid target; from ERROR only DEVICE_RESET
- * (mig_fsm_reset) leads out, to RUNNING.
+ *   RUNNING -> RUNNING_P2P        RUNNING_P2P -> RUNNING
+ *   RUNNING_P2P -> STOP           STOP -> RUNNING_P2P
+ *   RUNNING -> PRE_COPY           PRE_COPY -> RUNNING
+ *   RUNNING_P2P -> PRE_COPY_P2P   PRE_COPY_P2P -> RUNNING_P2P
+ *   PRE_COPY -> PRE_COPY_P2P      PRE_COPY_P2P -> PRE_COPY
+ *   PRE_COPY_P2P -> STOP_COPY
+ *   STOP -> STOP_COPY             STOP_COPY -> STOP
+ *   STOP -> RESUMING              RESUMING -> STOP
+ * RUNNING -> STOP and PRE_COPY -> STOP_COPY are not direct: they pass
+ * through RUNNING_P2P and PRE_COPY_P2P.  Any other (from, to) pair is
+ * composed of direct arcs along the shortest path whose interior states
+ * are not in the saving group (PRE_COPY, PRE_COPY_P2P, STOP_COPY), as the
+ * kernel's vfio_mig_get_next_state() computes it; the longest are
+ * PRE_COPY <-> RESUMING (4 arcs).  STOP_COPY -> PRE_COPY and STOP_COPY ->
+ * PRE_COPY_P2P have no path and are refused.  ERROR is never a valid
+ * target; from ERROR only DEVICE_RESET (mig_fsm_reset) leads out, to
+ * RUNNING.
+ *
+ * The P2P states are the quiescent states QEMU uses to stop several
+ * devices of one VM without one of them writing into another while the
+ * others stop (QEMU migrates a VM with several VFIO devices only if all
+ * of them support P2P).  With several devices QEMU drives:
+ *   source:      RUNNING -> PRE_COPY, then on stop for every device
+ *                PRE_COPY -> PRE_COPY_P2P before any goes on to
+ *                PRE_COPY_P2P -> STOP_COPY -> STOP (RUNNING -> RUNNING_P2P
+ *                -> STOP without pre-copy);
+ *   destination: RESUMING -> STOP, then on start STOP -> RUNNING_P2P for
+ *                every device before any goes on to RUNNING (so does the
+ *                source when the migration fails after the stop).
+ * For this device a P2P state is a quiesced one, like STOP: the command
+ * processor runs nothing, so the device initiates no DMA and no engine
+ * writes guest RAM or VRAM; register and BAR accesses are still
+ * accepted.  PRE_COPY_P2P keeps the pre-copy saving session open: its
+ * data can still be read.
  *
  * The FSM is separate from the data path (like Linux's mlx5 driver): it
  * decides the path and calls the arc actions; the actions move data.  A
@@ -37,13 +61,14 @@ enum mig_state {
     MIG_STATE_RUNNING = 2,
     MIG_STATE_STOP_COPY = 3,
     MIG_STATE_RESUMING = 4,
-    MIG_STATE_RUNNING_P2P = 5, /* not supported */
+    MIG_STATE_RUNNING_P2P = 5,
     MIG_STATE_PRE_COPY = 6,
-    MIG_STATE_PRE_COPY_P2P = 7, /* not supported */
+    MIG_STATE_PRE_COPY_P2P = 7,
 };
 #define MIG_STATE_COUNT 8
 
-/* The longest composed transition has 3 arcs (e.g. PRE_COPY -> RESUMING). */
+/* The longest composed transition has 4 arcs (PRE_COPY -> RESUMING:
+ * RUNNING, RUNNING_P2P, STOP, RESUMING). */
 #define MIG_FSM_MAX_PATH 4
 
 /*
@@ -53,15 +78,21 @@ enum mig_state {
 typedef int (*mig_arc_fn)(void *opaque, struct vg_error *err);
 
 struct mig_fsm_ops {
-    mig_arc_fn running_to_stop;     /* quiesce the device */
-    mig_arc_fn stop_to_running;     /* resume the device */
-    mig_arc_fn running_to_precopy;  /* open a saving session, running */
-    mig_arc_fn precopy_to_running;  /* end the saving session */
-    mig_arc_fn precopy_to_stopcopy; /* quiesce, stream the final data */
-    mig_arc_fn stop_to_stopcopy;    /* open a saving session, stopped */
-    mig_arc_fn stopcopy_to_stop;    /* end the saving session */
-    mig_arc_fn stop_to_resuming;    /* open a loading session */
-    mig_arc_fn resuming_to_stop;    /* validate and apply the loaded data */
+    mig_arc_fn running_to_p2p;          /* quiesce the device */
+    mig_arc_fn p2p_to_running;          /* resume the device */
+    mig_arc_fn p2p_to_stop;             /* (already quiesced) */
+    mig_arc_fn stop_to_p2p;             /* (stays quiesced) */
+    mig_arc_fn running_to_precopy;      /* open a saving session, running */
+    mig_arc_fn precopy_to_running;      /* end the saving session */
+    mig_arc_fn p2p_to_precopy_p2p;      /* open a saving session, quiesced */
+    mig_arc_fn precopy_p2p_to_p2p;      /* end the saving session */
+    mig_arc_fn precopy_to_precopy_p2p;  /* quiesce, the session stays */
+    mig_arc_fn precopy_p2p_to_precopy;  /* resume, the session stays */
+    mig_arc_fn precopy_p2p_to_stopcopy; /* stream the final data */
+    mig_arc_fn stop_to_stopcopy;        /* open a saving session, stopped */
+    mig_arc_fn stopcopy_to_stop;        /* end the saving session */
+    mig_arc_fn stop_to_resuming;        /* open a loading session */
+    mig_arc_fn resuming_to_stop;        /* validate and apply the loaded data */
     /* DEVICE_RESET from any state: abort sessions, device running. */
     void (*reset)(void *opaque);
     /* Called after every arc, fall into ERROR and reset (a reset in
@@ -78,7 +109,7 @@ struct mig_fsm {
 /* "RUNNING", "STOP_COPY", ...; "?" for a value that is no state. */
 const char *mig_state_name(uint32_t state);
 
-/* True if @state is a state this device supports (not P2P, in range). */
+/* True if @state is a state this device supports (any in range). */
 bool mig_state_supported(uint32_t state);
 
 /* Start in RUNNING. */
@@ -89,7 +120,7 @@ void mig_fsm_init(struct mig_fsm *fsm, const struct mig_fsm_ops *ops,
  * The states visited from @from to reach @to, @to included, into
  * @path[MIG_FSM_MAX_PATH]; returns their number (0 when @from == @to), or
  * -EINVAL if @to cannot be reached (unsupported or ERROR target, ERROR
- * source, STOP_COPY -> PRE_COPY).  Pure.
+ * source, STOP_COPY -> PRE_COPY or PRE_COPY_P2P).  Pure.
  */
 int mig_fsm_path(uint32_t from, uint32_t to, enum mig_state *path);
 

@@ -22,6 +22,12 @@
 /* Not in every <linux/vfio.h> (Debian 12 ships Linux 6.1's). */
 #define MIGRATION_PRE_COPY (1u << 2)
 
+/* The saving group's states in which pre-copy data flows. */
+static bool in_precopy(enum mig_state s)
+{
+    return s == MIG_STATE_PRE_COPY || s == MIG_STATE_PRE_COPY_P2P;
+}
+
 #define STATS_JSON_MAX 4096
 
 double mig_now_ms(void)
@@ -185,12 +191,11 @@ void mig_idle(struct mig *m)
     }
 }
 
+/* PRE_COPY_P2P -> STOP_COPY: the device is quiesced since PRE_COPY ->
+ * PRE_COPY_P2P; the final pass starts. */
 static int arc_precopy_to_stopcopy(void *opaque, struct vg_error *err)
 {
-    struct mig *m = opaque;
-
-    vgpu_set_stopped(m->gpu, true);
-    mig_save_stopcopy(m);
+    mig_save_stopcopy(opaque);
     return 0;
 }
 
@@ -240,12 +245,24 @@ static void fsm_changed(void *opaque, enum mig_state from, enum mig_state to)
     mig_stats_flush(m, NULL);
 }
 
+/*
+ * A P2P state is quiesced like STOP (vgpu_set_stopped: the command
+ * processor runs nothing, so no DMA and no engine writes to guest RAM or
+ * VRAM), so RUNNING_P2P <-> STOP have nothing to do; the saving session of
+ * PRE_COPY stays open through PRE_COPY_P2P.
+ */
 static const struct mig_fsm_ops fsm_ops = {
-    .running_to_stop = arc_quiesce,
-    .stop_to_running = arc_resume,
+    .running_to_p2p = arc_quiesce,
+    .p2p_to_running = arc_resume,
+    .p2p_to_stop = NULL,
+    .stop_to_p2p = NULL,
     .running_to_precopy = arc_precopy_start,
     .precopy_to_running = arc_save_end,
-    .precopy_to_stopcopy = arc_precopy_to_stopcopy,
+    .p2p_to_precopy_p2p = arc_precopy_start,
+    .precopy_p2p_to_p2p = arc_save_end,
+    .precopy_to_precopy_p2p = arc_quiesce,
+    .precopy_p2p_to_precopy = arc_resume,
+    .precopy_p2p_to_stopcopy = arc_precopy_to_stopcopy,
     .stop_to_stopcopy = arc_stopcopy_start,
     .stopcopy_to_stop = arc_stopcopy_end,
     .stop_to_resuming = arc_resume_start,
@@ -316,7 +333,7 @@ void mig_free(struct mig *m)
 
 uint64_t mig_flags(void)
 {
-    return VFIO_MIGRATION_STOP_COPY | MIGRATION_PRE_COPY;
+    return VFIO_MIGRATION_STOP_COPY | VFIO_MIGRATION_P2P | MIGRATION_PRE_COPY;
 }
 
 enum mig_state mig_state(const struct mig *m)
@@ -347,7 +364,7 @@ int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
     double t0;
     int ret;
 
-    if (s != MIG_STATE_PRE_COPY && s != MIG_STATE_STOP_COPY) {
+    if (!in_precopy(s) && s != MIG_STATE_STOP_COPY) {
         return vg_error_set(err, EINVAL, "no migration data to read in %s",
                             mig_state_name(s));
     }
@@ -380,7 +397,7 @@ int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
 int mig_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty,
                      struct vg_error *err)
 {
-    if (m->fsm.state != MIG_STATE_PRE_COPY) {
+    if (!in_precopy(m->fsm.state)) {
         return vg_error_set(err, EINVAL, "pre-copy info outside PRE_COPY (%s)",
                             mig_state_name(m->fsm.state));
     }
@@ -420,7 +437,7 @@ void mig_note_bar2_logged(struct mig *m, bool on)
 int mig_region_dirty_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
                          uint64_t nbits, uint64_t gran, struct vg_error *err)
 {
-    if (m->fsm.state != MIG_STATE_PRE_COPY) {
+    if (!in_precopy(m->fsm.state)) {
         return vg_error_set(err, EINVAL, "BAR2 dirty log outside PRE_COPY (%s)",
                             mig_state_name(m->fsm.state));
     }

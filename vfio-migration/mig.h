@@ -5,9 +5,11 @@
  * every page while the device runs (zero pages go as ZEROS runs), each
  * later round the pages dirtied since they were last sent (libdirtytrack,
  * fed by the device's write observer; see mig-rounds.h for the modes);
- * PRE_COPY -> STOP_COPY (or STOP -> STOP_COPY) quiesces the device, closes
- * a last epoch and sends the final dirty set, then the device state and
- * the END record.
+ * PRE_COPY -> PRE_COPY_P2P quiesces the device (so do RUNNING ->
+ * RUNNING_P2P and, from RUNNING_P2P, RUNNING_P2P -> PRE_COPY_P2P opens
+ * the session quiesced); PRE_COPY_P2P -> STOP_COPY (or STOP -> STOP_COPY)
+ * closes a last epoch and sends the final dirty set, then the device
+ * state and the END record.
  * mig_read() serves the stream; a short read means no more data now.
  * Leaving the saving group ends the session; the source's VRAM and
  * device are never modified by it, so a failed migration resumes intact.
@@ -101,14 +103,16 @@ int mig_set_state(struct mig *m, uint32_t target, struct vg_error *err);
 void mig_reset(struct mig *m);
 
 /* MIG_DATA_READ: up to @size stream bytes into @buf; *@got < @size means
- * no more data now.  -EINVAL outside PRE_COPY and STOP_COPY. */
+ * no more data now.  -EINVAL outside PRE_COPY, PRE_COPY_P2P and
+ * STOP_COPY. */
 int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
              struct vg_error *err);
 /* MIG_DATA_WRITE: -EINVAL outside RESUMING, or the decoder's error, which
  * also puts the device in ERROR. */
 int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
               struct vg_error *err);
-/* VFIO_MIG_GET_PRECOPY_INFO: -EINVAL outside PRE_COPY.  @initial: bytes
+/* VFIO_MIG_GET_PRECOPY_INFO: -EINVAL outside PRE_COPY and PRE_COPY_P2P.
+ * @initial: bytes
  * of round 0 not read yet; @dirty: bytes of the current later round not
  * read yet.  When the current round is drained, iterative mode closes a
  * dirty-tracking epoch here (at most every MIG_EPOCH_MIN_MS) and the
@@ -136,7 +140,8 @@ void mig_note_bar2_shared(struct mig *m);
  * STOP_COPY, so hybrid tracking needs not hash the mapping. */
 void mig_note_bar2_logged(struct mig *m, bool on);
 /* REGION_DIRTY_LOG: bit i of @bitmap (@nbits bits) means the guest wrote
- * VRAM [@off + i * @gran, + @gran).  -EINVAL outside PRE_COPY, -ERANGE
+ * VRAM [@off + i * @gran, + @gran).  -EINVAL outside PRE_COPY and
+ * PRE_COPY_P2P, -ERANGE
  * beyond VRAM (checked before anything is marked). */
 int mig_region_dirty_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
                          uint64_t nbits, uint64_t gran, struct vg_error *err);

@@ -244,7 +244,10 @@ static int bar0_access(struct vfu_server *srv, uint64_t off, uint8_t *data,
  * fills it: in STOP_COPY the final pass (and the hash pool's threads, on
  * the tracking bitmaps) would race the write, which would be lost from
  * the stream; in RESUMING the incoming stream owns VRAM.  The device is
- * stopped in both, so QEMU never writes there.
+ * stopped in both, so QEMU never writes there.  The P2P states take
+ * register and BAR accesses like RUNNING (a write in PRE_COPY_P2P is
+ * seen by the write observer or the client's REGION_DIRTY_LOG, as in
+ * PRE_COPY).
  */
 static int vram_busy(struct vfu_server *srv, struct vg_error *err)
 {

@@ -1,8 +1,10 @@
 /*
  * Unit tests of the VFIO migration v2 state machine (mig-fsm): the path of
- * every (from, to) pair of the six states against a table written from
- * <linux/vfio.h>'s rules, refusals that leave the state unchanged, a
- * failing arc action that puts the device in ERROR, reset out of ERROR.
+ * every (from, to) pair of the eight states (P2P ones included) against a
+ * table written from <linux/vfio.h>'s rules, the composed paths QEMU
+ * drives for a VM with several devices, refusals that leave the state
+ * unchanged, a failing arc action that puts the device in ERROR, reset
+ * out of ERROR.
  */
 #include <errno.h>
 #include <glib.h>
@@ -10,54 +12,89 @@
 
 #include "vfio-migration/mig-fsm.h"
 
-#define E  MIG_STATE_ERROR
-#define S  MIG_STATE_STOP
-#define R  MIG_STATE_RUNNING
-#define SC MIG_STATE_STOP_COPY
-#define RS MIG_STATE_RESUMING
-#define PC MIG_STATE_PRE_COPY
-#define NO -1 /* refused */
+#define E   MIG_STATE_ERROR
+#define S   MIG_STATE_STOP
+#define R   MIG_STATE_RUNNING
+#define SC  MIG_STATE_STOP_COPY
+#define RS  MIG_STATE_RESUMING
+#define RP  MIG_STATE_RUNNING_P2P
+#define PC  MIG_STATE_PRE_COPY
+#define PCP MIG_STATE_PRE_COPY_P2P
+#define NO  -1 /* refused */
 
-static const enum mig_state states[] = {E, S, R, SC, RS, PC};
+static const enum mig_state states[] = {E, S, R, SC, RS, RP, PC, PCP};
 
-/* Expected path (states after each arc, terminated by 0 = ERROR, which no
- * path visits) for every pair; {NO} marks a refused transition. */
-static const int paths[8][8][4] = {
+/*
+ * Expected path (states after each arc, terminated by 0 = ERROR, which no
+ * path visits) for every pair; {NO} marks a refused transition.  Written
+ * from <linux/vfio.h>: the 15 direct arcs, and a composed transition
+ * takes the shortest path without saving-group states (PC, PCP, SC)
+ * inside it.
+ */
+static const int paths[8][8][5] = {
     [R] = {[R] = {0},
-           [S] = {S},
-           [SC] = {S, SC},
-           [RS] = {S, RS},
+           [S] = {RP, S},
+           [SC] = {RP, S, SC},
+           [RS] = {RP, S, RS},
+           [RP] = {RP},
            [PC] = {PC},
+           [PCP] = {RP, PCP},
            [E] = {NO}},
-    [S] = {[R] = {R},
+    [S] = {[R] = {RP, R},
            [S] = {0},
            [SC] = {SC},
            [RS] = {RS},
-           [PC] = {R, PC},
+           [RP] = {RP},
+           [PC] = {RP, R, PC},
+           [PCP] = {RP, PCP},
            [E] = {NO}},
-    [SC] = {[R] = {S, R},
+    [SC] = {[R] = {S, RP, R},
             [S] = {S},
             [SC] = {0},
             [RS] = {S, RS},
+            [RP] = {S, RP},
             [PC] = {NO},
+            [PCP] = {NO},
             [E] = {NO}},
-    [RS] = {[R] = {S, R},
+    [RS] = {[R] = {S, RP, R},
             [S] = {S},
             [SC] = {S, SC},
             [RS] = {0},
-            [PC] = {S, R, PC},
+            [RP] = {S, RP},
+            [PC] = {S, RP, R, PC},
+            [PCP] = {S, RP, PCP},
+            [E] = {NO}},
+    [RP] = {[R] = {R},
+            [S] = {S},
+            [SC] = {S, SC},
+            [RS] = {S, RS},
+            [RP] = {0},
+            [PC] = {R, PC},
+            [PCP] = {PCP},
             [E] = {NO}},
     [PC] = {[R] = {R},
-            [S] = {R, S},
-            [SC] = {SC},
-            [RS] = {R, S, RS},
+            [S] = {R, RP, S},
+            [SC] = {PCP, SC},
+            [RS] = {R, RP, S, RS},
+            [RP] = {R, RP},
             [PC] = {0},
+            [PCP] = {PCP},
             [E] = {NO}},
+    [PCP] = {[R] = {RP, R},
+             [S] = {RP, S},
+             [SC] = {SC},
+             [RS] = {RP, S, RS},
+             [RP] = {RP},
+             [PC] = {PC},
+             [PCP] = {0},
+             [E] = {NO}},
     [E] = {[R] = {NO},
            [S] = {NO},
            [SC] = {NO},
            [RS] = {NO},
+           [RP] = {NO},
            [PC] = {NO},
+           [PCP] = {NO},
            [E] = {NO}},
 };
 
@@ -84,11 +121,17 @@ static int arc(struct rec *r, const char *name, struct vg_error *err)
     {                                                                          \
         return arc(o, name, err);                                              \
     }
-ARC(r_s, "R>S")
-ARC(s_r, "S>R")
+ARC(r_rp, "R>RP")
+ARC(rp_r, "RP>R")
+ARC(rp_s, "RP>S")
+ARC(s_rp, "S>RP")
 ARC(r_pc, "R>PC")
 ARC(pc_r, "PC>R")
-ARC(pc_sc, "PC>SC")
+ARC(rp_pcp, "RP>PCP")
+ARC(pcp_rp, "PCP>RP")
+ARC(pc_pcp, "PC>PCP")
+ARC(pcp_pc, "PCP>PC")
+ARC(pcp_sc, "PCP>SC")
 ARC(s_sc, "S>SC")
 ARC(sc_s, "SC>S")
 ARC(s_rs, "S>RS")
@@ -105,23 +148,43 @@ static void on_changed(void *o, enum mig_state from, enum mig_state to)
 }
 
 static const struct mig_fsm_ops ops = {
-    r_s, s_r, r_pc, pc_r, pc_sc, s_sc, sc_s, s_rs, rs_s, on_reset, on_changed,
+    .running_to_p2p = r_rp,
+    .p2p_to_running = rp_r,
+    .p2p_to_stop = rp_s,
+    .stop_to_p2p = s_rp,
+    .running_to_precopy = r_pc,
+    .precopy_to_running = pc_r,
+    .p2p_to_precopy_p2p = rp_pcp,
+    .precopy_p2p_to_p2p = pcp_rp,
+    .precopy_to_precopy_p2p = pc_pcp,
+    .precopy_p2p_to_precopy = pcp_pc,
+    .precopy_p2p_to_stopcopy = pcp_sc,
+    .stop_to_stopcopy = s_sc,
+    .stopcopy_to_stop = sc_s,
+    .stop_to_resuming = s_rs,
+    .resuming_to_stop = rs_s,
+    .reset = on_reset,
+    .changed = on_changed,
+};
+
+/* The 15 direct arcs of <linux/vfio.h> with every optional state. */
+static const struct {
+    enum mig_state from, to;
+    const char *name;
+} direct_arcs[] = {
+    {R, RP, "R>RP"},     {RP, R, "RP>R"},     {RP, S, "RP>S"},
+    {S, RP, "S>RP"},     {R, PC, "R>PC"},     {PC, R, "PC>R"},
+    {RP, PCP, "RP>PCP"}, {PCP, RP, "PCP>RP"}, {PC, PCP, "PC>PCP"},
+    {PCP, PC, "PCP>PC"}, {PCP, SC, "PCP>SC"}, {S, SC, "S>SC"},
+    {SC, S, "SC>S"},     {S, RS, "S>RS"},     {RS, S, "RS>S"},
 };
 
 /* The arc name for a step @from -> @to. */
 static const char *arc_name(enum mig_state from, enum mig_state to)
 {
-    static const struct {
-        enum mig_state from, to;
-        const char *name;
-    } arcs[] = {
-        {R, S, "R>S"},   {S, R, "S>R"},     {R, PC, "R>PC"},
-        {PC, R, "PC>R"}, {PC, SC, "PC>SC"}, {S, SC, "S>SC"},
-        {SC, S, "SC>S"}, {S, RS, "S>RS"},   {RS, S, "RS>S"},
-    };
-    for (unsigned i = 0; i < G_N_ELEMENTS(arcs); i++) {
-        if (arcs[i].from == from && arcs[i].to == to) {
-            return arcs[i].name;
+    for (unsigned i = 0; i < G_N_ELEMENTS(direct_arcs); i++) {
+        if (direct_arcs[i].from == from && direct_arcs[i].to == to) {
+            return direct_arcs[i].name;
         }
     }
     g_assert_not_reached();
@@ -137,7 +200,7 @@ static void check_pair(enum mig_state from, enum mig_state to)
     struct vg_error err = {0};
     int n = 0, got, ret;
 
-    while (n < 4 && want[n] > 0) {
+    while (n < MIG_FSM_MAX_PATH && want[n] > 0) {
         g_strlcat(expect,
                   arc_name(n ? (enum mig_state)want[n - 1] : from,
                            (enum mig_state)want[n]),
@@ -176,11 +239,11 @@ static void test_all_pairs(void)
     }
 }
 
-/* P2P states and values outside the enum are refused from every state. */
+/* Values outside the enum are refused from every state; the P2P states
+ * are supported. */
 static void test_unsupported_targets(void)
 {
-    static const uint32_t bad[] = {MIG_STATE_RUNNING_P2P,
-                                   MIG_STATE_PRE_COPY_P2P, 8, 1000, UINT32_MAX};
+    static const uint32_t bad[] = {8, 1000, UINT32_MAX};
     struct rec r = {.fail = NULL};
     struct mig_fsm fsm;
 
@@ -194,9 +257,130 @@ static void test_unsupported_targets(void)
         }
     }
     g_assert_cmpstr(r.log, ==, "");
-    g_assert_false(mig_state_supported(MIG_STATE_RUNNING_P2P));
+    g_assert_true(mig_state_supported(MIG_STATE_RUNNING_P2P));
+    g_assert_true(mig_state_supported(MIG_STATE_PRE_COPY_P2P));
+    g_assert_false(mig_state_supported(8));
     g_assert_cmpstr(mig_state_name(MIG_STATE_PRE_COPY), ==, "PRE_COPY");
+    g_assert_cmpstr(mig_state_name(MIG_STATE_RUNNING_P2P), ==, "RUNNING_P2P");
+    g_assert_cmpstr(mig_state_name(MIG_STATE_PRE_COPY_P2P), ==, "PRE_COPY_P2P");
     g_assert_cmpstr(mig_state_name(99), ==, "?");
+}
+
+/* Every direct arc is one step calling its own action, and nothing else
+ * is direct: a pair of distinct states that is no direct arc has a
+ * longer path or none. */
+static void test_direct_arcs(void)
+{
+    for (unsigned i = 0; i < G_N_ELEMENTS(states); i++) {
+        for (unsigned j = 0; j < G_N_ELEMENTS(states); j++) {
+            enum mig_state path[MIG_FSM_MAX_PATH];
+            int n = mig_fsm_path(states[i], states[j], path);
+            bool direct = false;
+
+            for (unsigned k = 0; k < G_N_ELEMENTS(direct_arcs); k++) {
+                direct |= direct_arcs[k].from == states[i] &&
+                          direct_arcs[k].to == states[j];
+            }
+            g_assert_cmpint(n == 1, ==, direct);
+        }
+    }
+    for (unsigned k = 0; k < G_N_ELEMENTS(direct_arcs); k++) {
+        struct rec r = {.fail = NULL};
+        struct vg_error err = {0};
+        struct mig_fsm fsm;
+        char want[16];
+
+        mig_fsm_init(&fsm, &ops, &r);
+        fsm.state = direct_arcs[k].from;
+        g_assert_cmpint(mig_fsm_set(&fsm, direct_arcs[k].to, &err), ==, 0);
+        g_assert_cmpint(fsm.state, ==, direct_arcs[k].to);
+        g_snprintf(want, sizeof(want), "%s ", direct_arcs[k].name);
+        g_assert_cmpstr(r.log, ==, want);
+        g_assert_cmpuint(r.changes, ==, 1);
+    }
+}
+
+/* Step @fsm to @to and check the arcs its data path was asked for. */
+static void step(struct mig_fsm *fsm, struct rec *r, enum mig_state to,
+                 const char *arcs)
+{
+    struct vg_error err = {0};
+
+    r->log[0] = '\0';
+    g_assert_cmpint(mig_fsm_set(fsm, to, &err), ==, 0);
+    g_assert_cmpint(fsm->state, ==, to);
+    g_assert_cmpstr(r->log, ==, arcs);
+}
+
+/*
+ * The sequences QEMU drives for a VM with several devices (every device
+ * advertises VFIO_MIGRATION_P2P; vfio_vmstate_change_prepare moves each
+ * to a P2P state before vfio_vmstate_change moves any further).
+ */
+static void test_qemu_p2p_paths(void)
+{
+    struct rec r = {.fail = NULL};
+    struct mig_fsm fsm;
+
+    /* Source with pre-copy: stop, then the final pass, then done. */
+    mig_fsm_init(&fsm, &ops, &r);
+    step(&fsm, &r, PC, "R>PC ");
+    step(&fsm, &r, PCP, "PC>PCP ");
+    step(&fsm, &r, SC, "PCP>SC ");
+    step(&fsm, &r, S, "SC>S ");
+    /* The migration failed after the stop: the source VM starts again. */
+    step(&fsm, &r, RP, "S>RP ");
+    step(&fsm, &r, R, "RP>R ");
+
+    /* Source without pre-copy (a VM stopped by the user, savevm). */
+    step(&fsm, &r, RP, "R>RP ");
+    step(&fsm, &r, S, "RP>S ");
+    step(&fsm, &r, SC, "S>SC ");
+    step(&fsm, &r, S, "SC>S ");
+
+    /* The VM is resumed from RUNNING_P2P before going further. */
+    mig_fsm_init(&fsm, &ops, &r);
+    step(&fsm, &r, RP, "R>RP ");
+    step(&fsm, &r, R, "RP>R ");
+
+    /* A stop during pre-copy that is taken back (cont): PCP -> PC. */
+    step(&fsm, &r, PC, "R>PC ");
+    step(&fsm, &r, PCP, "PC>PCP ");
+    step(&fsm, &r, PC, "PCP>PC ");
+    step(&fsm, &r, R, "PC>R ");
+
+    /* Destination: load, then start through RUNNING_P2P. */
+    mig_fsm_init(&fsm, &ops, &r);
+    step(&fsm, &r, RS, "R>RP RP>S S>RS ");
+    step(&fsm, &r, S, "RS>S ");
+    step(&fsm, &r, RP, "S>RP ");
+    step(&fsm, &r, R, "RP>R ");
+
+    /* A client that knows no P2P state gets them composed in. */
+    step(&fsm, &r, S, "R>RP RP>S ");
+    step(&fsm, &r, R, "S>RP RP>R ");
+    step(&fsm, &r, PC, "R>PC ");
+    step(&fsm, &r, SC, "PC>PCP PCP>SC ");
+}
+
+/* STOP_COPY -> PRE_COPY_P2P (and -> PRE_COPY) have no arc: refused, the
+ * saving session untouched. */
+static void test_refused_p2p(void)
+{
+    struct rec r = {.fail = NULL};
+    struct vg_error err = {0};
+    struct mig_fsm fsm;
+
+    mig_fsm_init(&fsm, &ops, &r);
+    step(&fsm, &r, SC, "R>RP RP>S S>SC ");
+    r.log[0] = '\0';
+    g_assert_cmpint(mig_fsm_set(&fsm, PCP, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "STOP_COPY -> PRE_COPY_P2P"));
+    g_assert_cmpint(mig_fsm_set(&fsm, PC, &err), ==, -EINVAL);
+    g_assert_cmpint(fsm.state, ==, SC);
+    g_assert_cmpstr(r.log, ==, "");
+    g_assert_cmpint(mig_fsm_set(&fsm, E, &err), ==, -EINVAL);
+    g_assert_cmpint(fsm.state, ==, SC);
 }
 
 /* An arc action fails in the middle of a composed transition: ERROR. */
@@ -210,7 +394,7 @@ static void test_arc_failure(void)
     fsm.state = PC;
     g_assert_cmpint(mig_fsm_set(&fsm, RS, &err), ==, -EIO);
     g_assert_cmpint(fsm.state, ==, E);
-    g_assert_cmpstr(r.log, ==, "PC>R R>S S>RS ");
+    g_assert_cmpstr(r.log, ==, "PC>R R>RP RP>S S>RS ");
     g_assert_nonnull(strstr(err.msg, "arc STOP -> RESUMING"));
     g_assert_nonnull(strstr(err.msg, "injected failure"));
     /* nothing leads out of ERROR but reset */
@@ -229,22 +413,14 @@ static void test_arc_failure(void)
 /* Every single arc's failure leads to ERROR, whatever the arc. */
 static void test_each_arc_fails(void)
 {
-    static const struct {
-        enum mig_state from, to;
-        const char *name;
-    } cases[] = {
-        {R, S, "R>S"},   {S, R, "S>R"},     {R, PC, "R>PC"},
-        {PC, R, "PC>R"}, {PC, SC, "PC>SC"}, {S, SC, "S>SC"},
-        {SC, S, "SC>S"}, {S, RS, "S>RS"},   {RS, S, "RS>S"},
-    };
-    for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
-        struct rec r = {.fail = cases[i].name};
+    for (unsigned i = 0; i < G_N_ELEMENTS(direct_arcs); i++) {
+        struct rec r = {.fail = direct_arcs[i].name};
         struct mig_fsm fsm;
         struct vg_error err;
 
         mig_fsm_init(&fsm, &ops, &r);
-        fsm.state = cases[i].from;
-        g_assert_cmpint(mig_fsm_set(&fsm, cases[i].to, &err), ==, -EIO);
+        fsm.state = direct_arcs[i].from;
+        g_assert_cmpint(mig_fsm_set(&fsm, direct_arcs[i].to, &err), ==, -EIO);
         g_assert_cmpint(fsm.state, ==, E);
     }
 }
@@ -292,6 +468,9 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/mig-fsm/all-pairs", test_all_pairs);
     g_test_add_func("/mig-fsm/unsupported-targets", test_unsupported_targets);
+    g_test_add_func("/mig-fsm/direct-arcs", test_direct_arcs);
+    g_test_add_func("/mig-fsm/qemu-p2p-paths", test_qemu_p2p_paths);
+    g_test_add_func("/mig-fsm/refused-p2p", test_refused_p2p);
     g_test_add_func("/mig-fsm/arc-failure", test_arc_failure);
     g_test_add_func("/mig-fsm/each-arc-fails", test_each_arc_fails);
     g_test_add_func("/mig-fsm/reset", test_reset_everywhere);
