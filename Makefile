@@ -122,6 +122,7 @@ QTESTS := $(patsubst tests/qtest/%.c,$(O)/tests/qtest/%, \
 
 # The unit test of one module of the QEMU client links that module alone.
 $(O)/tests/unit/test-pause: qclient/pause.c
+$(O)/tests/unit/test-vfio-trace: qclient/vfio-trace.c
 $(O)/tests/unit/%: tests/unit/%.c $(O)/libvgmig.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
@@ -334,7 +335,7 @@ $(O)/vgpu-server@.service: libvirt-hooks/vgpu-server@.service.in \
                            $(O)/libvirt-hooks/bindir
 	$(Q)sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' $< >$@
 $(O)/tests/libvirt/%: tests/libvirt/%.c $(O)/libvgmig-hook.a \
-                      $(O)/libvgmig.a
+                      $(O)/libqclient.a $(O)/libvgmig.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) $(GLIB_CFLAGS) $(XML_CFLAGS) -o $@ \

@@ -61,6 +61,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "qclient/vfio-trace.h"
+
 #define DOM         "vgmig-lv"
 #define DOM_UUID    "3c0ffee0-5a1e-4d1e-9a7e-00000000c0de"
 #define VRAM        "32M"
@@ -76,9 +78,6 @@
 #define QEMU_LOG "/var/log/libvirt/qemu/" DOM ".log"
 /* virsh migrate --parallel-connections of /libvirt/migrate-parallel. */
 #define PARALLEL_CONNECTIONS 3
-/* vfio_load_state's "data" for a config space section on the main
- * channel (hw/vfio/vfio-migration-internal.h). */
-#define FLAG_CONFIG "0xffffffffef100002"
 /* Booting under TCG on a busy 2-core machine. */
 #define BOOT_TIMEOUT_S 240
 #define LINE_TIMEOUT_S 90
@@ -449,28 +448,17 @@ static struct {
     gint64 pages;        /* VRAM pages of the guest's model */
 } dom;
 
-/* Trace events both QEMUs log, for which path the vGPU's state took
- * (-trace takes globs; they are the ones tests/qtest/test-mig-multifd.c
- * reads). */
-static const char *const trace_events[] = {
-    "vfio_save_setup",           "vfio_save_complete_precopy*",
-    "vfio_user_mig_data_read",   "vfio_user_mig_data_write",
-    "vfio_load_bufs_thread_*",   "vfio_load_state_device_buffer_incoming",
-    "vfio_load_state",           "multifd_send_thread_start",
-    "multifd_recv_thread_start",
-};
-
 static char *domain_xml(void)
 {
     g_autofree char *img = g_build_filename(lv.dir, "img", NULL);
     g_autofree char *bin = g_build_filename(lv.dir, "bin", NULL);
     g_autoptr(GString) trace = g_string_new(NULL);
 
-    for (unsigned i = 0; i < G_N_ELEMENTS(trace_events); i++) {
+    for (unsigned i = 0; i < VG_VFIO_TRACE_NEVENTS; i++) {
         g_string_append_printf(trace,
                                "    <qemu:arg value='-trace'/>"
                                "<qemu:arg value='%s'/>\n",
-                               trace_events[i]);
+                               vg_vfio_trace_events[i]);
     }
     return g_strdup_printf(
         "<domain type='qemu' "
@@ -681,24 +669,6 @@ static char *last_stats(const struct host *h)
 
 /* ---------------------------------------------------------------- trace -- */
 
-/* What one QEMU's trace events say about its part of a migration. */
-struct trace {
-    unsigned save_threads;      /* vfio_save_complete_precopy_thread_start */
-    unsigned save_threads_ok;   /* ..._thread_end with ret 1 */
-    unsigned main_completes;    /* vfio_save_complete_precopy_start */
-    gint64 thread_read;         /* read by the save threads */
-    gint64 main_read;           /* read by vfio_save_complete_precopy() */
-    gint64 data_buffer_size;    /* vfio_save_setup's, -1 if none */
-    unsigned load_threads;      /* vfio_load_bufs_thread_start */
-    unsigned load_threads_done; /* vfio_load_bufs_thread_end */
-    gint64 thread_written;      /* written by the load threads */
-    unsigned buffers;           /* vfio_load_state_device_buffer_incoming */
-    gint64 max_buffer_idx;      /* -1 if none */
-    unsigned main_configs;      /* config sections on the main channel */
-    unsigned send_channels;     /* multifd_send_thread_start */
-    unsigned recv_channels;     /* multifd_recv_thread_start */
-};
-
 /* The size of @h's QEMU log of the domain (0 if none yet). */
 static goffset qemu_log_size(const struct host *h)
 {
@@ -708,150 +678,34 @@ static goffset qemu_log_size(const struct host *h)
     return stat(path, &sb) == 0 ? (goffset)sb.st_size : 0;
 }
 
-/* Integer after @key (e.g. "ret ") in @args; fails the test without. */
-static gint64 arg_int(const char *event, const char *args, const char *key)
-{
-    const char *p = strstr(args, key);
-    char *end = NULL;
-    gint64 v;
-
-    if (!p) {
-        FAIL("trace event %s without '%s': %s", event, key, args);
-    }
-    v = g_ascii_strtoll(p + strlen(key), &end, 0);
-    if (end == p + strlen(key)) {
-        FAIL("trace event %s: no number after '%s': %s", event, key, args);
-    }
-    return v;
-}
-
-/* The event name of a trace line of QEMU's log backend into *@name (in
- * @line, NUL-terminated), its arguments into *@args; false for other
- * lines.  With libvirt's -msg timestamp=on QEMU 10.2 writes
- * "2026-01-01T10:00:00.123456Z NAME args"; older ones "PID@SECONDS:NAME
- * args", and "NAME args" without timestamps. */
-static bool trace_line(char *line, const char **name, const char **args)
-{
-    char *p = line;
-    char *sp;
-
-    if (g_ascii_isdigit(*p)) {
-        char *at = strchr(p, '@');
-        char *colon = strchr(p, ':');
-
-        sp = strchr(p, ' ');
-        if (sp && sp - p > 2 && sp[-1] == 'Z' && memchr(p, 'T', sp - p)) {
-            for (p = sp; *p == ' '; p++) {
-            }
-        } else if (at && colon && at < colon) {
-            p = colon + 1;
-        }
-    }
-    sp = strchr(p, ' ');
-    if (!sp || sp == p) {
-        return false;
-    }
-    for (char *c = p; c < sp; c++) {
-        if (!g_ascii_islower(*c) && !g_ascii_isdigit(*c) && *c != '_') {
-            return false;
-        }
-    }
-    *sp = '\0';
-    *name = p;
-    *args = sp + 1;
-    return true;
-}
-
 /* The trace events in @h's QEMU log from offset @from (from its start if
  * the log is now shorter: a new file). */
-static void trace_read(const struct host *h, goffset from, struct trace *tr)
+static void trace_read(const struct host *h, goffset from,
+                       struct vg_vfio_trace *tr)
 {
     g_autofree char *path = hpath(h, QEMU_LOG);
     g_autofree char *text = NULL;
-    g_auto(GStrv) lines = NULL;
     g_autoptr(GError) gerr = NULL;
-    bool in_save_thread = false, in_main_complete = false;
-    bool in_load_thread = false;
+    struct vg_error err = {0};
     gsize len = 0;
 
-    memset(tr, 0, sizeof(*tr));
-    tr->data_buffer_size = -1;
-    tr->max_buffer_idx = -1;
     if (!g_file_get_contents(path, &text, &len, &gerr)) {
         FAIL("reading %s: %s", path, gerr->message);
     }
     if ((goffset)len < from) {
         from = 0;
     }
-    lines = g_strsplit(text + from, "\n", -1);
-    for (unsigned i = 0; lines[i]; i++) {
-        const char *ev, *args;
-
-        if (!trace_line(lines[i], &ev, &args)) {
-            continue;
-        }
-        if (!strcmp(ev, "vfio_save_setup")) {
-            tr->data_buffer_size = arg_int(ev, args, "data buffer size ");
-        } else if (!strcmp(ev, "vfio_save_complete_precopy_thread_start")) {
-            tr->save_threads++;
-            in_save_thread = true;
-        } else if (!strcmp(ev, "vfio_save_complete_precopy_thread_end")) {
-            tr->save_threads_ok += arg_int(ev, args, "ret ") == 1;
-            in_save_thread = false;
-        } else if (!strcmp(ev, "vfio_save_complete_precopy_start")) {
-            tr->main_completes++;
-            in_main_complete = true;
-        } else if (!strcmp(ev, "vfio_save_complete_precopy")) {
-            in_main_complete = false;
-        } else if (!strcmp(ev, "vfio_user_mig_data_read")) {
-            gint64 ret = arg_int(ev, args, "ret ");
-
-            if (ret > 0 && in_save_thread) {
-                tr->thread_read += ret;
-            } else if (ret > 0 && in_main_complete) {
-                tr->main_read += ret;
-            }
-        } else if (!strcmp(ev, "vfio_load_bufs_thread_start")) {
-            tr->load_threads++;
-            in_load_thread = true;
-        } else if (!strcmp(ev, "vfio_load_bufs_thread_end")) {
-            tr->load_threads_done++;
-            in_load_thread = false;
-        } else if (!strcmp(ev, "vfio_user_mig_data_write")) {
-            gint64 ret = arg_int(ev, args, "ret ");
-
-            if (ret > 0 && in_load_thread) {
-                tr->thread_written += ret;
-            }
-        } else if (!strcmp(ev, "vfio_load_state_device_buffer_incoming")) {
-            tr->buffers++;
-            tr->max_buffer_idx =
-                MAX(tr->max_buffer_idx, arg_int(ev, args, "idx "));
-        } else if (!strcmp(ev, "vfio_load_state")) {
-            tr->main_configs += strstr(args, FLAG_CONFIG) != NULL;
-        } else if (!strcmp(ev, "multifd_send_thread_start")) {
-            tr->send_channels++;
-        } else if (!strcmp(ev, "multifd_recv_thread_start")) {
-            tr->recv_channels++;
-        }
+    if (vg_vfio_trace_parse(text + from, tr, &err) < 0) {
+        FAIL("%s: %s", path, err.msg);
     }
 }
 
 static void trace_log(const struct host *h, const char *what,
-                      const struct trace *tr)
+                      const struct vg_vfio_trace *tr)
 {
-    g_test_message(
-        "%s %c trace: save threads %u (ok %u) read %" G_GINT64_FORMAT
-        " bytes, main stop-copy %u read %" G_GINT64_FORMAT
-        " bytes, buffer size %" G_GINT64_FORMAT
-        "; load threads %u/%u wrote %" G_GINT64_FORMAT
-        " bytes, multifd buffers %u (last idx %" G_GINT64_FORMAT
-        "), main-channel configs %u; multifd channels send %u recv %u",
-        what, h->name, tr->save_threads, tr->save_threads_ok, tr->thread_read,
-        tr->main_completes, tr->main_read, tr->data_buffer_size,
-        tr->load_threads, tr->load_threads_done, tr->thread_written,
-        tr->buffers, tr->max_buffer_idx, tr->main_configs, tr->send_channels,
-        tr->recv_channels);
+    g_autofree char *text = vg_vfio_trace_describe(tr);
+
+    g_test_message("%s %c trace: %s", what, h->name, text);
 }
 
 /* The path the vGPU's state took from @src to @dst, whose QEMU logs were
@@ -862,7 +716,7 @@ static void assert_state_path(const struct host *src, goffset src_off,
                               const struct host *dst, goffset dst_off,
                               unsigned channels, gint64 stopcopy)
 {
-    struct trace s, d;
+    struct vg_vfio_trace s, d;
 
     trace_read(src, src_off, &s);
     trace_read(dst, dst_off, &d);

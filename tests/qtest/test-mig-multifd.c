@@ -51,16 +51,15 @@
 #include <inttypes.h>
 
 #include "mig-test.h"
+#include "qclient/vfio-trace.h"
 
 #define MF_QOM_PATH "/machine/peripheral/vgpu0"
 #define MF_TRANSFER "x-migration-multifd-transfer"
 #define MF_LOAD_CFG "x-migration-load-config-after-iter"
 /* vfio_load_state's "data" for a config space section and for the
  * config-load-ready marker (hw/vfio/vfio-migration-internal.h). */
-#define MF_FLAG_CONFIG     "0xffffffffef100002"
-#define MF_FLAG_LOAD_READY "0xffffffffef100006"
-#define MF_MEASURE_VRAM    "1G"
-#define MF_MEASURE_SIZE    ((uint64_t)1 << 30)
+#define MF_MEASURE_VRAM "1G"
+#define MF_MEASURE_SIZE ((uint64_t)1 << 30)
 /* Enough stop-copy data that the multifd channels were still sending
  * when the source completed: without patch 0010 the destination lost the
  * last packets and hung in 4 runs of 4 (64 MiB never showed it). */
@@ -75,15 +74,6 @@
 #define MF_PRECOPY_MIB     50u
 #define MF_PRECOPY_PATTERN 0x0dd0f111u
 #define MF_HOLD_BANDWIDTH  (256ll << 20)
-
-/* Trace events both QEMUs log (-trace takes globs). */
-static const char *const mf_trace_events[] = {
-    "vfio_save_setup",           "vfio_save_complete_precopy*",
-    "vfio_user_mig_data_read",   "vfio_user_mig_data_write",
-    "vfio_load_bufs_thread_*",   "vfio_load_state_device_buffer_incoming",
-    "vfio_load_state",           "multifd_send_thread_start",
-    "multifd_recv_thread_start",
-};
 
 struct mf_case {
     const char *tag;
@@ -108,9 +98,9 @@ static GPtrArray *mf_qemu_args(const struct mf_case *c)
 {
     GPtrArray *a = g_ptr_array_new_with_free_func(g_free);
 
-    for (unsigned i = 0; i < G_N_ELEMENTS(mf_trace_events); i++) {
+    for (unsigned i = 0; i < VG_VFIO_TRACE_NEVENTS; i++) {
         g_ptr_array_add(a, g_strdup("-trace"));
-        g_ptr_array_add(a, g_strdup(mf_trace_events[i]));
+        g_ptr_array_add(a, g_strdup(vg_vfio_trace_events[i]));
     }
     if (c->transfer && !c->set_at_runtime) {
         g_ptr_array_add(a, g_strdup("-global"));
@@ -165,156 +155,23 @@ static void mf_assert_prop(struct vg_qemu *q, const char *prop,
 
 /* ---------------------------------------------------------- trace -- */
 
-/* What one QEMU's trace events say about its part of the migrations. */
-struct mf_trace {
-    unsigned save_threads;      /* vfio_save_complete_precopy_thread_start */
-    unsigned save_threads_ok;   /* ..._thread_end with ret 1 */
-    unsigned main_completes;    /* vfio_save_complete_precopy_start */
-    int64_t thread_read;        /* read by the save threads */
-    int64_t main_read;          /* read by vfio_save_complete_precopy() */
-    int64_t data_buffer_size;   /* vfio_save_setup's, -1 if none */
-    unsigned load_threads;      /* vfio_load_bufs_thread_start */
-    unsigned load_threads_done; /* vfio_load_bufs_thread_end */
-    int64_t thread_written;     /* written by the load threads */
-    unsigned buffers;           /* vfio_load_state_device_buffer_incoming */
-    int64_t max_buffer_idx;     /* -1 if none */
-    unsigned main_configs;      /* config sections on the main channel */
-    unsigned load_ready;        /* config-load-ready markers */
-    unsigned send_channels;     /* multifd_send_thread_start */
-    unsigned recv_channels;     /* multifd_recv_thread_start */
-};
-
-/* Integer after @key (e.g. "ret ") in @args; fails the test without. */
-static int64_t mf_arg_int(const char *event, const char *args, const char *key)
-{
-    const char *p = strstr(args, key);
-    char *end = NULL;
-    int64_t v;
-
-    if (!p) {
-        MT_FAIL("trace event %s without '%s': %s", event, key, args);
-    }
-    v = g_ascii_strtoll(p + strlen(key), &end, 0);
-    if (end == p + strlen(key)) {
-        MT_FAIL("trace event %s: no number after '%s': %s", event, key, args);
-    }
-    return v;
-}
-
-/* The event name of a trace line of QEMU's log backend ("NAME args", or
- * "PID@SECONDS:NAME args" with -msg timestamp=on) into *@name (in @line,
- * NUL-terminated), its arguments into *@args; false for other lines. */
-static bool mf_trace_line(char *line, const char **name, const char **args)
-{
-    char *p = line;
-    char *sp;
-
-    if (g_ascii_isdigit(*p)) {
-        char *at = strchr(p, '@');
-        char *colon = strchr(p, ':');
-
-        if (at && colon && at < colon) {
-            p = colon + 1;
-        }
-    }
-    sp = strchr(p, ' ');
-    if (!sp || sp == p) {
-        return false;
-    }
-    for (char *c = p; c < sp; c++) {
-        if (!g_ascii_islower(*c) && !g_ascii_isdigit(*c) && *c != '_') {
-            return false;
-        }
-    }
-    *sp = '\0';
-    *name = p;
-    *args = sp + 1;
-    return true;
-}
-
 /* Read the trace events in @log. */
-static void mf_trace_read(const char *log, struct mf_trace *tr)
+static void mf_trace_read(const char *log, struct vg_vfio_trace *tr)
 {
     g_autofree char *text = NULL;
-    g_auto(GStrv) lines = NULL;
     GError *gerr = NULL;
-    bool in_save_thread = false, in_main_complete = false;
-    bool in_load_thread = false;
 
-    memset(tr, 0, sizeof(*tr));
-    tr->data_buffer_size = -1;
-    tr->max_buffer_idx = -1;
     if (!g_file_get_contents(log, &text, NULL, &gerr)) {
         MT_FAIL("reading %s: %s", log, gerr->message);
     }
-    lines = g_strsplit(text, "\n", -1);
-    for (unsigned i = 0; lines[i]; i++) {
-        const char *ev, *args;
-
-        if (!mf_trace_line(lines[i], &ev, &args)) {
-            continue;
-        }
-        if (!strcmp(ev, "vfio_save_setup")) {
-            tr->data_buffer_size = mf_arg_int(ev, args, "data buffer size ");
-        } else if (!strcmp(ev, "vfio_save_complete_precopy_thread_start")) {
-            tr->save_threads++;
-            in_save_thread = true;
-        } else if (!strcmp(ev, "vfio_save_complete_precopy_thread_end")) {
-            tr->save_threads_ok += mf_arg_int(ev, args, "ret ") == 1;
-            in_save_thread = false;
-        } else if (!strcmp(ev, "vfio_save_complete_precopy_start")) {
-            tr->main_completes++;
-            in_main_complete = true;
-        } else if (!strcmp(ev, "vfio_save_complete_precopy")) {
-            in_main_complete = false;
-        } else if (!strcmp(ev, "vfio_user_mig_data_read")) {
-            int64_t ret = mf_arg_int(ev, args, "ret ");
-
-            if (ret > 0 && in_save_thread) {
-                tr->thread_read += ret;
-            } else if (ret > 0 && in_main_complete) {
-                tr->main_read += ret;
-            }
-        } else if (!strcmp(ev, "vfio_load_bufs_thread_start")) {
-            tr->load_threads++;
-            in_load_thread = true;
-        } else if (!strcmp(ev, "vfio_load_bufs_thread_end")) {
-            tr->load_threads_done++;
-            in_load_thread = false;
-        } else if (!strcmp(ev, "vfio_user_mig_data_write")) {
-            int64_t ret = mf_arg_int(ev, args, "ret ");
-
-            if (ret > 0 && in_load_thread) {
-                tr->thread_written += ret;
-            }
-        } else if (!strcmp(ev, "vfio_load_state_device_buffer_incoming")) {
-            tr->buffers++;
-            tr->max_buffer_idx =
-                MAX(tr->max_buffer_idx, mf_arg_int(ev, args, "idx "));
-        } else if (!strcmp(ev, "vfio_load_state")) {
-            tr->main_configs += strstr(args, MF_FLAG_CONFIG) != NULL;
-            tr->load_ready += strstr(args, MF_FLAG_LOAD_READY) != NULL;
-        } else if (!strcmp(ev, "multifd_send_thread_start")) {
-            tr->send_channels++;
-        } else if (!strcmp(ev, "multifd_recv_thread_start")) {
-            tr->recv_channels++;
-        }
-    }
+    VGT_OK(vg_vfio_trace_parse(text, tr, VGT_ERR));
 }
 
-static void mf_trace_log(const char *what, const struct mf_trace *tr)
+static void mf_trace_log(const char *what, const struct vg_vfio_trace *tr)
 {
-    g_test_message(
-        "%s trace: save threads %u (ok %u) read %" PRId64
-        " bytes, main stop-copy %u read %" PRId64 " bytes, buffer size %" PRId64
-        "; load threads %u/%u wrote %" PRId64 " bytes, multifd buffers %u "
-        "(last idx %" PRId64 "), main-channel configs %u, load-ready %u; "
-        "multifd channels send %u recv %u",
-        what, tr->save_threads, tr->save_threads_ok, tr->thread_read,
-        tr->main_completes, tr->main_read, tr->data_buffer_size,
-        tr->load_threads, tr->load_threads_done, tr->thread_written,
-        tr->buffers, tr->max_buffer_idx, tr->main_configs, tr->load_ready,
-        tr->send_channels, tr->recv_channels);
+    g_autofree char *text = vg_vfio_trace_describe(tr);
+
+    g_test_message("%s trace: %s", what, text);
 }
 
 /* The source's and destination's trace of the one migration done, where
@@ -322,7 +179,7 @@ static void mf_trace_log(const char *what, const struct mf_trace *tr)
 static void mf_assert_path(const struct mt *t, const struct mf_case *c,
                            int64_t stopcopy)
 {
-    struct mf_trace src, dst;
+    struct vg_vfio_trace src, dst;
 
     mf_trace_read(t->src.qemu->proc.log, &src);
     mf_trace_read(t->dst.qemu->proc.log, &dst);
@@ -602,7 +459,7 @@ static void test_on_without_multifd(void)
     g_autofree char *dev = NULL;
     struct vg_mig_info info;
     int64_t stopcopy = 0;
-    struct mf_trace src;
+    struct vg_vfio_trace src;
     struct mt t;
 
     mf_start_src(&t, &on, NULL);

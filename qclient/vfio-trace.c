@@ -1,0 +1,171 @@
+#include "vfio-trace.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <string.h>
+
+const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
+    "vfio_save_setup",           "vfio_save_complete_precopy*",
+    "vfio_user_mig_data_read",   "vfio_user_mig_data_write",
+    "vfio_load_bufs_thread_*",   "vfio_load_state_device_buffer_incoming",
+    "vfio_load_state",           "multifd_send_thread_start",
+    "multifd_recv_thread_start",
+};
+
+/* Where the event name starts in @line, past a timestamp prefix. */
+static char *skip_timestamp(char *line)
+{
+    char *at, *colon, *sp;
+
+    if (!g_ascii_isdigit(*line)) {
+        return line;
+    }
+    at = strchr(line, '@');
+    colon = strchr(line, ':');
+    sp = strchr(line, ' ');
+    if (sp && sp - line > 2 && sp[-1] == 'Z' && memchr(line, 'T', sp - line)) {
+        while (*sp == ' ') {
+            sp++;
+        }
+        return sp;
+    }
+    return at && colon && at < colon ? colon + 1 : line;
+}
+
+/* The event name of trace line @line into *@name (NUL-terminated in
+ * @line), its arguments into *@args; false for other lines. */
+static bool trace_line(char *line, const char **name, const char **args)
+{
+    char *p = skip_timestamp(line);
+    char *sp = strchr(p, ' ');
+
+    if (!sp || sp == p) {
+        return false;
+    }
+    for (char *c = p; c < sp; c++) {
+        if (!g_ascii_islower(*c) && !g_ascii_isdigit(*c) && *c != '_') {
+            return false;
+        }
+    }
+    *sp = '\0';
+    *name = p;
+    *args = sp + 1;
+    return true;
+}
+
+/* The integer after @key (e.g. "ret ") in @args into *@v. */
+static int arg_int(const char *event, const char *args, const char *key,
+                   int64_t *v, struct vg_error *err)
+{
+    const char *p = strstr(args, key);
+    char *end = NULL;
+
+    if (!p) {
+        return vg_error_set(err, EINVAL, "trace event %s without '%s': %s",
+                            event, key, args);
+    }
+    *v = g_ascii_strtoll(p + strlen(key), &end, 0);
+    if (end == p + strlen(key)) {
+        return vg_error_set(err, EINVAL,
+                            "trace event %s: no number after '%s': %s", event,
+                            key, args);
+    }
+    return 0;
+}
+
+/* Which save or load phase the events that follow belong to. */
+struct trace_phase {
+    bool save_thread, main_complete, load_thread;
+};
+
+/* Count event @ev with @args into @tr. */
+static int count_event(const char *ev, const char *args, struct trace_phase *ph,
+                       struct vg_vfio_trace *tr, struct vg_error *err)
+{
+    int64_t v = 0;
+    int ret = 0;
+
+    if (!strcmp(ev, "vfio_save_setup")) {
+        ret =
+            arg_int(ev, args, "data buffer size ", &tr->data_buffer_size, err);
+    } else if (!strcmp(ev, "vfio_save_complete_precopy_thread_start")) {
+        tr->save_threads++;
+        ph->save_thread = true;
+    } else if (!strcmp(ev, "vfio_save_complete_precopy_thread_end")) {
+        ret = arg_int(ev, args, "ret ", &v, err);
+        tr->save_threads_ok += v == 1;
+        ph->save_thread = false;
+    } else if (!strcmp(ev, "vfio_save_complete_precopy_start")) {
+        tr->main_completes++;
+        ph->main_complete = true;
+    } else if (!strcmp(ev, "vfio_save_complete_precopy")) {
+        ph->main_complete = false;
+    } else if (!strcmp(ev, "vfio_user_mig_data_read")) {
+        ret = arg_int(ev, args, "ret ", &v, err);
+        if (v > 0 && ph->save_thread) {
+            tr->thread_read += v;
+        } else if (v > 0 && ph->main_complete) {
+            tr->main_read += v;
+        }
+    } else if (!strcmp(ev, "vfio_load_bufs_thread_start")) {
+        tr->load_threads++;
+        ph->load_thread = true;
+    } else if (!strcmp(ev, "vfio_load_bufs_thread_end")) {
+        tr->load_threads_done++;
+        ph->load_thread = false;
+    } else if (!strcmp(ev, "vfio_user_mig_data_write")) {
+        ret = arg_int(ev, args, "ret ", &v, err);
+        if (v > 0 && ph->load_thread) {
+            tr->thread_written += v;
+        }
+    } else if (!strcmp(ev, "vfio_load_state_device_buffer_incoming")) {
+        ret = arg_int(ev, args, "idx ", &v, err);
+        tr->buffers++;
+        tr->max_buffer_idx = MAX(tr->max_buffer_idx, v);
+    } else if (!strcmp(ev, "vfio_load_state")) {
+        tr->main_configs += strstr(args, VG_VFIO_FLAG_CONFIG) != NULL;
+        tr->load_ready += strstr(args, VG_VFIO_FLAG_LOAD_READY) != NULL;
+    } else if (!strcmp(ev, "multifd_send_thread_start")) {
+        tr->send_channels++;
+    } else if (!strcmp(ev, "multifd_recv_thread_start")) {
+        tr->recv_channels++;
+    }
+    return ret;
+}
+
+int vg_vfio_trace_parse(const char *text, struct vg_vfio_trace *tr,
+                        struct vg_error *err)
+{
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    struct trace_phase ph = {0};
+    int ret = 0;
+
+    memset(tr, 0, sizeof(*tr));
+    tr->data_buffer_size = -1;
+    tr->max_buffer_idx = -1;
+    for (unsigned i = 0; lines[i] && ret == 0; i++) {
+        const char *ev, *args;
+
+        if (trace_line(lines[i], &ev, &args)) {
+            ret = count_event(ev, args, &ph, tr, err);
+        }
+    }
+    return ret;
+}
+
+char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
+{
+    return g_strdup_printf(
+        "save threads %u (ok %u) read %" PRId64 " bytes, main stop-copy %u "
+        "read %" PRId64 " bytes, buffer size %" PRId64 "; load threads %u/%u "
+        "wrote %" PRId64 " bytes, multifd buffers %u (last idx %" PRId64
+        "), main-channel configs %u, load-ready %u; multifd channels send %u "
+        "recv %u",
+        tr->save_threads, tr->save_threads_ok, tr->thread_read,
+        tr->main_completes, tr->main_read, tr->data_buffer_size,
+        tr->load_threads, tr->load_threads_done, tr->thread_written,
+        tr->buffers, tr->max_buffer_idx, tr->main_configs, tr->load_ready,
+        tr->send_channels, tr->recv_channels);
+}

@@ -1,0 +1,55 @@
+/*
+ * vfio-trace.h -- which path a VFIO device's migration data took, read
+ * from QEMU's trace events (its "log" trace backend).
+ *
+ * Start QEMU with "-trace EVENT" for each of vg_vfio_trace_events; then
+ * vg_vfio_trace_parse() counts, from the log's text, the save and load
+ * threads of multifd device state, the bytes they moved, the multifd
+ * buffers and channels, and the config sections on the main channel.
+ */
+#ifndef VG_QCLIENT_VFIO_TRACE_H
+#define VG_QCLIENT_VFIO_TRACE_H
+
+#include <stdint.h>
+
+#include "common/error.h"
+
+/* vfio_load_state's flags: the device config, and config-load-ready. */
+#define VG_VFIO_FLAG_CONFIG     "0xffffffffef100002"
+#define VG_VFIO_FLAG_LOAD_READY "0xffffffffef100006"
+
+/* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
+#define VG_VFIO_TRACE_NEVENTS 9
+extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
+
+/* What one QEMU's trace events say about its part of the migrations. */
+struct vg_vfio_trace {
+    unsigned save_threads;      /* vfio_save_complete_precopy_thread_start */
+    unsigned save_threads_ok;   /* ..._thread_end with ret 1 */
+    unsigned main_completes;    /* vfio_save_complete_precopy_start */
+    int64_t thread_read;        /* read by the save threads */
+    int64_t main_read;          /* read by vfio_save_complete_precopy() */
+    int64_t data_buffer_size;   /* vfio_save_setup's, -1 if none */
+    unsigned load_threads;      /* vfio_load_bufs_thread_start */
+    unsigned load_threads_done; /* vfio_load_bufs_thread_end */
+    int64_t thread_written;     /* written by the load threads */
+    unsigned buffers;           /* vfio_load_state_device_buffer_incoming */
+    int64_t max_buffer_idx;     /* -1 if none */
+    unsigned main_configs;      /* config sections on the main channel */
+    unsigned load_ready;        /* config-load-ready markers */
+    unsigned send_channels;     /* multifd_send_thread_start */
+    unsigned recv_channels;     /* multifd_recv_thread_start */
+};
+
+/*
+ * Count the events in @text (lines "NAME args", "PID@SECONDS:NAME args",
+ * or "2026-01-01T10:00:00.123456Z NAME args" with -msg timestamp=on) into
+ * *@tr.  -EINVAL (named in @err) for an event without an argument it
+ * must have.
+ */
+int vg_vfio_trace_parse(const char *text, struct vg_vfio_trace *tr,
+                        struct vg_error *err);
+/* One line saying what *@tr counted; free with g_free(). */
+char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr);
+
+#endif
