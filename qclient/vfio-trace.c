@@ -7,11 +7,17 @@
 #include <string.h>
 
 const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
-    "vfio_save_setup",           "vfio_save_complete_precopy*",
-    "vfio_user_mig_data_read",   "vfio_user_mig_data_write",
-    "vfio_load_bufs_thread_*",   "vfio_load_state_device_buffer_incoming",
-    "vfio_load_state",           "multifd_send_thread_start",
+    "vfio_save_setup",
+    "vfio_save_complete_precopy*",
+    "vfio_user_mig_data_read",
+    "vfio_user_mig_data_write",
+    "vfio_load_bufs_thread_*",
+    "vfio_load_state_device_buffer_incoming",
+    "vfio_load_state",
+    "multifd_send_thread_start",
     "multifd_recv_thread_start",
+    "vfio_save_block",
+    "vfio_multifd_*",
 };
 
 /* Where the event name starts in @line, past a timestamp prefix. */
@@ -127,6 +133,17 @@ static int count_event(const char *ev, const char *args, struct trace_phase *ph,
     } else if (!strcmp(ev, "vfio_load_state")) {
         tr->main_configs += strstr(args, VG_VFIO_FLAG_CONFIG) != NULL;
         tr->load_ready += strstr(args, VG_VFIO_FLAG_LOAD_READY) != NULL;
+    } else if (!strcmp(ev, "vfio_save_block")) {
+        ret = arg_int(ev, args, "data_size ", &v, err);
+        tr->main_precopy_read += ph->main_complete ? 0 : v;
+    } else if (!strcmp(ev, "vfio_multifd_precopy_setup")) {
+        tr->precopy_setups++;
+    } else if (!strcmp(ev, "vfio_multifd_save_precopy_block")) {
+        ret = arg_int(ev, args, "data size ", &v, err);
+        tr->precopy_buffers++;
+        tr->precopy_read += v;
+    } else if (!strcmp(ev, "vfio_multifd_load_precopy_start")) {
+        tr->precopy_loads++;
     } else if (!strcmp(ev, "multifd_send_thread_start")) {
         tr->send_channels++;
     } else if (!strcmp(ev, "multifd_recv_thread_start")) {
@@ -155,6 +172,84 @@ int vg_vfio_trace_parse(const char *text, struct vg_vfio_trace *tr,
     return ret;
 }
 
+/* -EPROTO for count @what: @got, expected @op @want. */
+#define CHECK(what, got, op, want)                                             \
+    do {                                                                       \
+        int64_t got_ = (int64_t)(got), want_ = (int64_t)(want);                \
+        if (!(got_ op want_)) {                                                \
+            return vg_error_set(                                               \
+                err, EPROTO, "%s is %" PRId64 ", expected " #op " %" PRId64,   \
+                what, got_, want_);                                            \
+        }                                                                      \
+    } while (0)
+
+static int64_t div_up(int64_t n, int64_t d)
+{
+    return (n + d - 1) / d;
+}
+
+/* Stop-copy state, and pre-copy data if @want says so, over multifd. */
+static int check_multifd(const struct vg_vfio_trace *src,
+                         const struct vg_vfio_trace *dst,
+                         const struct vg_vfio_path *want, struct vg_error *err)
+{
+    int64_t bs = src->data_buffer_size;
+    bool pre = want->multifd_precopy;
+
+    CHECK("source save threads", src->save_threads, ==, 1);
+    CHECK("source save threads ok", src->save_threads_ok, ==, 1);
+    CHECK("source main-channel stop-copies", src->main_completes, ==, 0);
+    CHECK("source save thread bytes", src->thread_read, ==, want->stopcopy);
+    CHECK("source data buffer size", bs, >, 0);
+    CHECK("source multifd pre-copy setups", src->precopy_setups, ==, pre);
+    CHECK("source multifd pre-copy bytes", src->precopy_read, ==,
+          pre ? want->precopy : 0);
+    CHECK("source main-channel pre-copy bytes", src->main_precopy_read, ==,
+          pre ? 0 : want->precopy);
+    CHECK("destination multifd pre-copy loads", dst->precopy_loads, ==, pre);
+    CHECK("destination load threads", dst->load_threads, ==, 1);
+    CHECK("destination load threads done", dst->load_threads_done, ==, 1);
+    CHECK("destination load thread bytes", dst->thread_written, ==,
+          want->stopcopy + (pre ? want->precopy : 0));
+    /* Data buffers 0..n-1 and the config space as buffer n. */
+    CHECK("destination multifd buffers", dst->buffers, ==,
+          dst->max_buffer_idx + 1);
+    CHECK("destination multifd data buffers", (int64_t)dst->buffers - 1, >=,
+          div_up(want->stopcopy, bs) + (pre ? div_up(want->precopy, bs) : 0));
+    CHECK("destination main-channel configs", dst->main_configs, ==, 0);
+    return 0;
+}
+
+/* Everything on the main channel. */
+static int check_main(const struct vg_vfio_trace *src,
+                      const struct vg_vfio_trace *dst,
+                      const struct vg_vfio_path *want, struct vg_error *err)
+{
+    CHECK("source save threads", src->save_threads, ==, 0);
+    CHECK("source main-channel stop-copies", src->main_completes, ==, 1);
+    CHECK("source main-channel stop-copy bytes", src->main_read, ==,
+          want->stopcopy);
+    CHECK("source main-channel pre-copy bytes", src->main_precopy_read, ==,
+          want->precopy);
+    CHECK("source multifd pre-copy setups", src->precopy_setups, ==, 0);
+    CHECK("destination load threads", dst->load_threads, ==, 0);
+    CHECK("destination multifd buffers", dst->buffers, ==, 0);
+    CHECK("destination main-channel configs", dst->main_configs, ==, 1);
+    return 0;
+}
+
+int vg_vfio_trace_check(const struct vg_vfio_trace *src,
+                        const struct vg_vfio_trace *dst,
+                        const struct vg_vfio_path *want, struct vg_error *err)
+{
+    CHECK("stop-copy bytes", want->stopcopy, >, 0);
+    CHECK("source multifd channels", src->send_channels, ==, want->channels);
+    CHECK("destination multifd channels", dst->recv_channels, ==,
+          want->channels);
+    return want->multifd ? check_multifd(src, dst, want, err)
+                         : check_main(src, dst, want, err);
+}
+
 char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
 {
     return g_strdup_printf(
@@ -162,10 +257,13 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "read %" PRId64 " bytes, buffer size %" PRId64 "; load threads %u/%u "
         "wrote %" PRId64 " bytes, multifd buffers %u (last idx %" PRId64
         "), main-channel configs %u, load-ready %u; multifd channels send %u "
-        "recv %u",
+        "recv %u; pre-copy: main channel %" PRId64 " bytes, multifd setups %u "
+        "buffers %u bytes %" PRId64 ", loads %u",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
         tr->main_completes, tr->main_read, tr->data_buffer_size,
         tr->load_threads, tr->load_threads_done, tr->thread_written,
         tr->buffers, tr->max_buffer_idx, tr->main_configs, tr->load_ready,
-        tr->send_channels, tr->recv_channels);
+        tr->send_channels, tr->recv_channels, tr->main_precopy_read,
+        tr->precopy_setups, tr->precopy_buffers, tr->precopy_read,
+        tr->precopy_loads);
 }

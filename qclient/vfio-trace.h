@@ -4,12 +4,16 @@
  *
  * Start QEMU with "-trace EVENT" for each of vg_vfio_trace_events; then
  * vg_vfio_trace_parse() counts, from the log's text, the save and load
- * threads of multifd device state, the bytes they moved, the multifd
- * buffers and channels, and the config sections on the main channel.
+ * threads of multifd device state, the bytes they moved, pre-copy data
+ * on the main channel or over multifd (patch 0012), the multifd buffers
+ * and channels, and the config sections on the main channel.
+ * vg_vfio_trace_check() says whether a source's and a destination's
+ * counts show the path a migration should have taken.
  */
 #ifndef VG_QCLIENT_VFIO_TRACE_H
 #define VG_QCLIENT_VFIO_TRACE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/error.h"
@@ -19,7 +23,7 @@
 #define VG_VFIO_FLAG_LOAD_READY "0xffffffffef100006"
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 9
+#define VG_VFIO_TRACE_NEVENTS 11
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -39,6 +43,21 @@ struct vg_vfio_trace {
     unsigned load_ready;        /* config-load-ready markers */
     unsigned send_channels;     /* multifd_send_thread_start */
     unsigned recv_channels;     /* multifd_recv_thread_start */
+    int64_t main_precopy_read;  /* vfio_save_block outside stop-copy */
+    unsigned precopy_setups;    /* vfio_multifd_precopy_setup */
+    unsigned precopy_buffers;   /* vfio_multifd_save_precopy_block */
+    int64_t precopy_read;       /* ... their bytes */
+    unsigned precopy_loads;     /* vfio_multifd_load_precopy_start */
+};
+
+/* The path one migration's device data should have taken. */
+struct vg_vfio_path {
+    unsigned channels;    /* multifd channels; 0: multifd off */
+    bool multifd;         /* the stop-copy state over multifd */
+    bool multifd_precopy; /* the pre-copy path over multifd too (its data,
+                           * if the device sent any in pre-copy) */
+    int64_t precopy;      /* bytes the source server sent in pre-copy */
+    int64_t stopcopy;     /* ... in stop-copy (> 0) */
 };
 
 /*
@@ -49,6 +68,13 @@ struct vg_vfio_trace {
  */
 int vg_vfio_trace_parse(const char *text, struct vg_vfio_trace *tr,
                         struct vg_error *err);
+/*
+ * Whether @src's and @dst's counts (one migration each) show the path
+ * @want: 0, or -EPROTO naming in @err the first count that does not.
+ */
+int vg_vfio_trace_check(const struct vg_vfio_trace *src,
+                        const struct vg_vfio_trace *dst,
+                        const struct vg_vfio_path *want, struct vg_error *err);
 /* One line saying what *@tr counted; free with g_free(). */
 char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr);
 

@@ -710,43 +710,28 @@ static void trace_log(const struct host *h, const char *what,
 
 /* The path the vGPU's state took from @src to @dst, whose QEMU logs were
  * @src_off and @dst_off long before the migration: over @channels multifd
- * channels, or the main channel if 0.  The source server sent @stopcopy
- * bytes in stop-copy. */
+ * channels, pre-copy data and stop-copy state (the device property's
+ * default), or the main channel if 0.  The source server sent @precopy
+ * bytes in pre-copy and @stopcopy bytes in stop-copy. */
 static void assert_state_path(const struct host *src, goffset src_off,
                               const struct host *dst, goffset dst_off,
-                              unsigned channels, gint64 stopcopy)
+                              unsigned channels, gint64 precopy,
+                              gint64 stopcopy)
 {
+    struct vg_vfio_path want = {.channels = channels,
+                                .multifd = channels > 0,
+                                .multifd_precopy = channels > 0,
+                                .precopy = precopy,
+                                .stopcopy = stopcopy};
+    struct vg_error err = {0};
     struct vg_vfio_trace s, d;
 
     trace_read(src, src_off, &s);
     trace_read(dst, dst_off, &d);
     trace_log(src, "source", &s);
     trace_log(dst, "destination", &d);
-    g_assert_cmpint(stopcopy, >, 0);
-    g_assert_cmpuint(s.send_channels, ==, channels);
-    g_assert_cmpuint(d.recv_channels, ==, channels);
-    if (channels) {
-        g_assert_cmpuint(s.save_threads, ==, 1);
-        g_assert_cmpuint(s.save_threads_ok, ==, 1);
-        g_assert_cmpuint(s.main_completes, ==, 0);
-        g_assert_cmpint(s.thread_read, ==, stopcopy);
-        g_assert_cmpint(s.data_buffer_size, >, 0);
-        g_assert_cmpuint(d.load_threads, ==, 1);
-        g_assert_cmpuint(d.load_threads_done, ==, 1);
-        g_assert_cmpint(d.thread_written, ==, stopcopy);
-        /* Data buffers 0..n-1 and the config space as buffer n. */
-        g_assert_cmpint(d.max_buffer_idx + 1, ==, d.buffers);
-        g_assert_cmpint((gint64)d.buffers - 1, >=,
-                        (stopcopy + s.data_buffer_size - 1) /
-                            s.data_buffer_size);
-        g_assert_cmpuint(d.main_configs, ==, 0);
-    } else {
-        g_assert_cmpuint(s.save_threads, ==, 0);
-        g_assert_cmpuint(s.main_completes, ==, 1);
-        g_assert_cmpint(s.main_read, ==, stopcopy);
-        g_assert_cmpuint(d.load_threads, ==, 0);
-        g_assert_cmpuint(d.buffers, ==, 0);
-        g_assert_cmpuint(d.main_configs, ==, 1);
+    if (vg_vfio_trace_check(&s, &d, &want, &err) < 0) {
+        FAIL("state path %c to %c: %s", src->name, dst->name, err.msg);
     }
 }
 
@@ -1058,6 +1043,7 @@ static void migrate_ok(struct host *dst, unsigned channels)
     /* The path of the vGPU's state, by the trace events. */
     stats = last_stats(src);
     assert_state_path(src, src_off, dst, dst_off, channels,
+                      stat_in(stats, "precopy_bytes"),
                       stat_in(stats, "stopcopy_bytes"));
     assert_vgpu_served(dst);
     g_assert_cmpuint(count_servers(dst), ==, 1);

@@ -1,7 +1,8 @@
 /*
  * test-mig-multifd -- the vGPU's stop-copy state over QEMU's multifd
  * channels (vfio-user-pci's x-migration-multifd-transfer, patches 0009
- * and 0010).
+ * and 0010), and its pre-copy data too (x-migration-multifd-precopy,
+ * patches 0011 to 0014).
  *
  * Most cases migrate a vGPU with known VRAM contents (mt_fill_vram());
  * with the device's iterative pre-copy the migration is held in pre-copy
@@ -25,12 +26,24 @@
  *   stop-copy bytes read by vfio_save_complete_precopy() and the config
  *   space in the main stream.
  *
+ * Pre-copy data over multifd (the default with multifd transfer): the
+ * source announced it (vfio_multifd_precopy_setup) and queued exactly
+ * the bytes the source server sent in pre-copy
+ * (vfio_multifd_save_precopy_block), none went on the main channel
+ * (vfio_save_block), and the destination's load thread, started for
+ * pre-copy (vfio_multifd_load_precopy_start), wrote pre-copy and
+ * stop-copy bytes.  Otherwise the pre-copy bytes went on the main channel.
+ * qclient/vfio-trace.c checks all of this (vg_vfio_trace_check()).
+ *
  * The multifd channel threads (multifd_send/recv_thread_start) must be as
  * many as multifd-channels, or none without the multifd capability.
  *
- * Cases: on with 2 and 4 channels (iterative pre-copy; with 4 channels
- * also x-migration-load-config-after-iter=on, whose marker must come on
- * the main channel); on with a device without pre-copy (--precopy=none:
+ * Cases: on with 2 and 4 channels (iterative pre-copy, over multifd too;
+ * with 4 channels also x-migration-load-config-after-iter=on, whose marker
+ * must come on the main channel); on with x-migration-multifd-precopy=off
+ * (pre-copy on the main channel, stop-copy over multifd); 256 MiB of
+ * non-zero VRAM in iterative pre-copy over multifd at full speed; on
+ * with a device without pre-copy (--precopy=none:
  * all of VRAM in stop-copy), with 64 MiB and with 256 MiB of VRAM that
  * is all non-zero (the destination hung without patch 0010); off with
  * multifd (set at run time with qom-set, as the property allows); auto
@@ -38,7 +51,8 @@
  * QEMU must refuse in setup with an error that names the problem,
  * leaving the source running with its vGPU intact; the property is then
  * turned off at run time and a migration to a fresh destination
- * succeeds.
+ * succeeds; the same for x-migration-multifd-precopy=on with the
+ * transfer off.
  *
  * VGMIG_MULTIFD_MEASURE=1 adds /mig/multifd/measure-1g: an idle vGPU
  * with 1 GiB of non-zero VRAM migrated without multifd, with multifd
@@ -56,6 +70,7 @@
 #define MF_QOM_PATH "/machine/peripheral/vgpu0"
 #define MF_TRANSFER "x-migration-multifd-transfer"
 #define MF_LOAD_CFG "x-migration-load-config-after-iter"
+#define MF_PRECOPY  "x-migration-multifd-precopy"
 /* vfio_load_state's "data" for a config space section and for the
  * config-load-ready marker (hw/vfio/vfio-migration-internal.h). */
 #define MF_MEASURE_VRAM "1G"
@@ -77,12 +92,14 @@
 
 struct mf_case {
     const char *tag;
-    unsigned channels;    /* multifd-channels; 0: multifd off */
-    const char *transfer; /* x-migration-multifd-transfer; NULL: auto */
-    bool set_at_runtime;  /* qom-set after realize, not -global */
-    const char *load_cfg; /* x-migration-load-config-after-iter */
-    const char *precopy;  /* the servers' --precopy, NULL: default */
-    bool want_multifd;    /* the device state must go over multifd */
+    unsigned channels;      /* multifd-channels; 0: multifd off */
+    const char *transfer;   /* x-migration-multifd-transfer; NULL: auto */
+    bool set_at_runtime;    /* qom-set after realize, not -global */
+    const char *load_cfg;   /* x-migration-load-config-after-iter */
+    const char *mf_precopy; /* x-migration-multifd-precopy, NULL: auto */
+    const char *precopy;    /* the servers' --precopy, NULL: default */
+    bool want_multifd;      /* the device state must go over multifd */
+    bool want_mf_precopy;   /* ... and its pre-copy data too */
     /* NULL: VGT_VRAM_ARG, filled by mt_fill_vram(); else this much VRAM
      * (vram_size bytes), all of it filled, migrated without holding. */
     const char *vram;
@@ -111,6 +128,11 @@ static GPtrArray *mf_qemu_args(const struct mf_case *c)
         g_ptr_array_add(a, g_strdup("-global"));
         g_ptr_array_add(a, g_strdup_printf("vfio-user-pci." MF_LOAD_CFG "=%s",
                                            c->load_cfg));
+    }
+    if (c->mf_precopy) {
+        g_ptr_array_add(a, g_strdup("-global"));
+        g_ptr_array_add(a, g_strdup_printf("vfio-user-pci." MF_PRECOPY "=%s",
+                                           c->mf_precopy));
     }
     g_ptr_array_add(a, NULL);
     return a;
@@ -175,42 +197,23 @@ static void mf_trace_log(const char *what, const struct vg_vfio_trace *tr)
 }
 
 /* The source's and destination's trace of the one migration done, where
- * the source server sent @stopcopy bytes in stop-copy. */
+ * the source server sent @precopy bytes in pre-copy and @stopcopy bytes
+ * in stop-copy. */
 static void mf_assert_path(const struct mt *t, const struct mf_case *c,
-                           int64_t stopcopy)
+                           int64_t precopy, int64_t stopcopy)
 {
+    struct vg_vfio_path want = {.channels = c->channels,
+                                .multifd = c->want_multifd,
+                                .multifd_precopy = c->want_mf_precopy,
+                                .precopy = precopy,
+                                .stopcopy = stopcopy};
     struct vg_vfio_trace src, dst;
 
     mf_trace_read(t->src.qemu->proc.log, &src);
     mf_trace_read(t->dst.qemu->proc.log, &dst);
     mf_trace_log("source", &src);
     mf_trace_log("destination", &dst);
-    g_assert_cmpint(stopcopy, >, 0);
-    g_assert_cmpuint(src.send_channels, ==, c->channels);
-    g_assert_cmpuint(dst.recv_channels, ==, c->channels);
-    if (c->want_multifd) {
-        g_assert_cmpuint(src.save_threads, ==, 1);
-        g_assert_cmpuint(src.save_threads_ok, ==, 1);
-        g_assert_cmpuint(src.main_completes, ==, 0);
-        g_assert_cmpint(src.thread_read, ==, stopcopy);
-        g_assert_cmpint(src.data_buffer_size, >, 0);
-        g_assert_cmpuint(dst.load_threads, ==, 1);
-        g_assert_cmpuint(dst.load_threads_done, ==, 1);
-        g_assert_cmpint(dst.thread_written, ==, stopcopy);
-        /* Data buffers 0..n-1 and the config space as buffer n. */
-        g_assert_cmpint(dst.max_buffer_idx + 1, ==, dst.buffers);
-        g_assert_cmpint((int64_t)dst.buffers - 1, >=,
-                        (stopcopy + src.data_buffer_size - 1) /
-                            src.data_buffer_size);
-        g_assert_cmpuint(dst.main_configs, ==, 0);
-    } else {
-        g_assert_cmpuint(src.save_threads, ==, 0);
-        g_assert_cmpuint(src.main_completes, ==, 1);
-        g_assert_cmpint(src.main_read, ==, stopcopy);
-        g_assert_cmpuint(dst.load_threads, ==, 0);
-        g_assert_cmpuint(dst.buffers, ==, 0);
-        g_assert_cmpuint(dst.main_configs, ==, 1);
-    }
+    VGT_OK(vg_vfio_trace_check(&src, &dst, &want, VGT_ERR));
     g_assert_cmpuint(dst.load_ready, ==,
                      c->load_cfg && !strcmp(c->load_cfg, "on") ? 1 : 0);
 }
@@ -239,6 +242,7 @@ static void mf_configure(struct vg_qemu *q, const struct mf_case *c)
         mf_qom_set(q, MF_TRANSFER, c->transfer);
     }
     mf_assert_prop(q, MF_TRANSFER, c->transfer ? c->transfer : "auto");
+    mf_assert_prop(q, MF_PRECOPY, c->mf_precopy ? c->mf_precopy : "auto");
 }
 
 static void mf_start_dst(struct mt *t, const struct mf_case *c,
@@ -281,16 +285,15 @@ static void mf_migrate_iterative(struct mt *t, struct vg_mig_info *info)
 /* The migration completed: the whole VRAM (equal to *@src_samples, read
  * again from the source, which got a FILL during pre-copy when
  * @iterative) and the device state (the last fence was @fence) arrived,
- * the destination's vGPU works; the source server's stop-copy bytes in
- * *@stopcopy. */
+ * the destination's vGPU works; the source server's pre-copy and
+ * stop-copy bytes in *@precopy and *@stopcopy. */
 static void mf_check_dst(struct mt *t, uint8_t **src_samples, bool iterative,
-                         uint32_t fence, int64_t *stopcopy)
+                         uint32_t fence, int64_t *precopy, int64_t *stopcopy)
 {
     g_autofree uint8_t *dst_samples = NULL;
     struct vg_stats sst, dst;
     struct vgpu_cmd fill =
         vgpu_cmd_make(VGPU_OP_FILL, 60u << 20, 1u << 20, 0x600dcafe, 0, 0, 0);
-    int64_t precopy;
     uint32_t v = 0;
 
     if (iterative) {
@@ -304,11 +307,11 @@ static void mf_check_dst(struct mt *t, uint8_t **src_samples, bool iterative,
     mt_attach_dst(t);
     mt_assert_stats_equal(t, &sst, &dst);
     *stopcopy = mt_stat_int(&sst, "stopcopy_bytes");
-    precopy = mt_stat_int(&sst, "precopy_bytes");
+    *precopy = mt_stat_int(&sst, "precopy_bytes");
     if (iterative) {
-        g_assert_cmpint(precopy, >=, (int64_t)MT_FILLED_MIB << 20);
+        g_assert_cmpint(*precopy, >=, (int64_t)MT_FILLED_MIB << 20);
     } else {
-        g_assert_cmpint(precopy, ==, 0);
+        g_assert_cmpint(*precopy, ==, 0);
         g_assert_cmpint(*stopcopy, >=, (int64_t)MT_FILLED_MIB << 20);
     }
     dst_samples = mt_vram_samples(&t->dgpu);
@@ -409,7 +412,7 @@ static void mf_run_full(const struct mf_case *c)
     g_assert_cmpint(resume_us, >, stop_us);
     g_assert_cmphex(mt_rd(&t.dgpu, VGPU_REG_FENCE_LO), ==, 0x77);
     mt_fence(&t.dgpu, 0x78);
-    mf_assert_path(&t, c, stop);
+    mf_assert_path(&t, c, pre, stop);
     vg_stats_clear(&sst);
     vg_stats_clear(&dst);
     mt_stop(&t);
@@ -422,7 +425,7 @@ static void mf_run_case(const void *opaque)
     g_autofree uint8_t *samples = NULL;
     bool iterative = !c->precopy;
     struct vg_mig_info info;
-    int64_t stopcopy = 0;
+    int64_t precopy = 0, stopcopy = 0;
     struct mt t;
 
     if (c->vram) {
@@ -439,53 +442,72 @@ static void mf_run_case(const void *opaque)
     }
     g_assert_true(info.has_vfio);
     g_assert_cmpint(info.vfio_transferred, >, 0);
-    mf_check_dst(&t, &samples, iterative, 0x77, &stopcopy);
-    mf_assert_path(&t, c, stopcopy);
+    mf_check_dst(&t, &samples, iterative, 0x77, &precopy, &stopcopy);
+    mf_assert_path(&t, c, precopy, stopcopy);
     g_assert_true(vg_proc_alive(&t.src.srv->proc));
     g_assert_true(vg_proc_alive(&t.dst.srv->proc));
     mt_stop(&t);
 }
 
-/* x-migration-multifd-transfer=on without the multifd capability: the
- * migration fails in setup and says why, the source keeps running with
- * its vGPU intact; turned off at run time, the next migration succeeds
- * on the main channel. */
-static void test_on_without_multifd(void)
+/* A property set to "on" that the migration cannot honour. */
+struct mf_refused {
+    struct mf_case on;    /* QEMU must refuse this in setup */
+    struct mf_case retry; /* after @prop is set to "off" at run time */
+    const char *prop;
+    const char *message; /* in the error */
+};
+
+/* x-migration-multifd-transfer=on without the multifd capability, or
+ * x-migration-multifd-precopy=on with the transfer off: the migration
+ * fails in setup and says why, the source keeps running with its vGPU
+ * intact; the property turned off at run time, the next migration
+ * succeeds on the main channel. */
+static void mf_run_refused(const void *opaque)
 {
-    static const struct mf_case on = {.tag = "mf-refused", .transfer = "on"};
-    static const struct mf_case retry = {
-        .tag = "mf-refused", .transfer = "off", .set_at_runtime = true};
+    const struct mf_refused *r = opaque;
     g_autofree uint8_t *samples = NULL;
     g_autofree char *dev = NULL;
     struct vg_mig_info info;
-    int64_t stopcopy = 0;
+    int64_t precopy = 0, stopcopy = 0;
     struct vg_vfio_trace src;
     struct mt t;
 
-    mf_start_src(&t, &on, NULL);
+    mf_start_src(&t, &r->on, NULL);
     mf_fill(&t, &samples);
-    mf_start_dst(&t, &on, NULL);
+    mf_start_dst(&t, &r->on, NULL);
     VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
     mt_wait_final(&t, "failed", &info);
     g_test_message("error-desc: %s", info.error_desc);
     dev = g_strdup_printf("vfio-user:%s", t.src.srv->socket);
     g_assert_nonnull(strstr(info.error_desc, dev));
-    g_assert_nonnull(strstr(info.error_desc, "Multifd device transfer "
-                                             "requested but unsupported"));
+    g_assert_nonnull(strstr(info.error_desc, r->message));
     mt_assert_source_intact(&t, samples, 0x79);
     /* Nothing was moved: no save thread, no stop-copy. */
     mf_trace_read(t.src.qemu->proc.log, &src);
     g_assert_cmpuint(src.save_threads + src.main_completes, ==, 0);
+    g_assert_cmpuint(src.precopy_buffers, ==, 0);
 
     /* The fallback the property is settable at run time for. */
-    mf_qom_set(t.src.qemu, MF_TRANSFER, "off");
-    mf_assert_prop(t.src.qemu, MF_TRANSFER, "off");
-    mf_start_dst(&t, &retry, NULL);
+    mf_qom_set(t.src.qemu, r->prop, "off");
+    mf_assert_prop(t.src.qemu, r->prop, "off");
+    mf_start_dst(&t, &r->retry, NULL);
     mf_migrate_iterative(&t, &info);
-    mf_check_dst(&t, &samples, true, 0x79, &stopcopy);
-    mf_assert_path(&t, &retry, stopcopy);
+    mf_check_dst(&t, &samples, true, 0x79, &precopy, &stopcopy);
+    mf_assert_path(&t, &r->retry, precopy, stopcopy);
     mt_stop(&t);
 }
+
+static const struct mf_refused refused[] = {
+    {.on = {.tag = "mf-refused", .transfer = "on"},
+     .retry = {.tag = "mf-refused", .transfer = "off", .set_at_runtime = true},
+     .prop = MF_TRANSFER,
+     .message = "Multifd device transfer requested but unsupported"},
+    {.on = {.tag = "mf-pre-refused", .transfer = "off", .mf_precopy = "on"},
+     .retry = {.tag = "mf-pre-refused", .transfer = "off", .mf_precopy = "off"},
+     .prop = MF_PRECOPY,
+     .message = "Multifd pre-copy requested but the device state does not "
+                "go over multifd"},
+};
 
 /* ------------------------------------------------------- measure -- */
 
@@ -507,6 +529,7 @@ static void test_measure(void)
             c.channels = m ? MF_MEASURE_CHANNELS : 0;
             c.transfer = m == 0 ? NULL : m == 1 ? "off" : "on";
             c.want_multifd = m == 2;
+            c.want_mf_precopy = m == 2;
             g_test_message("measure: %u multifd channels, %s %s", c.channels,
                            MF_TRANSFER, c.transfer ? c.transfer : "auto");
             mf_run_full(&c);
@@ -515,32 +538,57 @@ static void test_measure(void)
 }
 
 static const struct mf_case cases[] = {
-    {.tag = "mf-on-2", .channels = 2, .transfer = "on", .want_multifd = true},
+    {.tag = "mf-on-2",
+     .channels = 2,
+     .transfer = "on",
+     .want_multifd = true,
+     .want_mf_precopy = true},
     {.tag = "mf-on-4",
      .channels = 4,
      .transfer = "on",
      .load_cfg = "on",
+     .want_multifd = true,
+     .want_mf_precopy = true},
+    {.tag = "mf-precopy-off",
+     .channels = 2,
+     .transfer = "on",
+     .mf_precopy = "off",
      .want_multifd = true},
+    {.tag = "mf-precopy-256m",
+     .channels = 2,
+     .mf_precopy = "on",
+     .want_multifd = true,
+     .want_mf_precopy = true,
+     .vram = MF_LARGE_VRAM,
+     .vram_size = MF_LARGE_SIZE,
+     .downtime_limit_ms = MF_DEFAULT_DOWNTIME_MS},
     {.tag = "mf-on-stopcopy",
      .channels = 2,
      .transfer = "on",
      .precopy = "none",
-     .want_multifd = true},
+     .want_multifd = true,
+     .want_mf_precopy = true},
     {.tag = "mf-on-256m",
      .channels = 4,
      .transfer = "on",
      .precopy = "none",
      .want_multifd = true,
+     .want_mf_precopy = true,
      .vram = MF_LARGE_VRAM,
      .vram_size = MF_LARGE_SIZE},
     {.tag = "mf-off", .channels = 2, .transfer = "off", .set_at_runtime = true},
-    {.tag = "mf-auto", .channels = 2, .want_multifd = true},
+    {.tag = "mf-auto",
+     .channels = 2,
+     .want_multifd = true,
+     .want_mf_precopy = true},
     {.tag = "mf-auto-nomultifd"},
 };
 
 static const char *const case_paths[G_N_ELEMENTS(cases)] = {
     "/mig/multifd/on-2-channels",
     "/mig/multifd/on-4-channels-load-config-after-iter",
+    "/mig/multifd/precopy-off",
+    "/mig/multifd/precopy-256m-iterative",
     "/mig/multifd/on-no-device-precopy",
     "/mig/multifd/on-256m-all-in-stop-copy",
     "/mig/multifd/off",
@@ -554,8 +602,10 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
         g_test_add_data_func(case_paths[i], &cases[i], mf_run_case);
     }
-    g_test_add_func("/mig/multifd/on-without-multifd-refused",
-                    test_on_without_multifd);
+    g_test_add_data_func("/mig/multifd/on-without-multifd-refused", &refused[0],
+                         mf_run_refused);
+    g_test_add_data_func("/mig/multifd/precopy-on-without-transfer-refused",
+                         &refused[1], mf_run_refused);
     if (g_getenv("VGMIG_MULTIFD_MEASURE")) {
         g_test_add_func("/mig/multifd/measure-1g", test_measure);
     }

@@ -1,5 +1,6 @@
 /* Unit tests for qclient/vfio-trace.c: trace lines with and without
- * timestamps, the counts, and an event missing its argument. */
+ * timestamps, the counts, an event missing its argument, and the path
+ * checks (pre-copy over multifd, everything on the main channel). */
 #include <errno.h>
 #include <glib.h>
 #include <string.h>
@@ -46,10 +47,101 @@ static void test_missing_argument(void)
     g_assert_nonnull(strstr(err.msg, "vfio_user_mig_data_read"));
 }
 
+/* A migration with pre-copy over multifd: 3 MiB in pre-copy, 1 MiB + 100
+ * bytes in stop-copy, buffers of 1 MiB (packets 0-2 pre-copy, 3-4
+ * stop-copy, 5 the config space), 2 channels. */
+static const char *const mf_src =
+    "vfio_save_setup  (dev) data buffer size 1048576\n"
+    "multifd_send_thread_start 0\nmultifd_send_thread_start 1\n"
+    "vfio_multifd_precopy_setup  (dev) idstr 0000:00:04.0/vfio instance 0\n"
+    "vfio_multifd_save_precopy_block  (dev) idx 0 data size 1048576\n"
+    "vfio_multifd_save_precopy_block  (dev) idx 1 data size 1048576\n"
+    "vfio_multifd_save_precopy_block  (dev) idx 2 data size 1048576\n"
+    "vfio_save_complete_precopy_thread_start  (dev) x\n"
+    "vfio_user_mig_data_read  size 1048576 ret 1048576\n"
+    "vfio_user_mig_data_read  size 1048576 ret 100\n"
+    "vfio_save_complete_precopy_thread_end  (dev) ret 1\n";
+static const char *const mf_dst =
+    "multifd_recv_thread_start 0\nmultifd_recv_thread_start 1\n"
+    "vfio_multifd_load_precopy_start  (dev)\n"
+    "vfio_load_bufs_thread_start  (dev)\n"
+    "vfio_load_state_device_buffer_incoming  (dev) idx 0\n"
+    "vfio_load_state_device_buffer_incoming  (dev) idx 1\n"
+    "vfio_load_state_device_buffer_incoming  (dev) idx 2\n"
+    "vfio_load_state_device_buffer_incoming  (dev) idx 3\n"
+    "vfio_load_state_device_buffer_incoming  (dev) idx 4\n"
+    "vfio_load_state_device_buffer_incoming  (dev) idx 5\n"
+    "vfio_user_mig_data_write  size 3145728 ret 3145728\n"
+    "vfio_user_mig_data_write  size 1048676 ret 1048676\n"
+    "vfio_load_bufs_thread_end  (dev)\n";
+
+static void parse_both(struct vg_vfio_trace *src, struct vg_vfio_trace *dst)
+{
+    g_autofree char *s = g_strdup(mf_src), *d = g_strdup(mf_dst);
+    struct vg_error err = {0};
+
+    g_assert_cmpint(vg_vfio_trace_parse(s, src, &err), ==, 0);
+    g_assert_cmpint(vg_vfio_trace_parse(d, dst, &err), ==, 0);
+}
+
+static void test_check_multifd_precopy(void)
+{
+    struct vg_vfio_path want = {.channels = 2,
+                                .multifd = true,
+                                .multifd_precopy = true,
+                                .precopy = 3 << 20,
+                                .stopcopy = (1 << 20) + 100};
+    struct vg_vfio_trace src, dst;
+    struct vg_error err = {0};
+
+    parse_both(&src, &dst);
+    g_assert_cmpuint(src.precopy_setups, ==, 1);
+    g_assert_cmpuint(src.precopy_buffers, ==, 3);
+    g_assert_cmpint(src.precopy_read, ==, 3 << 20);
+    g_assert_cmpuint(dst.precopy_loads, ==, 1);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, 0);
+
+    /* The same migration does not show pre-copy on the main channel... */
+    want.multifd_precopy = false;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "source multifd pre-copy setups is 1"));
+    /* ... nor a pre-copy byte count it did not send. */
+    want.multifd_precopy = true;
+    want.precopy += 1;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "source multifd pre-copy bytes"));
+}
+
+static void test_check_main_channel(void)
+{
+    g_autofree char *s =
+        g_strdup("vfio_save_block  (dev) data_size 4096\n"
+                 "vfio_save_complete_precopy_start  (dev)\n"
+                 "vfio_save_block  (dev) data_size 512\n"
+                 "vfio_user_mig_data_read  size 1048576 ret 512\n"
+                 "vfio_save_complete_precopy  (dev) ret 0\n");
+    g_autofree char *d =
+        g_strdup("vfio_load_state  (dev) data 0xffffffffef100002\n");
+    struct vg_vfio_path want = {.precopy = 4096, .stopcopy = 512};
+    struct vg_vfio_trace src, dst;
+    struct vg_error err = {0};
+
+    g_assert_cmpint(vg_vfio_trace_parse(s, &src, &err), ==, 0);
+    g_assert_cmpint(vg_vfio_trace_parse(d, &dst, &err), ==, 0);
+    g_assert_cmpint(src.main_precopy_read, ==, 4096);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, 0);
+    want.channels = 2;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "source multifd channels is 0"));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/vfio-trace/counts", test_counts);
     g_test_add_func("/vfio-trace/missing-argument", test_missing_argument);
+    g_test_add_func("/vfio-trace/check-multifd-precopy",
+                    test_check_multifd_precopy);
+    g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
     return g_test_run();
 }
