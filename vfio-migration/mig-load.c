@@ -9,19 +9,42 @@
  * remembers which pages it cleared and has not written since (@zeroed):
  * those are not cleared again.  VRAM is thus cleared at most once plus
  * once per page a PAGES record wrote, work proportional to the stream.
+ *
+ * Where VRAM is mapped here, a PAGES record of at least LOAD_SPLIT_BYTES
+ * is written and hashed by the session's thread pool, in pieces of
+ * LOAD_PIECE_BYTES or one page, and the record returns when all pieces
+ * are in: the order of records, and so of writes to one page, is kept.
  */
 #include "mig-int.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <xxhash.h>
 
 #include "common/log.h"
+#include "dirty-track/hash-pool.h"
+
+#define LOAD_SPLIT_BYTES (256u * 1024)
+#define LOAD_PIECE_BYTES (64u * 1024)
+
+/* One PAGES record being written by the pool. */
+struct load_job {
+    struct mig *m;
+    uint64_t first;       /* its first page */
+    uint64_t piece_pages; /* pages per piece */
+    uint64_t count;       /* pages */
+    const uint8_t *data;
+    int failed;           /* first -errno of a piece, 0 if none */
+    struct vg_error err;  /* ... and its error */
+    pthread_mutex_t lock; /* for failed and err */
+};
 
 struct mig_load {
+    struct dt_pool *pool; /* writes and hashes large records */
     struct mig_dec *dec;
     uint64_t *page_hash; /* mig_page_hash() of pages loaded... */
     uint64_t *hashed;    /* ...where this bitmap says so */
@@ -44,22 +67,79 @@ static int pages_ok(struct mig *m, uint64_t first, uint64_t count,
     return 0;
 }
 
-/* Write the pages (host-to-device copies on a GPU) and hash them as they
- * landed: from VRAM where it is mapped here, else from what was written. */
-static int sink_pages(void *opaque, uint64_t first, uint64_t count,
-                      const uint8_t *data, struct vg_error *err)
+/* Write pages [first, first + count) of @data (host-to-device copies on a
+ * GPU) and hash them as they landed: from VRAM where it is mapped here,
+ * else from what was written. */
+static int write_pages(struct mig *m, uint64_t first, uint64_t count,
+                       const uint8_t *data, struct vg_error *err)
 {
-    struct mig *m = opaque;
     uint32_t ps = m->scfg.page_size;
-    int ret = pages_ok(m, first, count, err);
+    int ret = vgpu_vram_write(m->gpu, first * ps, data, count * ps, err);
 
-    if (ret == 0) {
-        ret = vgpu_vram_write(m->gpu, first * ps, data, count * ps, err);
-    }
     for (uint64_t i = 0; ret == 0 && i < count; i++) {
         m->load->page_hash[first + i] = vgpu_vram(m->gpu)
                                             ? mig_page_hash(m, first + i)
                                             : XXH3_64bits(data + i * ps, ps);
+    }
+    return ret;
+}
+
+/* Pool job: piece @piece of the record. */
+static void write_piece(void *arg, uint64_t piece)
+{
+    struct load_job *job = arg;
+    uint64_t skip = piece * job->piece_pages;
+    uint64_t n = job->count - skip < job->piece_pages ? job->count - skip
+                                                      : job->piece_pages;
+    struct vg_error err;
+    int ret = write_pages(job->m, job->first + skip, n,
+                          job->data + skip * job->m->scfg.page_size, &err);
+
+    if (ret < 0) {
+        pthread_mutex_lock(&job->lock);
+        if (!job->failed) {
+            job->failed = ret;
+            job->err = err;
+        }
+        pthread_mutex_unlock(&job->lock);
+    }
+}
+
+/* The record's pages by the pool, where it pays off. */
+static int write_record(struct mig *m, uint64_t first, uint64_t count,
+                        const uint8_t *data, struct vg_error *err)
+{
+    uint32_t ps = m->scfg.page_size;
+    uint64_t piece = ps >= LOAD_PIECE_BYTES ? 1 : LOAD_PIECE_BYTES / ps;
+    struct load_job job = {.m = m,
+                           .first = first,
+                           .piece_pages = piece,
+                           .count = count,
+                           .data = data};
+
+    if (!vgpu_vram(m->gpu) || dt_pool_threads(m->load->pool) < 2 ||
+        count * ps < LOAD_SPLIT_BYTES) {
+        return write_pages(m, first, count, data, err);
+    }
+    pthread_mutex_init(&job.lock, NULL);
+    dt_pool_run(m->load->pool, (count + piece - 1) / piece, write_piece, &job);
+    pthread_mutex_destroy(&job.lock);
+    if (job.failed && err) {
+        *err = job.err;
+    }
+    return job.failed;
+}
+
+static int sink_pages(void *opaque, uint64_t first, uint64_t count,
+                      const uint8_t *data, struct vg_error *err)
+{
+    struct mig *m = opaque;
+    int ret = pages_ok(m, first, count, err);
+
+    if (ret == 0) {
+        ret = write_record(m, first, count, data, err);
+    }
+    for (uint64_t i = 0; ret == 0 && i < count; i++) {
         mig_bit_put(m->load->hashed, first + i, true);
         mig_bit_put(m->load->zeroed, first + i, false);
     }
@@ -155,7 +235,11 @@ int mig_load_open(struct mig *m, struct vg_error *err)
     }
     m->load->zero_hash = XXH3_64bits(zero, m->scfg.page_size);
     free(zero);
-    ret = mig_dec_new(&m->scfg, &sink, &m->load->dec, err);
+    ret =
+        dt_pool_new(m->hash_threads ? m->hash_threads : 2, &m->load->pool, err);
+    if (ret == 0) {
+        ret = mig_dec_new(&m->scfg, &sink, &m->load->dec, err);
+    }
     if (ret < 0) {
         mig_load_close(m);
         return ret;
@@ -200,6 +284,7 @@ void mig_load_close(struct mig *m)
 {
     if (m->load) {
         mig_dec_free(m->load->dec);
+        dt_pool_free(m->load->pool);
         free(m->load->page_hash);
         free(m->load->hashed);
         free(m->load->zeroed);
