@@ -314,7 +314,8 @@ static void plan_leg(const struct opts *o, struct rig *r, GRand *rng,
     if (p->kind == FK_CORRUPT) {
         /* The next destination will corrupt what it sends later: pick
          * the offset now; this leg itself has no fault. */
-        uint64_t est = model_nonzero_bytes(&r->model, r->page_size);
+        uint64_t est =
+            model_nonzero_bytes(&r->model[r->o.fault_vgpu], r->page_size);
         uint64_t span = est + est / 50 + 4096;
         unsigned where = pick(rng, 0, 3);
         uint64_t off =
@@ -350,6 +351,16 @@ static void log_leg(unsigned n, const struct rig *r, const struct leg_plan *p,
             res->leaks ? ", LEAK" : "", res->lost ? ", VM LOST" : "");
 }
 
+/* The work of the VM's models into @rep (before they are replaced). */
+static void count_work(struct report *rep, const struct rig *r)
+{
+    for (unsigned d = 0; d < r->nvgpu; d++) {
+        rep->batches += r->model[d].batches;
+        rep->commands += r->model[d].commands;
+        rep->cpu_writes += r->model[d].cpu_writes;
+    }
+}
+
 /* The VM must go on after a leg: a new one where it was lost, or where
  * it sits on a server that corrupts every stream it sends. */
 static int after_leg(struct rig *r, struct report *rep, GRand *rng,
@@ -359,9 +370,7 @@ static int after_leg(struct rig *r, struct report *rep, GRand *rng,
     if (!res->lost && !(p->kind == FK_CORRUPT && rig_source_corrupts(r))) {
         return 0;
     }
-    rep->batches += r->model.batches;
-    rep->commands += r->model.commands;
-    rep->cpu_writes += r->model.cpu_writes;
+    count_work(rep, r);
     vg_info("booting a new VM (%s)",
             res->lost ? "the VM was lost" : "its server corrupts streams");
     rep->generations++;
@@ -471,9 +480,7 @@ int main(int argc, char **argv)
         }
     }
     rep.t_end_ms = vg_now_ms();
-    rep.batches += r.model.batches;
-    rep.commands += r.model.commands;
-    rep.cpu_writes += r.model.cpu_writes;
+    count_work(&rep, &r);
     keep_dir = keep_dir || !report_passed(&rep);
     if (keep_dir) {
         printf("vgmig-soak: logs kept in %s\n", r.dir);
