@@ -403,8 +403,10 @@ static int boot(struct rig *r, int s, uint64_t seed, struct vg_error *err)
 
     r->cur = s;
     r->generation++;
-    for (unsigned d = 0; d < r->nvgpu; d++) {
+    for (unsigned d = 0; d < RIG_MAX_VGPUS; d++) {
         model_destroy(&r->model[d]);
+    }
+    for (unsigned d = 0; d < r->nvgpu; d++) {
         model_init(&r->model[d], r->vram_size, seed + d);
     }
     memset(r->gpu, 0, sizeof(r->gpu));
@@ -500,11 +502,21 @@ bool rig_source_corrupts(const struct rig *r)
     return r->side[r->cur].corrupting;
 }
 
-int rig_reboot(struct rig *r, uint64_t seed, struct vg_error *err)
+int rig_reboot(struct rig *r, uint64_t seed, unsigned vgpus,
+               struct vg_error *err)
 {
     int s = r->cur;
 
+    if (vgpus > RIG_MAX_VGPUS) {
+        return vg_error_set(err, EINVAL, "rig: %u vGPUs (at most %u)", vgpus,
+                            RIG_MAX_VGPUS);
+    }
     side_stop(r, s, true);
+    if (vgpus && vgpus != r->nvgpu) {
+        r->nvgpu = vgpus;
+        r->o.fault_vgpu = vgpus - 1;
+        r->have_ref = false; /* other devices: other fds */
+    }
     return boot(r, !s, seed, err);
 }
 
@@ -894,6 +906,7 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
 
     memset(res, 0, sizeof(*res));
     res->phase_seen = PH_COUNT;
+    res->vgpus = r->nvgpu;
     if (!rig_fault_applies(r, p->kind, p->phase, &why)) {
         res->skipped = true;
         g_strlcpy(res->why, why, sizeof(res->why));

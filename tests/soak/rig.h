@@ -147,6 +147,7 @@ struct leg_result {
     char status[VG_MIG_STATUS_MAX]; /* the migration's final status */
     bool moved;                     /* the VM now runs on the other side */
     bool recovered;                 /* a fault, and the VM survived it */
+    unsigned vgpus;                 /* the VM's vGPUs */
     bool source_continued;          /* the source needed "cont" */
     bool lost;                      /* the VM ran nowhere: a failure */
     bool stuck;                     /* the migration did not end in time */
@@ -177,8 +178,11 @@ void rig_plan_corrupt(struct rig *r, uint64_t offset);
  * (only rig_opts.fault_vgpu's is started so). */
 bool rig_source_corrupts(const struct rig *r);
 /* Shut the VM down (after verifying it) and boot a fresh one, with a
- * new model seeded @seed, on the other side. */
-int rig_reboot(struct rig *r, uint64_t seed, struct vg_error *err);
+ * new model seeded @seed, on the other side; with @vgpus (1 to
+ * RIG_MAX_VGPUS, 0: as many as before) vGPUs, the faults then hitting the
+ * last of them. */
+int rig_reboot(struct rig *r, uint64_t seed, unsigned vgpus,
+               struct vg_error *err);
 
 /* One migration of the VM to the other side with the fault of @p. */
 int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
