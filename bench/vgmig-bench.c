@@ -13,6 +13,12 @@
  * marked "forced".  Both servers' VRAM checksums at switchover must match.
  * The cells go to OUT/results.json, a gnuplot data file to OUT/downtime.dat
  * and, with --doc, the table to a Markdown file.
+ *
+ * With --multi-vgpu SIZE, cells of a VM with one vGPU of SIZE and of a VM
+ * with MULTI_VGPUS vGPUs of SIZE each (a vgpu-server each, the same
+ * workload on every vGPU, mode "ours") compare QEMU's downtime: several
+ * devices' stop-copy should run side by side (issue 17's target: at most
+ * 1.2 x the one vGPU's).  They are reported on their own.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -69,6 +75,10 @@
 #define FORCE_AFTER_MS   3000 /* after a full pass, or with no pre-copy */
 #define QMP_TIMEOUT_MS   300000
 #define RATE_MIN_BYTES   ((int64_t)1 << 20) /* less: mostly fixed cost */
+#define MAX_VGPUS        4
+#define MULTI_VGPUS      2   /* vGPUs of the --multi-vgpu cells */
+#define MULTI_TARGET     1.2 /* their downtime / one vGPU's, at most */
+#define MAX_MULTI_CELLS  4
 
 enum workload {
     WL_IDLE,
@@ -113,6 +123,7 @@ struct bench_opts {
     const char *doc;
     const char *cmdline;
     bool quick;
+    uint64_t multi_size;            /* --multi-vgpu, 0: none */
     bool keep;                      /* keep every cell's directory */
     const char *append[MAX_APPEND]; /* files appended to the report */
     unsigned nappend;
@@ -123,7 +134,8 @@ struct bench_opts {
 struct cell {
     enum workload wl;
     unsigned mode;
-    uint64_t vram;
+    uint64_t vram;     /* of each vGPU */
+    unsigned vgpus;    /* of the VM */
     unsigned channels; /* --channels */
     int64_t downtime_ms, total_ms;
     double stopcopy_ms;
@@ -140,9 +152,16 @@ struct cell {
 };
 
 struct side {
-    struct vg_server *server;
+    struct vg_server *server[MAX_VGPUS];
     struct vg_qemu *qemu;
-    char *stats;
+    char *stats[MAX_VGPUS];
+};
+
+/* One vGPU of the running cell's VM and its workload's cursors. */
+struct dev {
+    struct vg_vgpu gpu;
+    uint32_t step; /* training steps, sparse index cursor */
+    uint64_t done; /* sparse pages issued */
 };
 
 /* The RAM anchors of the run, one per size (ram-anchor.h). */
@@ -158,15 +177,14 @@ struct run {
     char *dir;
     struct side src, dst;
     struct vg_galloc ram;
-    struct vg_vgpu gpu;
+    struct dev dev[MAX_VGPUS];
+    struct dev *d; /* the one the workload functions act on */
     GRand *rng;
     gint64 t0_us;             /* migrate issued */
     int64_t force_ms;         /* force switchover after this long */
     gint64 pass_us;           /* when pre-copy had moved one VRAM's worth */
-    uint64_t done;            /* sparse pages issued */
     struct vg_cpu_writer *cw; /* cpu-writes workloads */
     uint8_t *image;           /* their VRAM before the first write */
-    uint32_t step;            /* training steps, sparse index cursor */
     struct bench_rate rate;   /* of the bytes moved while active */
 };
 
@@ -214,6 +232,10 @@ static void usage(FILE *f)
             "  --doc FILE        also write the Markdown report to FILE\n"
             "  --cmdline TEXT    command to print in the report\n"
             "  --quick           smoke run: 256M, idle and sparse, all modes\n"
+            "  --multi-vgpu SIZE also compare the downtime of a VM with %d\n"
+            "                    vGPUs of SIZE with one of one vGPU of SIZE\n"
+            "                    (idle and inference, mode ours; reported on\n"
+            "                    their own, target <= %.1f x)\n"
             "  --keep            keep every cell's directory (logs, stats\n"
             "                    files); failed cells' are always kept\n"
             "  --append FILE     append FILE (output of another benchmark of\n"
@@ -223,7 +245,8 @@ static void usage(FILE *f)
             "\n"
             "Exit status: 0 if every cell completed with equal checksums, 1 "
             "otherwise,\n"
-            "2 on bad usage.\n");
+            "2 on bad usage.\n",
+            MULTI_VGPUS, MULTI_TARGET);
 }
 
 /* ------------------------------------------------------------- options */
@@ -328,6 +351,13 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'q':
         o->quick = true;
         return 0;
+    case 'M':
+        if (vg_parse_size(optarg, 256ull << 20, 16ull << 30, &o->multi_size,
+                          &err) < 0) {
+            fprintf(stderr, "vgmig-bench: --multi-vgpu: %s\n", err.msg);
+            return -1;
+        }
+        return 0;
     case 'k':
         o->keep = true;
         return 0;
@@ -364,6 +394,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"doc", required_argument, NULL, 'd'},
         {"cmdline", required_argument, NULL, 'c'},
         {"quick", no_argument, NULL, 'q'},
+        {"multi-vgpu", required_argument, NULL, 'M'},
         {"keep", no_argument, NULL, 'k'},
         {"append", required_argument, NULL, 'a'},
         {"log-level", required_argument, NULL, 'l'},
@@ -418,17 +449,28 @@ static int start_side(struct run *r, struct side *s, const char *name,
                                 .log_level = "warn",
                                 .name = name,
                                 .extra_args = extra};
+    const char *more[MAX_VGPUS] = {NULL}; /* vgpu1.., NULL-terminated */
     struct vg_qemu_opts qo = {.dir = r->dir,
                               .name = qname,
                               .ram_mib = GUEST_RAM_MIB,
-                              .incoming = incoming ? "defer" : NULL};
-    int ret;
+                              .incoming = incoming ? "defer" : NULL,
+                              .vgpu_socks = more};
+    int ret = 0;
 
-    s->stats = g_strdup_printf("%s/%s-stats.json", r->dir, name);
-    so.stats_file = s->stats;
-    ret = vg_server_start(&so, &s->server, err);
+    for (unsigned i = 0; ret == 0 && i < r->c->vgpus; i++) {
+        g_autofree char *sname =
+            i ? g_strdup_printf("%s-%u", name, i) : g_strdup(name);
+
+        s->stats[i] = g_strdup_printf("%s/%s-stats.json", r->dir, sname);
+        so.name = sname;
+        so.stats_file = s->stats[i];
+        ret = vg_server_start(&so, &s->server[i], err);
+        if (ret == 0 && i > 0) {
+            more[i - 1] = s->server[i]->socket;
+        }
+    }
     if (ret == 0) {
-        qo.vgpu_sock = s->server->socket;
+        qo.vgpu_sock = s->server[0]->socket;
         ret = vg_qemu_start(&qo, &s->qemu, err);
     }
     if (ret < 0) {
@@ -440,8 +482,10 @@ static int start_side(struct run *r, struct side *s, const char *name,
 static void side_free(struct side *s)
 {
     vg_qemu_free(s->qemu);
-    vg_server_free(s->server);
-    g_free(s->stats);
+    for (unsigned i = 0; i < MAX_VGPUS; i++) {
+        vg_server_free(s->server[i]);
+        g_free(s->stats[i]);
+    }
 }
 
 /* Submit @n commands, at most half a ring at a time, and wait until the
@@ -455,9 +499,9 @@ static int run_cmds(struct run *r, const struct vgpu_cmd *cmds, unsigned n,
     for (unsigned i = 0; ret == 0 && i < n; i += RING_ENTRIES / 2) {
         unsigned k = n - i < RING_ENTRIES / 2 ? n - i : RING_ENTRIES / 2;
 
-        ret = vg_vgpu_submit(&r->gpu, cmds + i, k, err);
+        ret = vg_vgpu_submit(&r->d->gpu, cmds + i, k, err);
         if (ret == 0) {
-            ret = vg_vgpu_wait_idle(&r->gpu, WAIT_MS, &status, err);
+            ret = vg_vgpu_wait_idle(&r->d->gpu, WAIT_MS, &status, err);
         }
         if (status & VGPU_STATUS_HALTED) {
             break;
@@ -466,7 +510,7 @@ static int run_cmds(struct run *r, const struct vgpu_cmd *cmds, unsigned n,
     if (ret == 0 && (status & VGPU_STATUS_HALTED)) {
         uint32_t code = 0;
 
-        vg_vgpu_rd(&r->gpu, VGPU_REG_ERROR_CODE, &code, NULL);
+        vg_vgpu_rd(&r->d->gpu, VGPU_REG_ERROR_CODE, &code, NULL);
         ret =
             vg_error_set(err, EIO, "the vGPU halted with error code %u", code);
     }
@@ -508,7 +552,7 @@ static int write_indices(struct run *r, uint32_t n, uint32_t rows,
     for (uint32_t i = 0; i < n; i++) {
         idx[i] = g_rand_int_range(r->rng, 0, (gint32)rows);
     }
-    return vg_qtest_memwrite(r->gpu.qt, r->gpu.vram_addr + IDX_OFF, idx,
+    return vg_qtest_memwrite(r->d->gpu.qt, r->d->gpu.vram_addr + IDX_OFF, idx,
                              n * sizeof(uint32_t), err);
 }
 
@@ -539,9 +583,9 @@ static int start_cpu_writer(struct run *r, struct vg_error *err)
 {
     bool heavy = r->c->wl == WL_CPU_HEAVY;
     struct vg_cpu_writer_opts wo = {
-        .qt = r->gpu.qt,
+        .qt = r->d->gpu.qt,
         .qmp = r->src.qemu->qmp,
-        .vram_addr = r->gpu.vram_addr,
+        .vram_addr = r->d->gpu.vram_addr,
         .vram_size = r->c->vram,
         .page_size = PAGE_SIZE,
         .rate = heavy ? HEAVY_RATE : CPU_RATE,
@@ -557,22 +601,38 @@ static int start_cpu_writer(struct run *r, struct vg_error *err)
     return r->image ? vg_cpu_writer_new(&wo, &r->cw, err) : 0;
 }
 
-static int start_source(struct run *r, struct vg_error *err)
+/* Open vGPU @i of the source, fill its VRAM, set its workload up. */
+static int start_vgpu(struct run *r, unsigned i, uint64_t *mmio,
+                      struct vg_error *err)
 {
-    int ret = start_side(r, &r->src, "vgpu-src", false, err);
+    int ret = vg_vgpu_open_nth(r->src.qemu->qt, &r->ram, i, mmio,
+                               &r->dev[i].gpu, err);
 
-    vg_galloc_init(&r->ram, RAM_START, (uint64_t)GUEST_RAM_MIB << 20);
+    r->d = &r->dev[i];
     if (ret == 0) {
-        ret = vg_vgpu_open(r->src.qemu->qt, &r->ram, &r->gpu, err);
-    }
-    if (ret == 0) {
-        ret = vg_vgpu_ring_init(&r->gpu, &r->ram, RING_ENTRIES, err);
+        ret = vg_vgpu_ring_init(&r->d->gpu, &r->ram, RING_ENTRIES, err);
     }
     if (ret == 0) {
         ret = fill_vram(r, err);
     }
     if (ret == 0) {
         ret = setup_workload(r, err);
+    }
+    r->d = &r->dev[0];
+    if (ret < 0) {
+        vg_error_prefix(err, "vGPU %u", i);
+    }
+    return ret;
+}
+
+static int start_source(struct run *r, struct vg_error *err)
+{
+    uint64_t mmio = VG_PCI_MMIO_BASE;
+    int ret = start_side(r, &r->src, "vgpu-src", false, err);
+
+    vg_galloc_init(&r->ram, RAM_START, (uint64_t)GUEST_RAM_MIB << 20);
+    for (unsigned i = 0; ret == 0 && i < r->c->vgpus; i++) {
+        ret = start_vgpu(r, i, &mmio, err);
     }
     if (ret < 0) {
         vg_error_prefix(err, "source");
@@ -585,7 +645,7 @@ static int start_source(struct run *r, struct vg_error *err)
 static int busy(struct run *r, bool *is_busy, struct vg_error *err)
 {
     uint32_t st = 0;
-    int ret = vg_vgpu_rd(&r->gpu, VGPU_REG_STATUS, &st, err);
+    int ret = vg_vgpu_rd(&r->d->gpu, VGPU_REG_STATUS, &st, err);
 
     *is_busy = (st & VGPU_STATUS_BUSY) != 0;
     return ret;
@@ -599,8 +659,8 @@ static int submit_if_idle(struct run *r, struct vgpu_cmd cmd,
     int ret = busy(r, &b, err);
 
     if (ret == 0 && !b) {
-        ret = vg_vgpu_submit(&r->gpu, &cmd, 1, err);
-        r->step++;
+        ret = vg_vgpu_submit(&r->d->gpu, &cmd, 1, err);
+        r->d->step++;
     }
     return ret;
 }
@@ -629,8 +689,8 @@ static int tick_train(struct run *r, struct vg_error *err)
     uint64_t q = r->c->vram / 4;
 
     return submit_if_idle(r,
-                          vgpu_cmd_make(VGPU_OP_FILL, (r->step % 4) * q, q,
-                                        0x40000000u + r->step, 0, 0, 0),
+                          vgpu_cmd_make(VGPU_OP_FILL, (r->d->step % 4) * q, q,
+                                        0x40000000u + r->d->step, 0, 0, 0),
                           err);
 }
 
@@ -640,13 +700,14 @@ static uint32_t due(struct run *r, uint32_t rate)
     uint64_t want =
         (uint64_t)(g_get_monotonic_time() - r->t0_us) * rate / 1000000u;
 
-    return want > r->done ? (uint32_t)MIN(want - r->done, MAX_PER_TICK) : 0;
+    return want > r->d->done ? (uint32_t)MIN(want - r->d->done, MAX_PER_TICK)
+                             : 0;
 }
 
 static int tick_sparse(struct run *r, struct vg_error *err)
 {
     uint32_t n = due(r, SPARSE_RATE);
-    uint32_t first = (uint32_t)(r->done % (SPARSE_IDX - MAX_PER_TICK));
+    uint32_t first = (uint32_t)(r->d->done % (SPARSE_IDX - MAX_PER_TICK));
     bool b = true;
     int ret = n ? busy(r, &b, err) : 0;
 
@@ -655,8 +716,8 @@ static int tick_sparse(struct run *r, struct vg_error *err)
             VGPU_OP_SCATTER_ADD, TABLE_OFF, sparse_rows(r), PAGE_SIZE,
             IDX_OFF + 4ull * first, n, float_bits(1.0f));
 
-        ret = vg_vgpu_submit(&r->gpu, &c, 1, err);
-        r->done += n;
+        ret = vg_vgpu_submit(&r->d->gpu, &c, 1, err);
+        r->d->done += n;
     }
     return ret;
 }
@@ -668,7 +729,7 @@ static int tick_cpu(struct run *r, struct vg_error *err)
     return ret < 0 ? ret : 0;
 }
 
-static int tick(struct run *r, struct vg_error *err)
+static int tick_one(struct run *r, struct vg_error *err)
 {
     switch (r->c->wl) {
     case WL_INFER:
@@ -683,6 +744,19 @@ static int tick(struct run *r, struct vg_error *err)
     default:
         return 0;
     }
+}
+
+/* The workload's next tick on every vGPU. */
+static int tick(struct run *r, struct vg_error *err)
+{
+    int ret = 0;
+
+    for (unsigned i = 0; ret == 0 && i < r->c->vgpus; i++) {
+        r->d = &r->dev[i];
+        ret = tick_one(r, err);
+    }
+    r->d = &r->dev[0];
+    return ret;
 }
 
 /* ---------------------------------------------------------- migration */
@@ -703,8 +777,9 @@ static bool force_due(struct run *r, const struct vg_mig_info *info)
     gint64 now = g_get_monotonic_time();
     int64_t since;
 
-    if (!r->pass_us && (modes[r->c->mode].precopy[0] == 'n' ||
-                        info->vfio_transferred >= (int64_t)r->c->vram)) {
+    if (!r->pass_us &&
+        (modes[r->c->mode].precopy[0] == 'n' ||
+         info->vfio_transferred >= (int64_t)(r->c->vram * r->c->vgpus))) {
         r->pass_us = now;
     }
     since = r->pass_us ? (now - r->pass_us) / 1000 : 0;
@@ -747,8 +822,8 @@ static int migrate(struct run *r, struct vg_error *err)
     vg_qtest_set_timeout(r->src.qemu->qt, QMP_TIMEOUT_MS); /* CPU writes */
     ret = bench_mig_prepare(r->src.qemu->qmp, r->dst.qemu->qmp, r->o->channels,
                             &uri, err);
-    r->force_ms =
-        FORCE_BASE_MS + (int64_t)(r->c->vram >> 30) * FORCE_PER_GIB_MS;
+    r->force_ms = FORCE_BASE_MS + (int64_t)((r->c->vram * r->c->vgpus) >> 30) *
+                                      FORCE_PER_GIB_MS;
     r->t0_us = g_get_monotonic_time();
     if (ret == 0) {
         ret = start_cpu_writer(r, err);
@@ -830,15 +905,59 @@ static int verify_cpu(struct run *r, const struct vg_stats *s,
     return 0;
 }
 
+/* The statistics of another vGPU of the VM: bytes add up, the device's
+ * stop-copy is the longest one's. */
+static void add_stats(struct cell *c, const struct vg_stats *s)
+{
+    struct cell one = {0};
+
+    record_stats(&one, s);
+    c->stopcopy_ms = MAX(c->stopcopy_ms, one.stopcopy_ms);
+    c->stopcopy_read_ms = MAX(c->stopcopy_read_ms, one.stopcopy_read_ms);
+    c->bytes_sent += one.bytes_sent;
+    c->precopy_bytes += one.precopy_bytes;
+    c->stopcopy_bytes += one.stopcopy_bytes;
+    c->final_dirty += one.final_dirty;
+    c->estimate += one.estimate;
+    c->rounds = MAX(c->rounds, one.rounds);
+    c->throttle = MAX(c->throttle, one.throttle);
+}
+
+/* vGPU @i (> 0) of a VM of several: both servers agree on its VRAM. */
+static int verify_more(struct run *r, unsigned i, struct vg_error *err)
+{
+    struct vg_stats s = {0}, d = {0};
+    int ret = vg_stats_wait(r->src.stats[i], stats_done, "stop", STATS_WAIT_MS,
+                            &s, err);
+
+    if (ret == 0) {
+        ret = vg_stats_wait(r->dst.stats[i], stats_done, "running",
+                            STATS_WAIT_MS, &d, err);
+    }
+    if (ret == 0) {
+        add_stats(r->c, &s);
+        if (strcmp(s.vram_checksum, d.vram_checksum) != 0) {
+            r->c->verified = false;
+            ret = vg_error_set(err, EIO,
+                               "vGPU %u: VRAM checksum %s at the source, %s "
+                               "at the destination",
+                               i, s.vram_checksum, d.vram_checksum);
+        }
+    }
+    vg_stats_clear(&s);
+    vg_stats_clear(&d);
+    return ret;
+}
+
 static int verify(struct run *r, struct vg_error *err)
 {
     struct vg_stats s = {0}, d = {0};
-    int ret =
-        vg_stats_wait(r->src.stats, stats_done, "stop", STATS_WAIT_MS, &s, err);
+    int ret = vg_stats_wait(r->src.stats[0], stats_done, "stop", STATS_WAIT_MS,
+                            &s, err);
 
     if (ret == 0) {
-        ret = vg_stats_wait(r->dst.stats, stats_done, "running", STATS_WAIT_MS,
-                            &d, err);
+        ret = vg_stats_wait(r->dst.stats[0], stats_done, "running",
+                            STATS_WAIT_MS, &d, err);
     }
     if (ret == 0 && r->cw) {
         record_stats(r->c, &s);
@@ -855,6 +974,9 @@ static int verify(struct run *r, struct vg_error *err)
     }
     vg_stats_clear(&s);
     vg_stats_clear(&d);
+    for (unsigned i = 1; ret == 0 && i < r->c->vgpus; i++) {
+        ret = verify_more(r, i, err);
+    }
     return ret;
 }
 
@@ -880,6 +1002,7 @@ static int run_cell(const struct bench_opts *o, struct cell *c)
     struct vg_error err = {0};
     int ret;
 
+    r.d = &r.dev[0];
     r.rng = g_rand_new_with_seed(0x76676d67u ^ (uint32_t)c->wl);
     ret = vg_tmpdir_create("bench", &r.dir, &err);
     if (ret == 0) {
@@ -961,8 +1084,8 @@ static void json_cell(GString *js, const struct cell *c, double rate,
     g_string_append_printf(
         js,
         "  {\"workload\": \"%s\", \"vram_bytes\": %" PRIu64
-        ", \"mode\": \"%s\", \"precopy\": \"%s\", \"dirty_track\": \"%s\", "
-        "\"channels\": %u, "
+        ", \"vgpus\": %u, \"mode\": \"%s\", \"precopy\": \"%s\", "
+        "\"dirty_track\": \"%s\", \"channels\": %u, "
         "\"downtime_ms\": %" PRId64 ", \"device_stopcopy_ms\": %.3f, "
         "\"stopcopy_read_ms\": %.3f, \"total_ms\": %" PRId64
         ", \"bytes_sent\": %" PRId64 ", \"precopy_bytes\": %" PRId64
@@ -975,13 +1098,14 @@ static void json_cell(GString *js, const struct cell *c, double rate,
         ", \"cpu_writes_before_stop\": %" PRIu64
         ", \"cpu_writes_uncertain\": %" PRIu64 ", \"cpu_writes_per_s\": %.0f"
         ", \"forced\": %s, \"verified\": %s, \"error\": \"%s\"}",
-        wl_names[c->wl], c->vram, modes[c->mode].name, modes[c->mode].precopy,
-        modes[c->mode].track, c->channels, c->downtime_ms, c->stopcopy_ms,
-        c->stopcopy_read_ms, c->total_ms, c->bytes_sent, c->precopy_bytes,
-        c->stopcopy_bytes, c->vram, c->final_dirty, rate, c->stream_bps,
-        floor_ms(c, rate), ram, floor_ms(c, ram), c->estimate, c->rounds,
-        c->throttle, c->cpu_writes, c->cpu_uncertain, c->cpu_rate,
-        c->forced ? "true" : "false", c->verified ? "true" : "false", c->error);
+        wl_names[c->wl], c->vram, c->vgpus, modes[c->mode].name,
+        modes[c->mode].precopy, modes[c->mode].track, c->channels,
+        c->downtime_ms, c->stopcopy_ms, c->stopcopy_read_ms, c->total_ms,
+        c->bytes_sent, c->precopy_bytes, c->stopcopy_bytes, c->vram * c->vgpus,
+        c->final_dirty, rate, c->stream_bps, floor_ms(c, rate), ram,
+        floor_ms(c, ram), c->estimate, c->rounds, c->throttle, c->cpu_writes,
+        c->cpu_uncertain, c->cpu_rate, c->forced ? "true" : "false",
+        c->verified ? "true" : "false", c->error);
 }
 
 static int write_file(const char *path, const GString *s, struct vg_error *err)
@@ -1611,8 +1735,11 @@ static void md_kept(GString *s, const char *path)
     }
 }
 
+static void md_multi(GString *s, const struct cell *cells, unsigned n);
+
 static int write_doc(const struct bench_opts *o, const struct cell *cells,
-                     unsigned n, const struct anchors *an, double wall_s,
+                     unsigned n, const struct cell *multi, unsigned nmulti,
+                     const struct anchors *an, double wall_s,
                      struct vg_error *err)
 {
     GString *s = g_string_new("# vgmig live-migration benchmark\n\n");
@@ -1632,6 +1759,7 @@ static int write_doc(const struct bench_opts *o, const struct cell *cells,
     md_vs_ram(s, cells, n, an);
     md_cpu_writes(s, cells, n);
     md_targets(s, cells, n);
+    md_multi(s, multi, nmulti);
     g_string_append(s, "\nPlot: benchmarks-downtime.png (downtime against "
                        "VRAM size per mode, idle and inference).\n\n"
                        "![downtime against VRAM size]"
@@ -1662,7 +1790,8 @@ static void print_cell(const struct cell *c)
            "estimate/sent %.1f/%.1f MiB%s, rounds %" PRId64
            ", throttle %" PRId64 "%%%s%s\n",
            wl_names[c->wl], c->vram >> 20, modes[c->mode].name, c->downtime_ms,
-           c->stopcopy_ms, c->total_ms, (double)c->bytes_sent / (double)c->vram,
+           c->stopcopy_ms, c->total_ms,
+           (double)c->bytes_sent / (double)(c->vram * c->vgpus),
            (double)c->estimate / (1 << 20),
            (double)c->stopcopy_bytes / (1 << 20),
            estimate_held(c) ? "" : " (over)", c->rounds, c->throttle,
@@ -1711,6 +1840,7 @@ static unsigned run_size(const struct bench_opts *o, uint64_t vram,
             cells[n] = (struct cell){.wl = w,
                                      .mode = m,
                                      .vram = vram,
+                                     .vgpus = 1,
                                      .channels = o->channels,
                                      .downtime_ms = -1,
                                      .total_ms = -1};
@@ -1736,6 +1866,117 @@ static unsigned run_all(const struct bench_opts *o, struct cell *cells,
     return n;
 }
 
+/* --multi-vgpu: idle and inference (those of --workloads), mode ours,
+ * with one vGPU of the size and with MULTI_VGPUS of it; returns how many
+ * cells ran. */
+static unsigned run_multi(const struct bench_opts *o, struct cell *cells,
+                          unsigned *failed)
+{
+    static const enum workload wls[] = {WL_IDLE, WL_INFER};
+    unsigned n = 0;
+
+    for (unsigned w = 0; o->multi_size && w < G_N_ELEMENTS(wls); w++) {
+        for (unsigned v = 1; v <= MULTI_VGPUS; v += MULTI_VGPUS - 1) {
+            if (!(o->wl_mask & (1u << wls[w])) || n == MAX_MULTI_CELLS) {
+                continue;
+            }
+            cells[n] = (struct cell){.wl = wls[w],
+                                     .mode = MODE_OURS,
+                                     .vram = o->multi_size,
+                                     .vgpus = v,
+                                     .channels = o->channels,
+                                     .downtime_ms = -1,
+                                     .total_ms = -1};
+            *failed += run_cell(o, &cells[n]) < 0;
+            printf("%u x ", v);
+            print_cell(&cells[n]);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* The cell of @wl with @vgpus vGPUs among the --multi-vgpu cells. */
+static const struct cell *find_multi(const struct cell *cells, unsigned n,
+                                     enum workload wl, unsigned vgpus)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (cells[i].wl == wl && cells[i].vgpus == vgpus && cells[i].verified) {
+            return &cells[i];
+        }
+    }
+    return NULL;
+}
+
+/* The section of the --multi-vgpu cells: each cell, and per workload the
+ * downtime of MULTI_VGPUS vGPUs over that of one against the target. */
+static void md_multi(GString *s, const struct cell *cells, unsigned n)
+{
+    if (!n) {
+        return;
+    }
+    g_string_append_printf(
+        s,
+        "\n## Several vGPUs per VM\n\nA VM with %d vGPUs of the same VRAM "
+        "(a vgpu-server each, the same workload on each, mode ours) "
+        "against one with one vGPU (`--multi-vgpu`).  Device stop-copy: "
+        "the longest device's; bytes: all devices'.\n\n| workload | VRAM "
+        "per vGPU | vGPUs | downtime ms (QEMU) | device stop-copy ms | "
+        "total ms | bytes on the wire | forced |\n"
+        "|---|---|---:|---:|---:|---:|---:|---|\n",
+        MULTI_VGPUS);
+    for (unsigned i = 0; i < n; i++) {
+        const struct cell *c = &cells[i];
+
+        g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
+        md_size(s, c->vram);
+        g_string_append_printf(s,
+                               " | %u | %" PRId64 " | %.1f | %" PRId64
+                               " | %" PRId64 " | %s |\n",
+                               c->vgpus, c->downtime_ms, c->stopcopy_ms,
+                               c->total_ms, c->bytes_sent,
+                               !c->verified ? "failed"
+                               : c->forced  ? "yes"
+                                            : "no");
+    }
+    g_string_append(s, "\n");
+    for (unsigned w = 0; w < WL_COUNT; w++) {
+        const struct cell *one = find_multi(cells, n, w, 1);
+        const struct cell *many = find_multi(cells, n, w, MULTI_VGPUS);
+        double ratio;
+
+        if (!one || !many) {
+            continue;
+        }
+        ratio = (double)many->downtime_ms / (double)MAX(one->downtime_ms, 1);
+        g_string_append_printf(
+            s,
+            "- %s: downtime with %d vGPUs / with one: %" PRId64 " / %" PRId64
+            " ms = %.2f (target <= %.1f: %s)\n",
+            wl_names[w], MULTI_VGPUS, many->downtime_ms, one->downtime_ms,
+            ratio, MULTI_TARGET, ratio <= MULTI_TARGET ? "met" : "missed");
+    }
+}
+
+static int write_multi_json(const struct bench_opts *o,
+                            const struct cell *cells, unsigned n,
+                            struct vg_error *err)
+{
+    g_autofree char *path =
+        g_build_filename(o->out_dir, "results-multi.json", NULL);
+    GString *js = g_string_new("[\n");
+    int ret;
+
+    for (unsigned i = 0; i < n; i++) {
+        json_cell(js, &cells[i], 0, 0);
+        g_string_append(js, i + 1 < n ? ",\n" : "\n");
+    }
+    g_string_append(js, "]\n");
+    ret = write_file(path, js, err);
+    g_string_free(js, TRUE);
+    return ret;
+}
+
 static void print_ratios(const struct cell *cells, unsigned n,
                          const struct anchors *an)
 {
@@ -1750,10 +1991,11 @@ static void print_ratios(const struct cell *cells, unsigned n,
 int main(int argc, char **argv)
 {
     static struct cell cells[MAX_CELLS];
+    static struct cell multi[MAX_MULTI_CELLS];
     static struct anchors an;
     struct bench_opts o = {0};
     struct vg_error err = {0};
-    unsigned n, failed = 0, est_ok, n_est, dt_ok, n_dt;
+    unsigned n, nmulti, failed = 0, est_ok, n_est, dt_ok, n_dt;
     gint64 t0 = g_get_monotonic_time();
     int ret;
 
@@ -1769,18 +2011,29 @@ int main(int argc, char **argv)
     }
     note_load();
     n = run_all(&o, cells, &an, &failed);
+    nmulti = run_multi(&o, multi, &failed);
     ret = write_json(&o, cells, n, &an, &err);
     if (ret == 0) {
         ret = write_plot_data(&o, cells, n, &err);
     }
+    if (ret == 0 && nmulti) {
+        ret = write_multi_json(&o, multi, nmulti, &err);
+    }
     if (ret == 0 && o.doc) {
-        ret = write_doc(&o, cells, n, &an,
+        ret = write_doc(&o, cells, n, multi, nmulti, &an,
                         (double)(g_get_monotonic_time() - t0) / 1e6, &err);
     }
     if (ret < 0) {
         fprintf(stderr, "vgmig-bench: %s\n", err.msg);
     }
     print_ratios(cells, n, &an);
+    if (nmulti) {
+        GString *ms = g_string_new("");
+
+        md_multi(ms, multi, nmulti);
+        fputs(ms->str, stdout);
+        g_string_free(ms, TRUE);
+    }
     count_bounds(cells, n, &est_ok, &n_est, &dt_ok, &n_dt);
     printf("vgmig-bench: stop-copy sent <= 1.2 x estimate + 1 MiB in %u of "
            "%u cells; downtime <= %d ms in %u of %u cells not forced\n",

@@ -41,38 +41,65 @@ static int read_hex_attr(const char *bdf, const char *attr, unsigned long *val,
     return 0;
 }
 
-int vgg_pci_find(char *bdf, size_t len, struct vg_error *err)
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+int vgg_pci_find_all(char (*bdfs)[VGG_BDF_LEN], unsigned max, unsigned *n,
+                     struct vg_error *err)
 {
     DIR *d = opendir(VGG_SYSFS_PCI);
     struct dirent *de;
-    int rc = -ENODEV;
 
+    *n = 0;
     if (!d) {
         return vg_error_set(err, errno, "%s: %s", VGG_SYSFS_PCI,
                             strerror(errno));
     }
-    while (rc == -ENODEV && (de = readdir(d))) {
+    while ((de = readdir(d))) {
         unsigned long ven = 0, dev = 0;
 
         if (de->d_name[0] == '.' ||
             read_hex_attr(de->d_name, "vendor", &ven, NULL) < 0 ||
-            read_hex_attr(de->d_name, "device", &dev, NULL) < 0) {
+            read_hex_attr(de->d_name, "device", &dev, NULL) < 0 ||
+            ven != VGPU_PCI_VENDOR_ID || dev != VGPU_PCI_DEVICE_ID) {
             continue;
         }
-        if (ven == VGPU_PCI_VENDOR_ID && dev == VGPU_PCI_DEVICE_ID) {
-            snprintf(bdf, len, "%s", de->d_name);
-            rc = 0;
+        if (*n == max) {
+            closedir(d);
+            return vg_error_set(
+                err, E2BIG, "more than %u vGPUs (PCI %04x:%04x) in %s", max,
+                VGPU_PCI_VENDOR_ID, VGPU_PCI_DEVICE_ID, VGG_SYSFS_PCI);
         }
+        if (strlen(de->d_name) >= VGG_BDF_LEN) {
+            continue; /* not a PCI address */
+        }
+        memcpy(bdfs[(*n)++], de->d_name, strlen(de->d_name) + 1);
     }
     closedir(d);
-    if (rc < 0) {
+    if (*n == 0) {
         return vg_error_set(err, ENODEV,
                             "no PCI device %04x:%04x in %s (is the "
                             "vfio-user-pci device attached?)",
                             VGPU_PCI_VENDOR_ID, VGPU_PCI_DEVICE_ID,
                             VGG_SYSFS_PCI);
     }
+    /* In bus order: the same device is vGPU 0 on every boot. */
+    qsort(bdfs, *n, VGG_BDF_LEN, cmp_name);
     return 0;
+}
+
+int vgg_pci_find(char *bdf, size_t len, struct vg_error *err)
+{
+    char bdfs[VGG_MAX_DEVICES][VGG_BDF_LEN];
+    unsigned n;
+    int rc = vgg_pci_find_all(bdfs, VGG_MAX_DEVICES, &n, err);
+
+    if (rc == 0) {
+        snprintf(bdf, len, "%s", bdfs[0]);
+    }
+    return rc;
 }
 
 /* Turn on memory decoding and bus mastering: "enable" does the first,

@@ -17,9 +17,12 @@
 #include "common/error.h"
 
 #define VGG_SYSFS_PCI "/sys/bus/pci/devices"
+#define VGG_BDF_LEN   32
+/* The most vGPUs one vgpu-guest drives (--all-devices). */
+#define VGG_MAX_DEVICES 8
 
 struct vgg_dev {
-    char bdf[32];            /* e.g. "0000:00:02.0" */
+    char bdf[VGG_BDF_LEN];   /* e.g. "0000:00:02.0" */
     volatile uint32_t *regs; /* BAR0 */
     uint64_t regs_size;
     volatile uint8_t *vram; /* BAR2 */
@@ -27,8 +30,13 @@ struct vgg_dev {
     uint32_t page_size; /* the device's tracking page (PAGE_SIZE) */
 };
 
-/* Name of the first vGPU in sysfs into @bdf (@len bytes); -ENODEV if
- * there is none. */
+/* Names of all vGPUs in sysfs, in bus order, into @bdfs (at most @max;
+ * more is an error -E2BIG), their number in *@n; -ENODEV if there is
+ * none. */
+int vgg_pci_find_all(char (*bdfs)[VGG_BDF_LEN], unsigned max, unsigned *n,
+                     struct vg_error *err);
+/* Name of the first vGPU (in bus order) into @bdf (@len bytes); -ENODEV
+ * if there is none. */
 int vgg_pci_find(char *bdf, size_t len, struct vg_error *err);
 /* Enable device @bdf and map its BARs; checks the ID register and that
  * the VRAM_SIZE registers match BAR2's size. */

@@ -39,18 +39,25 @@ struct opts {
     uint64_t seed;
     bool no_huge;
     bool no_device;
+    bool all_devices;
+};
+
+/* One vGPU the tool drives, with its model. */
+struct unit {
+    struct vgg_gpu gpu;
+    struct vgg_work work;
+    uint64_t sample_next; /* round-robin cursor of the sample */
+    uint64_t dma_reported;
 };
 
 struct state {
     struct opts o;
-    struct vgg_gpu gpu;
-    struct vgg_work work;
+    struct unit units[VGG_MAX_DEVICES];
+    unsigned nunits;
     uint64_t t0_ms;
-    uint64_t sample_next; /* round-robin cursor of the sample */
     uint64_t sampled, sample_corrupt, verify_corrupt;
     unsigned verifies;
     uint64_t hb_seq, last_hb_ms, max_gap_ms, max_stall_ms;
-    uint64_t dma_reported;
     char line[256];
     size_t line_len;
     bool stdin_ok;
@@ -101,6 +108,10 @@ static void usage(FILE *f)
         "                        [default: all]\n"
         "  -d, --device BDF      use PCI device BDF (e.g. 0000:00:02.0)\n"
         "                        instead of the first vGPU found\n"
+        "  -a, --all-devices     drive every vGPU found (at most %u), each\n"
+        "                        with its own ring, model and workload\n"
+        "                        (seed N + its index, in bus order);\n"
+        "                        counts and checks cover all of them\n"
         "  -i, --interval MS     at most one workload step every MS\n"
         "                        milliseconds [20]\n"
         "  -b, --heartbeat MS    heartbeat period [250]\n"
@@ -127,12 +138,16 @@ static void usage(FILE *f)
         "  status    print a heartbeat line now\n"
         "  inject    self-test of the checker: flip bits of one word of a\n"
         "            page that is never written again, behind the model's\n"
-        "            back; prints 'injected page= offset= word= expected=\n"
-        "            actual=', which the next verify must report\n"
+        "            back (on the first vGPU); prints 'injected page=\n"
+        "            offset= word= expected= actual= dev=', which the next\n"
+        "            verify must report\n"
         "  quit      check every page, print the 'done' line and exit\n"
         "\n"
         "Output (standard output, one line each, parseable as key=value):\n"
-        "  vgpu-guest: ready bdf= vram= pages= ring= profiles= init_ms=\n"
+        "  vgpu-guest: device dev= bdf= vram= pages= device_page= ring=\n"
+        "      huge=   one line per vGPU driven, before ready\n"
+        "  vgpu-guest: ready devices= bdf= vram= pages= profiles= init_ms=\n"
+        "      bdf is a comma-separated list, vram and pages the totals\n"
         "  vgpu-guest: hb seq= t_ms= steps= cmds= pages_written= cpu_stores=\n"
         "      dma_checks= sampled= corrupt= gap_ms= max_gap_ms= stall_ms=\n"
         "      heartbeats every --heartbeat ms; gap_ms is the guest time\n"
@@ -145,8 +160,9 @@ static void usage(FILE *f)
         "      every --pulse ms; gap_us is the guest time since the\n"
         "      previous pulse\n"
         "  vgpu-guest: verify seq= pages= corrupt= ms=\n"
+        "      pages and corrupt count all vGPUs driven\n"
         "  vgpu-guest: CORRUPT check= page= offset= kind= gen= word=\n"
-        "      expected= actual= words=\n"
+        "      expected= actual= words= dev=\n"
         "      a page that differs from the model: the first differing\n"
         "      32-bit word, expected and actual value, how many words\n"
         "      differ (check is sample, verify or dma)\n"
@@ -159,7 +175,7 @@ static void usage(FILE *f)
         "The guest's clock does not advance while the VM is stopped for a\n"
         "migration's switchover; the pause an outside observer sees is the\n"
         "gap between heartbeat lines as they arrive on the console.\n",
-        VGPU_PCI_VENDOR_ID, VGPU_PCI_DEVICE_ID);
+        VGPU_PCI_VENDOR_ID, VGPU_PCI_DEVICE_ID, VGG_MAX_DEVICES);
 }
 
 static bool parse_uint(const char *s, unsigned max, unsigned *out)
@@ -181,6 +197,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     static const struct option longopts[] = {
         {"profile", required_argument, NULL, 'p'},
         {"device", required_argument, NULL, 'd'},
+        {"all-devices", no_argument, NULL, 'a'},
         {"interval", required_argument, NULL, 'i'},
         {"heartbeat", required_argument, NULL, 'b'},
         {"pulse", required_argument, NULL, 'P'},
@@ -200,7 +217,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     *o = (struct opts){
         .interval_ms = 20, .heartbeat_ms = 250, .sample = 16, .seed = 1};
     vgg_profiles_parse("all", &o->profiles);
-    while ((c = getopt_long(argc, argv, "p:d:i:b:P:s:t:r:l:h", longopts,
+    while ((c = getopt_long(argc, argv, "p:d:ai:b:P:s:t:r:l:h", longopts,
                             NULL)) != -1) {
         bool ok = true;
 
@@ -210,6 +227,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         case 'd':
             o->bdf = optarg;
+            break;
+        case 'a':
+            o->all_devices = true;
             break;
         case 'i':
             ok = parse_uint(optarg, 60000, &o->interval_ms);
@@ -260,89 +280,122 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         fprintf(stderr, "vgpu-guest: unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
+    if (o->all_devices && (o->bdf || o->no_device)) {
+        fprintf(stderr, "vgpu-guest: --all-devices goes with neither "
+                        "--device nor --no-device\n");
+        return -1;
+    }
     return 0;
 }
 
-static void report(const char *check, const struct vgg_page *e,
+static void report(const char *check, unsigned dev, const struct vgg_page *e,
                    const struct vgg_mismatch *m)
 {
     printf(PREFIX "CORRUPT check=%s page=%" PRIu64 " offset=0x%" PRIx64
                   " kind=%s gen=%u word=%u expected=0x%08x actual=0x%08x "
-                  "words=%u\n",
+                  "words=%u dev=%u\n",
            check, m->page, m->page * VGG_PAGE_SIZE + m->word * 4u,
            vgg_kind_name(e->kind), e->gen, m->word, m->expected, m->actual,
-           m->nwords);
+           m->nwords, dev);
 }
 
-/* Check every page; print the result line; the corrupt page count. */
+/* Check every page of every vGPU; print the result line; the corrupt
+ * page count. */
 static uint64_t verify_all(struct state *s)
 {
-    uint64_t t0 = now_ms(), bad = 0;
+    uint64_t t0 = now_ms(), bad = 0, pages = 0;
     struct vgg_mismatch m;
 
-    for (uint64_t p = 0; p < s->work.npages; p++) {
-        if (!vgg_work_check(&s->work, p, &m)) {
-            if (bad++ < MAX_REPORTS) {
-                report("verify", &s->work.model[p], &m);
+    for (unsigned d = 0; d < s->nunits; d++) {
+        const struct vgg_work *w = &s->units[d].work;
+
+        for (uint64_t p = 0; p < w->npages; p++) {
+            if (!vgg_work_check(w, p, &m) && bad++ < MAX_REPORTS) {
+                report("verify", d, &w->model[p], &m);
             }
         }
+        pages += w->npages;
     }
     printf(PREFIX "verify seq=%u pages=%" PRIu64 " corrupt=%" PRIu64
                   " ms=%" PRIu64 "\n",
-           s->verifies++, s->work.npages, bad, now_ms() - t0);
+           s->verifies++, pages, bad, now_ms() - t0);
     s->verify_corrupt += bad;
     return bad;
 }
 
-/* The sample after a step: alternately the next page of a sweep over
- * VRAM and a random page. */
-static void verify_sample(struct state *s)
+/* The sample of vGPU @d after a step: alternately the next page of a
+ * sweep over its VRAM and a random page. */
+static void verify_sample(struct state *s, unsigned d)
 {
+    struct unit *u = &s->units[d];
     struct vgg_mismatch m;
 
     for (unsigned i = 0; i < s->o.sample; i++) {
         uint64_t p;
 
         if (i % 2 == 0) {
-            p = s->sample_next;
-            s->sample_next = (s->sample_next + 1) % s->work.npages;
+            p = u->sample_next;
+            u->sample_next = (u->sample_next + 1) % u->work.npages;
         } else {
-            p = vgg_work_rand(&s->work) % s->work.npages;
+            p = vgg_work_rand(&u->work) % u->work.npages;
         }
         s->sampled++;
-        if (!vgg_work_check(&s->work, p, &m)) {
-            if (s->sample_corrupt++ < MAX_REPORTS) {
-                report("sample", &s->work.model[p], &m);
-            }
+        if (!vgg_work_check(&u->work, p, &m) &&
+            s->sample_corrupt++ < MAX_REPORTS) {
+            report("sample", d, &u->work.model[p], &m);
         }
     }
-    while (s->dma_reported < s->work.dma_corrupt) {
+    while (u->dma_reported < u->work.dma_corrupt) {
         /* Only the first DMA mismatch is kept in detail. */
-        if (s->dma_reported++ == 0) {
-            report("dma", &s->work.model[s->work.dma_first.page],
-                   &s->work.dma_first);
+        if (u->dma_reported++ == 0) {
+            report("dma", d, &u->work.model[u->work.dma_first.page],
+                   &u->work.dma_first);
         }
     }
 }
 
+/* Steps of the busiest profile of the first vGPU (every vGPU makes the
+ * same steps). */
 static uint64_t total_steps(const struct state *s)
 {
     uint64_t n = 0;
 
-    for (unsigned p = 0; p < VGG_P_COUNT; p++) {
-        n = s->work.steps[p] > n ? s->work.steps[p] : n;
+    for (unsigned p = 0; s->nunits && p < VGG_P_COUNT; p++) {
+        n = s->units[0].work.steps[p] > n ? s->units[0].work.steps[p] : n;
     }
     return n;
 }
 
+/* Sums over the vGPUs driven. */
+struct totals {
+    uint64_t cmds, pages_written, cpu_stores, dma_checks, dma_corrupt;
+};
+
+static struct totals totals(const struct state *s)
+{
+    struct totals t = {0};
+
+    for (unsigned d = 0; d < s->nunits; d++) {
+        const struct unit *u = &s->units[d];
+
+        t.cmds += u->gpu.cmds;
+        t.pages_written += u->work.pages_written;
+        t.cpu_stores += u->work.cpu_stores;
+        t.dma_checks += u->work.dma_checks;
+        t.dma_corrupt += u->work.dma_corrupt;
+    }
+    return t;
+}
+
 static uint64_t corrupt_total(const struct state *s)
 {
-    return s->sample_corrupt + s->verify_corrupt + s->work.dma_corrupt;
+    return s->sample_corrupt + s->verify_corrupt + totals(s).dma_corrupt;
 }
 
 static void heartbeat(struct state *s, uint64_t now)
 {
     uint64_t gap = s->hb_seq ? now - s->last_hb_ms : 0;
+    struct totals t = totals(s);
     struct vgg_pulse_stats ps;
 
     vgg_pulse_stats(&ps);
@@ -353,10 +406,9 @@ static void heartbeat(struct state *s, uint64_t now)
                   " sampled=%" PRIu64 " corrupt=%" PRIu64 " gap_ms=%" PRIu64
                   " max_gap_ms=%" PRIu64 " stall_ms=%" PRIu64 " pulses=%" PRIu64
                   " pulse_max_gap_us=%" PRIu64 "\n",
-           s->hb_seq, now - s->t0_ms, total_steps(s), s->gpu.cmds,
-           s->work.pages_written, s->work.cpu_stores, s->work.dma_checks,
-           s->sampled, corrupt_total(s), gap, s->max_gap_ms, s->max_stall_ms,
-           ps.count, ps.max_gap_us);
+           s->hb_seq, now - s->t0_ms, total_steps(s), t.cmds, t.pages_written,
+           t.cpu_stores, t.dma_checks, s->sampled, corrupt_total(s), gap,
+           s->max_gap_ms, s->max_stall_ms, ps.count, ps.max_gap_us);
     s->hb_seq++;
     s->last_hb_ms = now;
 }
@@ -384,9 +436,9 @@ static bool command(struct state *s, const char *cmd)
     } else if (!strcmp(cmd, "inject")) {
         struct vgg_mismatch m;
 
-        vgg_work_inject(&s->work, &m);
+        vgg_work_inject(&s->units[0].work, &m);
         printf(PREFIX "injected page=%" PRIu64 " offset=0x%" PRIx64
-                      " word=%u expected=0x%08x actual=0x%08x\n",
+                      " word=%u expected=0x%08x actual=0x%08x dev=0\n",
                m.page, m.page * VGG_PAGE_SIZE + m.word * 4u, m.word, m.expected,
                m.actual);
     } else if (!strcmp(cmd, "quit")) {
@@ -446,6 +498,24 @@ static void quiet_stdin(void)
     }
 }
 
+/* One step of every vGPU, each followed by its sample. */
+static int step(struct state *s, bool busy, struct vg_error *err)
+{
+    for (unsigned d = 0; d < s->nunits; d++) {
+        struct unit *u = &s->units[d];
+
+        if (busy && vgg_work_step(&u->work, err) < 0) {
+            vg_error_prefix(err, "vGPU %u (%s)", d, u->gpu.dev.bdf);
+            return -1;
+        }
+        if (!busy) {
+            u->work.steps[VGG_P_IDLE]++;
+        }
+        verify_sample(s, d);
+    }
+    return 0;
+}
+
 static int run(struct state *s)
 {
     bool busy = s->o.profiles & ~(1u << VGG_P_IDLE);
@@ -457,14 +527,10 @@ static int run(struct state *s)
 
         now = now_ms();
         if (now >= next_step) {
-            if (busy && vgg_work_step(&s->work, &err) < 0) {
+            if (step(s, busy, &err) < 0) {
                 printf(PREFIX "error: %s\n", err.msg);
                 return 2;
             }
-            if (!busy) {
-                s->work.steps[VGG_P_IDLE]++;
-            }
-            verify_sample(s);
             next_step = now + (busy ? s->o.interval_ms : s->o.heartbeat_ms);
         }
         if (now >= next_hb) {
@@ -517,11 +583,82 @@ static int start_pulse(const struct state *s)
     return rc;
 }
 
+/* Open the vGPUs to drive (--device, the first found, or all of them
+ * with --all-devices) and lay out their VRAM. */
+static int open_units(struct state *s, struct vg_error *err)
+{
+    char bdfs[VGG_MAX_DEVICES][VGG_BDF_LEN];
+    unsigned n = 1;
+    int rc = 0;
+
+    if (s->o.all_devices) {
+        rc = vgg_pci_find_all(bdfs, VGG_MAX_DEVICES, &n, err);
+    } else if (s->o.bdf) {
+        snprintf(bdfs[0], sizeof(bdfs[0]), "%s", s->o.bdf);
+    } else {
+        rc = vgg_pci_find(bdfs[0], sizeof(bdfs[0]), err);
+    }
+    for (unsigned d = 0; rc == 0 && d < n; d++) {
+        struct unit *u = &s->units[d];
+
+        rc = vgg_gpu_open(&u->gpu, bdfs[d], s->o.no_huge, err);
+        if (rc == 0) {
+            rc = vgg_work_init(&u->work, &u->gpu, s->o.profiles, s->o.seed + d,
+                               err);
+            if (rc < 0) {
+                vgg_gpu_close(&u->gpu); /* the model is freed already */
+            }
+        }
+        if (rc == 0) {
+            s->nunits++;
+        } else {
+            vg_error_prefix(err, "vGPU %u (%s)", d, bdfs[d]);
+        }
+    }
+    return rc;
+}
+
+static void close_units(struct state *s)
+{
+    for (unsigned d = 0; d < s->nunits; d++) {
+        vgg_work_free(&s->units[d].work);
+        vgg_gpu_close(&s->units[d].gpu);
+    }
+    s->nunits = 0;
+}
+
+/* A device line per vGPU, then the ready line with the totals. */
+static void print_ready(const struct state *s)
+{
+    char names[96], bdfs[VGG_MAX_DEVICES * VGG_BDF_LEN] = "";
+    uint64_t vram = 0, pages = 0;
+
+    for (unsigned d = 0; d < s->nunits; d++) {
+        const struct unit *u = &s->units[d];
+
+        printf(PREFIX "device dev=%u bdf=%s vram=%" PRIu64 " pages=%" PRIu64
+                      " device_page=%u ring=%u huge=%d\n",
+               d, u->gpu.dev.bdf, u->gpu.dev.vram_size, u->work.npages,
+               u->gpu.dev.page_size, u->gpu.ring_entries,
+               u->gpu.dma.huge ? 1 : 0);
+        vram += u->gpu.dev.vram_size;
+        pages += u->work.npages;
+        snprintf(bdfs + strlen(bdfs), sizeof(bdfs) - strlen(bdfs), "%s%s",
+                 d ? "," : "", u->gpu.dev.bdf);
+    }
+    vgg_profiles_format(s->o.profiles, names, sizeof(names));
+    printf(PREFIX "ready devices=%u bdf=%s vram=%" PRIu64 " pages=%" PRIu64
+                  " device_page=%u ring=%u huge=%d profiles=%s init_ms=%" PRIu64
+                  "\n",
+           s->nunits, bdfs, vram, pages, s->units[0].gpu.dev.page_size,
+           s->units[0].gpu.ring_entries, s->units[0].gpu.dma.huge ? 1 : 0,
+           names, now_ms() - s->t0_ms);
+}
+
 int main(int argc, char **argv)
 {
     static struct state s;
     struct vg_error err = {0};
-    char names[96];
     int rc;
 
     vg_log_set_prog("vgpu-guest");
@@ -538,26 +675,20 @@ int main(int argc, char **argv)
         printf(PREFIX "ready device=none pages=0\n");
         return start_pulse(&s) < 0 ? 2 : run_without_device(&s);
     }
-    if (vgg_gpu_open(&s.gpu, s.o.bdf, s.o.no_huge, &err) < 0 ||
-        vgg_work_init(&s.work, &s.gpu, s.o.profiles, s.o.seed, &err) < 0) {
+    if (open_units(&s, &err) < 0) {
         printf(PREFIX "error: %s\n", err.msg);
+        close_units(&s);
         return 2;
     }
-    vgg_profiles_format(s.o.profiles, names, sizeof(names));
-    printf(PREFIX "ready bdf=%s vram=%" PRIu64 " pages=%" PRIu64
-                  " device_page=%u ring=%u huge=%d profiles=%s init_ms=%" PRIu64
-                  "\n",
-           s.gpu.dev.bdf, s.gpu.dev.vram_size, s.work.npages,
-           s.gpu.dev.page_size, s.gpu.ring_entries, s.gpu.dma.huge ? 1 : 0,
-           names, now_ms() - s.t0_ms);
+    print_ready(&s);
     if (start_pulse(&s) < 0) {
+        close_units(&s);
         return 2;
     }
     s.t0_ms = now_ms();
     verify_all(&s);
     rc = run(&s);
     fflush(stdout);
-    vgg_work_free(&s.work);
-    vgg_gpu_close(&s.gpu);
+    close_units(&s);
     return rc;
 }

@@ -250,10 +250,13 @@ static void remove_socket(const char *path)
     }
 }
 
-/* Stop what @state_file records and remove its traces. */
+/* Stop what @state_file records and remove its traces.  The socket
+ * directory the hook created goes too if it is empty, or, with @dirs, is
+ * added to @dirs for the caller to remove once the other servers that
+ * share it are stopped. */
 static int stop_recorded(const struct vgh_config *cfg,
                          const struct vgh_domain *dom, const char *state_file,
-                         bool spawned, struct vg_error *err)
+                         bool spawned, GPtrArray *dirs, struct vg_error *err)
 {
     struct state st;
     g_autofree char *stats = NULL;
@@ -283,7 +286,9 @@ static int stop_recorded(const struct vgh_config *cfg,
         unlink(tmp);
     }
     remove_socket(st.socket);
-    if (st.dir) {
+    if (st.dir && dirs) {
+        g_ptr_array_add(dirs, g_steal_pointer(&st.dir));
+    } else if (st.dir) {
         rmdir(st.dir); /* only when empty */
     }
     vgh_note(cfg, dom, "stopped vgpu-server pid %d, removed %s", (int)st.pid,
@@ -298,13 +303,14 @@ int vgh_servers_stop(const struct vgh_config *cfg, const struct vgh_domain *dom,
 {
     g_autofree char *pattern =
         g_strdup_printf("%s/%s-*.state", cfg->state_dir, dom_key(dom));
+    g_autoptr(GPtrArray) dirs = g_ptr_array_new_with_free_func(g_free);
     glob_t g = {0};
     int ret = 0;
 
     if (glob(pattern, 0, NULL, &g) == 0) {
         for (size_t i = 0; i < g.gl_pathc; i++) {
             struct vg_error e = {0};
-            if (stop_recorded(cfg, dom, g.gl_pathv[i], false, &e) < 0 &&
+            if (stop_recorded(cfg, dom, g.gl_pathv[i], false, dirs, &e) < 0 &&
                 ret == 0) {
                 ret = vg_error_set(err, e.code, "%s", e.msg);
             }
@@ -317,6 +323,11 @@ int vgh_servers_stop(const struct vgh_config *cfg, const struct vgh_domain *dom,
             !vgh_socket_accepts(dom->vgpus[i].socket)) {
             remove_socket(dom->vgpus[i].socket);
         }
+    }
+    /* Several vGPUs of a domain share their socket directory, which the
+     * first server's record names: it is empty only now. */
+    for (guint i = 0; i < dirs->len; i++) {
+        rmdir(g_ptr_array_index(dirs, i)); /* only when empty */
     }
     return ret;
 }
@@ -547,7 +558,7 @@ static int start_one(const struct vgh_config *cfg, const struct vgh_domain *dom,
             return 0;
         }
         state_clear(&st);
-        ret = stop_recorded(cfg, dom, sfile, false, err);
+        ret = stop_recorded(cfg, dom, sfile, false, NULL, err);
         if (ret < 0) {
             return ret;
         }
@@ -629,7 +640,7 @@ static int start_one(const struct vgh_config *cfg, const struct vgh_domain *dom,
     return 0;
 
 fail_recorded:
-    stop_recorded(cfg, dom, sfile, true, NULL);
+    stop_recorded(cfg, dom, sfile, true, NULL, NULL);
     state_clear(&st);
     return ret;
 fail:

@@ -321,11 +321,12 @@ static inline void gt_image_clear(struct gt_image *img)
 }
 
 /* Start QEMU @name under TCG booting @img with vgpu-guest arguments
- * @guest_args (comma-separated words), on vGPU socket @sock, incoming
- * ("defer") if @incoming. */
+ * @guest_args (comma-separated words), with a vGPU on each socket of
+ * @socks (NULL-terminated; NULL or empty: no vGPU), incoming ("defer")
+ * if @incoming. */
 static inline struct vg_qemu *
 gt_qemu_start(const char *dir, const char *name, const struct gt_image *img,
-              const char *sock, const char *guest_args, bool incoming)
+              const char *const *socks, const char *guest_args, bool incoming)
 {
     g_autofree char *append = g_strdup_printf(
         "console=ttyS0 quiet loglevel=1 panic=-1 vgpu_guest=%s", guest_args);
@@ -336,7 +337,8 @@ gt_qemu_start(const char *dir, const char *name, const struct gt_image *img,
         .dir = dir,
         .name = name,
         .ram_mib = GT_RAM_MIB,
-        .vgpu_sock = sock,
+        .vgpu_sock = socks ? socks[0] : NULL,
+        .vgpu_socks = socks && socks[0] ? socks + 1 : NULL,
         .incoming = incoming ? "defer" : NULL,
         .extra_args = extra,
         .accel = "tcg",

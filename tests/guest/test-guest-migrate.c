@@ -18,7 +18,11 @@
  * destination's first as they arrive on the host, split at QEMU's STOP
  * and RESUME events, is printed per hop and as p50/p95 over the case
  * (VGMIG_GUEST_HOPS hops; make bench runs 20).  The no-vgpu case is its
- * baseline: the same guest and QEMU without a vGPU.
+ * baseline: the same guest and QEMU without a vGPU.  The two-vgpus case
+ * gives the VM two vGPUs, each served by its own vgpu-server: the guest
+ * drives both (vgpu-guest --all-devices, a workload and a model each) and
+ * checks every page of both after every hop; each vGPU's two servers
+ * must agree on its VRAM.
  */
 #include <stddef.h>
 
@@ -47,19 +51,20 @@
  * is the resolution of the pause measured. */
 #define PULSE_MS      5
 #define HEARTBEAT_ARG "--heartbeat,50,--pulse,5"
+#define MAX_VGPUS     2
 
 struct side {
-    struct vg_server *srv;
+    struct vg_server *srv[MAX_VGPUS];
     struct vg_qemu *qemu;
     struct gt_console *con;
-    char *stats;
+    char *stats[MAX_VGPUS];
 };
 
 struct gm {
     char *dir;
     struct gt_image img;
     const char *guest_args;
-    bool no_vgpu;         /* the baseline: a VM without a vGPU */
+    unsigned nvgpu;       /* 0: the baseline, a VM without a vGPU */
     struct side src, dst; /* the guest runs on src; dst is incoming */
     unsigned hop;         /* migrations done */
     GArray *hbs;          /* struct hb of the consoles stopped so far */
@@ -82,24 +87,27 @@ struct hb {
 static void side_start(struct gm *t, struct side *s, const char *name,
                        bool incoming)
 {
-    g_autofree char *srv_name = g_strdup_printf("vgpu-%s", name);
     g_autofree char *qemu_name = g_strdup_printf("qemu-%s", name);
-    struct vg_server_opts so = {
-        .dir = t->dir,
-        .vram = VRAM_ARG,
-        .page_size = PAGE_ARG,
-        .log_level = "info",
-        .name = srv_name,
-    };
+    const char *socks[MAX_VGPUS + 1] = {NULL};
 
-    if (!t->no_vgpu) {
-        s->stats = g_strdup_printf("%s/%s-stats.json", t->dir, srv_name);
-        so.stats_file = s->stats;
-        GT_OK(vg_server_start(&so, &s->srv, GT_ERR));
+    for (unsigned d = 0; d < t->nvgpu; d++) {
+        g_autofree char *srv_name = d ? g_strdup_printf("vgpu-%s-%u", name, d)
+                                      : g_strdup_printf("vgpu-%s", name);
+        struct vg_server_opts so = {
+            .dir = t->dir,
+            .vram = VRAM_ARG,
+            .page_size = PAGE_ARG,
+            .log_level = "info",
+            .name = srv_name,
+        };
+
+        s->stats[d] = g_strdup_printf("%s/%s-stats.json", t->dir, srv_name);
+        so.stats_file = s->stats[d];
+        GT_OK(vg_server_start(&so, &s->srv[d], GT_ERR));
+        socks[d] = s->srv[d]->socket;
     }
-    s->qemu =
-        gt_qemu_start(t->dir, qemu_name, &t->img,
-                      s->srv ? s->srv->socket : NULL, t->guest_args, incoming);
+    s->qemu = gt_qemu_start(t->dir, qemu_name, &t->img, socks, t->guest_args,
+                            incoming);
     s->con = gt_console_open(t->dir, name, s->qemu);
 }
 
@@ -107,8 +115,10 @@ static void side_stop(struct side *s)
 {
     gt_console_close(s->con);
     vg_qemu_free(s->qemu);
-    vg_server_free(s->srv);
-    g_free(s->stats);
+    for (unsigned d = 0; d < MAX_VGPUS; d++) {
+        vg_server_free(s->srv[d]);
+        g_free(s->stats[d]);
+    }
     memset(s, 0, sizeof(*s));
 }
 
@@ -141,14 +151,15 @@ static void boot(struct gm *t)
     g_test_message("guest ready after %" G_GINT64_FORMAT " ms: %s",
                    vg_now_ms() - t0, ready);
     t->pages = gt_kv(gt_match(ready, "ready"), "pages");
-    if (t->no_vgpu) {
+    if (!t->nvgpu) {
         g_autofree char *hb = NULL;
 
         g_assert_cmpint(t->pages, ==, 0);
         gt_wait_kind(t->src.con, &idx, "hb", GT_LINE_TIMEOUT_MS, &hb, NULL);
         return;
     }
-    g_assert_cmpint(t->pages, ==, (32ll << 20) / 4096);
+    g_assert_cmpint(gt_kv(gt_match(ready, "ready"), "devices"), ==, t->nvgpu);
+    g_assert_cmpint(t->pages, ==, t->nvgpu * ((32ll << 20) / 4096));
     gt_wait_kind(t->src.con, &idx, "verify", GT_LINE_TIMEOUT_MS, &verify, NULL);
     g_assert_cmpint(gt_kv(gt_match(verify, "verify"), "pages"), ==, t->pages);
     g_assert_cmpint(gt_kv(gt_match(verify, "verify"), "corrupt"), ==, 0);
@@ -229,23 +240,23 @@ static bool stats_done(const struct vg_stats *st, void *opaque)
     return st->vram_checksum[0] && !g_ascii_strcasecmp(st->state, opaque);
 }
 
-/* Both servers agree on VRAM at switchover. */
-static void check_stats(struct gm *t)
+/* The two servers of vGPU @dev agree on its VRAM at switchover. */
+static void check_stats(struct gm *t, unsigned dev)
 {
     g_autofree char *logged = NULL, *log_pages = NULL;
     struct vg_stats s, d;
 
-    GT_OK(vg_stats_wait(t->src.stats, stats_done, "stop", STATS_TIMEOUT_MS, &s,
-                        GT_ERR));
-    GT_OK(vg_stats_wait(t->dst.stats, stats_done, "running", STATS_TIMEOUT_MS,
-                        &d, GT_ERR));
+    GT_OK(vg_stats_wait(t->src.stats[dev], stats_done, "stop", STATS_TIMEOUT_MS,
+                        &s, GT_ERR));
+    GT_OK(vg_stats_wait(t->dst.stats[dev], stats_done, "running",
+                        STATS_TIMEOUT_MS, &d, GT_ERR));
     /* Whether QEMU logged the guest's writes to BAR2 for the server. */
     logged = vg_stats_str(&s, "bar2_logged");
     log_pages = vg_stats_str(&s, "cpu_log_pages");
-    g_test_message("device: sent %" G_GINT64_FORMAT
+    g_test_message("vGPU %u: sent %" G_GINT64_FORMAT
                    " bytes, stop-copy %.1f ms, VRAM checksum %s, BAR2 "
                    "writes logged by QEMU: %s (pages %s)",
-                   s.bytes_sent, s.device_stopcopy_ms, s.vram_checksum,
+                   dev, s.bytes_sent, s.device_stopcopy_ms, s.vram_checksum,
                    logged ? logged : "?", log_pages ? log_pages : "?");
     g_assert_cmpstr(d.vram_checksum, ==, s.vram_checksum);
     vg_stats_clear(&s);
@@ -522,8 +533,10 @@ static void hop(struct gm *t)
     side_start(t, &t->dst, name, true);
     migrate(t, &info, &forced);
     t->hop++;
-    if (!t->no_vgpu) {
-        check_stats(t);
+    for (unsigned d = 0; d < t->nvgpu; d++) {
+        check_stats(t, d);
+    }
+    if (t->nvgpu) {
         check_after(t);
     }
     wait_pulse(t->dst.con);
@@ -547,11 +560,12 @@ static unsigned hops(void)
     return (unsigned)n;
 }
 
-/* Boot, migrate @hops times, check the checker (with a vGPU), stop. */
+/* Boot with @nvgpu vGPUs, migrate @hops times, check the checker (with a
+ * vGPU), stop. */
 static void run_case(const char *tag, const char *guest_args, unsigned hops,
-                     bool no_vgpu)
+                     unsigned nvgpu)
 {
-    struct gm t = {.guest_args = guest_args, .no_vgpu = no_vgpu};
+    struct gm t = {.guest_args = guest_args, .nvgpu = nvgpu};
 
     t.hbs = g_array_new(FALSE, FALSE, sizeof(struct hb));
     t.pauses = g_array_new(FALSE, FALSE, sizeof(struct hop_pause));
@@ -565,7 +579,7 @@ static void run_case(const char *tag, const char *guest_args, unsigned hops,
     }
     report_run(&t);
     report_pauses(&t);
-    if (no_vgpu) {
+    if (!nvgpu) {
         quit(&t);
     } else {
         check_detection(&t);
@@ -581,8 +595,7 @@ static void run_case(const char *tag, const char *guest_args, unsigned hops,
 /* Every device engine and guest CPU stores at once. */
 static void test_all(void)
 {
-    run_case("guest-all", "--profile,all,--seed,7," HEARTBEAT_ARG, hops(),
-             false);
+    run_case("guest-all", "--profile,all,--seed,7," HEARTBEAT_ARG, hops(), 1);
 }
 
 /* Guest CPU stores through the BAR2 mapping only: what the device cannot
@@ -591,7 +604,7 @@ static void test_cpu_writes(void)
 {
     run_case("guest-cpu",
              "--profile,cpu-writes,--interval,5,--seed,11," HEARTBEAT_ARG,
-             hops(), false);
+             hops(), 1);
 }
 
 /* The baseline of the pause: the same guest and QEMU without a vGPU,
@@ -599,7 +612,15 @@ static void test_cpu_writes(void)
  * vGPU's doing. */
 static void test_no_vgpu(void)
 {
-    run_case("guest-novgpu", "--no-device," HEARTBEAT_ARG, hops(), true);
+    run_case("guest-novgpu", "--no-device," HEARTBEAT_ARG, hops(), 0);
+}
+
+/* Two vGPUs, both driven by the guest with every engine and CPU stores,
+ * each checked page by page after every hop. */
+static void test_two_vgpus(void)
+{
+    run_case("guest-two", "--profile,all,--seed,7,--all-devices," HEARTBEAT_ARG,
+             hops(), 2);
 }
 
 int main(int argc, char **argv)
@@ -608,5 +629,6 @@ int main(int argc, char **argv)
     g_test_add_func("/guest/migrate/all", test_all);
     g_test_add_func("/guest/migrate/cpu-writes", test_cpu_writes);
     g_test_add_func("/guest/migrate/no-vgpu", test_no_vgpu);
+    g_test_add_func("/guest/migrate/two-vgpus", test_two_vgpus);
     return g_test_run();
 }

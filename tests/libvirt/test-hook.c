@@ -353,12 +353,14 @@ struct rig {
     char *sock;
 };
 
-static bool rig_init(struct rig *r, const char *server)
+/* A domain of @nvgpu vGPUs of 1 MiB on sockets vgpuN.sock of one
+ * directory, served by @server (or the real one). */
+static bool rig_init_n(struct rig *r, const char *server, unsigned nvgpu)
 {
     const char *real = g_getenv("VGMIG_SERVER");
     g_autofree char *xml = NULL;
-    g_autofree char *meta = NULL;
-    g_autofree char *args = NULL;
+    g_autoptr(GString) meta = g_string_new("<vgmig:vgpus " NS ">");
+    g_autoptr(GString) args = g_string_new(NULL);
     struct vg_error err = {0};
 
     if (!server && (!real || !g_file_test(real, G_FILE_TEST_IS_EXECUTABLE))) {
@@ -377,18 +379,26 @@ static bool rig_init(struct rig *r, const char *server)
                r->dir);
     r->cfg.start_timeout = 60;
     r->sock = g_strdup_printf("%s/run/vm1/vgpu0.sock", r->dir);
-    meta = g_strdup_printf("<vgmig:vgpus " NS "><vgmig:vgpu size='1M' "
-                           "page-size='4K'/></vgmig:vgpus>");
-    args = g_strdup_printf(
-        "<qemu:arg value='-device'/><qemu:arg value='vfio-user-pci,"
-        "socket.path=%s'/>",
-        r->sock);
-    xml = domain_xml(meta, args);
+    for (unsigned i = 0; i < nvgpu; i++) {
+        g_string_append(meta, "<vgmig:vgpu size='1M' page-size='4K'/>");
+        g_string_append_printf(args,
+                               "<qemu:arg value='-device'/><qemu:arg "
+                               "value='vfio-user-pci,socket.path=%s/run/vm1/"
+                               "vgpu%u.sock'/>",
+                               r->dir, i);
+    }
+    g_string_append(meta, "</vgmig:vgpus>");
+    xml = domain_xml(meta->str, args->str);
     g_assert_cmpint(vgh_domain_parse(xml, strlen(xml), &r->dom, &err), ==, 0);
     /* Run the server as ourselves, as a QEMU user would. */
     r->dom.uid = getuid();
     r->dom.gid = getgid();
     return true;
+}
+
+static bool rig_init(struct rig *r, const char *server)
+{
+    return rig_init_n(r, server, 1);
 }
 
 static char *rig_state_file(struct rig *r)
@@ -503,6 +513,46 @@ static void test_server_start_stop(void)
     rig_finish(&r);
 }
 
+/* Two vGPUs whose sockets share a directory: a server each, and stopping
+ * them removes both sockets, both records and the directory. */
+static void test_server_two_vgpus(void)
+{
+    g_autofree char *sock1 = NULL, *state1 = NULL, *sockdir = NULL;
+    g_autofree char *text = NULL;
+    struct vg_error err = {0};
+    struct rig r;
+    pid_t pid0, pid1;
+
+    if (!rig_init_n(&r, NULL, 2)) {
+        return;
+    }
+    g_assert_cmpuint(r.dom.n_vgpus, ==, 2);
+    sock1 = g_strdup_printf("%s/run/vm1/vgpu1.sock", r.dir);
+    state1 = g_strdup_printf("%s/%s-1.state", r.cfg.state_dir, r.dom.uuid);
+    sockdir = g_path_get_dirname(r.sock);
+    g_assert_cmpint(
+        vgh_servers_start(&r.cfg, &r.dom, r.dom.uid, r.dom.gid, &err), ==, 0);
+    pid0 = rig_pid(&r);
+    g_assert_true(g_file_get_contents(state1, &text, NULL, NULL));
+    g_assert_true(g_str_has_prefix(text, "pid="));
+    pid1 = (pid_t)atoi(text + 4);
+    g_assert_cmpint(pid0, >, 1);
+    g_assert_cmpint(pid1, >, 1);
+    g_assert_cmpint(pid0, !=, pid1);
+    g_assert_true(vgh_socket_accepts(r.sock));
+    g_assert_true(vgh_socket_accepts(sock1));
+
+    g_assert_cmpint(vgh_servers_stop(&r.cfg, &r.dom, &err), ==, 0);
+    wait_gone(pid0);
+    wait_gone(pid1);
+    assert_gone(&r, pid0);
+    g_assert_true(gone(pid1));
+    g_assert_false(g_file_test(sock1, G_FILE_TEST_EXISTS));
+    g_assert_false(g_file_test(state1, G_FILE_TEST_EXISTS));
+    g_assert_false(g_file_test(sockdir, G_FILE_TEST_EXISTS));
+    rig_finish(&r);
+}
+
 static void test_server_restart_after_kill(void)
 {
     struct rig r;
@@ -607,6 +657,7 @@ int main(int argc, char **argv)
     g_test_add_func("/hook/phases", test_phases);
     g_test_add_func("/hook/check-host", test_check_host);
     g_test_add_func("/hook/server/start-stop", test_server_start_stop);
+    g_test_add_func("/hook/server/two-vgpus", test_server_two_vgpus);
     g_test_add_func("/hook/server/restart-after-kill",
                     test_server_restart_after_kill);
     g_test_add_func("/hook/server/start-fails", test_server_start_fails);

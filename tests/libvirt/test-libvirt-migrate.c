@@ -42,7 +42,15 @@
  * migration cancelled midway with `virsh domjobabort`, after b's hook
  * started its server.  Destroying the domain must leave no server, socket
  * or record, and so must a start whose server dies at once (which fails
- * with the hook's reason); tearing the hosts down must leave no process.
+ * with the hook's reason).  Then a second domain with two vGPUs: the hook
+ * starts a server per vGPU (sockets vgpu0.sock and vgpu1.sock of one
+ * directory), vgpu-guest --all-devices drives both and models all of their
+ * VRAM, and the domain migrates a -> b and back (without --parallel): after
+ * each hop the guest verifies every page of both vGPUs on the destination,
+ * each vGPU's source and destination servers took the same VRAM checksum,
+ * each vGPU's stop-copy went over the main channel, and nothing of the
+ * source's servers, sockets or their directory is left.  Destroying it
+ * stops both servers.  Tearing the hosts down must leave no process.
  *
  * Root only: anyone else gets a TAP SKIP with the reason.
  */
@@ -63,19 +71,13 @@
 
 #include "qclient/vfio-trace.h"
 
-#define DOM         "vgmig-lv"
-#define DOM_UUID    "3c0ffee0-5a1e-4d1e-9a7e-00000000c0de"
-#define VRAM        "32M"
-#define VRAM_BYTES  (32ull << 20)
-#define PAGE        "64K"
-#define RAM_MIB     256
-#define GUEST_ARGS  "--profile,all,--seed,7"
-#define SOCK        "/run/vgmig/" DOM "/vgpu0.sock"
-#define SERIAL_LOG  "/var/log/libvirt/qemu/" DOM "-serial.log"
-#define SERIAL_SOCK "/var/lib/libvirt/qemu/" DOM "-serial.sock"
-#define HOOK_LOG    "/var/log/libvirt/qemu/" DOM "-vgpu.log"
-/* QEMU's standard error: its trace events (stdio_handler = "file"). */
-#define QEMU_LOG "/var/log/libvirt/qemu/" DOM ".log"
+/* The VRAM of each vGPU. */
+#define VRAM       "32M"
+#define VRAM_BYTES (32ull << 20)
+#define PAGE       "64K"
+#define RAM_MIB    256
+/* vgpu-guest drives every vGPU it finds. */
+#define GUEST_ARGS "--profile,all,--seed,7,--all-devices"
 /* virsh migrate --parallel-connections of /libvirt/migrate-parallel. */
 #define PARALLEL_CONNECTIONS 3
 /* Booting under TCG on a busy 2-core machine. */
@@ -99,6 +101,63 @@
 
 /* ---------------------------------------------------------------- hosts -- */
 
+/* A domain the test defines on host a: its name, UUID and vGPUs. */
+struct dom_spec {
+    const char *name;
+    const char *uuid;
+    unsigned nvgpu;
+};
+
+static const struct dom_spec dom_one = {
+    "vgmig-lv", "3c0ffee0-5a1e-4d1e-9a7e-00000000c0de", 1};
+static const struct dom_spec dom_two = {
+    "vgmig-lv2", "3c0ffee0-5a1e-4d1e-9a7e-00000000c0df", 2};
+
+struct console;
+struct host;
+
+/* The domain under test. */
+static struct {
+    const struct dom_spec *spec;
+    struct console *con; /* on the host the domain runs on */
+    struct host *on;     /* that host */
+    gint64 pages;        /* VRAM pages of the guest's model, all vGPUs */
+} dom = {&dom_one, NULL, NULL, 0};
+
+#define DOM (dom.spec->name)
+
+/* The domain's files, as each host sees them (g_free). */
+static char *sock_path(unsigned i)
+{
+    return g_strdup_printf("/run/vgmig/%s/vgpu%u.sock", DOM, i);
+}
+
+static char *stats_path(unsigned i)
+{
+    return g_strdup_printf("/run/vgmig/%s/vgpu%u.stats.json", DOM, i);
+}
+
+static char *serial_log(void)
+{
+    return g_strdup_printf("/var/log/libvirt/qemu/%s-serial.log", DOM);
+}
+
+static char *serial_sock(void)
+{
+    return g_strdup_printf("/var/lib/libvirt/qemu/%s-serial.sock", DOM);
+}
+
+static char *hook_log_path(void)
+{
+    return g_strdup_printf("/var/log/libvirt/qemu/%s-vgpu.log", DOM);
+}
+
+/* QEMU's standard error: its trace events (stdio_handler = "file"). */
+static char *qemu_log(void)
+{
+    return g_strdup_printf("/var/log/libvirt/qemu/%s.log", DOM);
+}
+
 struct host {
     char name;        /* 'a' or 'b' */
     const char *addr; /* its libvirtd's address */
@@ -118,6 +177,15 @@ static struct {
 static char *hpath(const struct host *h, const char *path)
 {
     return g_strdup_printf("/proc/%d/root%s", (int)h->pid, path);
+}
+
+/* hpath() of @path, which it frees. */
+static char *hpath_take(const struct host *h, char *path)
+{
+    char *p = hpath(h, path);
+
+    g_free(path);
+    return p;
 }
 
 static char *virsh_uri(const struct host *h)
@@ -277,7 +345,7 @@ static struct console *console_open(const struct host *h)
 {
     struct console *c = g_new0(struct console, 1);
 
-    c->path = hpath(h, SERIAL_LOG);
+    c->path = hpath_take(h, serial_log());
     c->partial = g_string_new(NULL);
     c->lines = g_ptr_array_new_with_free_func(line_free);
     g_mutex_init(&c->lock);
@@ -397,7 +465,7 @@ static gint64 console_last(struct console *c, const char *kind)
 /* Type @cmd on the guest's console on host @h (libvirt's bound socket). */
 static void console_send(const struct host *h, const char *cmd)
 {
-    g_autofree char *path = hpath(h, SERIAL_SOCK);
+    g_autofree char *path = hpath_take(h, serial_sock());
     g_autofree char *line = g_strdup_printf("%s\n", cmd);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -442,17 +510,32 @@ static void guest_verify(const struct host *h, struct console *c, gint64 pages)
 
 /* ------------------------------------------------------------ the state -- */
 
-static struct {
-    struct console *con; /* on the host the domain runs on */
-    struct host *on;     /* that host */
-    gint64 pages;        /* VRAM pages of the guest's model */
-} dom;
-
+/* The domain's XML: its vGPUs in the hook's metadata and as
+ * vfio-user-pci devices, each on a socket of its own. */
 static char *domain_xml(void)
 {
     g_autofree char *img = g_build_filename(lv.dir, "img", NULL);
     g_autofree char *bin = g_build_filename(lv.dir, "bin", NULL);
+    g_autofree char *ssock = serial_sock(), *slog = serial_log();
     g_autoptr(GString) trace = g_string_new(NULL);
+    g_autoptr(GString) meta = g_string_new(NULL);
+    g_autoptr(GString) devs = g_string_new(NULL);
+
+    for (unsigned i = 0; i < dom.spec->nvgpu; i++) {
+        g_autofree char *sock = sock_path(i);
+
+        g_string_append_printf(meta,
+                               "      <vgmig:vgpu device='vgpu%u' size='" VRAM
+                               "' page-size='" PAGE "' backend='cpu'/>\n",
+                               i);
+        g_string_append_printf(
+            devs,
+            "    <qemu:arg value='-device'/>\n"
+            "    <qemu:arg value='{\"driver\":\"vfio-user-pci\",\"id\":"
+            "\"vgpu%u\",\"bus\":\"pci.0\",\"addr\":\"0x%x\",\"socket\":"
+            "{\"type\":\"unix\",\"path\":\"%s\"}}'/>\n",
+            i, 0x10 + i, sock);
+    }
 
     for (unsigned i = 0; i < VG_VFIO_TRACE_NEVENTS; i++) {
         g_string_append_printf(trace,
@@ -463,12 +546,11 @@ static char *domain_xml(void)
     return g_strdup_printf(
         "<domain type='qemu' "
         "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
-        "  <name>" DOM "</name>\n"
-        "  <uuid>" DOM_UUID "</uuid>\n"
+        "  <name>%s</name>\n"
+        "  <uuid>%s</uuid>\n"
         "  <metadata>\n"
         "    <vgmig:vgpus xmlns:vgmig='https://vgmig.example/xmlns/vgpu/1'>\n"
-        "      <vgmig:vgpu device='vgpu0' size='" VRAM "' page-size='" PAGE
-        "' backend='cpu'/>\n"
+        "%s"
         "    </vgmig:vgpus>\n"
         "  </metadata>\n"
         "  <memory unit='MiB'>%d</memory>\n"
@@ -489,8 +571,8 @@ static char *domain_xml(void)
         "  <devices>\n"
         "    <emulator>%s/qemu-system-x86_64</emulator>\n"
         "    <serial type='unix'>\n"
-        "      <source mode='bind' path='" SERIAL_SOCK "'/>\n"
-        "      <log file='" SERIAL_LOG "' append='off'/>\n"
+        "      <source mode='bind' path='%s'/>\n"
+        "      <log file='%s' append='off'/>\n"
         "      <target port='0'/>\n"
         "    </serial>\n"
         "    <controller type='usb' model='none'/>\n"
@@ -499,33 +581,34 @@ static char *domain_xml(void)
         "  <qemu:commandline>\n"
         "    <qemu:arg value='-L'/><qemu:arg value='%s/fw'/>\n"
         "    <qemu:arg value='-L'/><qemu:arg value='%s'/>\n"
-        "    <qemu:arg value='-device'/>\n"
-        "    <qemu:arg value='{\"driver\":\"vfio-user-pci\",\"id\":\"vgpu0\","
-        "\"bus\":\"pci.0\",\"addr\":\"0x10\",\"socket\":{\"type\":\"unix\","
-        "\"path\":\"" SOCK "\"}}'/>\n"
+        "%s"
         "%s"
         "  </qemu:commandline>\n"
         "</domain>\n",
-        RAM_MIB, img, img, bin, img,
+        DOM, dom.spec->uuid, meta->str, RAM_MIB, img, img, bin, ssock, slog,
+        img,
         g_getenv("VGMIG_FIRMWARE") ? g_getenv("VGMIG_FIRMWARE")
                                    : "/usr/share/seabios",
-        trace->str);
+        devs->str, trace->str);
 }
 
-/* The hook's records, sockets and servers on @h: all or nothing. */
+/* The hook's sockets on @h, one per vGPU of the domain, for the QEMU
+ * user only. */
 static void assert_vgpu_served(const struct host *h)
 {
-    g_autofree char *sock = hpath(h, SOCK);
-    g_autofree char *dir = g_path_get_dirname(sock);
-    struct stat sb;
+    for (unsigned i = 0; i < dom.spec->nvgpu; i++) {
+        g_autofree char *sock = hpath_take(h, sock_path(i));
+        g_autofree char *dir = g_path_get_dirname(sock);
+        struct stat sb;
 
-    g_assert_cmpint(lstat(sock, &sb), ==, 0);
-    g_assert_true(S_ISSOCK(sb.st_mode));
-    g_assert_cmpuint(sb.st_mode & 0777, ==, 0600);
-    g_assert_cmpuint(sb.st_uid, ==, 64055); /* the QEMU user */
-    g_assert_cmpint(stat(dir, &sb), ==, 0);
-    g_assert_cmpuint(sb.st_mode & 0777, ==, 0700);
-    g_assert_cmpuint(sb.st_uid, ==, 64055);
+        g_assert_cmpint(lstat(sock, &sb), ==, 0);
+        g_assert_true(S_ISSOCK(sb.st_mode));
+        g_assert_cmpuint(sb.st_mode & 0777, ==, 0600);
+        g_assert_cmpuint(sb.st_uid, ==, 64055); /* the QEMU user */
+        g_assert_cmpint(stat(dir, &sb), ==, 0);
+        g_assert_cmpuint(sb.st_mode & 0777, ==, 0700);
+        g_assert_cmpuint(sb.st_uid, ==, 64055);
+    }
 }
 
 static unsigned count_entries(const char *path)
@@ -577,10 +660,13 @@ static unsigned count_servers(const struct host *h)
 
 static void assert_nothing_left(const struct host *h)
 {
-    g_autofree char *sock = hpath(h, SOCK);
     g_autofree char *run = hpath(h, "/run/vgmig");
 
-    g_assert_false(g_file_test(sock, G_FILE_TEST_EXISTS));
+    for (unsigned i = 0; i < dom.spec->nvgpu; i++) {
+        g_autofree char *sock = hpath_take(h, sock_path(i));
+
+        g_assert_false(g_file_test(sock, G_FILE_TEST_EXISTS));
+    }
     /* Neither socket directories nor the hook's records. */
     g_assert_cmpuint(count_entries(run), ==, 0);
     g_assert_cmpuint(count_servers(h), ==, 0);
@@ -588,7 +674,7 @@ static void assert_nothing_left(const struct host *h)
 
 static char *hook_log(const struct host *h)
 {
-    g_autofree char *path = hpath(h, HOOK_LOG);
+    g_autofree char *path = hpath_take(h, hook_log_path());
     char *text = NULL;
 
     if (!g_file_get_contents(path, &text, NULL, NULL)) {
@@ -611,23 +697,32 @@ static char *checksum_in(const char *json)
     return end ? g_strndup(p, (gsize)(end - p)) : g_strdup("");
 }
 
-/* The VRAM checksum in the last final statistics the hook logged on @h
- * (the source's server, stopped after the switchover). */
-static char *last_checksum(const struct host *h)
+/* The final statistics the hook logged last on @h for the server of
+ * vGPU @i (the source's, stopped after the switchover; g_free; "" if
+ * none). */
+static char *last_stats(const struct host *h, unsigned i)
 {
     g_autofree char *log = hook_log(h);
+    g_autofree char *sock = sock_path(i);
+    g_autofree char *key = g_strdup_printf("final statistics of %s:", sock);
     const char *p = log, *last = NULL;
+    const char *nl;
 
-    while ((p = strstr(p, "final statistics"))) {
+    while ((p = strstr(p, key))) {
         last = p++;
     }
-    return checksum_in(last);
+    if (!last) {
+        return g_strdup("");
+    }
+    nl = strchr(last, '\n');
+    return nl ? g_strndup(last, (gsize)(nl - last)) : g_strdup(last);
 }
 
-/* The VRAM checksum of @h's running server (taken when it loaded). */
-static char *dst_checksum(const struct host *h)
+/* The VRAM checksum of @h's running server of vGPU @i (taken when it
+ * loaded). */
+static char *dst_checksum(const struct host *h, unsigned i)
 {
-    g_autofree char *path = hpath(h, "/run/vgmig/" DOM "/vgpu0.stats.json");
+    g_autofree char *path = hpath_take(h, stats_path(i));
     g_autofree char *text = NULL;
 
     g_file_get_contents(path, &text, NULL, NULL);
@@ -650,29 +745,12 @@ static gint64 stat_in(const char *json, const char *key)
     return end == p ? -1 : v;
 }
 
-/* The final statistics the hook logged last on @h (g_free; "" if none). */
-static char *last_stats(const struct host *h)
-{
-    g_autofree char *log = hook_log(h);
-    const char *p = log, *last = NULL;
-    const char *nl;
-
-    while ((p = strstr(p, "final statistics"))) {
-        last = p++;
-    }
-    if (!last) {
-        return g_strdup("");
-    }
-    nl = strchr(last, '\n');
-    return nl ? g_strndup(last, (gsize)(nl - last)) : g_strdup(last);
-}
-
 /* ---------------------------------------------------------------- trace -- */
 
 /* The size of @h's QEMU log of the domain (0 if none yet). */
 static goffset qemu_log_size(const struct host *h)
 {
-    g_autofree char *path = hpath(h, QEMU_LOG);
+    g_autofree char *path = hpath_take(h, qemu_log());
     struct stat sb;
 
     return stat(path, &sb) == 0 ? (goffset)sb.st_size : 0;
@@ -683,7 +761,7 @@ static goffset qemu_log_size(const struct host *h)
 static void trace_read(const struct host *h, goffset from,
                        struct vg_vfio_trace *tr)
 {
-    g_autofree char *path = hpath(h, QEMU_LOG);
+    g_autofree char *path = hpath_take(h, qemu_log());
     g_autofree char *text = NULL;
     g_autoptr(GError) gerr = NULL;
     struct vg_error err = {0};
@@ -708,11 +786,14 @@ static void trace_log(const struct host *h, const char *what,
     g_test_message("%s %c trace: %s", what, h->name, text);
 }
 
-/* The path the vGPU's state took from @src to @dst, whose QEMU logs were
+/* The path the vGPUs' state took from @src to @dst, whose QEMU logs were
  * @src_off and @dst_off long before the migration: over @channels multifd
  * channels, pre-copy data and stop-copy state (the device property's
- * default), or the main channel if 0.  The source server sent @precopy
- * bytes in pre-copy and @stopcopy bytes in stop-copy. */
+ * default), or the main channel if 0.  The source servers sent @precopy
+ * bytes in pre-copy and @stopcopy bytes in stop-copy, all vGPUs together.
+ * With several vGPUs each has its stop-copy and config section on the
+ * main channel (the domain of several vGPUs migrates without
+ * --parallel). */
 static void assert_state_path(const struct host *src, goffset src_off,
                               const struct host *dst, goffset dst_off,
                               unsigned channels, gint64 precopy,
@@ -722,7 +803,8 @@ static void assert_state_path(const struct host *src, goffset src_off,
                                 .multifd = channels > 0,
                                 .multifd_precopy = channels > 0,
                                 .precopy = precopy,
-                                .stopcopy = stopcopy};
+                                .stopcopy = stopcopy,
+                                .devices = dom.spec->nvgpu};
     struct vg_error err = {0};
     struct vg_vfio_trace s, d;
 
@@ -963,10 +1045,10 @@ static void migrate_ok(struct host *dst, unsigned channels)
     struct host *src = dom.on;
     struct console *dcon;
     struct mig_result r;
-    g_autofree char *old_log = hpath(dst, SERIAL_LOG);
+    g_autofree char *old_log = hpath_take(dst, serial_log());
     g_autofree char *hb = NULL, *done_info = NULL, *log = NULL;
-    g_autofree char *src_sum = NULL, *dst_sum = NULL, *stats = NULL;
-    gint64 t_last_src, t_first_dst = 0, t0;
+    g_autofree char *provide = NULL;
+    gint64 t_last_src, t_first_dst = 0, t0, precopy = 0, stopcopy = 0;
     goffset src_off = qemu_log_size(src), dst_off = qemu_log_size(dst);
     guint idx = 0;
 
@@ -1017,15 +1099,24 @@ static void migrate_ok(struct host *dst, unsigned channels)
                    "250 ms; last on %c, first on %c: %s)",
                    (t_first_dst - t_last_src) / 1e3, src->name, dst->name, hb);
 
-    /* The source's server is gone with its QEMU, the destination's runs;
-     * both servers took the same VRAM checksum at switchover. */
+    /* The source's servers are gone with its QEMU, the destination's
+     * run; the two servers of each vGPU took the same VRAM checksum at
+     * switchover. */
     assert_nothing_left(src);
-    src_sum = last_checksum(src);
-    dst_sum = dst_checksum(dst);
-    g_test_message("VRAM checksum at switchover: source %s, destination %s",
-                   src_sum, dst_sum);
-    g_assert_cmpstr(src_sum, !=, "");
-    g_assert_cmpstr(src_sum, ==, dst_sum);
+    for (unsigned i = 0; i < dom.spec->nvgpu; i++) {
+        g_autofree char *stats = last_stats(src, i);
+        g_autofree char *src_sum = checksum_in(stats);
+        g_autofree char *dst_sum = dst_checksum(dst, i);
+
+        g_test_message("vGPU %u: VRAM checksum at switchover: source %s, "
+                       "destination %s",
+                       i, src_sum, dst_sum);
+        g_assert_cmpstr(src_sum, !=, "");
+        g_assert_cmpstr(src_sum, ==, dst_sum);
+        g_assert_cmpint(stat_in(stats, "stopcopy_bytes"), >, 0);
+        stopcopy += stat_in(stats, "stopcopy_bytes");
+        precopy += stat_in(stats, "precopy_bytes");
+    }
 
     /* The source QEMU's settings while it migrated, if seen in time. */
     if (r.multifd >= 0) {
@@ -1040,15 +1131,13 @@ static void migrate_ok(struct host *dst, unsigned channels)
         g_test_message("source QEMU's migration settings not queried in time "
                        "(the trace below still counts the channels)");
     }
-    /* The path of the vGPU's state, by the trace events. */
-    stats = last_stats(src);
-    assert_state_path(src, src_off, dst, dst_off, channels,
-                      stat_in(stats, "precopy_bytes"),
-                      stat_in(stats, "stopcopy_bytes"));
+    /* The path of the vGPUs' state, by the trace events. */
+    assert_state_path(src, src_off, dst, dst_off, channels, precopy, stopcopy);
     assert_vgpu_served(dst);
-    g_assert_cmpuint(count_servers(dst), ==, 1);
+    g_assert_cmpuint(count_servers(dst), ==, dom.spec->nvgpu);
     log = hook_log(dst);
-    g_assert_nonnull(strstr(log, "can provide the 1 vGPU(s)"));
+    provide = g_strdup_printf("can provide the %u vGPU(s)", dom.spec->nvgpu);
+    g_assert_nonnull(strstr(log, provide));
     console_close(dom.con);
     dom.con = dcon;
     dom.on = dst;
@@ -1084,14 +1173,26 @@ static void test_hosts(void)
     g_assert_cmpstr(g_strstrip(via), ==, "vgmig-b");
 }
 
-static void test_start(void)
+/* "accepts on SOCKET" for vGPU @i of the domain (g_free). */
+static char *accepts_on(unsigned i)
 {
-    g_autofree char *xml = domain_xml();
-    g_autofree char *xml_path = g_build_filename(lv.dir, DOM ".xml", NULL);
+    g_autofree char *sock = sock_path(i);
+
+    return g_strdup_printf("accepts on %s", sock);
+}
+
+/* Define and start domain @spec on host a: the hook starts a server per
+ * vGPU, the guest drives all of them and checks all of their VRAM. */
+static void start_domain(const struct dom_spec *spec)
+{
+    g_autofree char *xml = NULL, *xml_path = NULL;
     g_autofree char *ready = NULL, *v = NULL, *log = NULL;
     guint idx = 0;
     gint64 t0;
 
+    dom.spec = spec;
+    xml = domain_xml();
+    xml_path = g_strdup_printf("%s/%s.xml", lv.dir, DOM);
     g_assert_true(g_file_set_contents(xml_path, xml, -1, NULL));
     g_free(VIRSH_OK(&lv.a, "define", xml_path));
     dom.con = console_open(&lv.a);
@@ -1099,21 +1200,31 @@ static void test_start(void)
     t0 = g_get_monotonic_time();
     g_free(VIRSH_OK(&lv.a, "start", DOM));
     assert_vgpu_served(&lv.a);
-    g_assert_cmpuint(count_servers(&lv.a), ==, 1);
+    g_assert_cmpuint(count_servers(&lv.a), ==, spec->nvgpu);
     log = hook_log(&lv.a);
-    g_assert_nonnull(strstr(log, "accepts on " SOCK));
+    for (unsigned i = 0; i < spec->nvgpu; i++) {
+        g_autofree char *accepts = accepts_on(i);
+
+        g_assert_nonnull(strstr(log, accepts));
+    }
 
     ready = console_wait(dom.con, &idx, "ready", BOOT_TIMEOUT_S, NULL);
     g_test_message("guest ready %.1f s after virsh start: %s",
                    (g_get_monotonic_time() - t0) / 1e6, ready);
+    g_assert_cmpint(kv(match(ready, "ready"), "devices"), ==, spec->nvgpu);
     dom.pages = kv(match(ready, "ready"), "pages");
-    g_assert_cmpint(dom.pages, ==, (gint64)(VRAM_BYTES / 4096));
+    g_assert_cmpint(dom.pages, ==, (gint64)(spec->nvgpu * (VRAM_BYTES / 4096)));
     /* The tool's first full check, then a warm-up of the workload. */
     v = console_wait(dom.con, &idx, "verify", LINE_TIMEOUT_S, NULL);
     g_assert_cmpint(kv(match(v, "verify"), "corrupt"), ==, 0);
     for (int i = 0; i < WARMUP_HB; i++) {
         g_free(console_wait(dom.con, &idx, "hb", LINE_TIMEOUT_S, NULL));
     }
+}
+
+static void test_start(void)
+{
+    start_domain(&dom_one);
 }
 
 static void test_migrate_there(void)
@@ -1210,6 +1321,7 @@ static void test_aborted(void)
     struct mig_result r;
     g_autofree char *before = hook_log(&lv.b);
     g_autofree char *after = NULL;
+    g_autofree char *accepts = accepts_on(0);
 
     g_assert_true(dom.on == &lv.a);
     migrate(&lv.a, &lv.b, true, 0, &r);
@@ -1220,8 +1332,8 @@ static void test_aborted(void)
     mig_result_clear(&r);
     /* b's hook had started a server for the incoming domain. */
     after = hook_log(&lv.b);
-    g_assert_cmpuint(count_str(after, "accepts on " SOCK), ==,
-                     count_str(before, "accepts on " SOCK) + 1);
+    g_assert_cmpuint(count_str(after, accepts), ==,
+                     count_str(before, accepts) + 1);
     wait_nothing_left(&lv.b);
     g_assert_false(is_running_on(&lv.b));
     g_assert_true(is_running_on(&lv.a));
@@ -1230,17 +1342,25 @@ static void test_aborted(void)
     guest_verify(&lv.a, dom.con, dom.pages);
 }
 
-static void test_destroy(void)
+/* Destroy the domain on host a: its hook stops every server. */
+static void destroy_domain(void)
 {
     g_autofree char *log = NULL;
 
+    g_assert_true(dom.on == &lv.a);
     g_free(VIRSH_OK(&lv.a, "destroy", DOM));
     assert_nothing_left(&lv.a);
     assert_nothing_left(&lv.b);
     log = hook_log(&lv.a);
-    g_assert_nonnull(strstr(log, "stopped vgpu-server"));
+    g_assert_cmpuint(count_str(log, "stopped vgpu-server"), >=,
+                     dom.spec->nvgpu);
     console_close(dom.con);
     dom.con = NULL;
+}
+
+static void test_destroy(void)
+{
+    destroy_domain();
 }
 
 /* A server that dies at start-up fails `virsh start` with the hook's
@@ -1253,12 +1373,40 @@ static void test_start_fails(void)
     g_assert_true(g_file_get_contents(conf, &saved, NULL, NULL));
     broken = g_strdup_printf("%sserver = /bin/false\n", saved);
     g_assert_true(g_file_set_contents(conf, broken, -1, NULL));
+    g_assert_true(dom.spec == &dom_one);
     g_assert_cmpint(VIRSH(&lv.a, NULL, &err, "start", DOM), !=, 0);
     g_test_message("start with a failing server: %s", g_strstrip(err));
     g_assert_nonnull(strstr(err, "vgpu-server exited at start-up"));
     g_assert_false(is_running_on(&lv.a));
     assert_nothing_left(&lv.a);
     g_assert_true(g_file_set_contents(conf, saved, -1, NULL));
+    g_free(VIRSH_OK(&lv.a, "undefine", DOM));
+}
+
+/* A domain with two vGPUs: the hook starts a server for each, the guest
+ * drives both, and the domain migrates there and back with every page of
+ * both vGPUs checked by the guest and both checksums compared. */
+static void test_two_start(void)
+{
+    start_domain(&dom_two);
+}
+
+static void test_two_migrate_there(void)
+{
+    g_assert_true(dom.spec == &dom_two && dom.on == &lv.a);
+    migrate_ok(&lv.b, 0);
+}
+
+static void test_two_migrate_back(void)
+{
+    g_assert_true(dom.spec == &dom_two && dom.on == &lv.b);
+    migrate_ok(&lv.a, 0);
+}
+
+static void test_two_destroy(void)
+{
+    g_assert_true(dom.spec == &dom_two);
+    destroy_domain();
     g_free(VIRSH_OK(&lv.a, "undefine", DOM));
 }
 
@@ -1378,6 +1526,10 @@ int main(int argc, char **argv)
     g_test_add_func("/libvirt/aborted", test_aborted);
     g_test_add_func("/libvirt/destroy", test_destroy);
     g_test_add_func("/libvirt/start-fails", test_start_fails);
+    g_test_add_func("/libvirt/two-vgpus-start", test_two_start);
+    g_test_add_func("/libvirt/two-vgpus-migrate-there", test_two_migrate_there);
+    g_test_add_func("/libvirt/two-vgpus-migrate-back", test_two_migrate_back);
+    g_test_add_func("/libvirt/two-vgpus-destroy", test_two_destroy);
     g_test_add_func("/libvirt/teardown", test_teardown);
     ret = g_test_run();
     if (!lv.down) {

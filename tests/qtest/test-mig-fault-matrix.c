@@ -16,6 +16,16 @@
  * fault must then succeed.  Cells that cannot apply are skipped with the
  * reason (g_test_skip, shown by prove); link faults need root.
  *
+ * Cells /mig/fault-matrix/2-vgpus/<kind>/<phase> do the same with a VM
+ * of two vGPUs (a server, workload and model each) where the fault hits
+ * one device only, the second: its destination server is killed, or its
+ * source server corrupts its stream, while the first migrates normally.
+ * The outcome must be the same as with one vGPU: the migration fails and
+ * the VM runs on at the source with both vGPUs intact (all of VRAM and
+ * the DMA buffer of each equal to its model, FENCE, registers answering),
+ * or it completes with both vGPUs intact where one vGPU's cell does; and
+ * then a clean migration of the VM with both succeeds.
+ *
  * Corruption offsets come from the stream of a clean migration of the
  * same VM (idle, so its stream has the same length every time): the
  * header (setup), the first MiB (sent while the migration is held in
@@ -32,6 +42,7 @@
 struct cell {
     enum fault_kind kind;
     enum mig_phase phase;
+    unsigned vgpus; /* the fault hits the last one */
 };
 
 /* What the cell must end as. */
@@ -64,7 +75,7 @@ static struct expect expected(enum fault_kind k, enum mig_phase p)
     }
 }
 
-static void open_rig(struct rig *r, uint64_t seed)
+static void open_rig(struct rig *r, uint64_t seed, unsigned vgpus)
 {
     struct rig_opts o = {
         .tag = "fmatrix",
@@ -74,6 +85,8 @@ static void open_rig(struct rig *r, uint64_t seed)
         .seed = seed,
         .netns = true,
         .leg_timeout_ms = 60000,
+        .vgpus = vgpus,
+        .fault_vgpu = vgpus - 1,
     };
     struct vg_error err = {0};
 
@@ -157,7 +170,14 @@ static void test_cell(gconstpointer data)
     struct rig r;
     int start;
 
-    open_rig(&r, 0x6d61747269780000ull + c->kind * 16 + c->phase);
+    open_rig(&r,
+             0x6d61747269780000ull + c->vgpus * 256 + c->kind * 16 + c->phase,
+             c->vgpus);
+    g_assert_cmpuint(r.nvgpu, ==, c->vgpus);
+    if (c->vgpus > 1) {
+        g_test_message("%u vGPUs; the fault hits vGPU %u", r.nvgpu,
+                       r.o.fault_vgpu);
+    }
     if (!rig_fault_applies(&r, c->kind, c->phase, &why)) {
         g_test_skip(why);
         rig_close(&r, false);
@@ -205,7 +225,11 @@ static void test_cell(gconstpointer data)
 
 int main(int argc, char **argv)
 {
+    /* The faults of one device of several. */
+    static const enum fault_kind one_of_two[] = {FK_KILL_DST_SERVER,
+                                                 FK_CORRUPT};
     static struct cell cells[FK_COUNT][PH_COUNT];
+    static struct cell two[G_N_ELEMENTS(one_of_two)][PH_COUNT];
 
     g_test_init(&argc, &argv, NULL);
     for (int k = FK_NONE + 1; k < FK_COUNT; k++) {
@@ -213,8 +237,18 @@ int main(int argc, char **argv)
             g_autofree char *path = g_strdup_printf(
                 "/mig/fault-matrix/%s/%s", fault_name(k), phase_name(p));
 
-            cells[k][p] = (struct cell){k, p};
+            cells[k][p] = (struct cell){k, p, 1};
             g_test_add_data_func(path, &cells[k][p], test_cell);
+        }
+    }
+    for (unsigned i = 0; i < G_N_ELEMENTS(one_of_two); i++) {
+        for (int p = 0; p < PH_COUNT; p++) {
+            g_autofree char *path =
+                g_strdup_printf("/mig/fault-matrix/2-vgpus/%s/%s",
+                                fault_name(one_of_two[i]), phase_name(p));
+
+            two[i][p] = (struct cell){one_of_two[i], p, 2};
+            g_test_add_data_func(path, &two[i][p], test_cell);
         }
     }
     return g_test_run();

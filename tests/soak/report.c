@@ -44,6 +44,8 @@ void report_leg(struct report *rep, unsigned n, const struct leg_plan *p,
         return;
     }
     rep->legs++;
+    rep->legs_by_vgpus[MIN(res->vgpus, RIG_MAX_VGPUS)]++;
+    rep->migrations_by_vgpus[MIN(res->vgpus, RIG_MAX_VGPUS)] += res->moved;
     if (p->kind != FK_NONE) {
         rep->faults[p->kind][res->phase_seen]++;
     }
@@ -182,6 +184,39 @@ static void add_faults(JsonBuilder *b, const struct report *rep)
     json_builder_end_object(b);
 }
 
+/* "by_vgpus": {"N": {"legs": L, "migrations": M}, ...} for the vGPU
+ * counts that ran. */
+static void add_by_vgpus(JsonBuilder *b, const struct report *rep)
+{
+    json_builder_set_member_name(b, "by_vgpus");
+    json_builder_begin_object(b);
+    for (unsigned n = 0; n <= RIG_MAX_VGPUS; n++) {
+        g_autofree char *key = g_strdup_printf("%u", n);
+
+        if (!rep->legs_by_vgpus[n]) {
+            continue;
+        }
+        json_builder_set_member_name(b, key);
+        json_builder_begin_object(b);
+        add_int(b, "legs", rep->legs_by_vgpus[n]);
+        add_int(b, "migrations", rep->migrations_by_vgpus[n]);
+        json_builder_end_object(b);
+    }
+    json_builder_end_object(b);
+}
+
+static void print_by_vgpus(const struct report *rep, FILE *out)
+{
+    fprintf(out, "  by vGPUs per VM:");
+    for (unsigned n = 0; n <= RIG_MAX_VGPUS; n++) {
+        if (rep->legs_by_vgpus[n]) {
+            fprintf(out, "  %u: %u attempts, %u moved", n,
+                    rep->legs_by_vgpus[n], rep->migrations_by_vgpus[n]);
+        }
+    }
+    fprintf(out, "\n");
+}
+
 int report_write_json(const struct report *rep, const char *path,
                       struct vg_error *err)
 {
@@ -200,6 +235,7 @@ int report_write_json(const struct report *rep, const char *path,
     add_int(b, "legs", rep->legs);
     add_int(b, "migrations", rep->migrations);
     add_int(b, "vm_boots", rep->generations);
+    add_by_vgpus(b, rep);
     add_faults(b, rep);
     add_int(b, "faults_total", faults_all(rep));
     add_int(b, "recoveries", rep->recoveries);
@@ -271,6 +307,7 @@ void report_print(const struct report *rep, FILE *out)
             "s; %u migration attempts, %u migrations done (VM moved), "
             "%u VM boots\n",
             secs / 60, secs % 60, rep->legs, rep->migrations, rep->generations);
+    print_by_vgpus(rep, out);
     fprintf(out, "  faults injected, by phase they landed in:\n");
     fprintf(out, "    %-16s %6s %6s %6s %6s %6s %6s | %5s %5s %5s\n", "kind",
             "setup", "pre", "stop", "resume", "none", "total", "compl", "fail",

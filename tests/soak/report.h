@@ -25,8 +25,11 @@ struct report {
     char netns_why[160];
     bool netem;
     int64_t t_start_ms, t_end_ms;
-    unsigned legs;                           /* migration attempts */
-    unsigned migrations;                     /* attempts that moved the VM */
+    unsigned legs;       /* migration attempts */
+    unsigned migrations; /* attempts that moved the VM */
+    /* The same by the VM's number of vGPUs. */
+    unsigned legs_by_vgpus[RIG_MAX_VGPUS + 1];
+    unsigned migrations_by_vgpus[RIG_MAX_VGPUS + 1];
     unsigned faults[FK_COUNT][PH_COUNT + 1]; /* by kind, phase seen */
     unsigned outcome[FK_COUNT][3];           /* completed, failed, cancelled */
     unsigned recoveries, source_continued, corruptions, leaks, lost, stuck,

@@ -94,8 +94,10 @@ static void side_files_remove(struct rig *r, struct rig_side *sd)
             unlink(log);
         }
     }
-    if (sd->stats) {
-        unlink(sd->stats);
+    for (unsigned d = 0; d < RIG_MAX_VGPUS; d++) {
+        if (sd->stats[d]) {
+            unlink(sd->stats[d]);
+        }
     }
 }
 
@@ -104,33 +106,36 @@ static void side_files_remove(struct rig *r, struct rig_side *sd)
 static void side_stop(struct rig *r, int s, bool remove_files)
 {
     struct rig_side *sd = &r->side[s];
-    g_autofree char *sock = NULL;
 
-    if (sd->srv) {
-        sock = g_strdup(sd->srv->socket);
-    }
     vg_qemu_free(sd->qemu);
-    vg_server_free(sd->srv);
-    if (sock && sd->srv_killed) {
-        unlink(sock);
+    for (unsigned d = 0; d < RIG_MAX_VGPUS; d++) {
+        g_autofree char *sock =
+            sd->srv[d] ? g_strdup(sd->srv[d]->socket) : NULL;
+
+        vg_server_free(sd->srv[d]);
+        if (sock && sd->srv_killed[d]) {
+            unlink(sock);
+        }
     }
     if (remove_files && !r->o.keep_logs) {
         side_files_remove(r, sd);
     }
-    g_free(sd->stats);
+    for (unsigned d = 0; d < RIG_MAX_VGPUS; d++) {
+        g_free(sd->stats[d]);
+    }
     for (unsigned i = 0; i < G_N_ELEMENTS(sd->names); i++) {
         g_free(sd->names[i]);
     }
     memset(sd, 0, sizeof(*sd));
 }
 
-/* Start server and QEMU of side @s; a destination if @incoming. */
-static int side_start(struct rig *r, int s, bool incoming, struct vg_error *err)
+/* Start the server of vGPU @d of side @s, the @n-th side started; the
+ * faulted vGPU's gets the planned --fault. */
+static int server_start(struct rig *r, int s, unsigned n, unsigned d,
+                        struct vg_error *err)
 {
-    static const char *const dst_args[] = {"-S", NULL};
     struct rig_side *sd = &r->side[s];
     const char *extra[3] = {NULL, NULL, NULL};
-    unsigned n = ++r->started;
     struct vg_server_opts so = {
         .dir = r->dir,
         .vram = r->o.vram,
@@ -138,34 +143,53 @@ static int side_start(struct rig *r, int s, bool incoming, struct vg_error *err)
         .log_level = r->o.srv_log ? r->o.srv_log : "info",
         .extra_args = extra,
     };
-    struct vg_qemu_opts qo = {
-        .dir = r->dir,
-        .ram_mib = r->o.ram_mib,
-        .incoming = incoming ? "defer" : NULL,
-        .extra_args = incoming ? dst_args : NULL,
-    };
-    int rc;
 
-    memset(sd, 0, sizeof(*sd));
-    sd->names[0] = g_strdup_printf("srv%c%u", 'a' + s, n);
-    sd->names[1] = g_strdup_printf("qemu%c%u", 'a' + s, n);
-    sd->stats = g_strdup_printf("%s/%s-stats.json", r->dir, sd->names[0]);
-    so.name = sd->names[0];
-    so.stats_file = sd->stats;
-    if (r->next_fault) {
+    sd->names[1 + d] = d ? g_strdup_printf("srv%c%u-%u", 'a' + s, n, d)
+                         : g_strdup_printf("srv%c%u", 'a' + s, n);
+    sd->stats[d] =
+        g_strdup_printf("%s/%s-stats.json", r->dir, sd->names[1 + d]);
+    so.name = sd->names[1 + d];
+    so.stats_file = sd->stats[d];
+    if (r->next_fault && d == r->o.fault_vgpu) {
         extra[0] = "--fault";
         extra[1] = r->next_fault;
         sd->corrupting = true;
         sd->corrupt_offset = r->next_offset;
     }
-    rc = vg_server_start(&so, &sd->srv, err);
+    return vg_server_start(&so, &sd->srv[d], err);
+}
+
+/* Start servers and QEMU of side @s; a destination if @incoming. */
+static int side_start(struct rig *r, int s, bool incoming, struct vg_error *err)
+{
+    static const char *const dst_args[] = {"-S", NULL};
+    struct rig_side *sd = &r->side[s];
+    const char *more[RIG_MAX_VGPUS] = {NULL}; /* vgpu1.., NULL-terminated */
+    unsigned n = ++r->started;
+    struct vg_qemu_opts qo = {
+        .dir = r->dir,
+        .ram_mib = r->o.ram_mib,
+        .incoming = incoming ? "defer" : NULL,
+        .extra_args = incoming ? dst_args : NULL,
+        .vgpu_socks = more,
+    };
+    int rc = 0;
+
+    memset(sd, 0, sizeof(*sd));
+    for (unsigned d = 0; rc == 0 && d < r->nvgpu; d++) {
+        rc = server_start(r, s, n, d, err);
+        if (rc == 0 && d > 0) {
+            more[d - 1] = sd->srv[d]->socket;
+        }
+    }
     g_free(r->next_fault);
     r->next_fault = NULL;
     if (rc < 0) {
         return rc;
     }
-    qo.name = sd->names[1];
-    qo.vgpu_sock = sd->srv->socket;
+    sd->names[0] = g_strdup_printf("qemu%c%u", 'a' + s, n);
+    qo.name = sd->names[0];
+    qo.vgpu_sock = sd->srv[0]->socket;
     rc = nf_enter(&r->nf, s, err);
     if (rc == 0) {
         rc = vg_qemu_start(&qo, &sd->qemu, err);
@@ -241,12 +265,69 @@ static void check_fds(const char *who, pid_t pid,
     }
 }
 
+/* Whether @pid is one of side @sd's servers. */
+static bool is_server(const struct rig *r, const struct rig_side *sd, pid_t pid)
+{
+    for (unsigned d = 0; d < r->nvgpu; d++) {
+        if (sd->srv[d] && sd->srv[d]->proc.pid == pid) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether @path is the socket of one of side @sd's servers. */
+static bool is_server_socket(const struct rig *r, const struct rig_side *sd,
+                             const char *path)
+{
+    for (unsigned d = 0; d < r->nvgpu; d++) {
+        if (sd->srv[d] && strcmp(path, sd->srv[d]->socket) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The fds of the running side's servers and QEMU against those of the
+ * same processes before (@same_procs) or of the first migrated-in side. */
+static void check_side_fds(struct rig *r, bool same_procs,
+                           struct leg_result *res)
+{
+    struct rig_side *sd = &r->side[r->cur];
+    struct vg_fd_census srv[RIG_MAX_VGPUS], qemu;
+
+    for (unsigned d = 0; d < r->nvgpu; d++) {
+        pid_t pid = sd->srv[d]->proc.pid;
+
+        if (same_procs) {
+            check_fds("vgpu-server", pid, &sd->srv_fds[d], &srv[d], res);
+        } else if (r->have_ref) {
+            check_fds("migrated-in vgpu-server", pid, &r->ref_srv[d], &srv[d],
+                      res);
+        } else {
+            vg_fd_census(pid, &srv[d], NULL);
+            r->ref_srv[d] = srv[d];
+        }
+        sd->srv_fds[d] = srv[d];
+    }
+    if (same_procs) {
+        check_fds("QEMU", sd->qemu->proc.pid, &sd->qemu_fds, &qemu, res);
+    } else if (r->have_ref) {
+        check_fds("migrated-in QEMU", sd->qemu->proc.pid, &r->ref_qemu, &qemu,
+                  res);
+    } else {
+        vg_fd_census(sd->qemu->proc.pid, &qemu, NULL);
+        r->ref_qemu = qemu;
+        r->have_ref = true;
+    }
+    sd->qemu_fds = qemu;
+}
+
 /* After a leg: only the running side's processes are our children, the
- * run directory has only its server's socket, fds are as before. */
+ * run directory has only its servers' sockets, fds are as before. */
 static void check_leaks(struct rig *r, bool same_procs, struct leg_result *res)
 {
     struct rig_side *sd = &r->side[r->cur];
-    struct vg_fd_census srv, qemu;
     pid_t pids[16];
     int n = vg_child_pids(pids, G_N_ELEMENTS(pids), NULL);
     DIR *d;
@@ -255,7 +336,7 @@ static void check_leaks(struct rig *r, bool same_procs, struct leg_result *res)
     unsigned fds;
 
     for (int i = 0; i < MIN(n, (int)G_N_ELEMENTS(pids)); i++) {
-        if (pids[i] != sd->srv->proc.pid && pids[i] != sd->qemu->proc.pid) {
+        if (!is_server(r, sd, pids[i]) && pids[i] != sd->qemu->proc.pid) {
             g_autofree char *comm = NULL;
             g_autofree char *path = g_strdup_printf("/proc/%d/comm", pids[i]);
 
@@ -269,7 +350,7 @@ static void check_leaks(struct rig *r, bool same_procs, struct leg_result *res)
         g_autofree char *path = g_build_filename(r->dir, de->d_name, NULL);
 
         if (g_str_has_suffix(de->d_name, ".sock") &&
-            strcmp(path, sd->srv->socket) != 0) {
+            !is_server_socket(r, sd, path)) {
             leak(res, "socket file %s left over", de->d_name);
             unlink(path);
         }
@@ -277,23 +358,7 @@ static void check_leaks(struct rig *r, bool same_procs, struct leg_result *res)
     if (d) {
         closedir(d);
     }
-    if (same_procs) {
-        check_fds("vgpu-server", sd->srv->proc.pid, &sd->srv_fds, &srv, res);
-        check_fds("QEMU", sd->qemu->proc.pid, &sd->qemu_fds, &qemu, res);
-    } else if (r->have_ref) {
-        check_fds("migrated-in vgpu-server", sd->srv->proc.pid, &r->ref_srv,
-                  &srv, res);
-        check_fds("migrated-in QEMU", sd->qemu->proc.pid, &r->ref_qemu, &qemu,
-                  res);
-    } else {
-        vg_fd_census(sd->srv->proc.pid, &srv, NULL);
-        vg_fd_census(sd->qemu->proc.pid, &qemu, NULL);
-        r->ref_srv = srv;
-        r->ref_qemu = qemu;
-        r->have_ref = true;
-    }
-    sd->srv_fds = srv;
-    sd->qemu_fds = qemu;
+    check_side_fds(r, same_procs, res);
     while ((fds = self_fds()) != r->self_fds && vg_now_ms() < deadline) {
         g_usleep(50000);
     }
@@ -305,38 +370,58 @@ static void check_leaks(struct rig *r, bool same_procs, struct leg_result *res)
 
 /* --------------------------------------------------------------- VM -- */
 
+/* Open vGPU @d of the VM booted on side @s, set up its model. */
+static int boot_vgpu(struct rig *r, int s, unsigned d, uint64_t *mmio,
+                     struct vg_error *err)
+{
+    struct vg_vgpu *gpu = &r->gpu[d];
+    int rc = vg_vgpu_open_nth(r->side[s].qemu->qt, &r->ram, d, mmio, gpu, err);
+
+    if (rc == 0) {
+        rc = vg_vgpu_ring_init(gpu, &r->ram, RING_ENTRIES, err);
+    }
+    if (rc == 0) {
+        rc = vg_vgpu_wr(gpu, VGPU_REG_IRQ_MASK, VGPU_IRQ_FENCE | VGPU_IRQ_ERROR,
+                        err);
+    }
+    if (rc == 0) {
+        rc = model_setup(&r->model[d], gpu, &r->ram, err);
+    }
+    if (rc == 0) {
+        rc = model_verify(&r->model[d], gpu, err);
+    }
+    if (rc < 0) {
+        vg_error_prefix(err, "vGPU %u", d);
+    }
+    return rc;
+}
+
 static int boot(struct rig *r, int s, uint64_t seed, struct vg_error *err)
 {
-    struct vg_qmp *qmp;
+    uint64_t mmio = VG_PCI_MMIO_BASE;
     int rc = side_start(r, s, false, err);
 
     r->cur = s;
     r->generation++;
-    model_destroy(&r->model);
-    model_init(&r->model, r->vram_size, seed);
-    memset(&r->gpu, 0, sizeof(r->gpu));
+    for (unsigned d = 0; d < RIG_MAX_VGPUS; d++) {
+        model_destroy(&r->model[d]);
+    }
+    for (unsigned d = 0; d < r->nvgpu; d++) {
+        model_init(&r->model[d], r->vram_size, seed + d);
+    }
+    memset(r->gpu, 0, sizeof(r->gpu));
     if (rc < 0) {
         return rc;
     }
-    qmp = r->side[s].qemu->qmp;
     vg_galloc_init(&r->ram, 16ull << 20, (uint64_t)r->o.ram_mib << 20);
-    rc = vg_vgpu_open(r->side[s].qemu->qt, &r->ram, &r->gpu, err);
-    if (rc == 0) {
-        rc = vg_vgpu_ring_init(&r->gpu, &r->ram, RING_ENTRIES, err);
+    for (unsigned d = 0; rc == 0 && d < r->nvgpu; d++) {
+        rc = boot_vgpu(r, s, d, &mmio, err);
     }
     if (rc == 0) {
-        rc = vg_vgpu_wr(&r->gpu, VGPU_REG_IRQ_MASK,
-                        VGPU_IRQ_FENCE | VGPU_IRQ_ERROR, err);
-    }
-    if (rc == 0) {
-        rc = model_setup(&r->model, &r->gpu, &r->ram, err);
-    }
-    if (rc == 0) {
-        rc = model_verify(&r->model, &r->gpu, err);
-    }
-    (void)qmp;
-    if (rc == 0) {
-        vg_fd_census(r->side[s].srv->proc.pid, &r->side[s].srv_fds, NULL);
+        for (unsigned d = 0; d < r->nvgpu; d++) {
+            vg_fd_census(r->side[s].srv[d]->proc.pid, &r->side[s].srv_fds[d],
+                         NULL);
+        }
         vg_fd_census(r->side[s].qemu->proc.pid, &r->side[s].qemu_fds, NULL);
         r->self_fds = self_fds();
     }
@@ -354,7 +439,13 @@ int rig_open(struct rig *r, const struct rig_opts *o, struct vg_error *err)
     memset(r, 0, sizeof(*r));
     r->o = *o;
     r->o.leg_timeout_ms = o->leg_timeout_ms ? o->leg_timeout_ms : 120000;
+    r->nvgpu = o->vgpus ? o->vgpus : 1;
     r->nf.ns_fd[0] = r->nf.ns_fd[1] = r->nf.root_fd = -1;
+    if (r->nvgpu > RIG_MAX_VGPUS || o->fault_vgpu >= r->nvgpu) {
+        return vg_error_set(err, EINVAL,
+                            "rig: %u vGPUs (at most %u), faults on vGPU %u",
+                            r->nvgpu, RIG_MAX_VGPUS, o->fault_vgpu);
+    }
     rc = vg_parse_size(o->vram, 4u << 20, 1ull << 40, &r->vram_size, err);
     if (rc == 0) {
         rc = vg_parse_size(o->page, 4096, 2u << 20, &r->page_size, err);
@@ -386,7 +477,9 @@ void rig_close(struct rig *r, bool keep_dir)
     side_stop(r, 0, false);
     side_stop(r, 1, false);
     nf_teardown(&r->nf);
-    model_destroy(&r->model);
+    for (unsigned d = 0; d < RIG_MAX_VGPUS; d++) {
+        model_destroy(&r->model[d]);
+    }
     if (r->dir && !keep_dir) {
         vg_tmpdir_remove(r->dir, NULL);
     }
@@ -409,11 +502,21 @@ bool rig_source_corrupts(const struct rig *r)
     return r->side[r->cur].corrupting;
 }
 
-int rig_reboot(struct rig *r, uint64_t seed, struct vg_error *err)
+int rig_reboot(struct rig *r, uint64_t seed, unsigned vgpus,
+               struct vg_error *err)
 {
     int s = r->cur;
 
+    if (vgpus > RIG_MAX_VGPUS) {
+        return vg_error_set(err, EINVAL, "rig: %u vGPUs (at most %u)", vgpus,
+                            RIG_MAX_VGPUS);
+    }
     side_stop(r, s, true);
+    if (vgpus && vgpus != r->nvgpu) {
+        r->nvgpu = vgpus;
+        r->o.fault_vgpu = vgpus - 1;
+        r->have_ref = false; /* other devices: other fds */
+    }
     return boot(r, !s, seed, err);
 }
 
@@ -421,7 +524,7 @@ int rig_last_stream(struct rig *r, int side, int64_t *pre, int64_t *stop,
                     struct vg_error *err)
 {
     struct vg_stats st;
-    int rc = vg_stats_read(r->side[side].stats, &st, err);
+    int rc = vg_stats_read(r->side[side].stats[r->o.fault_vgpu], &st, err);
 
     if (rc == 0) {
         rc = vg_stats_int(&st, "precopy_bytes", pre, err);
@@ -497,12 +600,14 @@ static int inject(struct leg *l, const char *status, struct vg_error *err)
         rc = vg_qemu_kill9(r->side[l->d].qemu, err);
         break;
     case FK_KILL_DST_SERVER:
-        r->side[l->d].srv_killed = true;
-        rc = vg_proc_kill(&r->side[l->d].srv->proc, SIGKILL, STOP_MS, err);
+        r->side[l->d].srv_killed[r->o.fault_vgpu] = true;
+        rc = vg_proc_kill(&r->side[l->d].srv[r->o.fault_vgpu]->proc, SIGKILL,
+                          STOP_MS, err);
         break;
     case FK_KILL_SRC_SERVER:
-        r->side[l->s].srv_killed = true;
-        rc = vg_proc_kill(&r->side[l->s].srv->proc, SIGKILL, STOP_MS, err);
+        r->side[l->s].srv_killed[r->o.fault_vgpu] = true;
+        rc = vg_proc_kill(&r->side[l->s].srv[r->o.fault_vgpu]->proc, SIGKILL,
+                          STOP_MS, err);
         break;
     case FK_DROP:
         rc = nf_link(&r->nf, l->d, false, err);
@@ -519,6 +624,24 @@ static int inject(struct leg *l, const char *status, struct vg_error *err)
     return rc;
 }
 
+/* A batch of @mix on every idle vGPU (the others are still busy with the
+ * last one). */
+static int work(struct rig *r, enum model_mix mix, struct vg_error *err)
+{
+    for (unsigned d = 0; d < r->nvgpu; d++) {
+        uint32_t status = 0;
+        int rc = vg_vgpu_rd(&r->gpu[d], VGPU_REG_STATUS, &status, err);
+
+        if (rc == 0 && !(status & VGPU_STATUS_BUSY)) {
+            rc = model_batch(&r->model[d], &r->gpu[d], mix, err);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
 /* Workload and fault while the migration runs; returns when it is final
  * (or completed), with the last sample in @info. */
 static int drive(struct leg *l, struct vg_mig_info *info, struct vg_error *err)
@@ -527,7 +650,6 @@ static int drive(struct leg *l, struct vg_mig_info *info, struct vg_error *err)
     const struct leg_plan *p = l->p;
     int64_t deadline = vg_now_ms() + r->o.leg_timeout_ms;
     char state[VG_MIG_STATUS_MAX];
-    uint32_t status = 0;
     int rc;
 
     for (;;) {
@@ -551,10 +673,7 @@ static int drive(struct leg *l, struct vg_mig_info *info, struct vg_error *err)
             if (rc == 0 && !l->released && p->mix != MIX_IDLE) {
                 rc = vg_mig_runstate(l->sq, state, sizeof(state), err);
                 if (rc == 0 && !strcmp(state, "running")) {
-                    rc = vg_vgpu_rd(&r->gpu, VGPU_REG_STATUS, &status, err);
-                    if (rc == 0 && !(status & VGPU_STATUS_BUSY)) {
-                        rc = model_batch(&r->model, &r->gpu, p->mix, err);
-                    }
+                    rc = work(r, p->mix, err);
                 }
             }
             if (rc == 0 && !l->released && now >= l->t0 + p->work_ms &&
@@ -603,10 +722,17 @@ static int drive(struct leg *l, struct vg_mig_info *info, struct vg_error *err)
     }
 }
 
-static bool alive(struct rig_side *sd)
+static bool alive(const struct rig *r, struct rig_side *sd)
 {
-    return sd->qemu && vg_proc_alive(&sd->qemu->proc) && sd->qemu->qmp &&
-           sd->srv && vg_proc_alive(&sd->srv->proc);
+    if (!sd->qemu || !vg_proc_alive(&sd->qemu->proc) || !sd->qemu->qmp) {
+        return false;
+    }
+    for (unsigned d = 0; d < r->nvgpu; d++) {
+        if (!sd->srv[d] || !vg_proc_alive(&sd->srv[d]->proc)) {
+            return false;
+        }
+    }
+    return true;
 }
 
 /* The run state of side @s's QEMU, "" if it is gone. */
@@ -653,14 +779,14 @@ static int recover(struct leg *l, const struct vg_mig_info *info)
             g_usleep(20000);
             runstate(r, l->d, st, sizeof(st));
         }
-        if (alive(&r->side[l->d]) && !strcmp(st, "paused") &&
+        if (alive(r, &r->side[l->d]) && !strcmp(st, "paused") &&
             cont(r, l->d, &e) == 0) {
             return l->d;
         }
         vg_info("leg: destination unusable (state '%s'%s%s): continuing "
                 "the source",
                 st, e.msg[0] ? ", " : "", e.msg);
-        if (alive(&r->side[l->s])) {
+        if (alive(r, &r->side[l->s])) {
             side_stop(r, l->d, false);
             l->res->source_continued = true;
             if (cont(r, l->s, &e) == 0) {
@@ -671,7 +797,7 @@ static int recover(struct leg *l, const struct vg_mig_info *info)
         return -1;
     }
     /* failed or cancelled: the source runs again by itself. */
-    if (alive(&r->side[l->s]) &&
+    if (alive(r, &r->side[l->s]) &&
         vg_mig_wait_runstate(r->side[l->s].qemu->qmp, "running",
                              RUNSTATE_WAIT_MS, &e) == 0) {
         return l->s;
@@ -696,27 +822,54 @@ static void check_one_side(struct leg *l, int s)
     }
 }
 
-/* Both servers' VRAM checksums at switchover must agree. */
-static void check_checksums(struct leg *l)
+/* Both servers' VRAM checksums of vGPU @d at switchover must agree. */
+static void check_checksum(struct leg *l, unsigned d)
 {
     struct vg_stats ss, ds;
     struct leg_result *res = l->res;
 
-    if (vg_stats_read(l->r->side[l->s].stats, &ss, NULL) < 0) {
+    if (vg_stats_read(l->r->side[l->s].stats[d], &ss, NULL) < 0) {
         return; /* the source server died: nothing to compare */
     }
-    if (vg_stats_read(l->r->side[l->d].stats, &ds, NULL) == 0) {
+    if (vg_stats_read(l->r->side[l->d].stats[d], &ds, NULL) == 0) {
         if (ss.vram_checksum[0] &&
             strcmp(ss.vram_checksum, ds.vram_checksum) != 0) {
             res->corruption = true;
             g_snprintf(res->corruption_detail, sizeof(res->corruption_detail),
-                       "VRAM checksum at switchover: source %s, "
+                       "vGPU %u: VRAM checksum at switchover: source %s, "
                        "destination %s",
-                       ss.vram_checksum, ds.vram_checksum);
+                       d, ss.vram_checksum, ds.vram_checksum);
         }
         vg_stats_clear(&ds);
     }
     vg_stats_clear(&ss);
+}
+
+static void check_checksums(struct leg *l)
+{
+    for (unsigned d = 0; d < l->r->nvgpu; d++) {
+        check_checksum(l, d);
+    }
+}
+
+/* Every vGPU on the side the VM runs on: idle, not halted, VRAM and DMA
+ * buffer as its model says. */
+static void check_models(struct rig *r, struct leg_result *res)
+{
+    for (unsigned d = 0; d < r->nvgpu; d++) {
+        struct vg_error e = {0};
+
+        if (model_verify(&r->model[d], &r->gpu[d], &e) < 0) {
+            vg_err("CORRUPTION on side %c, vGPU %u: %s", 'A' + r->cur, d,
+                   e.msg);
+            if (!res->corruption) {
+                g_snprintf(res->corruption_detail,
+                           sizeof(res->corruption_detail), "vGPU %u: %s", d,
+                           e.msg);
+            }
+            res->corruption = true;
+        }
+    }
 }
 
 /* Where the corrupted byte of a corrupting source fell in its stream. */
@@ -753,6 +906,7 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
 
     memset(res, 0, sizeof(*res));
     res->phase_seen = PH_COUNT;
+    res->vgpus = r->nvgpu;
     if (!rig_fault_applies(r, p->kind, p->phase, &why)) {
         res->skipped = true;
         g_strlcpy(res->why, why, sizeof(res->why));
@@ -820,7 +974,8 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
     }
     g_strlcpy(res->status, info.status, sizeof(res->status));
     res->stream_pre = res->stream_stop = -1;
-    if (r->side[l.s].srv && vg_proc_alive(&r->side[l.s].srv->proc)) {
+    if (r->side[l.s].srv[r->o.fault_vgpu] &&
+        vg_proc_alive(&r->side[l.s].srv[r->o.fault_vgpu]->proc)) {
         rig_last_stream(r, l.s, &res->stream_pre, &res->stream_stop, NULL);
     }
     if (r->side[l.s].corrupting) {
@@ -853,19 +1008,14 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
     }
     side_stop(r, !run_on, res->leaks == 0);
     r->cur = run_on;
-    if (res->moved) {
-        rc = vg_vgpu_attach(r->side[run_on].qemu->qt, &r->gpu, err);
+    for (unsigned d = 0; res->moved && d < r->nvgpu; d++) {
+        rc = vg_vgpu_attach_nth(r->side[run_on].qemu->qt, d, &r->gpu[d], err);
         if (rc < 0) {
-            vg_error_prefix(err, "attach the vGPU on side %c", 'A' + run_on);
+            vg_error_prefix(err, "attach vGPU %u on side %c", d, 'A' + run_on);
             return rc;
         }
     }
-    if (model_verify(&r->model, &r->gpu, &e) < 0) {
-        res->corruption = true;
-        g_strlcpy(res->corruption_detail, e.msg,
-                  sizeof(res->corruption_detail));
-        vg_err("CORRUPTION on side %c: %s", 'A' + run_on, e.msg);
-    }
+    check_models(r, res);
     check_leaks(r, !res->moved, res);
     return 0;
 }

@@ -39,6 +39,11 @@
  * run directory, /proc/PID/fd of the survivors and of this process).
  * Expected outcomes are results (struct leg_result); an error return
  * means the rig itself could not go on.
+ *
+ * The VM may have several vGPUs (rig_opts.vgpus), each with a server, a
+ * workload and a model of its own; the server faults (kill-dst-server,
+ * kill-src-server, corrupt-stream) hit one of them (rig_opts.fault_vgpu)
+ * while the others migrate normally, and every check covers every vGPU.
  */
 #ifndef VGMIG_TESTS_SOAK_RIG_H
 #define VGMIG_TESTS_SOAK_RIG_H
@@ -67,6 +72,9 @@ enum fault_kind {
 
 enum mig_phase { PH_SETUP, PH_PRECOPY, PH_STOPCOPY, PH_RESUME, PH_COUNT };
 
+/* The most vGPUs of a rig's VM. */
+#define RIG_MAX_VGPUS 4
+
 const char *fault_name(enum fault_kind k);
 const char *phase_name(enum mig_phase p); /* PH_COUNT: "none" */
 
@@ -80,21 +88,27 @@ struct rig_opts {
     bool keep_logs;      /* keep the logs of clean legs too */
     const char *srv_log; /* server --log-level, NULL: "info" */
     int leg_timeout_ms;  /* a migration that takes longer is stuck */
+    unsigned vgpus;      /* vGPUs of the VM (0: 1), each --vram */
+    unsigned fault_vgpu; /* the vGPU whose server the faults hit */
 };
 
 struct rig_side {
-    struct vg_server *srv;
+    struct vg_server *srv[RIG_MAX_VGPUS]; /* one per vGPU */
     struct vg_qemu *qemu;
-    char *stats;
-    char *names[3];          /* the files this side's processes write */
-    bool srv_killed;         /* got SIGKILL: its socket file is stale */
-    bool corrupting;         /* started with --fault corrupt-stream */
-    uint64_t corrupt_offset; /* ... at this stream offset */
-    struct vg_fd_census srv_fds, qemu_fds; /* at the last steady state */
+    char *stats[RIG_MAX_VGPUS];
+    /* The files this side's processes write: QEMU's, then the servers'. */
+    char *names[1 + RIG_MAX_VGPUS];
+    bool srv_killed[RIG_MAX_VGPUS]; /* got SIGKILL: its socket is stale */
+    bool corrupting;                /* rig_opts.fault_vgpu's server was started
+                                       with --fault corrupt-stream */
+    uint64_t corrupt_offset;        /* ... at this stream offset */
+    /* At the last steady state. */
+    struct vg_fd_census srv_fds[RIG_MAX_VGPUS], qemu_fds;
 };
 
 struct rig {
     struct rig_opts o;
+    unsigned nvgpu; /* rig_opts.vgpus, at least 1 */
     uint64_t vram_size, page_size;
     char *dir;
     struct nf nf;
@@ -103,13 +117,14 @@ struct rig {
     unsigned started;    /* sides started, for file names */
     unsigned generation; /* VMs booted */
     struct vg_galloc ram;
-    struct vg_vgpu gpu;
-    struct model model;
+    struct vg_vgpu gpu[RIG_MAX_VGPUS];
+    struct model model[RIG_MAX_VGPUS];
     unsigned self_fds;    /* this process's fds at steady state */
     char *next_fault;     /* --fault for the next server started, or NULL */
     uint64_t next_offset; /* its corrupt-stream offset */
     bool have_ref;        /* a migrated-in side was measured */
-    struct vg_fd_census ref_srv, ref_qemu; /* ... with these fds */
+    /* ... with these fds */
+    struct vg_fd_census ref_srv[RIG_MAX_VGPUS], ref_qemu;
 };
 
 struct leg_plan {
@@ -132,6 +147,7 @@ struct leg_result {
     char status[VG_MIG_STATUS_MAX]; /* the migration's final status */
     bool moved;                     /* the VM now runs on the other side */
     bool recovered;                 /* a fault, and the VM survived it */
+    unsigned vgpus;                 /* the VM's vGPUs */
     bool source_continued;          /* the source needed "cont" */
     bool lost;                      /* the VM ran nowhere: a failure */
     bool stuck;                     /* the migration did not end in time */
@@ -158,18 +174,23 @@ void rig_close(struct rig *r, bool keep_dir);
  * of the leg after it) gets --fault corrupt-stream:@offset; every stream
  * it sends is corrupted there. */
 void rig_plan_corrupt(struct rig *r, uint64_t offset);
-/* Whether the VM runs on a server that corrupts every stream it sends. */
+/* Whether the VM runs on a server that corrupts every stream it sends
+ * (only rig_opts.fault_vgpu's is started so). */
 bool rig_source_corrupts(const struct rig *r);
 /* Shut the VM down (after verifying it) and boot a fresh one, with a
- * new model seeded @seed, on the other side. */
-int rig_reboot(struct rig *r, uint64_t seed, struct vg_error *err);
+ * new model seeded @seed, on the other side; with @vgpus (1 to
+ * RIG_MAX_VGPUS, 0: as many as before) vGPUs, the faults then hitting the
+ * last of them. */
+int rig_reboot(struct rig *r, uint64_t seed, unsigned vgpus,
+               struct vg_error *err);
 
 /* One migration of the VM to the other side with the fault of @p. */
 int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
             struct vg_error *err);
 
-/* The source's device stream sizes of the last migration: pre-copy and
- * stop-copy bytes (from its stats file), for corruption offsets. */
+/* The source's device stream sizes of the last migration, of the vGPU
+ * the faults hit: pre-copy and stop-copy bytes (from its stats file), for
+ * corruption offsets. */
 int rig_last_stream(struct rig *r, int side, int64_t *pre, int64_t *stop,
                     struct vg_error *err);
 

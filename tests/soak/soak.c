@@ -20,21 +20,24 @@
 
 static void usage(FILE *out)
 {
-    fputs(
+    fprintf(
+        out,
         "Usage: vgmig-soak [OPTION]...\n"
         "\n"
-        "Migrate a VM with a vGPU back and forth between two sides (A and B,\n"
-        "each a vgpu-server and a QEMU under -accel qtest, fresh processes on\n"
-        "the freed side every time) while a workload runs on the vGPU, and\n"
-        "inject random faults: migrate_cancel; SIGKILL of the destination\n"
-        "QEMU, of the destination vgpu-server, or of the source vgpu-server\n"
-        "once the stream is complete; the migration link dropped or slowed\n"
-        "(network namespaces, ip and tc from iproute2; needs root); a\n"
-        "corrupted device stream (vgpu-server --fault corrupt-stream). Each\n"
-        "fault lands in a phase: setup, pre-copy, stop-copy or resume.\n"
+        "Migrate a VM with vGPUs back and forth between two sides (A and B,\n"
+        "each a vgpu-server per vGPU and a QEMU under -accel qtest, fresh\n"
+        "processes on the freed side every time) while a workload runs on\n"
+        "every vGPU, and inject random faults: migrate_cancel; SIGKILL of\n"
+        "the destination QEMU, of the destination vgpu-server, or of the\n"
+        "source vgpu-server once the stream is complete; the migration link\n"
+        "dropped or slowed (network namespaces, ip and tc from iproute2;\n"
+        "needs root); a corrupted device stream (vgpu-server --fault\n"
+        "corrupt-stream).  The server faults hit one vGPU of a VM of\n"
+        "several.  Each fault lands in a phase: setup, pre-copy, stop-copy\n"
+        "or resume.\n"
         "After every migration attempt the VM must run on exactly one side,\n"
-        "VRAM must equal the test's model of it, and no process, socket\n"
-        "file, fd or memfd may be left over.\n"
+        "every vGPU's VRAM must equal the test's model of it, and no\n"
+        "process, socket file, fd or memfd may be left over.\n"
         "\n"
         "Options:\n"
         "  -n, --migrations N   stop after N migration attempts (default 20)\n"
@@ -49,7 +52,14 @@ static void usage(FILE *out)
         "                       all): cancel, kill-dst-qemu, kill-dst-server,\n"
         "                       kill-src-server, drop-link, slow-link,\n"
         "                       corrupt-stream\n"
-        "      --vram SIZE      VRAM of the vGPU (default 16M, at least 4M)\n"
+        "      --vram SIZE      VRAM of each vGPU (default 16M, at least 4M)\n"
+        "      --vgpus LIST     comma-separated vGPU counts (1 to %u) the\n"
+        "                       VMs draw from, each VM booted one of them\n"
+        "                       (default 1,2); the server faults hit the\n"
+        "                       last vGPU of a VM of several\n"
+        "      --vm-legs N      boot a new VM after N migration attempts\n"
+        "                       (default 10; 0: only when one is lost or\n"
+        "                       sits on a server that corrupts streams)\n"
         "      --page-size SIZE dirty-tracking page (default 64K)\n"
         "      --ram MIB        guest RAM in MiB (default 128)\n"
         "      --no-netns       no network namespaces: QEMUs on loopback,\n"
@@ -84,7 +94,7 @@ static void usage(FILE *out)
         "under $TMPDIR, printed at start; it is removed at the end of a run\n"
         "that passed.  Exit status: 0 if no corruption, leak, lost VM, stuck\n"
         "migration or error was seen, 1 otherwise, 2 on usage errors.\n",
-        out);
+        RIG_MAX_VGPUS);
 }
 
 struct opts {
@@ -96,6 +106,9 @@ struct opts {
     bool kinds[FK_COUNT];
     const char *vram, *page, *out;
     unsigned ram_mib;
+    unsigned vgpus[RIG_MAX_VGPUS]; /* the counts VMs draw from */
+    unsigned n_vgpus;
+    unsigned vm_legs;
     bool netns, keep_logs, stop_on_failure;
 };
 
@@ -151,9 +164,41 @@ static int parse_kinds(const char *list, bool *kinds)
     return 0;
 }
 
+/* --vgpus: counts 1..RIG_MAX_VGPUS, each once. */
+static int parse_vgpus(const char *list, struct opts *o)
+{
+    g_auto(GStrv) parts = g_strsplit(list, ",", -1);
+
+    o->n_vgpus = 0;
+    for (unsigned i = 0; parts[i]; i++) {
+        char *end;
+        unsigned long v = strtoul(parts[i], &end, 10);
+
+        if (*end || !*parts[i] || v < 1 || v > RIG_MAX_VGPUS ||
+            o->n_vgpus == RIG_MAX_VGPUS) {
+            fprintf(stderr,
+                    "vgmig-soak: bad vGPU count '%s' in --vgpus (1 to %u, "
+                    "at most %u of them)\n",
+                    parts[i], RIG_MAX_VGPUS, RIG_MAX_VGPUS);
+            return -1;
+        }
+        o->vgpus[o->n_vgpus++] = (unsigned)v;
+    }
+    return o->n_vgpus ? 0 : -1;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-    enum { OPT_VRAM = 256, OPT_PAGE, OPT_RAM, OPT_NONETNS, OPT_KEEP, OPT_STOP };
+    enum {
+        OPT_VRAM = 256,
+        OPT_PAGE,
+        OPT_RAM,
+        OPT_NONETNS,
+        OPT_KEEP,
+        OPT_STOP,
+        OPT_VGPUS,
+        OPT_VM_LEGS
+    };
     static const struct option longopts[] = {
         {"migrations", required_argument, NULL, 'n'},
         {"duration", required_argument, NULL, 'd'},
@@ -161,6 +206,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"fault-rate", required_argument, NULL, 'f'},
         {"faults", required_argument, NULL, 'k'},
         {"vram", required_argument, NULL, OPT_VRAM},
+        {"vgpus", required_argument, NULL, OPT_VGPUS},
+        {"vm-legs", required_argument, NULL, OPT_VM_LEGS},
         {"page-size", required_argument, NULL, OPT_PAGE},
         {"ram", required_argument, NULL, OPT_RAM},
         {"no-netns", no_argument, NULL, OPT_NONETNS},
@@ -181,6 +228,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
                        .page = "64K",
                        .out = "build/soak",
                        .ram_mib = 128,
+                       .vgpus = {1, 2},
+                       .n_vgpus = 2,
+                       .vm_legs = 10,
                        .netns = true};
     for (int k = FK_NONE + 1; k < FK_COUNT; k++) {
         o->kinds[k] = true;
@@ -219,6 +269,17 @@ static int parse_args(int argc, char **argv, struct opts *o)
             break;
         case OPT_VRAM:
             o->vram = optarg;
+            break;
+        case OPT_VGPUS:
+            if (parse_vgpus(optarg, o) < 0) {
+                return 2;
+            }
+            break;
+        case OPT_VM_LEGS:
+            o->vm_legs = (unsigned)strtoul(optarg, &end, 10);
+            if (*end || !*optarg) {
+                goto bad;
+            }
             break;
         case OPT_PAGE:
             o->page = optarg;
@@ -314,7 +375,8 @@ static void plan_leg(const struct opts *o, struct rig *r, GRand *rng,
     if (p->kind == FK_CORRUPT) {
         /* The next destination will corrupt what it sends later: pick
          * the offset now; this leg itself has no fault. */
-        uint64_t est = model_nonzero_bytes(&r->model, r->page_size);
+        uint64_t est =
+            model_nonzero_bytes(&r->model[r->o.fault_vgpu], r->page_size);
         uint64_t span = est + est / 50 + 4096;
         unsigned where = pick(rng, 0, 3);
         uint64_t off =
@@ -350,23 +412,51 @@ static void log_leg(unsigned n, const struct rig *r, const struct leg_plan *p,
             res->leaks ? ", LEAK" : "", res->lost ? ", VM LOST" : "");
 }
 
+/* The work of the VM's models into @rep (before they are replaced). */
+static void count_work(struct report *rep, const struct rig *r)
+{
+    for (unsigned d = 0; d < r->nvgpu; d++) {
+        rep->batches += r->model[d].batches;
+        rep->commands += r->model[d].commands;
+        rep->cpu_writes += r->model[d].cpu_writes;
+    }
+}
+
+/* The vGPUs of the next VM, drawn from --vgpus. */
+static unsigned pick_vgpus(const struct opts *o, GRand *rng)
+{
+    return o->vgpus[pick(rng, 0, o->n_vgpus - 1)];
+}
+
 /* The VM must go on after a leg: a new one where it was lost, or where
- * it sits on a server that corrupts every stream it sends. */
-static int after_leg(struct rig *r, struct report *rep, GRand *rng,
-                     const struct leg_plan *p, const struct leg_result *res,
+ * it sits on a server that corrupts every stream it sends; and one every
+ * --vm-legs attempts (unless a corrupt stream is planned for the next
+ * destination), so that VMs of every --vgpus count take part.  @legs
+ * counts the attempts of the VM, reset here. */
+static int after_leg(const struct opts *o, struct rig *r, struct report *rep,
+                     GRand *rng, const struct leg_plan *p,
+                     const struct leg_result *res, unsigned *legs,
                      struct vg_error *err)
 {
-    if (!res->lost && !(p->kind == FK_CORRUPT && rig_source_corrupts(r))) {
+    const char *why = res->lost ? "the VM was lost"
+                      : p->kind == FK_CORRUPT && rig_source_corrupts(r)
+                          ? "its server corrupts streams"
+                      : o->vm_legs && ++*legs >= o->vm_legs && !r->next_fault
+                          ? "--vm-legs"
+                          : NULL;
+    uint64_t seed;
+    unsigned vgpus;
+
+    if (!why) {
         return 0;
     }
-    rep->batches += r->model.batches;
-    rep->commands += r->model.commands;
-    rep->cpu_writes += r->model.cpu_writes;
-    vg_info("booting a new VM (%s)",
-            res->lost ? "the VM was lost" : "its server corrupts streams");
+    count_work(rep, r);
+    seed = ((uint64_t)g_rand_int(rng) << 32) | g_rand_int(rng);
+    vgpus = pick_vgpus(o, rng);
+    vg_info("booting a new VM with %u vGPU(s) (%s)", vgpus, why);
     rep->generations++;
-    return rig_reboot(r, ((uint64_t)g_rand_int(rng) << 32) | g_rand_int(rng),
-                      err);
+    *legs = 0;
+    return rig_reboot(r, seed, vgpus, err);
 }
 
 int main(int argc, char **argv)
@@ -379,7 +469,7 @@ int main(int argc, char **argv)
     GRand *rng;
     g_autofree char *json = NULL;
     g_autofree char *txt = NULL;
-    unsigned n = 0;
+    unsigned n = 0, vm_legs = 0;
     bool keep_dir = false;
     FILE *f;
     int rc;
@@ -406,6 +496,8 @@ int main(int argc, char **argv)
     ro.page = o.page;
     ro.ram_mib = o.ram_mib;
     ro.seed = ((uint64_t)g_rand_int(rng) << 32) | g_rand_int(rng);
+    ro.vgpus = pick_vgpus(&o, rng);
+    ro.fault_vgpu = ro.vgpus - 1;
     ro.netns = o.netns;
     ro.keep_logs = o.keep_logs;
     if (rig_open(&r, &ro, &err) < 0) {
@@ -455,7 +547,7 @@ int main(int argc, char **argv)
             keep_dir = true;
             break;
         }
-        if (after_leg(&r, &rep, rng, &p, &res, &err) < 0) {
+        if (after_leg(&o, &r, &rep, rng, &p, &res, &vm_legs, &err) < 0) {
             rep.errors++;
             report_problem(&rep, n, err.msg);
             vg_err("%s", err.msg);
@@ -471,9 +563,7 @@ int main(int argc, char **argv)
         }
     }
     rep.t_end_ms = vg_now_ms();
-    rep.batches += r.model.batches;
-    rep.commands += r.model.commands;
-    rep.cpu_writes += r.model.cpu_writes;
+    count_work(&rep, &r);
     keep_dir = keep_dir || !report_passed(&rep);
     if (keep_dir) {
         printf("vgmig-soak: logs kept in %s\n", r.dir);
