@@ -1342,6 +1342,59 @@ static void test_aborted(void)
     guest_verify(&lv.a, dom.con, dom.pages);
 }
 
+/* virsh save, then virsh restore: the vGPU's VRAM goes into the file
+ * with the rest of the domain's state (QEMU migrates to it), the hook
+ * stops the server with the domain and starts a new one for the
+ * restore, which loads the same VRAM; the guest's own check of its VRAM
+ * model passes and its workload goes on. */
+static void test_save_restore(void)
+{
+    g_autofree char *file =
+        g_strdup_printf("/var/lib/libvirt/qemu/save/%s.sav", DOM);
+    g_autofree char *old_log = hpath_take(&lv.a, serial_log());
+    g_autofree char *saved = NULL, *saved_sum = NULL, *restored_sum = NULL;
+    g_autofree char *out = NULL, *err = NULL, *image = hpath(&lv.a, file);
+    struct console *con;
+    gint64 t0 = g_get_monotonic_time();
+    int rc;
+
+    g_assert_true(dom.on == &lv.a);
+    rc = VIRSH(&lv.a, &out, &err, "save", DOM, file, "--verbose");
+    g_test_message("virsh save: exit %d in %.1f s: %s", rc,
+                   (g_get_monotonic_time() - t0) / 1e6, g_strstrip(err));
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_nonnull(strstr(err, "Save: ["));
+    g_assert_false(is_running_on(&lv.a));
+    wait_nothing_left(&lv.a);
+    g_assert_true(g_file_test(image, G_FILE_TEST_IS_REGULAR));
+    saved = last_stats(&lv.a, 0);
+    saved_sum = checksum_in(saved);
+    g_assert_cmpstr(saved_sum, !=, "");
+    g_assert_cmpint(stat_in(saved, "stopcopy_bytes"), >, 0);
+
+    g_unlink(old_log);
+    con = console_open(&lv.a);
+    t0 = g_get_monotonic_time();
+    g_free(out);
+    g_free(err);
+    rc = VIRSH(&lv.a, &out, &err, "restore", file);
+    g_test_message("virsh restore: exit %d in %.1f s: %s %s", rc,
+                   (g_get_monotonic_time() - t0) / 1e6, g_strstrip(out),
+                   g_strstrip(err));
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_true(is_running_on(&lv.a));
+    assert_vgpu_served(&lv.a);
+    g_assert_cmpuint(count_servers(&lv.a), ==, 1);
+    restored_sum = dst_checksum(&lv.a, 0);
+    g_test_message("VRAM checksum saved %s, restored %s", saved_sum,
+                   restored_sum);
+    g_assert_cmpstr(restored_sum, ==, saved_sum);
+    console_close(dom.con);
+    dom.con = con;
+    guest_verify(&lv.a, dom.con, dom.pages);
+    g_assert_cmpint(g_unlink(image), ==, 0);
+}
+
 /* Destroy the domain on host a: its hook stops every server. */
 static void destroy_domain(void)
 {
@@ -1522,6 +1575,7 @@ int main(int argc, char **argv)
     g_test_add_func("/libvirt/migrate-parallel", test_migrate_parallel);
     g_test_add_func("/libvirt/migrate-parallel-back",
                     test_migrate_parallel_back);
+    g_test_add_func("/libvirt/save-restore", test_save_restore);
     g_test_add_func("/libvirt/refused", test_refused);
     g_test_add_func("/libvirt/aborted", test_aborted);
     g_test_add_func("/libvirt/destroy", test_destroy);
