@@ -470,7 +470,7 @@ bench-vgpu: $(O)/vgpu-bench
 # --multi-vgpu 2G: a VM with two vGPUs of 2 GiB against one with one
 # (idle and inference), reported on their own (issue 17's downtime
 # target: at most 1.2 x).
-BENCH_ARGS ?= --sizes 256M,1G,4G --big 1G --channels 1 --multi-vgpu 2G
+BENCH_ARGS ?= --sizes 256M,1G,4G --big 1G --channels 2 --multi-vgpu 2G
 # BENCH_GUEST_HOPS: migrations of the real-guest pause cell
 # (bench/guest-pause.sh), per case.
 BENCH_GUEST_HOPS ?= 20
