@@ -58,8 +58,8 @@ struct vg_vfio_path {
                            * if the device sent any in pre-copy) */
     int64_t precopy;      /* bytes the source server sent in pre-copy */
     int64_t stopcopy;     /* ... in stop-copy (> 0) */
-    unsigned devices;     /* VFIO devices migrated, 0 counts as 1; more
-                           * than 1 only on the main channel */
+    unsigned devices;     /* VFIO devices migrated, 0 counts as 1; the
+                           * bytes above are their sums */
 };
 
 /*

@@ -790,10 +790,9 @@ static void trace_log(const struct host *h, const char *what,
  * @src_off and @dst_off long before the migration: over @channels multifd
  * channels, pre-copy data and stop-copy state (the device property's
  * default), or the main channel if 0.  The source servers sent @precopy
- * bytes in pre-copy and @stopcopy bytes in stop-copy, all vGPUs together.
- * With several vGPUs each has its stop-copy and config section on the
- * main channel (the domain of several vGPUs migrates without
- * --parallel). */
+ * bytes in pre-copy and @stopcopy bytes in stop-copy, all vGPUs together;
+ * each vGPU has its own save and load threads over multifd, its own
+ * stop-copy and config section on the main channel. */
 static void assert_state_path(const struct host *src, goffset src_off,
                               const struct host *dst, goffset dst_off,
                               unsigned channels, gint64 precopy,
@@ -1456,6 +1455,20 @@ static void test_two_migrate_back(void)
     migrate_ok(&lv.a, 0);
 }
 
+/* Both vGPUs over the multifd channels, each with its save and load
+ * threads, and back on the main channel. */
+static void test_two_migrate_parallel(void)
+{
+    g_assert_true(dom.spec == &dom_two && dom.on == &lv.a);
+    migrate_ok(&lv.b, PARALLEL_CONNECTIONS);
+}
+
+static void test_two_migrate_parallel_back(void)
+{
+    g_assert_true(dom.spec == &dom_two && dom.on == &lv.b);
+    migrate_ok(&lv.a, 0);
+}
+
 static void test_two_destroy(void)
 {
     g_assert_true(dom.spec == &dom_two);
@@ -1583,6 +1596,10 @@ int main(int argc, char **argv)
     g_test_add_func("/libvirt/two-vgpus-start", test_two_start);
     g_test_add_func("/libvirt/two-vgpus-migrate-there", test_two_migrate_there);
     g_test_add_func("/libvirt/two-vgpus-migrate-back", test_two_migrate_back);
+    g_test_add_func("/libvirt/two-vgpus-migrate-parallel",
+                    test_two_migrate_parallel);
+    g_test_add_func("/libvirt/two-vgpus-migrate-parallel-back",
+                    test_two_migrate_parallel_back);
     g_test_add_func("/libvirt/two-vgpus-destroy", test_two_destroy);
     g_test_add_func("/libvirt/teardown", test_teardown);
     ret = g_test_run();

@@ -135,6 +135,59 @@ static void test_check_main_channel(void)
     g_assert_nonnull(strstr(err.msg, "source multifd channels is 0"));
 }
 
+/* Two devices over multifd: their save and load threads overlap, and one
+ * ends while the other still moves data. */
+static void test_check_two_devices(void)
+{
+    g_autofree char *s = g_strdup(
+        "vfio_save_setup  (a) data buffer size 1048576\n"
+        "vfio_save_setup  (b) data buffer size 1048576\n"
+        "multifd_send_thread_start 0\n"
+        "vfio_multifd_precopy_setup  (a) idstr a/vfio instance 0\n"
+        "vfio_multifd_precopy_setup  (b) idstr b/vfio instance 0\n"
+        "vfio_multifd_save_precopy_block  (a) idx 0 data size 1048576\n"
+        "vfio_multifd_save_precopy_block  (b) idx 0 data size 4096\n"
+        "vfio_save_complete_precopy_thread_start  (a) x\n"
+        "vfio_save_complete_precopy_thread_start  (b) x\n"
+        "vfio_user_mig_data_read  size 1048576 ret 100\n"
+        "vfio_save_complete_precopy_thread_end  (a) ret 1\n"
+        "vfio_user_mig_data_read  size 1048576 ret 200\n"
+        "vfio_save_complete_precopy_thread_end  (b) ret 1\n");
+    g_autofree char *d =
+        g_strdup("multifd_recv_thread_start 0\n"
+                 "vfio_multifd_load_precopy_start  (a)\n"
+                 "vfio_load_bufs_thread_start  (a)\n"
+                 "vfio_multifd_load_precopy_start  (b)\n"
+                 "vfio_load_bufs_thread_start  (b)\n"
+                 "vfio_load_state_device_buffer_incoming  (a) idx 0\n"
+                 "vfio_load_state_device_buffer_incoming  (b) idx 0\n"
+                 "vfio_load_state_device_buffer_incoming  (a) idx 1\n"
+                 "vfio_load_state_device_buffer_incoming  (b) idx 1\n"
+                 "vfio_load_state_device_buffer_incoming  (a) idx 2\n"
+                 "vfio_load_state_device_buffer_incoming  (b) idx 2\n"
+                 "vfio_user_mig_data_write  size 1048676 ret 1048676\n"
+                 "vfio_load_bufs_thread_end  (a)\n"
+                 "vfio_user_mig_data_write  size 4296 ret 4296\n"
+                 "vfio_load_bufs_thread_end  (b)\n");
+    struct vg_vfio_path want = {.channels = 1,
+                                .multifd = true,
+                                .multifd_precopy = true,
+                                .precopy = (1 << 20) + 4096,
+                                .stopcopy = 300,
+                                .devices = 2};
+    struct vg_vfio_trace src, dst;
+    struct vg_error err = {0};
+
+    g_assert_cmpint(vg_vfio_trace_parse(s, &src, &err), ==, 0);
+    g_assert_cmpint(vg_vfio_trace_parse(d, &dst, &err), ==, 0);
+    g_assert_cmpint(src.thread_read, ==, 300);
+    g_assert_cmpint(dst.thread_written, ==, (1 << 20) + 4096 + 300);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, 0);
+    want.devices = 1;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "source save threads is 2"));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -143,5 +196,6 @@ int main(int argc, char **argv)
     g_test_add_func("/vfio-trace/check-multifd-precopy",
                     test_check_multifd_precopy);
     g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
+    g_test_add_func("/vfio-trace/check-two-devices", test_check_two_devices);
     return g_test_run();
 }
