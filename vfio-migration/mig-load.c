@@ -235,8 +235,7 @@ int mig_load_open(struct mig *m, struct vg_error *err)
     }
     m->load->zero_hash = XXH3_64bits(zero, m->scfg.page_size);
     free(zero);
-    ret =
-        dt_pool_new(m->hash_threads ? m->hash_threads : 2, &m->load->pool, err);
+    ret = dt_pool_new(m->hash_threads, &m->load->pool, err);
     if (ret == 0) {
         ret = mig_dec_new(&m->scfg, &sink, &m->load->dec, err);
     }

@@ -773,7 +773,7 @@ static int tracker_new(struct mig *m, struct vg_error *err)
         .hash_opaque = m->gpu,
         .size = m->scfg.vram_size,
         .page_size = m->scfg.page_size,
-        .threads = m->hash_threads ? m->hash_threads : 2,
+        .threads = m->hash_threads,
         .seed = 0, /* drawn from getrandom(); never sent */
     };
 

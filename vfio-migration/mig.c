@@ -292,7 +292,7 @@ int mig_new(const struct mig_config *cfg, struct mig **out,
     m->fault = cfg->fault;
     m->precopy = cfg->precopy;
     m->track = cfg->track;
-    m->hash_threads = cfg->hash_threads;
+    m->hash_threads = cfg->hash_threads ? cfg->hash_threads : 2;
     m->nonzero = calloc((size_t)(m->npages + 63) / 64, 8);
     m->stats_path = cfg->stats_path ? strdup(cfg->stats_path) : NULL;
     if (!m->nonzero || (cfg->stats_path && !m->stats_path)) {
