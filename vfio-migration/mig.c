@@ -134,6 +134,8 @@ static void session_started(struct mig *m)
     m->stats.device_stopcopy_ms = -1;
     m->stats.stopcopy_reads = 0;
     m->stats.stopcopy_read_ms = 0;
+    m->stats.precopy_reads = 0;
+    m->stats.precopy_read_ms = 0;
     m->stats.have_checksums = false;
     m->checksums_due = false;
 }
@@ -373,6 +375,9 @@ int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
     if (s == MIG_STATE_STOP_COPY) {
         m->stats.stopcopy_reads++;
         m->stats.stopcopy_read_ms += mig_now_ms() - t0;
+    } else {
+        m->stats.precopy_reads++;
+        m->stats.precopy_read_ms += mig_now_ms() - t0;
     }
     return ret;
 }
@@ -531,6 +536,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         "\n  \"device_state_checksum\": %s,\n  \"dma_logging\": %s,"
         "\n  \"bar2_logged\": %s,\n  \"cpu_log_pages\": %" PRIu64
         ",\n  \"stopcopy_reads\": %" PRIu64 ",\n  \"stopcopy_read_ms\": %.3f"
+        ",\n  \"precopy_reads\": %" PRIu64 ",\n  \"precopy_read_ms\": %.3f"
         ",\n  \"last_error\": \"%s\"\n}\n",
         mig_state_name(m->fsm.state), backend, st->migrations_started,
         st->bytes_sent, st->bytes_received, st->precopy_bytes,
@@ -539,7 +545,8 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->stopcopy_estimate_bytes, st->throttle_percent, st->throttle_rounds,
         st->throttle_held_ms, st->pages_hashed, st->hash_ms, ms, vram, state,
         st->dma_logging ? "true" : "false", st->bar2_logged ? "true" : "false",
-        st->cpu_log_pages, st->stopcopy_reads, st->stopcopy_read_ms, error);
+        st->cpu_log_pages, st->stopcopy_reads, st->stopcopy_read_ms,
+        st->precopy_reads, st->precopy_read_ms, error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

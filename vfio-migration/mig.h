@@ -78,6 +78,8 @@ struct mig_stats {
     double device_stopcopy_ms; /* STOP_COPY entry to END read; -1: none */
     uint64_t stopcopy_reads;   /* MIG_DATA_READs served in STOP_COPY */
     double stopcopy_read_ms;   /* time spent producing their data */
+    uint64_t precopy_reads;    /* MIG_DATA_READs served in PRE_COPY */
+    double precopy_read_ms;    /* time spent producing their data */
     bool have_checksums;
     uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */
     uint64_t device_state_checksum; /* XXH3-64 of the state blob */
