@@ -393,7 +393,8 @@ check-qtest: all $(QTESTS)
 	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(QTESTS)
 
 # Tests of the build itself (shell, TAP), run from the top of the tree.
-BUILD_TESTS := tests/build/test-make-default.sh tests/build/test-check-qemu.sh
+BUILD_TESTS := tests/build/test-make-default.sh tests/build/test-check-qemu.sh \
+               tests/build/test-server-cli.sh
 
 check: all $(UNIT_TESTS) $(QTESTS) $(CUDA_TESTS) guest-image $(GUEST_TESTS)
 	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(BUILD_TESTS) \

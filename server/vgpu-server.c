@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "common/size.h"
+#include "dirty-track/hash-pool.h"
 #include "vfio-user/vfu-server.h"
 
 #define PAGE_MIN (4u << 10)
@@ -74,6 +75,11 @@ static void usage(FILE *out)
         "                         of all of VRAM); hash: hash every page\n"
         "                         every round; none: every round resends\n"
         "                         every page\n"
+        "      --migration-threads N\n"
+        "                         threads that hash pages for dirty tracking\n"
+        "                         and, on the destination, write and hash\n"
+        "                         large records of the incoming stream, 1 to\n"
+        "                         64 (default 2)\n"
         "      --no-region-log    refuse the client's offer to log guest\n"
         "                         writes through the BAR2 mapping, as a\n"
         "                         server predating REGION_DIRTY_LOG would:\n"
@@ -178,6 +184,7 @@ struct options {
     bool no_region_log;
     enum mig_precopy_mode precopy;
     enum mig_track_mode track;
+    unsigned migration_threads; /* 0: mig's default (2) */
 };
 
 enum {
@@ -187,6 +194,7 @@ enum {
     OPT_PRECOPY,
     OPT_DIRTY_TRACK,
     OPT_NO_REGION_LOG,
+    OPT_MIGRATION_THREADS,
 };
 
 /* A decimal u64 that is all of @text. */
@@ -264,6 +272,22 @@ static int parse_size_opt(const char *name, const char *text, uint64_t min,
     return 0;
 }
 
+/* --migration-threads: 1 to DT_POOL_MAX_THREADS. */
+static int parse_threads(const char *text, unsigned *out)
+{
+    uint64_t v;
+
+    if (parse_u64(text, &v) < 0 || v < 1 || v > DT_POOL_MAX_THREADS) {
+        fprintf(stderr,
+                "vgpu-server: --migration-threads: '%s' is not a number "
+                "from 1 to %d\n",
+                text, DT_POOL_MAX_THREADS);
+        return -1;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
 static int parse_opt(int c, struct options *o)
 {
     enum vg_log_level level;
@@ -302,6 +326,8 @@ static int parse_opt(int c, struct options *o)
     case OPT_NO_REGION_LOG:
         o->no_region_log = true;
         return 0;
+    case OPT_MIGRATION_THREADS:
+        return parse_threads(optarg, &o->migration_threads);
     case 'h':
         usage(stdout);
         exit(0);
@@ -324,6 +350,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"precopy", required_argument, NULL, OPT_PRECOPY},
         {"dirty-track", required_argument, NULL, OPT_DIRTY_TRACK},
         {"no-region-log", no_argument, NULL, OPT_NO_REGION_LOG},
+        {"migration-threads", required_argument, NULL, OPT_MIGRATION_THREADS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -331,9 +358,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 
     while ((c = getopt_long(argc, argv, "s:v:p:b:l:h", longopts, NULL)) != -1) {
         if (parse_opt(c, o) < 0) {
-            fprintf(stderr, "vgpu-server: bad option '%s'%s%s\n",
-                    argv[optind - 1], optarg ? " value " : "",
-                    optarg ? optarg : "");
+            if (optarg) {
+                fprintf(stderr, "vgpu-server: bad option value '%s'\n", optarg);
+            } else {
+                fprintf(stderr, "vgpu-server: bad option '%s'\n",
+                        argv[optind - 1]);
+            }
             return -1;
         }
     }
@@ -417,6 +447,7 @@ int main(int argc, char **argv)
         .no_region_log = o.no_region_log,
         .precopy = o.precopy,
         .track = o.track,
+        .migration_threads = o.migration_threads,
     };
     warn_faults(&o.fault);
     if (vfu_server_new(&cfg, &srv, &err) < 0) {

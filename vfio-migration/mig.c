@@ -410,6 +410,11 @@ int mig_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty,
     return 0;
 }
 
+unsigned mig_threads(const struct mig *m)
+{
+    return m->hash_threads;
+}
+
 uint64_t mig_stopcopy_size(struct mig *m)
 {
     uint64_t n = mig_save_stopcopy_left(m);

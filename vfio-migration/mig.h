@@ -126,6 +126,9 @@ int mig_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty,
  * 0.  Outside STOP_COPY the value is kept as stopcopy_estimate_bytes. */
 uint64_t mig_stopcopy_size(struct mig *m);
 
+/* Threads that hash pages and write large incoming records. */
+unsigned mig_threads(const struct mig *m);
+
 void mig_get_stats(const struct mig *m, struct mig_stats *st);
 /* Write the stats JSON into @buf; returns its length or -ENOSPC. */
 int mig_stats_json(const struct mig *m, char *buf, size_t size,

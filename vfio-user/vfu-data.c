@@ -24,6 +24,7 @@ int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
         .fault = cfg->fault,
         .precopy = cfg->precopy,
         .track = cfg->track,
+        .hash_threads = cfg->migration_threads,
     };
 
     /* The destination must offer the features the source's guest saw. */

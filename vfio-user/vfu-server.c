@@ -61,10 +61,11 @@ int vfu_server_new(const struct vfu_server_config *cfg, struct vfu_server **out,
         return ret;
     }
     *out = srv;
-    vg_info("listening on %s (VRAM %llu MiB, page %u KiB)",
+    vg_info("listening on %s (VRAM %llu MiB, page %u KiB, %u migration "
+            "threads)",
             srv->path ? srv->path : "nothing (in-process)",
             (unsigned long long)(vgpu_vram_size(srv->gpu) >> 20),
-            vgpu_page_size(srv->gpu) >> 10);
+            vgpu_page_size(srv->gpu) >> 10, mig_threads(srv->mig));
     return 0;
 }
 

@@ -34,6 +34,7 @@ struct vfu_server_config {
     bool no_region_log;            /* refuse REGION_DIRTY_LOG */
     enum mig_precopy_mode precopy; /* pre-copy mode (mig-rounds.h) */
     enum mig_track_mode track;     /* dirty tracking mode */
+    unsigned migration_threads;    /* hashing and loading, 0: mig's default */
 };
 
 int vfu_server_new(const struct vfu_server_config *cfg, struct vfu_server **out,

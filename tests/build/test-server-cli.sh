@@ -1,0 +1,58 @@
+#!/bin/sh
+# test-server-cli.sh -- vgpu-server's command line: --help documents
+# --migration-threads, bad values exit 2 naming the option and the range,
+# and a good value reaches the server (its start-up log line says how
+# many migration threads it runs).  TAP output for prove; run from the
+# top of the tree after `make all` ($VGMIG_SERVER, as make check sets it,
+# or build/vgpu-server).
+set -u
+srv=${VGMIG_SERVER:-build/vgpu-server}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/vgmig-cli-XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+echo "1..6"
+
+if "$srv" --help | grep -q -- "--migration-threads N"; then
+    echo "ok 1 - --help documents --migration-threads"
+else
+    echo "not ok 1 - --help does not document --migration-threads"
+fi
+
+n=1
+for bad in 0 65 4x; do
+    n=$((n + 1))
+    "$srv" --socket "$tmp/s" --vram 1M --migration-threads "$bad" \
+        >"$tmp/out" 2>&1
+    rc=$?
+    if [ "$rc" = 2 ] &&
+        grep -q -- "--migration-threads: '$bad' is not a number from 1 to 64" \
+            "$tmp/out"; then
+        echo "ok $n - --migration-threads $bad: exit 2, names the range"
+    else
+        echo "not ok $n - --migration-threads $bad: exit $rc:"
+        sed 's/^/# /' "$tmp/out"
+    fi
+done
+
+# A good value: the server starts, says so, and stops on SIGTERM.
+"$srv" --socket "$tmp/s" --vram 1M --migration-threads 3 >"$tmp/log" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 50 ] && ! grep -q "listening on" "$tmp/log"; do
+    sleep 0.1
+    i=$((i + 1))
+done
+kill "$pid" 2>/dev/null
+wait "$pid"
+rc=$?
+if grep -q "listening on $tmp/s (VRAM 1 MiB, page 64 KiB, 3 migration threads)" \
+    "$tmp/log"; then
+    echo "ok 5 - --migration-threads 3 reaches the server"
+else
+    echo "not ok 5 - --migration-threads 3: no such start-up line:"
+    sed 's/^/# /' "$tmp/log"
+fi
+if [ "$rc" = 0 ]; then
+    echo "ok 6 - the server exits 0 on SIGTERM"
+else
+    echo "not ok 6 - the server exited $rc on SIGTERM"
+fi
