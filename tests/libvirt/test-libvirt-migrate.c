@@ -1394,6 +1394,68 @@ static void test_save_restore(void)
     g_assert_cmpint(g_unlink(image), ==, 0);
 }
 
+/* virsh snapshot-create-as with an external memory snapshot: libvirt
+ * pauses the domain, QEMU migrates its state (VRAM included) to the
+ * memory file, and the domain runs on with the same server.  The memory
+ * file is a save image: after a destroy, virsh restore of it brings back
+ * the VRAM of the snapshot, and the guest's check of its model passes. */
+static void test_snapshot_memory(void)
+{
+    g_autofree char *file =
+        g_strdup_printf("/var/lib/libvirt/qemu/save/%s-snapshot.mem", DOM);
+    g_autofree char *spec = g_strdup_printf("file=%s,snapshot=external", file);
+    g_autofree char *old_log = hpath_take(&lv.a, serial_log());
+    g_autofree char *image = hpath(&lv.a, file);
+    g_autofree char *stats = hpath_take(&lv.a, stats_path(0));
+    g_autofree char *before = NULL, *after = NULL, *snap_sum = NULL;
+    g_autofree char *restored_sum = NULL, *out = NULL, *err = NULL;
+    struct console *con;
+    int rc;
+
+    g_assert_true(dom.on == &lv.a);
+    g_file_get_contents(stats, &before, NULL, NULL);
+    rc = VIRSH(&lv.a, &out, &err, "snapshot-create-as", DOM, "vgmig-snap",
+               "--memspec", spec, "--no-metadata");
+    g_test_message("virsh snapshot-create-as: exit %d: %s %s", rc,
+                   g_strstrip(out), g_strstrip(err));
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_true(g_file_test(image, G_FILE_TEST_IS_REGULAR));
+    /* The domain runs on, served by the same server, which moved its
+     * state into the file once more. */
+    g_assert_true(is_running_on(&lv.a));
+    assert_vgpu_served(&lv.a);
+    g_assert_cmpuint(count_servers(&lv.a), ==, 1);
+    g_file_get_contents(stats, &after, NULL, NULL);
+    g_assert_cmpint(stat_in(after, "migrations_started"), ==,
+                    stat_in(before, "migrations_started") + 1);
+    g_assert_cmpint(stat_in(after, "stopcopy_bytes"), >, 0);
+    snap_sum = checksum_in(after);
+    g_assert_cmpstr(snap_sum, !=, "");
+    guest_verify(&lv.a, dom.con, dom.pages);
+
+    /* Back to the snapshot's state through the memory file. */
+    g_free(VIRSH_OK(&lv.a, "destroy", DOM));
+    wait_nothing_left(&lv.a);
+    g_unlink(old_log);
+    con = console_open(&lv.a);
+    g_free(out);
+    g_free(err);
+    rc = VIRSH(&lv.a, &out, &err, "restore", file);
+    g_test_message("virsh restore of the snapshot's memory: exit %d: %s %s", rc,
+                   g_strstrip(out), g_strstrip(err));
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_true(is_running_on(&lv.a));
+    assert_vgpu_served(&lv.a);
+    restored_sum = dst_checksum(&lv.a, 0);
+    g_test_message("VRAM checksum at the snapshot %s, restored %s", snap_sum,
+                   restored_sum);
+    g_assert_cmpstr(restored_sum, ==, snap_sum);
+    console_close(dom.con);
+    dom.con = con;
+    guest_verify(&lv.a, dom.con, dom.pages);
+    g_assert_cmpint(g_unlink(image), ==, 0);
+}
+
 /* Destroy the domain on host a: its hook stops every server. */
 static void destroy_domain(void)
 {
@@ -1589,6 +1651,7 @@ int main(int argc, char **argv)
     g_test_add_func("/libvirt/migrate-parallel-back",
                     test_migrate_parallel_back);
     g_test_add_func("/libvirt/save-restore", test_save_restore);
+    g_test_add_func("/libvirt/snapshot-memory", test_snapshot_memory);
     g_test_add_func("/libvirt/refused", test_refused);
     g_test_add_func("/libvirt/aborted", test_aborted);
     g_test_add_func("/libvirt/destroy", test_destroy);
