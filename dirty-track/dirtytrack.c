@@ -366,6 +366,20 @@ static uint64_t word_pages(const struct dt_tracker *t, uint64_t w)
     return n >= 64 ? ~0ull : bit(n) - 1;
 }
 
+uint64_t dt_pages_to_hash(const struct dt_tracker *t)
+{
+    uint64_t n = 0;
+
+    if (__atomic_load_n(&t->all_opaque, __ATOMIC_RELAXED)) {
+        return t->pages;
+    }
+    for (uint64_t w = 0; w < t->words; w++) {
+        n += popcount(__atomic_load_n(&t->opaque[w], __ATOMIC_RELAXED) &
+                      word_pages(t, w));
+    }
+    return n;
+}
+
 struct word_result {
     uint64_t hashed, changed, baseline, zero;
 };

@@ -112,6 +112,9 @@ int dt_mark_opaque(struct dt_tracker *t, uint64_t off, uint64_t len,
                    struct vg_error *err);
 /* Anything may have changed anywhere: the next epoch rehashes every page. */
 void dt_mark_all_opaque(struct dt_tracker *t);
+/* Pages the next epoch would hash if it closed now (every page before the
+ * baseline and after dt_mark_all_opaque).  May run beside dt_mark_*. */
+uint64_t dt_pages_to_hash(const struct dt_tracker *t);
 /*
  * Merge an exact log kept at another granularity, e.g. QEMU's dirty log of
  * the BAR2 mapping (4 KiB host pages): bit i of @bitmap (same layout as

@@ -91,8 +91,16 @@ void mig_save_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty);
  * mig_region_dirty_log); -ERANGE beyond VRAM. */
 int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
                      uint64_t nbits, uint64_t gran, struct vg_error *err);
-/* Bytes a stop-copy pass still has to deliver from now. */
+/* Bytes a stop-copy pass still has to deliver from now, counting
+ * mig_save_stopcopy_hash_bytes. */
 uint64_t mig_save_stopcopy_left(const struct mig *m);
+/* Stop-copy's final epoch hashes pages before it knows what to send: the
+ * stream bytes QEMU's link would carry in that time (pages to hash / the
+ * session's hash rate * the rate QEMU reads pre-copy data at), so that
+ * QEMU's downtime prediction (bytes / bandwidth) includes it.  0 outside
+ * PRE_COPY, without tracking, and before the baseline epoch and the first
+ * reads have given the two rates. */
+uint64_t mig_save_stopcopy_hash_bytes(const struct mig *m);
 
 /* mig-load.c: open a loading session (registers reset). */
 int mig_load_open(struct mig *m, struct vg_error *err);

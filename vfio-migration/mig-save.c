@@ -20,6 +20,8 @@
 #define HEADER_BYTES (MIG_REC_HDR_SIZE + MIG_HEADER_SIZE)
 #define TAIL_BYTES   (MIG_REC_HDR_SIZE + VGPU_STATE_SIZE + END_BYTES)
 #define END_BYTES    (MIG_REC_HDR_SIZE + MIG_END_SIZE)
+/* Reads further apart than this are not one stream (QEMU paused them). */
+#define STREAM_GAP_MS 50.0
 
 enum save_phase {
     SAVE_PRECOPY,  /* rounds, device running; nothing to read when drained */
@@ -51,6 +53,9 @@ struct mig_save {
     uint64_t merged;       /* ...and its dirty pages below this are merged */
     uint64_t sent;         /* stream bytes read */
     double stopcopy_t0;    /* ms at STOP_COPY entry */
+    double last_read_ms;   /* when a pre-copy read last returned data */
+    double stream_ms;      /* time pre-copy reads were streaming... */
+    uint64_t stream_bytes; /* ...and the bytes they returned meanwhile */
     bool end_timed;
     bool fault_armed;
     uint64_t fault_offset;
@@ -592,6 +597,19 @@ static void account(struct mig *m, uint32_t n)
     }
 }
 
+/* A pre-copy read returned @n bytes: time the stream QEMU reads at the
+ * pace of its link (gaps between rounds left out). */
+static void time_stream(struct mig_save *s, uint32_t n)
+{
+    double now = mig_now_ms();
+
+    if (s->last_read_ms > 0 && now - s->last_read_ms < STREAM_GAP_MS) {
+        s->stream_ms += now - s->last_read_ms;
+        s->stream_bytes += n;
+    }
+    s->last_read_ms = now;
+}
+
 int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
                   struct vg_error *err)
 {
@@ -611,6 +629,9 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
         s->pos += n;
         *got += n;
         account(m, n);
+    }
+    if (*got > 0 && s->phase == SAVE_PRECOPY) {
+        time_stream(s, *got);
     }
     if (s->failed && *got == 0) {
         *err = s->error;
@@ -701,6 +722,24 @@ static uint64_t pass_left_bytes(const struct mig *m)
     return pass_bytes(m, s->left, cpu_writes_unseen(m) ? s->left : s->left_nz);
 }
 
+uint64_t mig_save_stopcopy_hash_bytes(const struct mig *m)
+{
+    const struct mig_save *s = m->save;
+    uint64_t pages;
+    double hash_rate, stream_rate;
+
+    if (!s || s->phase != SAVE_PRECOPY || !s->dt || !s->epoch_taken ||
+        m->stats.hash_ms <= 0 || s->stream_ms <= 0) {
+        return 0;
+    }
+    pages = m->track == MIG_TRACK_HASH || cpu_writes_unseen(m)
+                ? m->npages
+                : dt_pages_to_hash(s->dt);
+    hash_rate = (double)m->stats.pages_hashed / m->stats.hash_ms;
+    stream_rate = (double)s->stream_bytes / s->stream_ms;
+    return (uint64_t)((double)pages / hash_rate * stream_rate);
+}
+
 uint64_t mig_save_stopcopy_left(const struct mig *m)
 {
     const struct mig_save *s = m->save;
@@ -714,7 +753,8 @@ uint64_t mig_save_stopcopy_left(const struct mig *m)
     switch (s->phase) {
     case SAVE_PRECOPY:
         return unread + (s->header_sent ? 0 : HEADER_BYTES) +
-               pass_left_bytes(m) + pending_bytes(m) + TAIL_BYTES;
+               pass_left_bytes(m) + pending_bytes(m) + TAIL_BYTES +
+               mig_save_stopcopy_hash_bytes(m);
     case SAVE_STOPCOPY:
         return unread + (s->header_sent ? 0 : HEADER_BYTES) +
                pass_bytes(m, s->left, s->left_nz) + TAIL_BYTES;

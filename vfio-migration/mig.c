@@ -125,6 +125,7 @@ static void session_started(struct mig *m)
     m->stats.rounds = 0;
     m->stats.final_dirty_bytes = 0;
     m->stats.stopcopy_estimate_bytes = 0;
+    m->stats.stopcopy_hash_bytes = 0;
     m->stats.throttle_percent = 0;
     m->stats.throttle_rounds = 0;
     m->stats.throttle_held_ms = 0;
@@ -421,6 +422,7 @@ uint64_t mig_stopcopy_size(struct mig *m)
 
     if (m->fsm.state != MIG_STATE_STOP_COPY) {
         m->stats.stopcopy_estimate_bytes = n;
+        m->stats.stopcopy_hash_bytes = mig_save_stopcopy_hash_bytes(m);
     }
     return n;
 }
@@ -534,6 +536,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"precopy_mode\": \"%s\""
         ",\n  \"dirty_track_mode\": \"%s\",\n  \"final_dirty_bytes\": %" PRIu64
         ",\n  \"stopcopy_estimate_bytes\": %" PRIu64
+        ",\n  \"stopcopy_hash_bytes\": %" PRIu64
         ",\n  \"throttle_percent\": %u,\n  \"throttle_rounds\": %" PRIu64
         ",\n  \"throttle_held_ms\": %.3f"
         ",\n  \"pages_hashed\": %" PRIu64 ",\n  \"hash_ms\": %.3f"
@@ -547,8 +550,9 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->bytes_sent, st->bytes_received, st->precopy_bytes,
         st->stopcopy_bytes, st->rounds, mig_precopy_mode_name(m->precopy),
         mig_track_mode_name(m->track), st->final_dirty_bytes,
-        st->stopcopy_estimate_bytes, st->throttle_percent, st->throttle_rounds,
-        st->throttle_held_ms, st->pages_hashed, st->hash_ms, ms, vram, state,
+        st->stopcopy_estimate_bytes, st->stopcopy_hash_bytes,
+        st->throttle_percent, st->throttle_rounds, st->throttle_held_ms,
+        st->pages_hashed, st->hash_ms, ms, vram, state,
         st->dma_logging ? "true" : "false", st->bar2_logged ? "true" : "false",
         st->cpu_log_pages, st->stopcopy_reads, st->stopcopy_read_ms,
         st->precopy_reads, st->precopy_read_ms, error);

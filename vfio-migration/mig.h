@@ -70,6 +70,7 @@ struct mig_stats {
     uint64_t rounds;             /* passes that sent pages, stop-copy's too */
     uint64_t final_dirty_bytes;  /* page data bytes sent in STOP_COPY */
     uint64_t stopcopy_estimate_bytes; /* last MIG_DATA_SIZE before it */
+    uint64_t stopcopy_hash_bytes;     /* of it, standing for the final hash */
     unsigned throttle_percent;        /* highest GPU throttle applied */
     uint64_t throttle_rounds;         /* pre-copy rounds run throttled */
     double throttle_held_ms;          /* time the throttle took from it */

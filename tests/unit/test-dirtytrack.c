@@ -259,14 +259,18 @@ static void test_precision(void)
     struct dt_tracker *t = new_tracker(mem, sizeof(mem), 4096, 1, 42);
     struct dt_epoch_stats st;
 
+    g_assert_cmpuint(dt_pages_to_hash(t), ==, 16); /* the baseline */
     assert_dirty(t, (const int[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
                                   14, 15, -1});
+    g_assert_cmpuint(dt_pages_to_hash(t), ==, 0);
     mem[3 * 4096 + 5] = 1; /* unmarked: missed, as documented */
     g_assert_cmpint(dt_mark_opaque(t, 5 * 4096, 4096, NULL), ==, 0);
     g_assert_cmpint(dt_mark_exact(t, 7 * 4096 + 100, 1, NULL), ==, 0);
-    assert_dirty(t, (const int[]){7, -1}); /* 5 unchanged, 7 exact */
+    g_assert_cmpuint(dt_pages_to_hash(t), ==, 1); /* exact ones are not */
+    assert_dirty(t, (const int[]){7, -1});        /* 5 unchanged, 7 exact */
 
     dt_mark_all_opaque(t);
+    g_assert_cmpuint(dt_pages_to_hash(t), ==, 16);
     assert_dirty(t, (const int[]){3, 7, -1});
     dt_get_stats(t, &st);
     g_assert_cmpuint(st.dirty_hash, ==, 1);     /* page 3 */
@@ -275,6 +279,7 @@ static void test_precision(void)
 
     /* An opaque range that straddles pages 9 and 10, written in 10 only. */
     g_assert_cmpint(dt_mark_opaque(t, 10 * 4096 - 1, 2, NULL), ==, 0);
+    g_assert_cmpuint(dt_pages_to_hash(t), ==, 2);
     mem[10 * 4096] = 9;
     assert_dirty(t, (const int[]){10, -1});
     dt_get_stats(t, &st);

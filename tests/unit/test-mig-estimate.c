@@ -152,6 +152,41 @@ static void test_unlogged(gconstpointer data)
     fx_free(&f);
 }
 
+/*
+ * Stop-copy hashes what the tracker cannot see before it sends anything:
+ * with every page to hash (hash mode) the estimate holds the bytes QEMU's
+ * link would carry meanwhile, and nothing when no page is to be hashed
+ * (hybrid with a logged BAR2) or nothing is tracked.
+ */
+static void test_final_hash(gconstpointer data)
+{
+    enum mig_track_mode track = GPOINTER_TO_INT(data);
+    struct mig_stats st;
+    uint64_t est;
+    struct fx f;
+
+    fx_init(&f, track);
+    mig_note_bar2_logged(f.mig, true);
+    set_state(&f, MIG_STATE_PRE_COPY);
+    drain(&f);
+    est = mig_stopcopy_size(f.mig);
+    mig_get_stats(f.mig, &st);
+    g_test_message("estimate %" G_GUINT64_FORMAT
+                   ", of it for the hash %" G_GUINT64_FORMAT
+                   ", %" G_GUINT64_FORMAT " pages hashed "
+                   "in %.3f ms",
+                   est, st.stopcopy_hash_bytes, st.pages_hashed, st.hash_ms);
+    g_assert_cmpuint(st.stopcopy_estimate_bytes, ==, est);
+    if (track == MIG_TRACK_HASH) {
+        g_assert_cmpuint(st.stopcopy_hash_bytes, >, 0);
+        g_assert_cmpuint(est, >, st.stopcopy_hash_bytes);
+    } else {
+        g_assert_cmpuint(st.stopcopy_hash_bytes, ==, 0);
+    }
+    stop_copy_fits(&f);
+    fx_free(&f);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const names[] = {"hybrid", "hash", "none"};
@@ -167,10 +202,13 @@ int main(int argc, char **argv)
             g_strdup_printf("/mig/estimate/logged-after-round0/%s", names[i]);
         g_autofree char *p2 =
             g_strdup_printf("/mig/estimate/unlogged/%s", names[i]);
+        g_autofree char *p3 =
+            g_strdup_printf("/mig/estimate/final-hash/%s", names[i]);
 
         g_test_add_data_func(p1, GINT_TO_POINTER(modes[i]),
                              test_logged_after_round0);
         g_test_add_data_func(p2, GINT_TO_POINTER(modes[i]), test_unlogged);
+        g_test_add_data_func(p3, GINT_TO_POINTER(modes[i]), test_final_hash);
     }
     return g_test_run();
 }
