@@ -8,7 +8,8 @@
  * QEMU's defaults except max-bandwidth (downtime-limit 300 ms,
  * avail-switchover-bandwidth 0: QEMU decides the switchover itself) and
  * keeps the workload going from the poll callback until the migration
- * completes.  A cell that has not completed after its force time gets a
+ * completes.  A cell that has not completed after its force time (longer
+ * on a host whose RAM anchor is slow) gets a
  * downtime-limit of 60 s and a switchover bandwidth of 10 GiB/s, and is
  * marked "forced".  Both servers' VRAM checksums at switchover must match.
  * The cells go to OUT/results.json, a gnuplot data file to OUT/downtime.dat
@@ -70,8 +71,9 @@
 #define DT_SLACK_MS      50  /* downtime target: limit + this */
 #define EST_SLACK        ((int64_t)1 << 20) /* sent <= 1.2 x est + this */
 #define MAX_PER_TICK     512u
-#define FORCE_BASE_MS    5000 /* force after this + per GiB at the latest */
+#define FORCE_BASE_MS    5000 /* force after this + per GiB at the latest, */
 #define FORCE_PER_GIB_MS 5000
+#define FORCE_PASSES     2 /* or + this many passes at the RAM anchor's rate */
 #define FORCE_AFTER_MS   3000 /* after a full pass, or with no pre-copy */
 #define QMP_TIMEOUT_MS   300000
 #define RATE_MIN_BYTES   ((int64_t)1 << 20) /* less: mostly fixed cost */
@@ -137,6 +139,7 @@ struct cell {
     uint64_t vram;     /* of each vGPU */
     unsigned vgpus;    /* of the VM */
     unsigned channels; /* --channels */
+    double ram_bps;    /* its size's RAM anchor throughput; 0: none */
     int64_t downtime_ms, total_ms;
     double stopcopy_ms;
     double stopcopy_read_ms; /* of it, the source producing the data */
@@ -808,6 +811,20 @@ static int poll_cb(const struct vg_mig_info *info, void *opaque,
     return ret;
 }
 
+/* When @c is forced at the latest: a slow host gets the time for pre-copy
+ * to make FORCE_PASSES passes at the RAM anchor's rate. */
+static int64_t force_after_ms(const struct cell *c)
+{
+    uint64_t bytes = c->vram * c->vgpus;
+    int64_t per_gib = (int64_t)(bytes >> 30) * FORCE_PER_GIB_MS;
+    int64_t passes =
+        c->ram_bps > 0
+            ? (int64_t)(FORCE_PASSES * (double)bytes / c->ram_bps * 1000)
+            : 0;
+
+    return FORCE_BASE_MS + (passes > per_gib ? passes : per_gib);
+}
+
 static int migrate(struct run *r, struct vg_error *err)
 {
     g_autofree char *uri = NULL;
@@ -822,8 +839,7 @@ static int migrate(struct run *r, struct vg_error *err)
     vg_qtest_set_timeout(r->src.qemu->qt, QMP_TIMEOUT_MS); /* CPU writes */
     ret = bench_mig_prepare(r->src.qemu->qmp, r->dst.qemu->qmp, r->o->channels,
                             &uri, err);
-    r->force_ms = FORCE_BASE_MS + (int64_t)((r->c->vram * r->c->vgpus) >> 30) *
-                                      FORCE_PER_GIB_MS;
+    r->force_ms = force_after_ms(r->c);
     r->t0_us = g_get_monotonic_time();
     if (ret == 0) {
         ret = start_cpu_writer(r, err);
@@ -1664,7 +1680,8 @@ static void md_method(GString *s, const struct bench_opts *o)
         "%s.  A "
         "cell not completed %d ms after QEMU has sent one VRAM's worth of "
         "device data (at once for stop-copy, which has no pre-copy), or "
-        "after %d ms + %d ms per GiB of VRAM at the latest, gets "
+        "after %d ms + %d ms per GiB of VRAM (or + the time of %d passes "
+        "at the RAM anchor's throughput, if longer) at the latest, gets "
         "downtime-limit %d ms and avail-switchover-bandwidth 10 GiB/s "
         "(forced = yes).  Workloads, driven through qtest from the bench "
         "process every 20 ms while the migration is active: idle (no "
@@ -1682,8 +1699,8 @@ static void md_method(GString *s, const struct bench_opts *o)
         "destination's VRAM checksum must name VRAM as filled plus every "
         "write made before the stop.  VRAM sizes above ",
         PAGE_ARG, GUEST_RAM_MIB, BENCH_DT_MS, ch, FORCE_AFTER_MS, FORCE_BASE_MS,
-        FORCE_PER_GIB_MS, FORCE_DT_MS, SPARSE_RATE, CPU_RATE, HEAVY_RATE,
-        HEAVY_HOT_PCT, HEAVY_STRADDLE);
+        FORCE_PER_GIB_MS, FORCE_PASSES, FORCE_DT_MS, SPARSE_RATE, CPU_RATE,
+        HEAVY_RATE, HEAVY_HOT_PCT, HEAVY_STRADDLE);
     md_size(s, o->big_limit);
     g_string_append(
         s, " run the idle and inference workloads only (time box).  "
@@ -1828,9 +1845,11 @@ static bool run_anchor(const struct bench_opts *o, uint64_t size,
     return a->verified;
 }
 
-/* The cells of size @vram from cells[@n] on; returns the new count. */
+/* The cells of size @vram from cells[@n] on, with the RAM anchor's
+ * throughput @ram_bps (0: none); returns the new count. */
 static unsigned run_size(const struct bench_opts *o, uint64_t vram,
-                         struct cell *cells, unsigned n, unsigned *failed)
+                         double ram_bps, struct cell *cells, unsigned n,
+                         unsigned *failed)
 {
     for (unsigned w = 0; w < WL_COUNT; w++) {
         for (unsigned m = 0; m < MODE_COUNT && n < MAX_CELLS; m++) {
@@ -1842,6 +1861,7 @@ static unsigned run_size(const struct bench_opts *o, uint64_t vram,
                                      .vram = vram,
                                      .vgpus = 1,
                                      .channels = o->channels,
+                                     .ram_bps = ram_bps,
                                      .downtime_ms = -1,
                                      .total_ms = -1};
             *failed += run_cell(o, &cells[n]) < 0;
@@ -1861,7 +1881,8 @@ static unsigned run_all(const struct bench_opts *o, struct cell *cells,
         if (o->ram_anchor) {
             *failed += !run_anchor(o, o->sizes[s], &an->a[an->n++]);
         }
-        n = run_size(o, o->sizes[s], cells, n, failed);
+        n = run_size(o, o->sizes[s], ram_rate(an, o->sizes[s]), cells, n,
+                     failed);
     }
     return n;
 }
