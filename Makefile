@@ -394,7 +394,7 @@ check-qtest: all $(QTESTS)
 
 # Tests of the build itself (shell, TAP), run from the top of the tree.
 BUILD_TESTS := tests/build/test-make-default.sh tests/build/test-check-qemu.sh \
-               tests/build/test-server-cli.sh
+               tests/build/test-server-cli.sh tests/build/test-thread-cpu.sh
 
 check: all $(UNIT_TESTS) $(QTESTS) $(CUDA_TESTS) guest-image $(GUEST_TESTS)
 	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(BUILD_TESTS) \
