@@ -1094,6 +1094,21 @@ static double ram_rate(const struct anchors *an, uint64_t size)
     return a ? ram_anchor_bps(a) : 0;
 }
 
+/* The slowest verified RAM anchor's throughput; 0 without one. */
+static double ram_rate_min(const struct anchors *an)
+{
+    double min = 0;
+
+    for (unsigned i = 0; i < an->n; i++) {
+        double bps = an->a[i].verified ? ram_anchor_bps(&an->a[i]) : 0;
+
+        if (bps > 0 && (min == 0 || bps < min)) {
+            min = bps;
+        }
+    }
+    return min;
+}
+
 static void json_cell(GString *js, const struct cell *c, double rate,
                       double ram)
 {
@@ -1888,10 +1903,10 @@ static unsigned run_all(const struct bench_opts *o, struct cell *cells,
 }
 
 /* --multi-vgpu: idle and inference (those of --workloads), mode ours,
- * with one vGPU of the size and with MULTI_VGPUS of it; returns how many
- * cells ran. */
-static unsigned run_multi(const struct bench_opts *o, struct cell *cells,
-                          unsigned *failed)
+ * with one vGPU of the size and with MULTI_VGPUS of it, forced no sooner
+ * than the slowest RAM anchor allows; returns how many cells ran. */
+static unsigned run_multi(const struct bench_opts *o, const struct anchors *an,
+                          struct cell *cells, unsigned *failed)
 {
     static const enum workload wls[] = {WL_IDLE, WL_INFER};
     unsigned n = 0;
@@ -1906,6 +1921,7 @@ static unsigned run_multi(const struct bench_opts *o, struct cell *cells,
                                      .vram = o->multi_size,
                                      .vgpus = v,
                                      .channels = o->channels,
+                                     .ram_bps = ram_rate_min(an),
                                      .downtime_ms = -1,
                                      .total_ms = -1};
             *failed += run_cell(o, &cells[n]) < 0;
@@ -2032,7 +2048,7 @@ int main(int argc, char **argv)
     }
     note_load();
     n = run_all(&o, cells, &an, &failed);
-    nmulti = run_multi(&o, multi, &failed);
+    nmulti = run_multi(&o, &an, multi, &failed);
     ret = write_json(&o, cells, n, &an, &err);
     if (ret == 0) {
         ret = write_plot_data(&o, cells, n, &err);
