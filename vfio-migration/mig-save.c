@@ -22,6 +22,11 @@
 #define END_BYTES    (MIG_REC_HDR_SIZE + MIG_END_SIZE)
 /* Reads further apart than this are not one stream (QEMU paused them). */
 #define STREAM_GAP_MS 50.0
+/* The pages newly written per ms, measured over at least this long, times
+ * SWITCHOVER_LAG_MS: what may be written between QEMU's last size query
+ * and the stop. */
+#define RATE_WINDOW_MS    20.0
+#define SWITCHOVER_LAG_MS 50.0
 
 enum save_phase {
     SAVE_PRECOPY,  /* rounds, device running; nothing to read when drained */
@@ -56,6 +61,9 @@ struct mig_save {
     double last_read_ms;   /* when a pre-copy read last returned data */
     double stream_ms;      /* time pre-copy reads were streaming... */
     uint64_t stream_bytes; /* ...and the bytes they returned meanwhile */
+    double rate_ref_ms;    /* newly marked pages are counted from here */
+    uint64_t rate_ref_marked;
+    double new_pages_per_ms; /* over the last RATE_WINDOW_MS or more */
     bool end_timed;
     bool fault_armed;
     uint64_t fault_offset;
@@ -243,6 +251,8 @@ static void epoch_prepare(struct mig *m)
 
     memset(s->marked, 0, bitmap_words(m->npages) * 8);
     s->marked_count = 0;
+    s->rate_ref_ms = mig_now_ms();
+    s->rate_ref_marked = 0;
     if (s->dt &&
         (m->track == MIG_TRACK_HASH || (m->bar2_shared && !m->bar2_logged))) {
         dt_mark_all_opaque(s->dt); /* CPU writes through BAR2 are unseen */
@@ -702,7 +712,7 @@ static bool cpu_writes_unseen(const struct mig *m)
 static uint64_t pending_bytes(const struct mig *m)
 {
     const struct mig_save *s = m->save;
-    uint64_t rest = m->npages - s->left;
+    uint64_t rest = m->npages - s->left, lag;
 
     if (cpu_writes_unseen(m)) {
         return pass_bytes(m, rest, rest);
@@ -710,7 +720,31 @@ static uint64_t pending_bytes(const struct mig *m)
     if (!s->dt || !s->epoch_taken) {
         return pass_bytes(m, rest, m->nonzero_count - s->left_nz);
     }
-    return pass_bytes(m, s->marked_count, s->marked_count);
+    lag = (uint64_t)(s->new_pages_per_ms * SWITCHOVER_LAG_MS + 0.5);
+    lag = lag < rest - s->marked_count ? lag : rest - s->marked_count;
+    return pass_bytes(m, s->marked_count + lag, s->marked_count + lag);
+}
+
+void mig_save_note_size_query(struct mig *m)
+{
+    struct mig_save *s = m->save;
+    double now = mig_now_ms(), elapsed;
+
+    if (!s || s->phase != SAVE_PRECOPY) {
+        return;
+    }
+    if (s->rate_ref_ms == 0) {
+        s->rate_ref_ms = now;
+        s->rate_ref_marked = s->marked_count;
+        return;
+    }
+    elapsed = now - s->rate_ref_ms;
+    if (elapsed >= RATE_WINDOW_MS) {
+        s->new_pages_per_ms =
+            (double)(s->marked_count - s->rate_ref_marked) / elapsed;
+        s->rate_ref_ms = now;
+        s->rate_ref_marked = s->marked_count;
+    }
 }
 
 /* Upper bound of the pass still to send: its pages last seen zero may be

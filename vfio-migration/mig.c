@@ -418,7 +418,10 @@ unsigned mig_threads(const struct mig *m)
 
 uint64_t mig_stopcopy_size(struct mig *m)
 {
-    uint64_t n = mig_save_stopcopy_left(m);
+    uint64_t n;
+
+    mig_save_note_size_query(m);
+    n = mig_save_stopcopy_left(m);
 
     if (m->fsm.state != MIG_STATE_STOP_COPY) {
         m->stats.stopcopy_estimate_bytes = n;

@@ -187,6 +187,38 @@ static void test_final_hash(gconstpointer data)
     fx_free(&f);
 }
 
+/*
+ * A writer that keeps dirtying new pages will dirty more between QEMU's
+ * last size query and the stop: the estimate adds the pages newly written
+ * per ms lately times a lag of 50 ms, and drops that part again when the
+ * writer stops.
+ */
+static void test_new_page_rate(void)
+{
+    uint64_t before, busy, quiet;
+    struct fx f;
+
+    fx_init(&f, MIG_TRACK_HYBRID);
+    mig_note_bar2_logged(f.mig, true);
+    set_state(&f, MIG_STATE_PRE_COPY);
+    drain(&f);
+    cpu_write(&f, 0, 4, true);
+    before = mig_stopcopy_size(f.mig); /* the rate's reference */
+    g_usleep(40 * 1000);
+    cpu_write(&f, 4, 16, true); /* 16 new pages in 40 ms or a bit more */
+    busy = mig_stopcopy_size(f.mig);
+    g_usleep(40 * 1000);
+    quiet = mig_stopcopy_size(f.mig); /* no new page since */
+    g_test_message("estimate %" G_GUINT64_FORMAT ", writing %" G_GUINT64_FORMAT
+                   ", quiet %" G_GUINT64_FORMAT,
+                   before, busy, quiet);
+    g_assert_cmpuint(busy, >=, before + 16ull * PAGE + 1ull * PAGE);
+    g_assert_cmpuint(quiet, <, busy);
+    g_assert_cmpuint(quiet, >=, before + 16ull * PAGE);
+    stop_copy_fits(&f);
+    fx_free(&f);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const names[] = {"hybrid", "hash", "none"};
@@ -197,6 +229,7 @@ int main(int argc, char **argv)
     vg_log_set_level(VG_LOG_WARN);
     g_test_add_func("/mig/estimate/written-zero-pages-in-pass",
                     test_written_zero_pages_in_pass);
+    g_test_add_func("/mig/estimate/new-page-rate", test_new_page_rate);
     for (unsigned i = 0; i < 3; i++) {
         g_autofree char *p1 =
             g_strdup_printf("/mig/estimate/logged-after-round0/%s", names[i]);
