@@ -706,7 +706,8 @@ static bool cpu_writes_unseen(const struct mig *m)
 }
 
 /* Upper bound of what the next epoch adds: the pages written since the
- * last one (the device's writes and QEMU's log of the guest's), or every
+ * last one (the device's writes and QEMU's log of the guest's) and those
+ * the recent rate of new pages adds within SWITCHOVER_LAG_MS; or every
  * page not in the pass without tracking, before the baseline epoch, or
  * when guest CPU writes are unseen (then any page may be non-zero). */
 static uint64_t pending_bytes(const struct mig *m)
