@@ -323,16 +323,20 @@ static inline void gt_image_clear(struct gt_image *img)
 /* Start QEMU @name under TCG booting @img with vgpu-guest arguments
  * @guest_args (comma-separated words), with a vGPU on each socket of
  * @socks (NULL-terminated; NULL or empty: no vGPU), incoming ("defer")
- * if @incoming. */
-static inline struct vg_qemu *
-gt_qemu_start(const char *dir, const char *name, const struct gt_image *img,
-              const char *const *socks, const char *guest_args, bool incoming)
+ * if @incoming; with @paused (-S) an incoming VM stays paused after the
+ * migration until "cont". */
+static inline struct vg_qemu *gt_qemu_start(const char *dir, const char *name,
+                                            const struct gt_image *img,
+                                            const char *const *socks,
+                                            const char *guest_args,
+                                            bool incoming, bool paused)
 {
     g_autofree char *append = g_strdup_printf(
         "console=ttyS0 quiet loglevel=1 panic=-1 vgpu_guest=%s", guest_args);
     const char *extra[] = {"-L",      img->fw,     "-kernel",    img->kernel,
                            "-initrd", img->initrd, "-append",    append,
-                           "-smp",    "1",         "-no-reboot", NULL};
+                           "-smp",    "1",         "-no-reboot", NULL,
+                           NULL};
     struct vg_qemu_opts qo = {
         .dir = dir,
         .name = name,
@@ -346,6 +350,9 @@ gt_qemu_start(const char *dir, const char *name, const struct gt_image *img,
     };
     struct vg_qemu *q = NULL;
 
+    if (paused) {
+        extra[G_N_ELEMENTS(extra) - 2] = "-S";
+    }
     GT_OK(vg_qemu_start(&qo, &q, GT_ERR));
     return q;
 }
