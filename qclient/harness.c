@@ -489,6 +489,10 @@ static GPtrArray *qemu_argv(const struct vg_qemu_opts *o, const char *bin,
     add_opt(argv, "-m", g_strdup_printf("%" G_GUINT64_FORMAT "M", o->ram_mib));
     if (qtest_path) {
         add_opt(argv, "-qtest", g_strdup_printf("unix:%s", qtest_path));
+        /* Its protocol log would go to stderr, our log, where its lines
+         * can split the trace lines other threads write (and the
+         * trace checks miss those events). */
+        add_opt(argv, "-qtest-log", g_strdup("none"));
     }
     add_opt(argv, "-chardev",
             g_strdup_printf("socket,id=qmp0,path=%s", qmp_path));
