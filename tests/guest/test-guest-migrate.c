@@ -231,17 +231,11 @@ static void compare_ram(struct gm *t)
     g_autofree char *a = g_strdup_printf("%s/ram-src-%u", t->dir, t->hop + 1);
     g_autofree char *b = g_strdup_printf("%s/ram-dst-%u", t->dir, t->hop + 1);
     g_autoptr(GString) where = g_string_new(NULL);
-    char state[VG_MIG_STATUS_MAX] = "";
     char pa[4096], pb[4096];
     uint64_t pages = 0, differ = 0;
     FILE *fa, *fb;
 
-    for (int64_t end = vg_now_ms() + 20000;
-         vg_now_ms() < end && (!state[0] || !strcmp(state, "inmigrate"));) {
-        GT_OK(vg_mig_runstate(t->dst.qemu->qmp, state, sizeof(state), GT_ERR));
-        g_usleep(10000);
-    }
-    g_assert_cmpstr(state, ==, "paused");
+    GT_OK(vg_mig_wait_runstate(t->dst.qemu->qmp, "paused", 20000, GT_ERR));
     save_ram(t->src.qemu, a);
     save_ram(t->dst.qemu, b);
     fa = fopen(a, "rb");
