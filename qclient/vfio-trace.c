@@ -10,6 +10,7 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "vfio_save_setup",
     "vfio_save_complete_precopy*",
     "vfio_user_mig_data_read",
+    "vfio_user_mig_data_read_ahead",
     "vfio_user_mig_data_write",
     "vfio_load_bufs_thread_*",
     "vfio_load_state_device_buffer_incoming",
@@ -118,6 +119,8 @@ static int count_event(const char *ev, const char *args, struct trace_phase *ph,
         } else if (v > 0 && ph->main_complete) {
             tr->main_read += v;
         }
+    } else if (!strcmp(ev, "vfio_user_mig_data_read_ahead")) {
+        tr->thread_read_aheads += ph->save_threads > 0;
     } else if (!strcmp(ev, "vfio_load_bufs_thread_start")) {
         tr->load_threads++;
         ph->load_threads++;
@@ -205,6 +208,9 @@ static int check_multifd(const struct vg_vfio_trace *src,
     CHECK("source main-channel stop-copies", src->main_completes, ==, 0);
     CHECK("source save thread bytes", src->thread_read, ==, want->stopcopy);
     CHECK("source data buffer size", bs, >, 0);
+    /* Every read that returned data sent the next one ahead. */
+    CHECK("source save thread reads sent ahead", src->thread_read_aheads, >=,
+          div_up(src->thread_read, bs));
     CHECK("source multifd pre-copy setups", src->precopy_setups, ==,
           pre ? n : 0);
     CHECK("source multifd pre-copy bytes", src->precopy_read, ==,
@@ -264,17 +270,18 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
 char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
 {
     return g_strdup_printf(
-        "save threads %u (ok %u) read %" PRId64 " bytes, main stop-copy %u "
+        "save threads %u (ok %u) read %" PRId64 " bytes (%u reads sent "
+        "ahead), main stop-copy %u "
         "read %" PRId64 " bytes, buffer size %" PRId64 "; load threads %u/%u "
         "wrote %" PRId64 " bytes, multifd buffers %u (last idx %" PRId64
         "), main-channel configs %u, load-ready %u; multifd channels send %u "
         "recv %u; pre-copy: main channel %" PRId64 " bytes, multifd setups %u "
         "buffers %u bytes %" PRId64 ", loads %u",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
-        tr->main_completes, tr->main_read, tr->data_buffer_size,
-        tr->load_threads, tr->load_threads_done, tr->thread_written,
-        tr->buffers, tr->max_buffer_idx, tr->main_configs, tr->load_ready,
-        tr->send_channels, tr->recv_channels, tr->main_precopy_read,
-        tr->precopy_setups, tr->precopy_buffers, tr->precopy_read,
-        tr->precopy_loads);
+        tr->thread_read_aheads, tr->main_completes, tr->main_read,
+        tr->data_buffer_size, tr->load_threads, tr->load_threads_done,
+        tr->thread_written, tr->buffers, tr->max_buffer_idx, tr->main_configs,
+        tr->load_ready, tr->send_channels, tr->recv_channels,
+        tr->main_precopy_read, tr->precopy_setups, tr->precopy_buffers,
+        tr->precopy_read, tr->precopy_loads);
 }

@@ -6,7 +6,8 @@
  * vg_vfio_trace_parse() counts, from the log's text, the save and load
  * threads of multifd device state, the bytes they moved, pre-copy data
  * on the main channel or over multifd (patch 0012), the multifd buffers
- * and channels, and the config sections on the main channel.
+ * and channels, the reads the save threads sent ahead (patch 0019), and
+ * the config sections on the main channel.
  * vg_vfio_trace_check() says whether a source's and a destination's
  * counts show the path a migration should have taken.
  */
@@ -23,31 +24,32 @@
 #define VG_VFIO_FLAG_LOAD_READY "0xffffffffef100006"
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 11
+#define VG_VFIO_TRACE_NEVENTS 12
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
 struct vg_vfio_trace {
-    unsigned save_threads;      /* vfio_save_complete_precopy_thread_start */
-    unsigned save_threads_ok;   /* ..._thread_end with ret 1 */
-    unsigned main_completes;    /* vfio_save_complete_precopy_start */
-    int64_t thread_read;        /* read by the save threads */
-    int64_t main_read;          /* read by vfio_save_complete_precopy() */
-    int64_t data_buffer_size;   /* vfio_save_setup's, -1 if none */
-    unsigned load_threads;      /* vfio_load_bufs_thread_start */
-    unsigned load_threads_done; /* vfio_load_bufs_thread_end */
-    int64_t thread_written;     /* written by the load threads */
-    unsigned buffers;           /* vfio_load_state_device_buffer_incoming */
-    int64_t max_buffer_idx;     /* -1 if none */
-    unsigned main_configs;      /* config sections on the main channel */
-    unsigned load_ready;        /* config-load-ready markers */
-    unsigned send_channels;     /* multifd_send_thread_start */
-    unsigned recv_channels;     /* multifd_recv_thread_start */
-    int64_t main_precopy_read;  /* vfio_save_block outside stop-copy */
-    unsigned precopy_setups;    /* vfio_multifd_precopy_setup */
-    unsigned precopy_buffers;   /* vfio_multifd_save_precopy_block */
-    int64_t precopy_read;       /* ... their bytes */
-    unsigned precopy_loads;     /* vfio_multifd_load_precopy_start */
+    unsigned save_threads;       /* vfio_save_complete_precopy_thread_start */
+    unsigned save_threads_ok;    /* ..._thread_end with ret 1 */
+    unsigned main_completes;     /* vfio_save_complete_precopy_start */
+    int64_t thread_read;         /* read by the save threads */
+    unsigned thread_read_aheads; /* ...and reads they sent ahead (0019) */
+    int64_t main_read;           /* read by vfio_save_complete_precopy() */
+    int64_t data_buffer_size;    /* vfio_save_setup's, -1 if none */
+    unsigned load_threads;       /* vfio_load_bufs_thread_start */
+    unsigned load_threads_done;  /* vfio_load_bufs_thread_end */
+    int64_t thread_written;      /* written by the load threads */
+    unsigned buffers;            /* vfio_load_state_device_buffer_incoming */
+    int64_t max_buffer_idx;      /* -1 if none */
+    unsigned main_configs;       /* config sections on the main channel */
+    unsigned load_ready;         /* config-load-ready markers */
+    unsigned send_channels;      /* multifd_send_thread_start */
+    unsigned recv_channels;      /* multifd_recv_thread_start */
+    int64_t main_precopy_read;   /* vfio_save_block outside stop-copy */
+    unsigned precopy_setups;     /* vfio_multifd_precopy_setup */
+    unsigned precopy_buffers;    /* vfio_multifd_save_precopy_block */
+    int64_t precopy_read;        /* ... their bytes */
+    unsigned precopy_loads;      /* vfio_multifd_load_precopy_start */
 };
 
 /* The path one migration's device data should have taken. */

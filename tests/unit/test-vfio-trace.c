@@ -1,6 +1,7 @@
 /* Unit tests for qclient/vfio-trace.c: trace lines with and without
  * timestamps, the counts, an event missing its argument, and the path
- * checks (pre-copy over multifd, everything on the main channel). */
+ * checks (pre-copy over multifd, reads sent ahead by the save threads,
+ * everything on the main channel). */
 #include <errno.h>
 #include <glib.h>
 #include <string.h>
@@ -59,7 +60,10 @@ static const char *const mf_src =
     "vfio_multifd_save_precopy_block  (dev) idx 2 data size 1048576\n"
     "vfio_save_complete_precopy_thread_start  (dev) x\n"
     "vfio_user_mig_data_read  size 1048576 ret 1048576\n"
+    "vfio_user_mig_data_read_ahead  size 1048576\n"
     "vfio_user_mig_data_read  size 1048576 ret 100\n"
+    "vfio_user_mig_data_read_ahead  size 1048576\n"
+    "vfio_user_mig_data_read  size 1048576 ret 0\n"
     "vfio_save_complete_precopy_thread_end  (dev) ret 1\n";
 static const char *const mf_dst =
     "multifd_recv_thread_start 0\nmultifd_recv_thread_start 1\n"
@@ -99,7 +103,14 @@ static void test_check_multifd_precopy(void)
     g_assert_cmpuint(src.precopy_buffers, ==, 3);
     g_assert_cmpint(src.precopy_read, ==, 3 << 20);
     g_assert_cmpuint(dst.precopy_loads, ==, 1);
+    g_assert_cmpuint(src.thread_read_aheads, ==, 2);
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, 0);
+
+    /* A save thread that read without sending the next read ahead... */
+    src.thread_read_aheads = 1;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "reads sent ahead is 1, expected >= 2"));
+    src.thread_read_aheads = 2;
 
     /* The same migration does not show pre-copy on the main channel... */
     want.multifd_precopy = false;
@@ -150,8 +161,10 @@ static void test_check_two_devices(void)
         "vfio_save_complete_precopy_thread_start  (a) x\n"
         "vfio_save_complete_precopy_thread_start  (b) x\n"
         "vfio_user_mig_data_read  size 1048576 ret 100\n"
+        "vfio_user_mig_data_read_ahead  size 1048576\n"
         "vfio_save_complete_precopy_thread_end  (a) ret 1\n"
         "vfio_user_mig_data_read  size 1048576 ret 200\n"
+        "vfio_user_mig_data_read_ahead  size 1048576\n"
         "vfio_save_complete_precopy_thread_end  (b) ret 1\n");
     g_autofree char *d =
         g_strdup("multifd_recv_thread_start 0\n"
