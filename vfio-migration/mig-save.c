@@ -40,8 +40,12 @@ struct mig_save {
     struct mig_enc *enc;
     enum save_phase phase;
     bool header_sent;
-    uint8_t *buf;     /* the staged record (MIG_REC_MAX) */
-    size_t len, pos;  /* its size and the bytes read of it */
+    uint8_t *buf;    /* the staged record (MIG_REC_MAX) */
+    size_t len, pos; /* its size and the bytes read of it */
+    /* In stop-copy, a PAGES record's page data are not copied into @buf:
+     * they follow its @ref_at header bytes there, from VRAM at @ref. */
+    const uint8_t *ref;
+    size_t ref_at;
     uint64_t *pass;   /* pages the current round still has to send */
     uint64_t *dirty;  /* an epoch's dirty set */
     uint64_t *marked; /* pages the device wrote since the last epoch
@@ -459,7 +463,14 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
         }
         return true;
     }
-    s->len = mig_enc_pages(s->enc, p, (uint32_t)n, data, s->buf);
+    if (s->phase == SAVE_STOPCOPY && data != mig_enc_pages_data(s->buf)) {
+        /* Quiesced: VRAM stays as hashed until the reads copy it out. */
+        s->ref_at = mig_enc_pages_ref(s->enc, p, (uint32_t)n, data, s->buf);
+        s->ref = data;
+        s->len = s->ref_at + n * m->scfg.page_size;
+    } else {
+        s->len = mig_enc_pages(s->enc, p, (uint32_t)n, data, s->buf);
+    }
     if (s->dt && s->phase == SAVE_PRECOPY) {
         /* The page data ends the record: baseline what actually went. */
         dt_note_sent(s->dt, p, n, s->buf + s->len - n * m->scfg.page_size);
@@ -532,6 +543,7 @@ static bool stage_next(struct mig *m)
 
     s->pos = 0;
     s->len = 0;
+    s->ref = NULL;
     if (s->failed) {
         return false;
     }
@@ -620,6 +632,18 @@ static void time_stream(struct mig_save *s, uint32_t n)
     s->last_read_ms = now;
 }
 
+/* The staged bytes from s->pos on that lie together, at most @max: their
+ * count, and where they are in *@from. */
+static uint32_t staged_piece(const struct mig_save *s, uint32_t max,
+                             const uint8_t **from)
+{
+    size_t end = s->ref && s->pos < s->ref_at ? s->ref_at : s->len;
+
+    *from = s->ref && s->pos >= s->ref_at ? s->ref + (s->pos - s->ref_at)
+                                          : s->buf + s->pos;
+    return end - s->pos < max ? (uint32_t)(end - s->pos) : max;
+}
+
 int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
                   struct vg_error *err)
 {
@@ -627,14 +651,14 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
 
     *got = 0;
     while (*got < size) {
+        const uint8_t *from;
         uint32_t n;
 
         if (s->pos == s->len && !stage_next(m)) {
             break;
         }
-        n = s->len - s->pos < size - *got ? (uint32_t)(s->len - s->pos)
-                                          : size - *got;
-        memcpy(buf + *got, s->buf + s->pos, n);
+        n = staged_piece(s, size - *got, &from);
+        memcpy(buf + *got, from, n);
         inject_fault(m, buf + *got, n);
         s->pos += n;
         *got += n;

@@ -14,6 +14,9 @@
 #include <string.h>
 #include <xxhash.h>
 
+/* A PAGES record's headers: record header and run header. */
+#define RUN_HEADERS_SIZE (MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE)
+
 /* Checksum of a record: XXH3-64 of its payload, seeded with header bytes
  * 0..7 (type, flags, length) read as a little-endian u64. */
 static uint64_t rec_checksum(const uint8_t *hdr, const uint8_t *payload,
@@ -44,6 +47,7 @@ const char *mig_rec_name(uint32_t type)
 
 struct mig_enc {
     XXH3_state_t *digest;
+    XXH3_state_t *check; /* a record's checksum over pieces */
     uint64_t bytes;
     uint64_t records;
     uint32_t page_size;
@@ -55,9 +59,10 @@ int mig_enc_new(uint32_t page_size, struct mig_enc **out, struct vg_error *err)
 
     if (enc) {
         enc->digest = XXH3_createState();
+        enc->check = XXH3_createState();
     }
-    if (!enc || !enc->digest) {
-        free(enc);
+    if (!enc || !enc->digest || !enc->check) {
+        mig_enc_free(enc);
         return vg_error_set(err, ENOMEM, "stream encoder");
     }
     XXH3_64bits_reset(enc->digest);
@@ -70,6 +75,7 @@ void mig_enc_free(struct mig_enc *enc)
 {
     if (enc) {
         XXH3_freeState(enc->digest);
+        XXH3_freeState(enc->check);
         free(enc);
     }
 }
@@ -79,16 +85,22 @@ uint64_t mig_enc_bytes(const struct mig_enc *enc)
     return enc->bytes;
 }
 
+/* Header bytes 0..7 of a record of @type with @len payload bytes. */
+static void rec_head(uint8_t *buf, uint16_t type, uint32_t len)
+{
+    buf[0] = (uint8_t)type;
+    buf[1] = (uint8_t)(type >> 8);
+    buf[2] = buf[3] = 0; /* flags */
+    vg_put_le32(buf + 4, len);
+}
+
 /* Finish the record of @len payload bytes at @buf; returns its size. */
 static size_t rec_seal(struct mig_enc *enc, uint8_t *buf, uint16_t type,
                        uint32_t len)
 {
     size_t size = MIG_REC_HDR_SIZE + len;
 
-    buf[0] = (uint8_t)type;
-    buf[1] = (uint8_t)(type >> 8);
-    buf[2] = buf[3] = 0; /* flags */
-    vg_put_le32(buf + 4, len);
+    rec_head(buf, type, len);
     vg_put_le64(buf + 8, rec_checksum(buf, buf + MIG_REC_HDR_SIZE, len));
     if (type != MIG_REC_END) {
         XXH3_64bits_update(enc->digest, buf, size);
@@ -125,6 +137,27 @@ size_t mig_enc_pages(struct mig_enc *enc, uint64_t first, uint32_t count,
         memcpy(p + MIG_RUN_HDR_SIZE, data, n);
     }
     return rec_seal(enc, buf, MIG_REC_PAGES, MIG_RUN_HDR_SIZE + n);
+}
+
+size_t mig_enc_pages_ref(struct mig_enc *enc, uint64_t first, uint32_t count,
+                         const uint8_t *data, uint8_t *buf)
+{
+    uint8_t *p = buf + MIG_REC_HDR_SIZE;
+    uint32_t n = count * enc->page_size;
+
+    vg_put_le64(p, first);
+    vg_put_le32(p + 8, count);
+    vg_put_le32(p + 12, 0);
+    rec_head(buf, MIG_REC_PAGES, MIG_RUN_HDR_SIZE + n);
+    XXH3_64bits_reset_withSeed(enc->check, vg_get_le64(buf));
+    XXH3_64bits_update(enc->check, p, MIG_RUN_HDR_SIZE);
+    XXH3_64bits_update(enc->check, data, n);
+    vg_put_le64(buf + 8, XXH3_64bits_digest(enc->check));
+    XXH3_64bits_update(enc->digest, buf, RUN_HEADERS_SIZE);
+    XXH3_64bits_update(enc->digest, data, n);
+    enc->bytes += RUN_HEADERS_SIZE + n;
+    enc->records++;
+    return RUN_HEADERS_SIZE;
 }
 
 uint8_t *mig_enc_pages_data(uint8_t *buf)

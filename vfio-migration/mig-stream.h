@@ -81,6 +81,12 @@ size_t mig_enc_header(struct mig_enc *enc, const struct mig_stream_config *cfg,
                       uint8_t *buf);
 size_t mig_enc_pages(struct mig_enc *enc, uint64_t first, uint32_t count,
                      const uint8_t *data, uint8_t *buf);
+/* mig_enc_pages without copying the pages: writes the record's headers
+ * into @buf and returns their size; the record's bytes are those headers
+ * followed by the count * page_size bytes at @data, which must not change
+ * until they have been sent. */
+size_t mig_enc_pages_ref(struct mig_enc *enc, uint64_t first, uint32_t count,
+                         const uint8_t *data, uint8_t *buf);
 /* Where mig_enc_pages puts the page data in @buf: a caller may copy the
  * pages there first and pass this as @data (then nothing is copied). */
 uint8_t *mig_enc_pages_data(uint8_t *buf);
