@@ -124,15 +124,21 @@ size_t mig_enc_header(struct mig_enc *enc, const struct mig_stream_config *cfg,
     return rec_seal(enc, buf, MIG_REC_HEADER, MIG_HEADER_SIZE);
 }
 
+/* The run header of PAGES and ZEROS at @p: first page, page count (a
+ * PAGES count is le32 followed by 4 zero bytes, the same bytes). */
+static void run_head(uint8_t *p, uint64_t first, uint64_t count)
+{
+    vg_put_le64(p, first);
+    vg_put_le64(p + 8, count);
+}
+
 size_t mig_enc_pages(struct mig_enc *enc, uint64_t first, uint32_t count,
                      const uint8_t *data, uint8_t *buf)
 {
     uint8_t *p = buf + MIG_REC_HDR_SIZE;
     uint32_t n = count * enc->page_size;
 
-    vg_put_le64(p, first);
-    vg_put_le32(p + 8, count);
-    vg_put_le32(p + 12, 0);
+    run_head(p, first, count);
     if (data != p + MIG_RUN_HDR_SIZE) {
         memcpy(p + MIG_RUN_HDR_SIZE, data, n);
     }
@@ -145,9 +151,7 @@ size_t mig_enc_pages_ref(struct mig_enc *enc, uint64_t first, uint32_t count,
     uint8_t *p = buf + MIG_REC_HDR_SIZE;
     uint32_t n = count * enc->page_size;
 
-    vg_put_le64(p, first);
-    vg_put_le32(p + 8, count);
-    vg_put_le32(p + 12, 0);
+    run_head(p, first, count);
     rec_head(buf, MIG_REC_PAGES, MIG_RUN_HDR_SIZE + n);
     XXH3_64bits_reset_withSeed(enc->check, vg_get_le64(buf));
     XXH3_64bits_update(enc->check, p, MIG_RUN_HDR_SIZE);
@@ -168,10 +172,7 @@ uint8_t *mig_enc_pages_data(uint8_t *buf)
 size_t mig_enc_zeros(struct mig_enc *enc, uint64_t first, uint64_t count,
                      uint8_t *buf)
 {
-    uint8_t *p = buf + MIG_REC_HDR_SIZE;
-
-    vg_put_le64(p, first);
-    vg_put_le64(p + 8, count);
+    run_head(buf + MIG_REC_HDR_SIZE, first, count);
     return rec_seal(enc, buf, MIG_REC_ZEROS, MIG_RUN_HDR_SIZE);
 }
 
