@@ -463,8 +463,9 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
         }
         return true;
     }
-    if (s->phase == SAVE_STOPCOPY && data != mig_enc_pages_data(s->buf)) {
-        /* Quiesced: VRAM stays as hashed until the reads copy it out. */
+    if (s->phase == SAVE_STOPCOPY && vgpu_vram(m->gpu)) {
+        /* @data is mapped VRAM, quiesced: it stays as hashed until the
+         * reads copy it out. */
         s->ref_at = mig_enc_pages_ref(s->enc, p, (uint32_t)n, data, s->buf);
         s->ref = data;
         s->len = s->ref_at + n * m->scfg.page_size;
