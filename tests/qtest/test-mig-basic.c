@@ -6,9 +6,16 @@
  * destination's VRAM equals the source's (both servers'
  * checksums, and samples of every page read through BAR2), the registers
  * equal, the configuration space came along (BARs, MSI-X), the source
- * stays in postmigrate, and the destination's vGPU keeps working.
+ * stays in postmigrate, and the destination's vGPU keeps working.  While
+ * a migration runs, the main channel has Nagle's algorithm off on both
+ * sides (patch 0020), so the end of the stream does not wait for a
+ * delayed ACK inside the downtime.
  */
 #include "mig-test.h"
+#include "qclient/tcp-census.h"
+
+/* Pre-copy rate while the channel is looked at: 64 MiB of VRAM take 4 s. */
+#define NODELAY_HOLD_BW (16ll << 20)
 
 static const uint32_t saved_regs[] = {
     VGPU_REG_FENCE_LO,  VGPU_REG_FENCE_HI,   VGPU_REG_RING_HEAD,
@@ -102,10 +109,59 @@ static void test_idle_hmp(void)
     migrate_idle(true);
 }
 
+/* The port of a "tcp:HOST:PORT" URI. */
+static int uri_port(const char *uri)
+{
+    const char *colon = strrchr(uri, ':');
+
+    g_assert_nonnull(colon);
+    return atoi(colon + 1);
+}
+
+/* @side's QEMU holds exactly one TCP socket on @port, with TCP_NODELAY. */
+static void assert_main_channel_nodelay(struct mt_side *side, int port,
+                                        bool remote, const char *what)
+{
+    struct vg_tcp_census c;
+
+    VGT_OK(vg_tcp_census(side->qemu->proc.pid, port, remote, &c, VGT_ERR));
+    g_test_message("%s: %u TCP socket(s) on port %d, %u with TCP_NODELAY", what,
+                   c.sockets, port, c.nodelay);
+    if (c.sockets != 1 || c.nodelay != 1) {
+        MT_FAIL("%s: %u migration socket(s), %u with TCP_NODELAY; expected "
+                "the main channel, with TCP_NODELAY",
+                what, c.sockets, c.nodelay);
+    }
+}
+
+static void test_main_channel_nodelay(void)
+{
+    struct vg_stats st;
+    struct mt t;
+    int port;
+
+    mt_start_src(&t, "mig-nodelay", NULL);
+    mt_fill_vram(&t);
+    mt_start_dst(&t, VGT_VRAM_ARG, NULL);
+    port = uri_port(t.uri);
+    mt_hold(&t, NODELAY_HOLD_BW);
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+    VGT_OK(vg_stats_wait_state(t.src.stats, "PRE_COPY", MT_STATS_TIMEOUT_MS,
+                               &st, VGT_ERR));
+    vg_stats_clear(&st);
+    assert_main_channel_nodelay(&t.src, port, true, "source");
+    assert_main_channel_nodelay(&t.dst, port, false, "destination");
+    VGT_OK(mt_release(&t, VGT_ERR));
+    mt_migrate_wait(&t, NULL, NULL, NULL);
+    mt_stop(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/mig/basic/idle-vram", test_idle_qmp);
     g_test_add_func("/mig/basic/hmp", test_idle_hmp);
+    g_test_add_func("/mig/basic/main-channel-nodelay",
+                    test_main_channel_nodelay);
     return g_test_run();
 }
