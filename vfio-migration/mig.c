@@ -137,6 +137,8 @@ static void session_started(struct mig *m)
     m->stats.stopcopy_read_ms = 0;
     m->stats.precopy_reads = 0;
     m->stats.precopy_read_ms = 0;
+    m->stats.load_writes = 0;
+    m->stats.load_write_ms = 0;
     m->stats.have_checksums = false;
     m->checksums_due = false;
 }
@@ -386,13 +388,17 @@ int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
 int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
               struct vg_error *err)
 {
+    double t0;
     int ret;
 
     if (m->fsm.state != MIG_STATE_RESUMING) {
         return vg_error_set(err, EINVAL, "migration data refused in %s",
                             mig_state_name(m->fsm.state));
     }
+    t0 = mig_now_ms();
     ret = mig_load_write(m, data, size, err);
+    m->stats.load_writes++;
+    m->stats.load_write_ms += mig_now_ms() - t0;
     if (ret < 0) {
         /* Nothing loaded can be trusted any more. */
         mig_fsm_fail(&m->fsm, "bad migration stream");
@@ -548,6 +554,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         "\n  \"bar2_logged\": %s,\n  \"cpu_log_pages\": %" PRIu64
         ",\n  \"stopcopy_reads\": %" PRIu64 ",\n  \"stopcopy_read_ms\": %.3f"
         ",\n  \"precopy_reads\": %" PRIu64 ",\n  \"precopy_read_ms\": %.3f"
+        ",\n  \"load_writes\": %" PRIu64 ",\n  \"load_write_ms\": %.3f"
         ",\n  \"last_error\": \"%s\"\n}\n",
         mig_state_name(m->fsm.state), backend, st->migrations_started,
         st->bytes_sent, st->bytes_received, st->precopy_bytes,
@@ -558,7 +565,8 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->pages_hashed, st->hash_ms, ms, vram, state,
         st->dma_logging ? "true" : "false", st->bar2_logged ? "true" : "false",
         st->cpu_log_pages, st->stopcopy_reads, st->stopcopy_read_ms,
-        st->precopy_reads, st->precopy_read_ms, error);
+        st->precopy_reads, st->precopy_read_ms, st->load_writes,
+        st->load_write_ms, error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

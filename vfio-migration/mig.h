@@ -81,6 +81,8 @@ struct mig_stats {
     double stopcopy_read_ms;   /* time spent producing their data */
     uint64_t precopy_reads;    /* MIG_DATA_READs served in PRE_COPY */
     double precopy_read_ms;    /* time spent producing their data */
+    uint64_t load_writes;      /* MIG_DATA_WRITEs served in RESUMING */
+    double load_write_ms;      /* time spent decoding and applying them */
     bool have_checksums;
     uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */
     uint64_t device_state_checksum; /* XXH3-64 of the state blob */

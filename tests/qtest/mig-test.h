@@ -485,6 +485,26 @@ static inline double mt_stat_double(const struct vg_stats *st, const char *name)
     return g_ascii_strtod(v, NULL);
 }
 
+/* The servers counted the data requests of a stream of @bytes: a
+ * MIG_DATA_READ or MIG_DATA_WRITE carries at most MT_MAX_XFER bytes, and
+ * serving them took time on both sides. */
+#define MT_MAX_XFER (1 << 20) /* the server's max_data_xfer_size */
+static inline void mt_assert_data_requests(const struct vg_stats *src,
+                                           const struct vg_stats *dst,
+                                           int64_t bytes)
+{
+    int64_t least = (bytes + MT_MAX_XFER - 1) / MT_MAX_XFER;
+
+    g_assert_cmpint(mt_stat_int(src, "precopy_reads") +
+                        mt_stat_int(src, "stopcopy_reads"),
+                    >=, least);
+    g_assert_cmpint(mt_stat_int(dst, "load_writes"), >=, least);
+    g_assert_cmpfloat(mt_stat_double(dst, "load_write_ms"), >, 0);
+    g_assert_cmpfloat(mt_stat_double(src, "precopy_read_ms") +
+                          mt_stat_double(src, "stopcopy_read_ms"),
+                      >, 0);
+}
+
 /* Both servers' stats after a completed migration (source device back
  * in STOP, destination RUNNING).  The VRAM checksums (source after
  * stop-copy, destination after loading) must be equal, and so must the
@@ -523,6 +543,7 @@ static inline void mt_assert_stats_equal(struct mt *t, struct vg_stats *src,
     g_assert_cmpint(pre + stop, >, 0);
     g_assert_cmpint(dst->bytes_received, ==, pre + stop);
     g_assert_cmpfloat(src->device_stopcopy_ms, >=, 0);
+    mt_assert_data_requests(src, dst, pre + stop);
 }
 
 #endif
