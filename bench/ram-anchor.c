@@ -24,12 +24,15 @@ struct anchor_run {
 
 static int start_qemus(struct anchor_run *r, struct vg_error *err)
 {
-    struct vg_qemu_opts so = {
-        .dir = r->dir, .name = "qemu-src", .ram_mib = r->a->size >> 20};
+    struct vg_qemu_opts so = {.dir = r->dir,
+                              .name = "qemu-src",
+                              .ram_mib = r->a->size >> 20,
+                              .prealloc = r->a->prealloc};
     struct vg_qemu_opts dopt = {.dir = r->dir,
                                 .name = "qemu-dst",
                                 .ram_mib = r->a->size >> 20,
-                                .incoming = "defer"};
+                                .incoming = "defer",
+                                .prealloc = r->a->prealloc};
     int ret = vg_qemu_start(&so, &r->src, err);
 
     if (ret == 0) {

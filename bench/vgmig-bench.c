@@ -130,6 +130,7 @@ struct bench_opts {
     const char *append[MAX_APPEND]; /* files appended to the report */
     unsigned nappend;
     enum vg_log_level log_level;
+    bool prealloc; /* servers --prealloc, anchors prealloc=on */
 };
 
 /* One measured cell. */
@@ -219,6 +220,11 @@ static void usage(FILE *f)
             "  --modes LIST      comma-separated modes [all]\n"
             "  --big SIZE        sizes above SIZE run idle and inference only "
             "[1G]\n"
+            "  --prealloc        every vgpu-server preallocates its VRAM\n"
+            "                    (--prealloc) and every RAM anchor's QEMU\n"
+            "                    its guest RAM (prealloc=on), so neither\n"
+            "                    destination allocates memory while the\n"
+            "                    stream arrives\n"
             "  --channels N      migration channels of every cell: 1 is QEMU's "
             "one\n"
             "                    main channel; N > 1 turns multifd on with\n"
@@ -364,6 +370,9 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'k':
         o->keep = true;
         return 0;
+    case 'P':
+        o->prealloc = true;
+        return 0;
     case 'a':
         if (o->nappend == MAX_APPEND) {
             fprintf(stderr, "vgmig-bench: --append: at most %d files\n",
@@ -399,6 +408,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"quick", no_argument, NULL, 'q'},
         {"multi-vgpu", required_argument, NULL, 'M'},
         {"keep", no_argument, NULL, 'k'},
+        {"prealloc", no_argument, NULL, 'P'},
         {"append", required_argument, NULL, 'a'},
         {"log-level", required_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},
@@ -445,7 +455,7 @@ static int start_side(struct run *r, struct side *s, const char *name,
     g_autofree char *ta = g_strdup_printf("--dirty-track=%s", md->track);
     g_autofree char *vram = g_strdup_printf("%" PRIu64 "M", r->c->vram >> 20);
     g_autofree char *qname = g_strdup_printf("qemu-%s", name);
-    const char *extra[] = {pa, ta, NULL};
+    const char *extra[] = {pa, ta, r->o->prealloc ? "--prealloc" : NULL, NULL};
     struct vg_server_opts so = {.dir = r->dir,
                                 .vram = vram,
                                 .page_size = PAGE_ARG,
@@ -1156,14 +1166,14 @@ static void json_anchor(GString *js, const struct ram_anchor *a)
     g_string_append_printf(
         js,
         "  {\"ram_bytes\": %" PRIu64
-        ", \"channels\": %u, \"total_ms\": %" PRId64 ", \"setup_ms\": %" PRId64
-        ", \"downtime_ms\": %" PRId64 ", \"transferred_bytes\": %" PRId64
-        ", \"bytes_per_s\": %.0f, "
+        ", \"channels\": %u, \"prealloc\": %s, \"total_ms\": %" PRId64
+        ", \"setup_ms\": %" PRId64 ", \"downtime_ms\": %" PRId64
+        ", \"transferred_bytes\": %" PRId64 ", \"bytes_per_s\": %.0f, "
         "\"active_bytes_per_s\": %.0f, \"checksum\": \"%016" PRIx64
         "\", \"verified\": %s, \"error\": \"%s\"}",
-        a->size, a->channels, a->total_ms, a->setup_ms, a->downtime_ms,
-        a->ram_bytes, ram_anchor_bps(a), a->active_bps, a->checksum,
-        a->verified ? "true" : "false", a->error);
+        a->size, a->channels, a->prealloc ? "true" : "false", a->total_ms,
+        a->setup_ms, a->downtime_ms, a->ram_bytes, ram_anchor_bps(a),
+        a->active_bps, a->checksum, a->verified ? "true" : "false", a->error);
 }
 
 /* OUT/ram-anchor.json: the RAM anchors. */
@@ -1685,6 +1695,12 @@ static void md_method(GString *s, const struct bench_opts *o)
 {
     g_autofree char *ch = channels_text(o->channels);
 
+    if (o->prealloc) {
+        g_string_append(s, "With --prealloc: every vgpu-server preallocates "
+                           "its VRAM (--prealloc) and both QEMUs of every RAM "
+                           "anchor their guest RAM (prealloc=on).  ");
+    }
+
     g_string_append_printf(
         s,
         "Each cell starts two vgpu-servers (page size %s) and two QEMUs "
@@ -1850,6 +1866,7 @@ static bool run_anchor(const struct bench_opts *o, uint64_t size,
 
     *a = (struct ram_anchor){.size = size,
                              .channels = o->channels,
+                             .prealloc = o->prealloc,
                              .total_ms = -1,
                              .downtime_ms = -1,
                              .setup_ms = -1};

@@ -483,8 +483,8 @@ static GPtrArray *qemu_argv(const struct vg_qemu_opts *o, const char *bin,
     add_opt(
         argv, "-object",
         g_strdup_printf("memory-backend-memfd,id=mem,size=%" G_GUINT64_FORMAT
-                        "M,share=on",
-                        o->ram_mib));
+                        "M,share=on%s",
+                        o->ram_mib, o->prealloc ? ",prealloc=on" : ""));
     add_opt(argv, "-machine", g_strdup("pc,memory-backend=mem"));
     add_opt(argv, "-m", g_strdup_printf("%" G_GUINT64_FORMAT "M", o->ram_mib));
     if (qtest_path) {

@@ -108,6 +108,8 @@ struct vg_qemu_opts {
     /* Connect the guest's first serial port (COM1) to a socket this
      * function listens on: vg_qemu.serial_fd. */
     bool serial;
+    /* Allocate guest RAM before the VM starts (prealloc=on). */
+    bool prealloc;
 };
 
 struct vg_qemu {

@@ -53,6 +53,14 @@ static void usage(FILE *out)
         "                         BAR2 accesses are trapped; needs the\n"
         "                         NVIDIA driver and a build configured\n"
         "                         with CUDA)\n"
+        "      --prealloc         back VRAM with memory from the start, as a\n"
+        "                         GPU's is: a thread populates the whole\n"
+        "                         VRAM memfd (cpu backend) while the server\n"
+        "                         serves, so a migration's destination does\n"
+        "                         not allocate and zero pages as the stream\n"
+        "                         arrives; the log says when it is done.\n"
+        "                         VRAM then takes its full size in memory\n"
+        "                         (until pages are cleared)\n"
         "  -l, --log-level LEVEL  error, warn, info (default), debug, trace\n"
         "      --stats-file PATH  write migration statistics to PATH as JSON,\n"
         "                         replaced atomically (temporary file and\n"
@@ -163,7 +171,10 @@ static void usage(FILE *out)
         "pages its logs reported in the last migration); stopcopy_reads\n"
         "and stopcopy_read_ms (the MIG_DATA_READs served in STOP_COPY and\n"
         "the time spent producing their data), precopy_reads and\n"
-        "precopy_read_ms (the same in PRE_COPY); last_error (\"\" if none).\n"
+        "precopy_read_ms (the same in PRE_COPY); load_writes and\n"
+        "load_write_ms (on the destination: the MIG_DATA_WRITEs served and\n"
+        "the time spent decoding and applying them); last_error (\"\" if\n"
+        "none).\n"
         "\n"
         "SIZE is a number with an optional K, M, G or T suffix (powers of\n"
         "1024).  The server keeps device state (VRAM, registers) across\n"
@@ -189,6 +200,7 @@ struct options {
     enum mig_precopy_mode precopy;
     enum mig_track_mode track;
     unsigned migration_threads; /* 0: mig's default (2) */
+    bool prealloc;
 };
 
 enum {
@@ -199,6 +211,7 @@ enum {
     OPT_DIRTY_TRACK,
     OPT_NO_REGION_LOG,
     OPT_MIGRATION_THREADS,
+    OPT_PREALLOC,
 };
 
 /* A decimal u64 that is all of @text. */
@@ -332,6 +345,9 @@ static int parse_opt(int c, struct options *o)
         return 0;
     case OPT_MIGRATION_THREADS:
         return parse_threads(optarg, &o->migration_threads);
+    case OPT_PREALLOC:
+        o->prealloc = true;
+        return 0;
     case 'h':
         usage(stdout);
         exit(0);
@@ -355,6 +371,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"dirty-track", required_argument, NULL, OPT_DIRTY_TRACK},
         {"no-region-log", no_argument, NULL, OPT_NO_REGION_LOG},
         {"migration-threads", required_argument, NULL, OPT_MIGRATION_THREADS},
+        {"prealloc", no_argument, NULL, OPT_PREALLOC},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -444,7 +461,8 @@ int main(int argc, char **argv)
         .socket_path = o.socket,
         .gpu = {.vram_size = o.vram,
                 .page_size = (uint32_t)o.page,
-                .backend = o.backend},
+                .backend = o.backend,
+                .prealloc = o.prealloc},
         .stats_path = o.stats_file,
         .fault = o.fault,
         .no_migration = o.no_migration,

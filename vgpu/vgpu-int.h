@@ -30,6 +30,7 @@ struct vgpu_regs {
 struct vgpu {
     struct vgpu_host host;
     struct vgpu_backend *be;
+    struct vgpu_prealloc *prealloc; /* NULL: none running or done */
     uint64_t vram_size;
     uint32_t page_size;
     struct vgpu_regs regs;

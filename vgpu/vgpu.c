@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "prealloc.h"
 
 #define PAGE_SIZE_MIN (4u * 1024)
 #define PAGE_SIZE_MAX (2u * 1024 * 1024)
@@ -62,6 +63,18 @@ void vgpu_set_write_observer(struct vgpu *gpu, vgpu_write_fn fn, void *opaque)
     gpu->observer_opaque = opaque;
 }
 
+/* Populate mapped VRAM on a thread; device memory needs nothing. */
+static int start_prealloc(struct vgpu *gpu, struct vg_error *err)
+{
+    if (!gpu->be->base) {
+        vg_info("VRAM is %s device memory: nothing to preallocate",
+                gpu->be->ops->name);
+        return 0;
+    }
+    return vgpu_prealloc_start(gpu->be->base, gpu->vram_size, &gpu->prealloc,
+                               err);
+}
+
 int vgpu_new(const struct vgpu_config *cfg, const struct vgpu_host *host,
              struct vgpu **out, struct vg_error *err)
 {
@@ -93,6 +106,13 @@ int vgpu_new(const struct vgpu_config *cfg, const struct vgpu_host *host,
         .opaque = gpu,
     };
     vgpu_reset(gpu);
+    if (cfg->prealloc) {
+        ret = start_prealloc(gpu, err);
+        if (ret < 0) {
+            vgpu_free(gpu);
+            return ret;
+        }
+    }
     *out = gpu;
     return 0;
 }
@@ -102,6 +122,7 @@ void vgpu_free(struct vgpu *gpu)
     if (!gpu) {
         return;
     }
+    vgpu_prealloc_stop(gpu->prealloc);
     vgpu_backend_close(gpu->be);
     free(gpu);
 }

@@ -35,6 +35,9 @@ struct vgpu_config {
     uint64_t vram_size;  /* bytes, multiple of page_size, >= page_size */
     uint32_t page_size;  /* power of two, 4 KiB .. 2 MiB */
     const char *backend; /* "cpu", "cuda" or "cuda:N" */
+    /* Back mapped VRAM with memory from the start, on a thread
+     * (prealloc.h); nothing to do where VRAM is device memory. */
+    bool prealloc;
 };
 
 /* Engine statistics a user can query. */

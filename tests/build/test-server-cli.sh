@@ -2,14 +2,15 @@
 # test-server-cli.sh -- vgpu-server's command line: --help documents
 # --migration-threads, bad values exit 2 naming the option and the range,
 # and a good value reaches the server (its start-up log line says how
-# many migration threads it runs).  TAP output for prove; run from the
+# many migration threads it runs); --prealloc backs all of VRAM with
+# memory (the server's RssShmem), which a server without it does not.  TAP output for prove; run from the
 # top of the tree after `make all` ($VGMIG_SERVER, as make check sets it,
 # or build/vgpu-server).
 set -u
 srv=${VGMIG_SERVER:-build/vgpu-server}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vgmig-cli-XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..6"
+echo "1..9"
 
 if "$srv" --help | grep -q -- "--migration-threads N"; then
     echo "ok 1 - --help documents --migration-threads"
@@ -55,4 +56,38 @@ if [ "$rc" = 0 ]; then
     echo "ok 6 - the server exits 0 on SIGTERM"
 else
     echo "not ok 6 - the server exited $rc on SIGTERM"
+fi
+
+if "$srv" --help | grep -q -- "--prealloc"; then
+    echo "ok 7 - --help documents --prealloc"
+else
+    echo "not ok 7 - --help does not document --prealloc"
+fi
+
+# RssShmem (kB) of a 64 MiB server started with $1 (or nothing), once it
+# has logged $2 (or only that it listens).
+shmem_kb() {
+    "$srv" --socket "$tmp/p" --vram 64M $1 >"$tmp/plog" 2>&1 &
+    pid=$!
+    i=0
+    while [ $i -lt 100 ] && ! grep -q "${2:-listening on}" "$tmp/plog"; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    awk '/^RssShmem:/ {print $2}' "/proc/$pid/status"
+    kill "$pid" 2>/dev/null
+    wait "$pid"
+}
+with=$(shmem_kb --prealloc "VRAM preallocated: 64 MiB")
+if [ "${with:-0}" -ge 65536 ]; then
+    echo "ok 8 - --prealloc: 64 MiB of VRAM resident ($with kB)"
+else
+    echo "not ok 8 - --prealloc: ${with:-?} kB of VRAM resident, want 65536:"
+    sed 's/^/# /' "$tmp/plog"
+fi
+without=$(shmem_kb "")
+if [ "${without:-65536}" -lt 65536 ]; then
+    echo "ok 9 - without --prealloc: VRAM not resident ($without kB)"
+else
+    echo "not ok 9 - without --prealloc: ${without:-?} kB resident"
 fi

@@ -6,7 +6,8 @@
  * destination's VRAM equals the source's (both servers'
  * checksums, and samples of every page read through BAR2), the registers
  * equal, the configuration space came along (BARs, MSI-X), the source
- * stays in postmigrate, and the destination's vGPU keeps working.  While
+ * stays in postmigrate, and the destination's vGPU keeps working; also
+ * with both servers preallocating VRAM (--prealloc).  While
  * a migration runs, the main channel has Nagle's algorithm off on both
  * sides (patch 0020), so the end of the stream does not wait for a
  * delayed ACK inside the downtime.
@@ -16,6 +17,8 @@
 
 /* Pre-copy rate while the channel is looked at: 64 MiB of VRAM take 4 s. */
 #define NODELAY_HOLD_BW (16ll << 20)
+/* For a server's 64 MiB of VRAM to be preallocated, at the latest. */
+#define PREALLOC_WAIT_MS 20000
 
 static const uint32_t saved_regs[] = {
     VGPU_REG_FENCE_LO,  VGPU_REG_FENCE_HI,   VGPU_REG_RING_HEAD,
@@ -58,8 +61,35 @@ static void check_dst_works(struct mt *t)
     g_assert_cmphex(mt_rd(&t->dgpu, VGPU_REG_ERROR_CODE), ==, VGPU_ERR_NONE);
 }
 
-static void migrate_idle(bool hmp)
+/* How migrate_idle() migrates. */
+enum idle_way {
+    IDLE_QMP,
+    IDLE_HMP,
+    IDLE_PREALLOC, /* QMP, both servers with --prealloc */
+};
+
+/* Wait until @srv logged that its VRAM preallocation finished. */
+static void assert_preallocated(struct vg_server *srv)
 {
+    for (int i = 0; i < PREALLOC_WAIT_MS / 10; i++) {
+        g_autofree char *log = NULL;
+
+        g_assert_true(g_file_get_contents(srv->proc.log, &log, NULL, NULL));
+        if (strstr(log, "VRAM preallocated: 64 MiB")) {
+            return;
+        }
+        g_assert_null(strstr(log, "VRAM preallocation stopped"));
+        g_usleep(10000);
+    }
+    MT_FAIL("%s: no \"VRAM preallocated: 64 MiB\" within %d ms", srv->proc.log,
+            PREALLOC_WAIT_MS);
+}
+
+static void migrate_idle(enum idle_way way)
+{
+    static const char *const prealloc[] = {"--prealloc", NULL};
+    const char *const *srv_extra = way == IDLE_PREALLOC ? prealloc : NULL;
+    bool hmp = way == IDLE_HMP;
     uint32_t regs[G_N_ELEMENTS(saved_regs)];
     g_autofree uint8_t *src_samples = NULL;
     g_autofree uint8_t *dst_samples = NULL;
@@ -67,9 +97,9 @@ static void migrate_idle(bool hmp)
     struct vg_mig_info info;
     struct mt t;
 
-    mt_start_src(&t, hmp ? "mig-hmp" : "mig-basic", NULL);
+    mt_start_src(&t, hmp ? "mig-hmp" : "mig-basic", srv_extra);
     prepare_source(&t, &src_samples, regs);
-    mt_start_dst(&t, VGT_VRAM_ARG, NULL);
+    mt_start_dst(&t, VGT_VRAM_ARG, srv_extra);
     if (hmp) {
         VGT_OK(vg_mig_start_hmp(t.src.qemu->qmp, t.uri, VGT_ERR));
         mt_migrate_wait(&t, NULL, NULL, &info);
@@ -96,17 +126,28 @@ static void migrate_idle(bool hmp)
     vg_stats_clear(&dst);
     g_assert_true(vg_proc_alive(&t.src.srv->proc));
     g_assert_true(vg_proc_alive(&t.dst.srv->proc));
+    if (way == IDLE_PREALLOC) {
+        assert_preallocated(t.src.srv);
+        assert_preallocated(t.dst.srv);
+    }
     mt_stop(&t);
 }
 
 static void test_idle_qmp(void)
 {
-    migrate_idle(false);
+    migrate_idle(IDLE_QMP);
 }
 
 static void test_idle_hmp(void)
 {
-    migrate_idle(true);
+    migrate_idle(IDLE_HMP);
+}
+
+/* Both servers preallocate VRAM while the destination loads the stream
+ * (docs/data-path.md): the same checks as the idle migration. */
+static void test_idle_prealloc(void)
+{
+    migrate_idle(IDLE_PREALLOC);
 }
 
 /* The port of a "tcp:HOST:PORT" URI. */
@@ -161,6 +202,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/mig/basic/idle-vram", test_idle_qmp);
     g_test_add_func("/mig/basic/hmp", test_idle_hmp);
+    g_test_add_func("/mig/basic/prealloc", test_idle_prealloc);
     g_test_add_func("/mig/basic/main-channel-nodelay",
                     test_main_channel_nodelay);
     return g_test_run();

@@ -1,0 +1,121 @@
+/*
+ * prealloc.c -- see prealloc.h.
+ */
+#include "prealloc.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "common/log.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+struct vgpu_prealloc {
+    uint8_t *base;
+    uint64_t size;
+    pthread_t thread;
+    atomic_bool stop;
+    _Atomic uint64_t done;
+    atomic_bool finished;
+    atomic_int error;
+    double start_ms;
+    _Atomic uint64_t end_us; /* since start, once finished */
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Log how the thread ended. */
+static void report(const struct vgpu_prealloc *p, double ms)
+{
+    double done = (double)atomic_load(&p->done) / (1 << 20);
+    double size = (double)p->size / (1 << 20);
+    int error = atomic_load(&p->error);
+
+    if (error) {
+        vg_warn("VRAM preallocation stopped after %.0f of %.0f MiB: %s", done,
+                size, strerror(-error));
+    } else if (done < size) {
+        vg_info("VRAM preallocation stopped after %.0f of %.0f MiB (asked to)",
+                done, size);
+    } else {
+        vg_info("VRAM preallocated: %.0f MiB in %.0f ms (%.0f MiB/s)", size, ms,
+                ms > 0 ? size / (ms / 1e3) : 0.0);
+    }
+}
+
+static void *prealloc_thread(void *arg)
+{
+    struct vgpu_prealloc *p = arg;
+    uint64_t off = 0;
+
+    while (off < p->size && !atomic_load(&p->stop)) {
+        uint64_t len = p->size - off < VGPU_PREALLOC_STEP ? p->size - off
+                                                          : VGPU_PREALLOC_STEP;
+
+        if (madvise(p->base + off, len, MADV_POPULATE_WRITE) < 0) {
+            atomic_store(&p->error, -errno);
+            break;
+        }
+        off += len;
+        atomic_store(&p->done, off);
+    }
+    atomic_store(&p->end_us, (uint64_t)((now_ms() - p->start_ms) * 1e3));
+    atomic_store(&p->finished, true);
+    report(p, (double)atomic_load(&p->end_us) / 1e3);
+    return NULL;
+}
+
+int vgpu_prealloc_start(uint8_t *base, uint64_t size,
+                        struct vgpu_prealloc **out, struct vg_error *err)
+{
+    struct vgpu_prealloc *p = calloc(1, sizeof(*p));
+    int rc;
+
+    if (!p) {
+        return vg_error_set(err, ENOMEM, "VRAM preallocation: out of memory");
+    }
+    p->base = base;
+    p->size = size;
+    p->start_ms = now_ms();
+    rc = pthread_create(&p->thread, NULL, prealloc_thread, p);
+    if (rc) {
+        free(p);
+        return vg_error_set(err, rc, "VRAM preallocation thread: %s",
+                            strerror(rc));
+    }
+    *out = p;
+    return 0;
+}
+
+void vgpu_prealloc_stop(struct vgpu_prealloc *p)
+{
+    if (!p) {
+        return;
+    }
+    atomic_store(&p->stop, true);
+    pthread_join(p->thread, NULL);
+    free(p);
+}
+
+void vgpu_prealloc_progress(struct vgpu_prealloc *p,
+                            struct vgpu_prealloc_progress *out)
+{
+    out->finished = atomic_load(&p->finished);
+    out->done = atomic_load(&p->done);
+    out->error = atomic_load(&p->error);
+    out->elapsed_ms = out->finished ? (double)atomic_load(&p->end_us) / 1e3
+                                    : now_ms() - p->start_ms;
+}
