@@ -241,7 +241,7 @@ static int dev_setup(struct dev *d, const struct opts *o, bool with_mig,
                      struct vg_error *err)
 {
     struct vgpu_host host = {d, fake_dma_ptr, fake_raise_irq};
-    struct vgpu_config cfg = {o->vram, (uint32_t)o->page, "cpu"};
+    struct vgpu_config cfg = {o->vram, (uint32_t)o->page, "cpu", false};
     struct mig_config mc = {
         .precopy = MIG_PRECOPY_ITERATIVE,
         .track = o->track,

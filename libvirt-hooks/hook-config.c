@@ -59,6 +59,16 @@ static int set_seconds(unsigned *dst, const char *value, struct vg_error *err)
     return 0;
 }
 
+/* "yes" or "no". */
+static int set_bool(bool *dst, const char *value, struct vg_error *err)
+{
+    if (strcmp(value, "yes") != 0 && strcmp(value, "no") != 0) {
+        return vg_error_set(err, EINVAL, "'%s' is not yes or no", value);
+    }
+    *dst = strcmp(value, "yes") == 0;
+    return 0;
+}
+
 static int set_key(struct vgh_config *cfg, const char *key, const char *value,
                    struct vg_error *err)
 {
@@ -111,6 +121,9 @@ static int set_key(struct vgh_config *cfg, const char *key, const char *value,
         }
         return set_string(cfg->server_log_level, sizeof(cfg->server_log_level),
                           value, false, err);
+    }
+    if (strcmp(key, "server_prealloc") == 0) {
+        return set_bool(&cfg->server_prealloc, value, err);
     }
     return vg_error_set(err, EINVAL, "unknown key '%s'", key);
 }

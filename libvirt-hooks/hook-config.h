@@ -18,6 +18,7 @@
  *   start_timeout   seconds to wait for a server's socket          [10]
  *   stop_timeout    seconds between SIGTERM and SIGKILL             [5]
  *   server_log_level  the servers' --log-level                   [info]
+ *   server_prealloc   yes: start the servers with --prealloc       [no]
  */
 #ifndef VGMIG_HOOK_CONFIG_H
 #define VGMIG_HOOK_CONFIG_H
@@ -46,6 +47,7 @@ struct vgh_config {
     unsigned start_timeout;
     unsigned stop_timeout;
     char server_log_level[16];
+    bool server_prealloc; /* the servers' --prealloc */
 };
 
 /* Fill @cfg with the defaults. */

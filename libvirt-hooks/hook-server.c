@@ -597,13 +597,15 @@ static int start_one(const struct vgh_config *cfg, const struct vgh_domain *dom,
             (char *)cfg->server_log_level,
             "--stats-file",
             st.stats,
+            cfg->server_prealloc ? "--prealloc" : NULL,
             NULL,
         };
         vgh_note(cfg, dom,
                  "vGPU %u: starting %s --socket %s --vram %s --page-size %s "
-                 "--backend %s as uid %u gid %u",
+                 "--backend %s%s as uid %u gid %u",
                  idx, cfg->server, st.socket, vram, page, v->backend,
-                 (unsigned)uid, (unsigned)gid);
+                 cfg->server_prealloc ? " --prealloc" : "", (unsigned)uid,
+                 (unsigned)gid);
         st.pid = spawn_server(cfg, argv, log_fd, uid, gid, err);
     }
     close(log_fd);

@@ -220,6 +220,7 @@ static void test_config(void)
     g_assert_cmpstr(cfg.state_dir, ==, "/run/vgmig");
     g_assert_cmpuint(cfg.max_vram, ==, 0);
     g_assert_cmpuint(cfg.start_timeout, ==, 10);
+    g_assert_false(cfg.server_prealloc);
     g_assert_true(vgh_config_has_backend(&cfg, "cpu"));
     g_assert_false(vgh_config_has_backend(&cfg, "cuda"));
 
@@ -228,9 +229,11 @@ static void test_config(void)
                                      "backends = cpu, cuda\n"
                                      "server=/opt/vgpu-server\n"
                                      "start_timeout = 3\n"
-                                     "server_log_level = debug\n",
+                                     "server_log_level = debug\n"
+                                     "server_prealloc = yes\n",
                                      "t.conf", &cfg, &err),
                     ==, 0);
+    g_assert_true(cfg.server_prealloc);
     g_assert_cmpuint(cfg.max_vram, ==, 512u << 20);
     g_assert_true(vgh_config_has_backend(&cfg, "cuda"));
     g_assert_cmpstr(cfg.server, ==, "/opt/vgpu-server");
@@ -251,6 +254,10 @@ static void test_config(void)
         -EINVAL);
     g_assert_cmpint(vgh_config_parse("just words\n", "t.conf", &cfg, &err), ==,
                     -EINVAL);
+    g_assert_cmpint(
+        vgh_config_parse("server_prealloc = 1\n", "t.conf", &cfg, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "'1' is not yes or no"));
 
     /* A missing file is all defaults. */
     g_assert_cmpint(vgh_config_load("/nonexistent/vgmig/hook.conf", &cfg, &err),
@@ -513,6 +520,40 @@ static void test_server_start_stop(void)
     rig_finish(&r);
 }
 
+/* server_prealloc = yes: the server gets --prealloc (its log says its
+ * VRAM was preallocated). */
+static void test_server_prealloc(void)
+{
+    g_autofree char *log = NULL;
+    struct vg_error err = {0};
+    struct rig r;
+    pid_t pid;
+    bool done = false;
+
+    if (!rig_init(&r, NULL)) {
+        return;
+    }
+    r.cfg.server_prealloc = true;
+    g_assert_cmpint(
+        vgh_servers_start(&r.cfg, &r.dom, r.dom.uid, r.dom.gid, &err), ==, 0);
+    pid = rig_pid(&r);
+    log = g_strdup_printf("%s/vm1-vgpu.log", r.cfg.log_dir);
+    for (int i = 0; i < 1000 && !done; i++) {
+        g_autofree char *text = NULL;
+
+        g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
+        done = strstr(text, "VRAM preallocated: 1 MiB") != NULL;
+        if (!done) {
+            g_usleep(10000);
+        }
+    }
+    g_assert_true(done);
+    g_assert_cmpint(vgh_servers_stop(&r.cfg, &r.dom, &err), ==, 0);
+    wait_gone(pid);
+    assert_gone(&r, pid);
+    rig_finish(&r);
+}
+
 /* Two vGPUs whose sockets share a directory: a server each, and stopping
  * them removes both sockets, both records and the directory. */
 static void test_server_two_vgpus(void)
@@ -658,6 +699,7 @@ int main(int argc, char **argv)
     g_test_add_func("/hook/check-host", test_check_host);
     g_test_add_func("/hook/server/start-stop", test_server_start_stop);
     g_test_add_func("/hook/server/two-vgpus", test_server_two_vgpus);
+    g_test_add_func("/hook/server/prealloc", test_server_prealloc);
     g_test_add_func("/hook/server/restart-after-kill",
                     test_server_restart_after_kill);
     g_test_add_func("/hook/server/start-fails", test_server_start_fails);

@@ -69,7 +69,7 @@ static void fill_random(uint8_t *p, size_t n)
 static void tb_init(struct tb *t)
 {
     struct vgpu_host host = {t, fake_dma_ptr, fake_raise_irq};
-    struct vgpu_config cfg = {VRAM_SIZE, PAGE, "cpu"};
+    struct vgpu_config cfg = {VRAM_SIZE, PAGE, "cpu", false};
     struct vg_error err = {0};
 
     memset(t, 0, sizeof(*t));
@@ -784,7 +784,7 @@ static void test_vram_write_clear(void)
 static void expect_new_fails(uint64_t vram, uint32_t page, const char *be)
 {
     struct vgpu_host host = {NULL, fake_dma_ptr, fake_raise_irq};
-    struct vgpu_config cfg = {vram, page, be};
+    struct vgpu_config cfg = {vram, page, be, false};
     struct vg_error err = {0};
     struct vgpu *gpu = NULL;
 

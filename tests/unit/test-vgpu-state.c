@@ -46,7 +46,7 @@ static void fake_raise_irq(void *opaque, unsigned vector)
 static void dev_init(struct dev *d)
 {
     struct vgpu_host host = {d, fake_dma_ptr, fake_raise_irq};
-    struct vgpu_config cfg = {VRAM_SIZE, PAGE, "cpu"};
+    struct vgpu_config cfg = {VRAM_SIZE, PAGE, "cpu", false};
     struct vg_error err;
 
     memset(d, 0, sizeof(*d));
