@@ -471,8 +471,11 @@ bench-vgpu: $(O)/vgpu-bench
 # that many non-zero bytes) unless BENCH_ARGS has --no-ram-anchor.
 # --multi-vgpu 2G: a VM with two vGPUs of 2 GiB against one with one
 # (idle and inference), reported on their own (issue 17's downtime
-# target: at most 1.2 x).
-BENCH_ARGS ?= --sizes 256M,1G,4G --big 1G --channels 2 --multi-vgpu 2G
+# target: at most 1.2 x).  --prealloc: the servers preallocate VRAM and
+# the RAM anchors' QEMUs guest RAM, so that neither path pays for page
+# allocation on the destination (docs/data-path.md).
+BENCH_ARGS ?= --sizes 256M,1G,4G --big 1G --channels 2 --multi-vgpu 2G \
+              --prealloc
 # BENCH_GUEST_HOPS: migrations of the real-guest pause cell
 # (bench/guest-pause.sh), per case.
 BENCH_GUEST_HOPS ?= 20
