@@ -34,14 +34,19 @@ for bad in 0 65 4x; do
     fi
 done
 
+# Wait up to $3 tenths of a second for $2 in the log file $1.
+wait_log() {
+    i=0
+    while [ "$i" -lt "$3" ] && ! grep -q "$2" "$1"; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
+
 # A good value: the server starts, says so, and stops on SIGTERM.
 "$srv" --socket "$tmp/s" --vram 1M --migration-threads 3 >"$tmp/log" 2>&1 &
 pid=$!
-i=0
-while [ $i -lt 50 ] && ! grep -q "listening on" "$tmp/log"; do
-    sleep 0.1
-    i=$((i + 1))
-done
+wait_log "$tmp/log" "listening on" 50
 kill "$pid" 2>/dev/null
 wait "$pid"
 rc=$?
@@ -69,11 +74,7 @@ fi
 shmem_kb() {
     "$srv" --socket "$tmp/p" --vram 64M $1 >"$tmp/plog" 2>&1 &
     pid=$!
-    i=0
-    while [ $i -lt 100 ] && ! grep -q "${2:-listening on}" "$tmp/plog"; do
-        sleep 0.1
-        i=$((i + 1))
-    done
+    wait_log "$tmp/plog" "${2:-listening on}" 100
     awk '/^RssShmem:/ {print $2}' "/proc/$pid/status"
     kill "$pid" 2>/dev/null
     wait "$pid"
