@@ -30,6 +30,13 @@ esac
 echo "1..1"
 EOF
     done
+    # multi: lists two tests with -l and passes whichever it runs.
+    cat >"$1/tests/multi" <<'EOF'
+#!/bin/sh
+[ "${1:-}" = -l ] && { echo /x86/a; echo /x86/b; exit 0; }
+echo "ok 1 $2"
+echo "1..1"
+EOF
     chmod +x "$1/qemu-system-x86_64" "$1"/tests/*
 }
 fake_build "$tmp/patched" patched
@@ -48,7 +55,7 @@ check() { # DESCRIPTION PATTERN: one line of the runner's TAP matches PATTERN
         echo "not ok $n - $1"; sed 's/^/# /' "$tmp/tap" "$tmp/err"; fi
 }
 
-echo "1..10"
+echo "1..14"
 cq --baseline-dir "$tmp/pristine"
 rc=$?
 check "a passing entry is ok, with its arguments and subtest counts" \
@@ -58,7 +65,7 @@ check "a failure on both builds is upstream's (TODO)" '^not ok 3 - upstream # TO
 check "a failure that passes when run again is flaky (TODO)" '^not ok 4 - flaky # TODO flaky'
 check "an entry whose subtests all skip is not a pass" '^not ok 5 - skips (every subtest skipped'
 check "the summary counts each kind" \
-    '^# check-qemu: 5 entries: 1 passed, 1 failed (ours), 1 failed (upstream), 1 flaky, 1 skipped, 0 failed (not compared)'
+    '^# check-qemu: 5 entries: 1 passed, 1 failed (ours), 1 failed (upstream), 1 flaky, 1 skipped, 0 skipped by the subset, 0 failed (not compared)'
 n=$((n + 1))
 if [ $rc -ne 0 ]; then echo "ok $n - a failure of ours makes the exit status non-zero"; else
     echo "not ok $n - exit status 0 despite a failure of ours"; fi
@@ -78,3 +85,23 @@ check "a missing baseline is built with --build-baseline when a failure needs it
 
 cq --baseline always --baseline-dir "$tmp/pristine"
 check "--baseline always prints the comparison table" '^# | pass | pass | pass |'
+
+printf 'each: multi\nskip: /x86/b needs a working KVM guest\n' >"$tmp/subset"
+cq --baseline-dir "$tmp/pristine"
+rc=$?
+check "an each: line runs every test it lists" '^ok 1 - multi -p /x86/a -x /x86/a/ ('
+check "a skip: line reports its test skipped, with the reason" \
+    '^ok 2 - multi -p /x86/b -x /x86/b/ # SKIP needs a working KVM guest (tests/qemu/subset)'
+n=$((n + 1))
+if [ $rc -eq 0 ]; then echo "ok $n - a test skipped by the subset leaves the exit status 0"; else
+    echo "not ok $n - exit status $rc with a test skipped by the subset"; fi
+
+printf 'each: multi\nskip: /x86/b\n' >"$tmp/subset"
+cq --baseline-dir "$tmp/pristine"
+rc=$?
+n=$((n + 1))
+if [ $rc -eq 2 ] && grep -q "a skip line needs a test path and a reason" "$tmp/err"; then
+    echo "ok $n - a skip: line without a reason is refused (exit 2)"
+else
+    echo "not ok $n - a skip: line without a reason: exit $rc"; sed 's/^/# /' "$tmp/err"
+fi

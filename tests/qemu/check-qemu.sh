@@ -43,7 +43,9 @@ Options:
 The subset file has one entry per line: a qtest program and its arguments,
 exactly as one would run it by hand with QTEST_QEMU_BINARY set, or
 "each: PROGRAM ARGS" for every test that PROGRAM ARGS -l lists, each run
-alone (-p PATH -x PATH/); '#' starts a comment.
+alone (-p PATH -x PATH/), or "skip: PATH REASON" to report the test PATH
+of an "each:" line as skipped (TAP "# SKIP REASON") instead of running it;
+'#' starts a comment.
 EOF
 }
 
@@ -80,7 +82,18 @@ case $baseline in auto | always | never) ;; *) die "--baseline must be auto, alw
 case $timeout in '' | *[!0-9]*) die "--timeout must be a number of seconds, not '$timeout'" ;; esac
 [ -r "$subset" ] || die "cannot read the subset file '$subset'"
 
-mapfile -t lines < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^[[:space:]]*$/d' "$subset")
+mapfile -t all < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^[[:space:]]*$/d' "$subset")
+# "skip: PATH REASON" lines: the test PATH (of an "each:" line) is reported
+# as skipped, with REASON, instead of being run.
+declare -A skip_reason
+lines=()
+for l in "${all[@]}"; do
+    case $l in
+    skip:\ *\ *) l=${l#skip: } && skip_reason[${l%% *}]=${l#* } ;;
+    skip:*) die "'$l': a skip line needs a test path and a reason" ;;
+    *) lines+=("$l") ;;
+    esac
+done
 [ ${#lines[@]} -gt 0 ] || die "no entries in '$subset'"
 [ -n "$bin" ] || die "--bin is required (see --help)"
 [ -n "$rom_path" ] || die "--rom-path is required (see --help)"
@@ -230,11 +243,27 @@ if [ $list = yes ]; then
     printf '%s\n' "${entries[@]}"
     exit 0
 fi
+# subset_skip ENTRY: the reason the subset gives to skip ENTRY's test, if any.
+subset_skip() {
+    local path
+    [[ $1 == *" -p "* ]] || return 1
+    path=${1##* -p }
+    path=${path%% *}
+    [ -n "${skip_reason[$path]+set}" ] || return 1
+    printf '%s\n' "${skip_reason[$path]}"
+}
+
 n=${#entries[@]} passed=0 ours=0 upstream=0 flaky=0 skipped=0 unknown=0 start=$SECONDS
+excluded=0
 declare -a table
 echo "1..$n"
 echo "# patched QEMU: $bin; subset: $subset"
 for ((i = 1; i <= n; i++)); do
+    if reason=$(subset_skip "${entries[i - 1]}"); then
+        echo "ok $i - ${entries[i - 1]} # SKIP $reason (tests/qemu/subset)"
+        excluded=$((excluded + 1))
+        continue
+    fi
     if judge "$i" "${entries[i - 1]}"; then result=pass; else result=fail; fi
     [ "$baseline" = always ] && compare "$i" "${entries[i - 1]}" $result
 done
@@ -242,5 +271,5 @@ if [ "$baseline" = always ]; then
     echo "# | entry | patched | unpatched |"
     for ((i = 1; i <= n; i++)); do echo "# ${table[i]:-| ${entries[i - 1]} | ? | ? |}"; done
 fi
-echo "# check-qemu: $n entries: $passed passed, $ours failed (ours), $upstream failed (upstream), $flaky flaky, $skipped skipped, $unknown failed (not compared); $((SECONDS - start)) s"
+echo "# check-qemu: $n entries: $passed passed, $ours failed (ours), $upstream failed (upstream), $flaky flaky, $skipped skipped, $excluded skipped by the subset, $unknown failed (not compared); $((SECONDS - start)) s"
 [ $((ours + skipped + unknown)) -eq 0 ]
