@@ -54,7 +54,7 @@ git -C "$src" rev-parse -q --verify pristine >/dev/null 2>&1 ||
 [ -r "$flags" ] || die "cannot read the configure flags file '$flags'"
 case $jobs in '' | *[!0-9]*) die "-j must be a number, not '$jobs'" ;; esac
 top=$(pwd)
-[ -n "$targets" ] || targets="qemu-system-x86_64 $(awk '!/^[[:space:]]*(#|$)/ {sub(/^each: */, ""); print "tests/qtest/" $1}' tests/qemu/subset | sort -u | tr '\n' ' ')"
+[ -n "$targets" ] || targets="qemu-system-x86_64 $(awk '!/^[[:space:]]*(#|$)/ && !/^skip:/ {sub(/^each: */, ""); print "tests/qtest/" $1}' tests/qemu/subset | sort -u | tr '\n' ' ')"
 mapfile -t patches < <(grep -v '^[[:space:]]*\(#\|$\)' qemu-patches/series)
 
 rm -rf "$work" && mkdir -p "$work" || die "cannot create '$work'"
