@@ -11,7 +11,10 @@
  * on the vGPU and a model of all of VRAM, printing on the serial console,
  * which libvirt logs to a file on each host.  The domain migrates a -> b
  * with `virsh migrate --live --verbose` over the veth while `virsh
- * domjobinfo` must show progress, then the guest checks every page of
+ * domjobinfo` must show progress (the job starts at 32 MiB/s, and once a
+ * poll has seen data processed, `virsh migrate-setspeed` lifts the limit:
+ * an unlimited migration can end before the first poll on a fast host),
+ * then the guest checks every page of
  * VRAM against its model on b (a "verify" command on the console); then
  * back b -> a, checked the same way.  The pause the guest felt is the
  * gap between its last heartbeat logged on the source and its first on
@@ -84,6 +87,10 @@
 #define BOOT_TIMEOUT_S 240
 #define LINE_TIMEOUT_S 90
 #define MIG_TIMEOUT_S  240
+/* A migration starts at this many MiB/s, so that domjobinfo polls (every
+ * 250 ms) see it; the limit goes to FULL_BANDWIDTH_MIBS once one has. */
+#define START_BANDWIDTH_MIBS "32"
+#define FULL_BANDWIDTH_MIBS  "10240"
 /* If QEMU has not switched over after this long, allow a long downtime
  * (noted in the output); everything is still checked. */
 #define FORCE_AFTER_S     30
@@ -826,6 +833,7 @@ struct mig_result {
     char *last_jobinfo;
     bool forced;
     bool aborted;       /* domjobabort was sent */
+    bool unlimited;     /* migrate-setspeed lifted the starting limit */
     guint64 first_done; /* the first and last non-zero "Data processed" */
     guint64 last_done;
     /* The source QEMU's migration settings while the job ran, if a query
@@ -937,11 +945,10 @@ static void migrate(struct host *src, struct host *dst, bool abort,
     for (unsigned i = 0; i < G_N_ELEMENTS(base); i++) {
         g_ptr_array_add(argv, (gpointer)base[i]);
     }
-    if (abort) {
-        /* Slow enough (MiB/s) that the abort comes well before the end. */
-        g_ptr_array_add(argv, "--bandwidth");
-        g_ptr_array_add(argv, "16");
-    }
+    /* Slow enough (MiB/s) that the polls see the job: the abort comes
+     * well before the end, or the limit is lifted once one has seen it. */
+    g_ptr_array_add(argv, "--bandwidth");
+    g_ptr_array_add(argv, abort ? "16" : START_BANDWIDTH_MIBS);
     if (channels) {
         g_ptr_array_add(argv, "--parallel");
         g_ptr_array_add(argv, "--parallel-connections");
@@ -988,6 +995,12 @@ static void migrate(struct host *src, struct host *dst, bool abort,
             if (done > 0 && !abort) {
                 /* QEMU is migrating: libvirt has set it up. */
                 query_multifd(src, r);
+            }
+            if (done > 0 && !abort && !r->unlimited) {
+                r->unlimited = true;
+                g_assert_cmpint(VIRSH(src, NULL, NULL, "migrate-setspeed", DOM,
+                                      FULL_BANDWIDTH_MIBS),
+                                ==, 0);
             }
         }
         if (abort && r->jobinfo_progress > 0 && !r->aborted) {
