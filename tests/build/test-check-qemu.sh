@@ -49,13 +49,23 @@ cq() {
 }
 
 n=0
+# status DESCRIPTION COMMAND...: ok if COMMAND succeeds (it tests $rc, the
+# runner's exit status); else the status and the runner's stderr.
+status() {
+    n=$((n + 1))
+    d=$1
+    shift
+    if "$@"; then echo "ok $n - $d"; else
+        echo "not ok $n - $d (exit status $rc)"; sed 's/^/# /' "$tmp/err"; fi
+}
+
 check() { # DESCRIPTION PATTERN: one line of the runner's TAP matches PATTERN
     n=$((n + 1))
     if grep -q -- "$2" "$tmp/tap"; then echo "ok $n - $1"; else
         echo "not ok $n - $1"; sed 's/^/# /' "$tmp/tap" "$tmp/err"; fi
 }
 
-echo "1..14"
+echo "1..15"
 cq --baseline-dir "$tmp/pristine"
 rc=$?
 check "a passing entry is ok, with its arguments and subtest counts" \
@@ -66,17 +76,13 @@ check "a failure that passes when run again is flaky (TODO)" '^not ok 4 - flaky 
 check "an entry whose subtests all skip is not a pass" '^not ok 5 - skips (every subtest skipped'
 check "the summary counts each kind" \
     '^# check-qemu: 5 entries: 1 passed, 1 failed (ours), 1 failed (upstream), 1 flaky, 1 skipped, 0 skipped by the subset, 0 failed (not compared)'
-n=$((n + 1))
-if [ $rc -ne 0 ]; then echo "ok $n - a failure of ours makes the exit status non-zero"; else
-    echo "not ok $n - exit status 0 despite a failure of ours"; fi
+status "a failure of ours makes the exit status non-zero" [ $rc -ne 0 ]
 
 rm -f "$tmp/flaked"
 printf 'pass\nupstream\n' >"$tmp/subset"
 cq --baseline-dir "$tmp/pristine"
 rc=$?
-n=$((n + 1))
-if [ $rc -eq 0 ]; then echo "ok $n - upstream failures alone leave the exit status 0"; else
-    echo "not ok $n - exit status $rc with only an upstream failure"; fi
+status "upstream failures alone leave the exit status 0" [ $rc -eq 0 ]
 
 printf 'pass\nours\n' >"$tmp/subset"
 cq --baseline-dir "$tmp/missing" --build-baseline "cp -r '$tmp/pristine' '$tmp/missing'"
@@ -92,16 +98,11 @@ rc=$?
 check "an each: line runs every test it lists" '^ok 1 - multi -p /x86/a -x /x86/a/ ('
 check "a skip: line reports its test skipped, with the reason" \
     '^ok 2 - multi -p /x86/b -x /x86/b/ # SKIP needs a working KVM guest (tests/qemu/subset)'
-n=$((n + 1))
-if [ $rc -eq 0 ]; then echo "ok $n - a test skipped by the subset leaves the exit status 0"; else
-    echo "not ok $n - exit status $rc with a test skipped by the subset"; fi
+status "a test skipped by the subset leaves the exit status 0" [ $rc -eq 0 ]
 
 printf 'each: multi\nskip: /x86/b\n' >"$tmp/subset"
 cq --baseline-dir "$tmp/pristine"
 rc=$?
-n=$((n + 1))
-if [ $rc -eq 2 ] && grep -q "a skip line needs a test path and a reason" "$tmp/err"; then
-    echo "ok $n - a skip: line without a reason is refused (exit 2)"
-else
-    echo "not ok $n - a skip: line without a reason: exit $rc"; sed 's/^/# /' "$tmp/err"
-fi
+status "a skip: line without a reason is refused (exit 2)" [ $rc -eq 2 ]
+status "... with a message that says why" \
+    grep -q "a skip line needs a test path and a reason" "$tmp/err"
