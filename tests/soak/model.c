@@ -16,6 +16,21 @@
 #define CPU_MAX      (64u << 10)
 #define WAIT_IDLE_MS 30000
 #define ONE_F        0x3f800000u /* 1.0f */
+#define CPU_WRITES   4u          /* at most, per batch */
+
+/* A step whose writes may not all have reached the device (model.h). */
+struct model_step {
+    bool commands; /* else CPU writes */
+    /* CPU writes, in order */
+    unsigned ncpu;
+    uint64_t cpu_at[CPU_WRITES], cpu_len[CPU_WRITES];
+    uint8_t *cpu_data[CPU_WRITES];
+    /* commands, the data DMA_TO_VRAM reads, the ring and FENCE before */
+    struct vgpu_cmd cmd[MAX_CMDS + 1];
+    unsigned ncmd;
+    uint8_t *stage;
+    uint32_t fence_before, tail_before;
+};
 
 static const char *const mix_names[MIX_COUNT] = {
     "idle", "fill", "copy", "dma", "compute", "cpu", "mixed",
@@ -61,8 +76,21 @@ void model_init(struct model *m, uint64_t vram_size, uint64_t seed)
     m->rng = g_rand_new_with_seed_array((const guint32 *)&seed, 2);
 }
 
+static void step_free(struct model_step *st)
+{
+    if (!st) {
+        return;
+    }
+    for (unsigned i = 0; i < st->ncpu; i++) {
+        g_free(st->cpu_data[i]);
+    }
+    g_free(st->stage);
+    g_free(st);
+}
+
 void model_destroy(struct model *m)
 {
+    step_free(m->unsettled);
     g_free(m->vram);
     g_free(m->dma_out);
     if (m->rng) {
@@ -143,25 +171,52 @@ static uint64_t rand_len(struct model *m, uint64_t max)
     return (uint64_t)g_rand_int_range(m->rng, 1, (gint32)(max / 4) + 1) << 2;
 }
 
-/* Submit @n commands plus a FENCE, applying them to the model. */
-static int submit(struct model *m, struct vg_vgpu *gpu, struct vgpu_cmd *c,
-                  unsigned n, const uint8_t *stage, struct vg_error *err)
+bool model_settle(struct model *m)
+{
+    struct model_step *st = m->unsettled;
+
+    if (!st) {
+        return false;
+    }
+    for (unsigned i = 0; i < st->ncpu; i++) {
+        memcpy(m->vram + st->cpu_at[i], st->cpu_data[i], st->cpu_len[i]);
+    }
+    for (unsigned i = 0; i < st->ncmd; i++) {
+        apply(m, &st->cmd[i], st->stage);
+    }
+    step_free(st);
+    m->unsettled = NULL;
+    return true;
+}
+
+/* Submit the @st->ncmd commands of @st plus a FENCE; @st becomes the
+ * unsettled step. */
+static int submit(struct model *m, struct vg_vgpu *gpu, struct model_step *st,
+                  struct vg_error *err)
 {
     enum vgpu_error_code code;
 
-    c[n++] = vgpu_cmd_make(VGPU_OP_FENCE, ++m->fence, 0, 0, 0, 0, 0);
-    for (unsigned i = 0; i < n; i++) {
-        if (!vgpu_cmd_validate(&c[i], m->vram_size, &code)) {
+    st->commands = true;
+    st->fence_before = m->fence;
+    st->tail_before = gpu->tail;
+    st->cmd[st->ncmd++] =
+        vgpu_cmd_make(VGPU_OP_FENCE, ++m->fence, 0, 0, 0, 0, 0);
+    for (unsigned i = 0; i < st->ncmd; i++) {
+        if (!vgpu_cmd_validate(&st->cmd[i], m->vram_size, &code)) {
+            unsigned op = st->cmd[i].opcode;
+
+            m->fence = st->fence_before;
+            step_free(st);
             return vg_error_set(err, EINVAL,
                                 "workload generated an invalid command: op %u "
                                 "(error %u)",
-                                c[i].opcode, code);
+                                op, code);
         }
-        apply(m, &c[i], stage);
     }
+    m->unsettled = st;
     m->batches++;
-    m->commands += n;
-    return vg_vgpu_submit(gpu, c, n, err);
+    m->commands += st->ncmd;
+    return vg_vgpu_submit(gpu, st->cmd, st->ncmd, err);
 }
 
 /* A command of kind @op with random arguments (DMA_TO uses @stage). */
@@ -233,54 +288,64 @@ static int make_cmd(struct model *m, struct vg_vgpu *gpu, uint16_t op,
     }
 }
 
-/* CPU writes: 1..4 random ranges of the general region through BAR2. */
-static int cpu_writes(struct model *m, struct vg_vgpu *gpu,
-                      struct vg_error *err)
+/* CPU writes: 1..CPU_WRITES random ranges of the general region through
+ * BAR2; they become the unsettled step. */
+int model_cpu_writes(struct model *m, struct vg_vgpu *gpu, enum model_mix mix,
+                     struct vg_error *err)
 {
-    unsigned n = g_rand_int_range(m->rng, 1, 5);
+    struct model_step *st;
+    unsigned n;
 
-    for (unsigned i = 0; i < n; i++) {
+    if (mix != MIX_CPU && mix != MIX_MIXED) {
+        return 0;
+    }
+    model_settle(m);
+    st = g_new0(struct model_step, 1);
+    m->unsettled = st;
+    n = g_rand_int_range(m->rng, 1, CPU_WRITES + 1);
+    for (; st->ncpu < n; st->ncpu++) {
         uint64_t len = rand_len(m, CPU_MAX);
         uint64_t at = rand_at(m, 0, gen_end(m), len);
+        uint8_t *data = g_malloc(len);
 
         for (uint64_t b = 0; b < len; b += 4) {
             uint32_t r = g_rand_int(m->rng);
-            memcpy(m->vram + at + b, &r, 4);
+            memcpy(data + b, &r, 4);
         }
-        if (vg_qtest_memwrite(gpu->qt, gpu->vram_addr + at, m->vram + at, len,
-                              err) < 0) {
+        st->cpu_at[st->ncpu] = at;
+        st->cpu_len[st->ncpu] = len;
+        st->cpu_data[st->ncpu] = data;
+        m->cpu_writes++;
+        if (vg_qtest_memwrite(gpu->qt, gpu->vram_addr + at, data, len, err) <
+            0) {
+            st->ncpu++;
             vg_error_prefix(err, "CPU write to VRAM");
             return -EIO;
         }
-        m->cpu_writes++;
     }
     return 0;
 }
 
-int model_batch(struct model *m, struct vg_vgpu *gpu, enum model_mix mix,
-                struct vg_error *err)
+int model_submit(struct model *m, struct vg_vgpu *gpu, enum model_mix mix,
+                 struct vg_error *err)
 {
     static const uint16_t all[] = {
         VGPU_OP_FILL,          VGPU_OP_COPY, VGPU_OP_DMA_TO_VRAM,
         VGPU_OP_DMA_FROM_VRAM, VGPU_OP_AXPY, VGPU_OP_SCATTER_ADD,
     };
-    g_autofree uint8_t *stage = g_malloc(STAGE_SIZE);
-    struct vgpu_cmd c[MAX_CMDS + 1];
-    unsigned n = 0, want;
+    struct model_step *st;
+    unsigned want;
     bool staged = false;
     int rc = 0;
 
-    if (mix == MIX_IDLE) {
+    if (mix == MIX_IDLE || mix == MIX_CPU) {
         return 0;
     }
-    if (mix == MIX_CPU || mix == MIX_MIXED) {
-        rc = cpu_writes(m, gpu, err);
-    }
-    if (mix == MIX_CPU || rc < 0) {
-        return rc;
-    }
+    model_settle(m);
+    st = g_new0(struct model_step, 1);
+    st->stage = g_malloc(STAGE_SIZE);
     want = g_rand_int_range(m->rng, 1, MAX_CMDS + 1);
-    for (; n < want && rc == 0; n++) {
+    for (; st->ncmd < want && rc == 0; st->ncmd++) {
         uint16_t op;
 
         switch (mix) {
@@ -301,9 +366,13 @@ int model_batch(struct model *m, struct vg_vgpu *gpu, enum model_mix mix,
             op = all[g_rand_int_range(m->rng, 0, G_N_ELEMENTS(all))];
             break;
         }
-        rc = make_cmd(m, gpu, op, stage, &staged, &c[n], err);
+        rc = make_cmd(m, gpu, op, st->stage, &staged, &st->cmd[st->ncmd], err);
     }
-    return rc < 0 ? rc : submit(m, gpu, c, n, stage, err);
+    if (rc < 0) {
+        step_free(st);
+        return rc;
+    }
+    return submit(m, gpu, st, err);
 }
 
 int model_setup(struct model *m, struct vg_vgpu *gpu, struct vg_galloc *ram,
@@ -379,13 +448,90 @@ static int compare(const char *what, uint64_t base, const uint8_t *got,
         want[first]);
 }
 
-int model_verify(struct model *m, struct vg_vgpu *gpu, struct vg_error *err)
+/* The unsettled command step raced the stop, and the device is idle with
+ * FENCE @fence: either it ran (settle) or it was never rung, its ring
+ * tail possibly written (rewind the tail, forget it).  Any other FENCE is
+ * left to the caller's check. */
+static int resolve_commands(struct model *m, struct vg_vgpu *gpu,
+                            uint32_t fence, struct vg_error *err)
+{
+    struct model_step *st = m->unsettled;
+
+    m->raced_steps++;
+    if (fence != st->fence_before) {
+        model_settle(m);
+        return 0;
+    }
+    m->raced_lost++;
+    gpu->tail = st->tail_before;
+    m->fence = st->fence_before;
+    step_free(st);
+    m->unsettled = NULL;
+    return vg_vgpu_wr(gpu, VGPU_REG_RING_TAIL, gpu->tail, err);
+}
+
+/* The value the unsettled CPU writes left at byte @b they cover: the last
+ * one's. */
+static uint8_t cpu_written(const struct model_step *st, uint64_t b)
+{
+    unsigned w = st->ncpu;
+
+    while (w-- > 0 &&
+           !(b >= st->cpu_at[w] && b < st->cpu_at[w] + st->cpu_len[w])) {
+    }
+    return st->cpu_data[w][b - st->cpu_at[w]];
+}
+
+/* Whether @v is the value at byte @b before the writes or one of the
+ * unsettled CPU writes put there. */
+static bool cpu_byte_ok(const struct model *m, const struct model_step *st,
+                        uint64_t b, uint8_t v)
+{
+    if (v == m->vram[b]) {
+        return true;
+    }
+    for (unsigned w = 0; w < st->ncpu; w++) {
+        if (b >= st->cpu_at[w] && b < st->cpu_at[w] + st->cpu_len[w] &&
+            v == st->cpu_data[w][b - st->cpu_at[w]]) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The unsettled CPU writes raced the stop: every byte they covered must
+ * hold its old value or one they wrote; the model takes those bytes. */
+static void resolve_cpu_writes(struct model *m, const uint8_t *vram)
+{
+    struct model_step *st = m->unsettled;
+    bool all = true;
+
+    for (unsigned i = 0; i < st->ncpu; i++) {
+        for (uint64_t b = st->cpu_at[i]; b < st->cpu_at[i] + st->cpu_len[i];
+             b++) {
+            all = all && vram[b] == cpu_written(st, b);
+            if (cpu_byte_ok(m, st, b, vram[b])) {
+                m->vram[b] = vram[b];
+            }
+        }
+    }
+    m->raced_steps++;
+    m->raced_lost += !all;
+    step_free(st);
+    m->unsettled = NULL;
+}
+
+int model_verify(struct model *m, struct vg_vgpu *gpu, bool may_lack_unsettled,
+                 struct vg_error *err)
 {
     g_autofree uint8_t *vram = g_malloc(m->vram_size);
     g_autofree uint8_t *out = g_malloc(OUT_SIZE);
     uint32_t status = 0, fence = 0, code = 0;
     int rc;
 
+    if (!may_lack_unsettled) {
+        model_settle(m);
+    }
     rc = vg_vgpu_wait_idle(gpu, WAIT_IDLE_MS, &status, err);
     if (rc == 0) {
         rc = vg_vgpu_rd(gpu, VGPU_REG_FENCE_LO, &fence, err);
@@ -396,6 +542,9 @@ int model_verify(struct model *m, struct vg_vgpu *gpu, struct vg_error *err)
     if (rc == 0 && (status & VGPU_STATUS_HALTED)) {
         rc = vg_error_set(err, EILSEQ, "vGPU halted, ERROR_CODE %u", code);
     }
+    if (rc == 0 && m->unsettled && m->unsettled->commands) {
+        rc = resolve_commands(m, gpu, fence, err);
+    }
     if (rc == 0 && fence != m->fence) {
         rc = vg_error_set(err, EILSEQ, "FENCE is %u, the last batch set %u",
                           fence, m->fence);
@@ -405,6 +554,9 @@ int model_verify(struct model *m, struct vg_vgpu *gpu, struct vg_error *err)
     }
     if (rc == 0) {
         rc = vg_qtest_memread(gpu->qt, m->out_gpa, out, OUT_SIZE, err);
+    }
+    if (rc == 0 && m->unsettled) {
+        resolve_cpu_writes(m, vram);
     }
     if (rc == 0) {
         rc = compare("VRAM", 0, vram, m->vram, m->vram_size, err);

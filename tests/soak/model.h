@@ -11,6 +11,20 @@
  * bytes.  model_verify() waits until the device is idle and compares all
  * of VRAM, read back through BAR2, and the DMA buffer with the model.
  *
+ * A harness's qtest writes are not stopped with the vCPUs: one that QEMU
+ * serves after the VM stopped for switchover (and, without
+ * pause-before-switchover, after the device state was saved) never reaches
+ * the destination.  So a batch is made in two steps, CPU writes
+ * (model_cpu_writes) then commands (model_submit), each left *unsettled*:
+ * the caller settles it (model_settle) once it saw the VM still running
+ * after the step's last write, which proves every write of it reached the
+ * device before the stop.  A step that raced the stop stays unsettled,
+ * and model_verify() on the destination accepts either outcome of it,
+ * exactly: the commands ran (FENCE is the new one, VRAM has their effect)
+ * or were never rung (FENCE is the old one, VRAM without them; the ring
+ * tail is rewound); each byte of a raced CPU write holds its old or its
+ * new value.
+ *
  * VRAM layout (V = VRAM size, at least 4 MiB):
  *   [0, V/2)          general: FILL, COPY, DMA, CPU writes
  *   [V/2, 5V/8)       AXPY: x in the first half, y in the second
@@ -45,13 +59,16 @@ const char *model_mix_name(enum model_mix mix);
 
 struct model {
     uint64_t vram_size;
-    uint8_t *vram;    /* expected VRAM */
-    uint8_t *dma_out; /* expected DMA_FROM_VRAM target buffer */
-    uint32_t fence;   /* FENCE value of the last batch */
+    uint8_t *vram;                /* expected VRAM */
+    uint8_t *dma_out;             /* expected DMA_FROM_VRAM target buffer */
+    uint32_t fence;               /* FENCE value of the last batch submitted */
+    struct model_step *unsettled; /* see above; NULL when none */
     GRand *rng;
     uint64_t stage_gpa, out_gpa; /* guest RAM: DMA source, DMA target */
     /* Counters for the report. */
     uint64_t batches, commands, cpu_writes;
+    uint64_t raced_steps; /* steps that raced the stop, checked there */
+    uint64_t raced_lost;  /* ... of which not all writes got there */
 };
 
 /* A model of a fresh VM; its workload draws from @seed. */
@@ -64,16 +81,26 @@ void model_destroy(struct model *m);
 int model_setup(struct model *m, struct vg_vgpu *gpu, struct vg_galloc *ram,
                 struct vg_error *err);
 
-/* One batch of @mix on an idle @gpu: CPU writes first (if any), then the
- * commands and a FENCE are submitted; does not wait. */
-int model_batch(struct model *m, struct vg_vgpu *gpu, enum model_mix mix,
-                struct vg_error *err);
+/* The two steps of one batch of @mix on an idle @gpu, each a no-op for a
+ * mix without it: CPU writes through BAR2, then commands and a FENCE
+ * submitted (not waited for).  Each settles the step before it, if any. */
+int model_cpu_writes(struct model *m, struct vg_vgpu *gpu, enum model_mix mix,
+                     struct vg_error *err);
+int model_submit(struct model *m, struct vg_vgpu *gpu, enum model_mix mix,
+                 struct vg_error *err);
+/* Every write of the unsettled step reached the device: apply it to the
+ * model.  True if there was one. */
+bool model_settle(struct model *m);
 
 /* Wait until @gpu is idle; it must not be halted, its FENCE must be the
- * last one, and VRAM and the DMA buffer must equal the model.  -EILSEQ
- * for a mismatch, with where it is in @err (the model then takes the
- * device's bytes so that later steps are checked against them). */
-int model_verify(struct model *m, struct vg_vgpu *gpu, struct vg_error *err);
+ * last one, and VRAM and the DMA buffer must equal the model.  With
+ * @may_lack_unsettled (the VM moved in a migration that an unsettled step
+ * raced) that step may be missing as model.h says; else it is settled
+ * first.  -EILSEQ for a mismatch, with where it is in @err (the model
+ * then takes the device's bytes so that later steps are checked against
+ * them). */
+int model_verify(struct model *m, struct vg_vgpu *gpu, bool may_lack_unsettled,
+                 struct vg_error *err);
 
 /* Bytes of VRAM the model holds that are not zero, by page. */
 uint64_t model_nonzero_bytes(const struct model *m, uint64_t page_size);

@@ -257,6 +257,8 @@ int report_write_json(const struct report *rep, const char *path,
     add_int(b, "batches", rep->batches);
     add_int(b, "commands", rep->commands);
     add_int(b, "cpu_writes", rep->cpu_writes);
+    add_int(b, "raced_steps", rep->raced_steps);
+    add_int(b, "raced_lost", rep->raced_lost);
     json_builder_end_object(b);
     json_builder_set_member_name(b, "channel");
     json_builder_begin_object(b);
@@ -343,6 +345,11 @@ void report_print(const struct report *rep, FILE *out)
             " batches, %" G_GUINT64_FORMAT " commands, %" G_GUINT64_FORMAT
             " CPU writes\n",
             dev, ram, rep->batches, rep->commands, rep->cpu_writes);
+    fprintf(out,
+            "  workload steps that raced the stop of a switchover: "
+            "%" G_GUINT64_FORMAT " (%" G_GUINT64_FORMAT
+            " not whole on the destination)\n",
+            rep->raced_steps, rep->raced_lost);
     fprintf(out, "  channel faults: %s\n",
             rep->netns ? (rep->netem ? "namespaces, netem" : "namespaces, tbf")
                        : rep->netns_why);

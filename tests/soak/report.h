@@ -38,8 +38,9 @@ struct report {
     GArray *total_ms;
     int64_t vfio_bytes, ram_bytes;
     uint64_t batches, commands, cpu_writes;
-    GPtrArray *problems;         /* "leg N: ..." lines */
-    char skipped[FK_COUNT][160]; /* kinds never injected: why, or "" */
+    uint64_t raced_steps, raced_lost; /* workload steps that raced a stop */
+    GPtrArray *problems;              /* "leg N: ..." lines */
+    char skipped[FK_COUNT][160];      /* kinds never injected: why, or "" */
 };
 
 void report_init(struct report *rep, uint64_t seed, const char *vram,

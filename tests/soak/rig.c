@@ -388,7 +388,7 @@ static int boot_vgpu(struct rig *r, int s, unsigned d, uint64_t *mmio,
         rc = model_setup(&r->model[d], gpu, &r->ram, err);
     }
     if (rc == 0) {
-        rc = model_verify(&r->model[d], gpu, err);
+        rc = model_verify(&r->model[d], gpu, false, err);
     }
     if (rc < 0) {
         vg_error_prefix(err, "vGPU %u", d);
@@ -546,6 +546,7 @@ struct leg {
     struct vg_qmp *sq; /* source QMP */
     int64_t t0, t_data, t_drop;
     bool injected, released, continued, link_down;
+    bool raced, raced_cpu; /* a workload step raced the stop (CPU writes) */
 };
 
 static enum mig_phase phase_of(const char *status)
@@ -624,22 +625,65 @@ static int inject(struct leg *l, const char *status, struct vg_error *err)
     return rc;
 }
 
-/* A batch of @mix on every idle vGPU (the others are still busy with the
- * last one). */
-static int work(struct rig *r, enum model_mix mix, struct vg_error *err)
-{
-    for (unsigned d = 0; d < r->nvgpu; d++) {
-        uint32_t status = 0;
-        int rc = vg_vgpu_rd(&r->gpu[d], VGPU_REG_STATUS, &status, err);
+typedef int model_step_fn(struct model *m, struct vg_vgpu *gpu,
+                          enum model_mix mix, struct vg_error *err);
 
-        if (rc == 0 && !(status & VGPU_STATUS_BUSY)) {
-            rc = model_batch(&r->model[d], &r->gpu[d], mix, err);
-        }
-        if (rc < 0) {
-            return rc;
+/* One step of a batch on every vGPU in @idle; the steps are settled if
+ * the VM still runs after them, else they raced its stop (model.h). */
+static int work_step(struct leg *l, const bool *idle, enum model_mix mix,
+                     model_step_fn *fn, struct vg_error *err)
+{
+    struct rig *r = l->r;
+    char state[VG_MIG_STATUS_MAX];
+    bool any = false;
+    int rc = 0;
+
+    for (unsigned d = 0; rc == 0 && d < r->nvgpu; d++) {
+        if (idle[d]) {
+            rc = fn(&r->model[d], &r->gpu[d], mix, err);
+            any = any || r->model[d].unsettled;
         }
     }
+    if (rc == 0 && any) {
+        rc = vg_mig_runstate(l->sq, state, sizeof(state), err);
+    }
+    if (rc < 0 || !any) {
+        return rc;
+    }
+    if (strcmp(state, "running") != 0) {
+        vg_info("leg: the workload's last %s raced the VM's stop (now '%s')",
+                fn == model_cpu_writes ? "CPU writes" : "commands", state);
+        l->raced = true;
+        l->raced_cpu = l->raced_cpu || fn == model_cpu_writes;
+        return 0;
+    }
+    for (unsigned d = 0; d < r->nvgpu; d++) {
+        model_settle(&r->model[d]);
+    }
     return 0;
+}
+
+/* A batch of @mix on every idle vGPU (the others are still busy with the
+ * last one): CPU writes, then commands unless the writes raced the stop. */
+static int work(struct leg *l, enum model_mix mix, struct vg_error *err)
+{
+    struct rig *r = l->r;
+    bool idle[RIG_MAX_VGPUS] = {false};
+    int rc = 0;
+
+    for (unsigned d = 0; rc == 0 && d < r->nvgpu; d++) {
+        uint32_t status = 0;
+
+        rc = vg_vgpu_rd(&r->gpu[d], VGPU_REG_STATUS, &status, err);
+        idle[d] = !(status & VGPU_STATUS_BUSY);
+    }
+    if (rc == 0) {
+        rc = work_step(l, idle, mix, model_cpu_writes, err);
+    }
+    if (rc == 0 && !l->raced) {
+        rc = work_step(l, idle, mix, model_submit, err);
+    }
+    return rc;
 }
 
 /* Workload and fault while the migration runs; returns when it is final
@@ -673,7 +717,7 @@ static int drive(struct leg *l, struct vg_mig_info *info, struct vg_error *err)
             if (rc == 0 && !l->released && p->mix != MIX_IDLE) {
                 rc = vg_mig_runstate(l->sq, state, sizeof(state), err);
                 if (rc == 0 && !strcmp(state, "running")) {
-                    rc = work(r, p->mix, err);
+                    rc = work(l, p->mix, err);
                 }
             }
             if (rc == 0 && !l->released && now >= l->t0 + p->work_ms &&
@@ -828,6 +872,9 @@ static void check_checksum(struct leg *l, unsigned d)
     struct vg_stats ss, ds;
     struct leg_result *res = l->res;
 
+    if (l->raced_cpu) {
+        return; /* CPU writes may have reached the source after its stream */
+    }
     if (vg_stats_read(l->r->side[l->s].stats[d], &ss, NULL) < 0) {
         return; /* the source server died: nothing to compare */
     }
@@ -853,13 +900,14 @@ static void check_checksums(struct leg *l)
 }
 
 /* Every vGPU on the side the VM runs on: idle, not halted, VRAM and DMA
- * buffer as its model says. */
-static void check_models(struct rig *r, struct leg_result *res)
+ * buffer as its model says; a workload step that raced the switchover
+ * may be missing (@may_lack) if the VM moved. */
+static void check_models(struct rig *r, bool may_lack, struct leg_result *res)
 {
     for (unsigned d = 0; d < r->nvgpu; d++) {
         struct vg_error e = {0};
 
-        if (model_verify(&r->model[d], &r->gpu[d], &e) < 0) {
+        if (model_verify(&r->model[d], &r->gpu[d], may_lack, &e) < 0) {
             vg_err("CORRUPTION on side %c, vGPU %u: %s", 'A' + r->cur, d,
                    e.msg);
             if (!res->corruption) {
@@ -1015,7 +1063,7 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
             return rc;
         }
     }
-    check_models(r, res);
+    check_models(r, res->moved && l.raced, res);
     check_leaks(r, !res->moved, res);
     return 0;
 }

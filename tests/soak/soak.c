@@ -419,6 +419,8 @@ static void count_work(struct report *rep, const struct rig *r)
         rep->batches += r->model[d].batches;
         rep->commands += r->model[d].commands;
         rep->cpu_writes += r->model[d].cpu_writes;
+        rep->raced_steps += r->model[d].raced_steps;
+        rep->raced_lost += r->model[d].raced_lost;
     }
 }
 
