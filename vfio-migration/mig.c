@@ -139,6 +139,7 @@ static void session_started(struct mig *m)
     m->stats.precopy_read_ms = 0;
     m->stats.load_writes = 0;
     m->stats.load_write_ms = 0;
+    m->stats.shm_bytes = 0;
     m->stats.have_checksums = false;
     m->checksums_due = false;
 }
@@ -445,6 +446,11 @@ void mig_note_bar2_shared(struct mig *m)
     m->bar2_shared = true;
 }
 
+void mig_note_shm_bytes(struct mig *m, uint64_t bytes)
+{
+    m->stats.shm_bytes += bytes;
+}
+
 void mig_note_bar2_logged(struct mig *m, bool on)
 {
     if (on != m->bar2_logged) {
@@ -555,7 +561,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"stopcopy_reads\": %" PRIu64 ",\n  \"stopcopy_read_ms\": %.3f"
         ",\n  \"precopy_reads\": %" PRIu64 ",\n  \"precopy_read_ms\": %.3f"
         ",\n  \"load_writes\": %" PRIu64 ",\n  \"load_write_ms\": %.3f"
-        ",\n  \"last_error\": \"%s\"\n}\n",
+        ",\n  \"shm_bytes\": %" PRIu64 ",\n  \"last_error\": \"%s\"\n}\n",
         mig_state_name(m->fsm.state), backend, st->migrations_started,
         st->bytes_sent, st->bytes_received, st->precopy_bytes,
         st->stopcopy_bytes, st->rounds, mig_precopy_mode_name(m->precopy),
@@ -566,7 +572,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->dma_logging ? "true" : "false", st->bar2_logged ? "true" : "false",
         st->cpu_log_pages, st->stopcopy_reads, st->stopcopy_read_ms,
         st->precopy_reads, st->precopy_read_ms, st->load_writes,
-        st->load_write_ms, error);
+        st->load_write_ms, st->shm_bytes, error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

@@ -83,6 +83,7 @@ struct mig_stats {
     double precopy_read_ms;    /* time spent producing their data */
     uint64_t load_writes;      /* MIG_DATA_WRITEs served in RESUMING */
     double load_write_ms;      /* time spent decoding and applying them */
+    uint64_t shm_bytes; /* of those, through the shared area (data_shm) */
     bool have_checksums;
     uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */
     uint64_t device_state_checksum; /* XXH3-64 of the state blob */
@@ -147,6 +148,9 @@ void mig_note_bar2_shared(struct mig *m);
  * log of the guest's writes to BAR2 before every PRECOPY_INFO and before
  * STOP_COPY, so hybrid tracking needs not hash the mapping. */
 void mig_note_bar2_logged(struct mig *m, bool on);
+/* @bytes of migration data moved through the client's shared memory
+ * area (MIG_DATA_READ_SHM, MIG_DATA_WRITE_SHM), not the socket. */
+void mig_note_shm_bytes(struct mig *m, uint64_t bytes);
 /* REGION_DIRTY_LOG: bit i of @bitmap (@nbits bits) means the guest wrote
  * VRAM [@off + i * @gran, + @gran).  -EINVAL outside PRE_COPY and
  * PRE_COPY_P2P, -ERANGE

@@ -289,6 +289,9 @@ static int migr_member(struct json *j, const char *key, int depth, void *opaque)
     if (strcmp(key, "region_dirty_log") == 0) {
         return json_bool(j, &mc->region_dirty_log);
     }
+    if (strcmp(key, "data_shm") == 0) {
+        return json_bool(j, &mc->data_shm);
+    }
     return json_value(j, depth);
 }
 
@@ -376,6 +379,10 @@ static int format_migr(const struct vfu_migr_caps *client,
     if (client->region_dirty_log && ours->region_dirty_log) {
         n += (size_t)snprintf(members + n, sizeof(members) - n,
                               ",\"region_dirty_log\":true");
+    }
+    if (client->data_shm && ours->data_shm) {
+        n += (size_t)snprintf(members + n, sizeof(members) - n,
+                              ",\"data_shm\":true");
     }
     if (n == 0) {
         return snprintf(buf, size, "%s", "");

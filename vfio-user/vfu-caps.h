@@ -13,7 +13,9 @@
  * "precopy_info": true (VFIO_USER_MIG_GET_PRECOPY_INFO is available) only
  * if the client proposed "precopy_info": true, and likewise the extension
  * "region_dirty_log" (the client logs guest writes to mmap'ed regions in
- * pre-copy and sends them with VFIO_USER_REGION_DIRTY_LOG).  An object
+ * pre-copy and sends them with VFIO_USER_REGION_DIRTY_LOG) and "data_shm"
+ * (migration data may move through a shared memory area: MIG_DATA_SHM,
+ * MIG_DATA_READ_SHM, MIG_DATA_WRITE_SHM).  An object
  * with none of these members is left out of the reply.
  */
 #ifndef VFU_CAPS_H
@@ -39,6 +41,7 @@ struct vfu_migr_caps {
     bool has_max_bitmap;
     bool precopy_info;     /* "precopy_info": true */
     bool region_dirty_log; /* "region_dirty_log": true */
+    bool data_shm;         /* "data_shm": true */
     uint64_t pgsize;
     uint64_t max_bitmap_size;
 };

@@ -8,7 +8,11 @@
 #include "vfu-server-int.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "vfu-dma.h"
 #include "vfu-mig-msg.h"
@@ -27,13 +31,30 @@ int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
         .hash_threads = cfg->migration_threads,
     };
 
+    srv->shm_fd = -1;
     /* The destination must offer the features the source's guest saw. */
     vgpu_bar0_read(srv->gpu, VGPU_REG_FEATURES, &mc.features, 4);
     return mig_new(&mc, &srv->mig, err);
 }
 
+/* Unmap and close the shared memory area of MIG_DATA_SHM, if any. */
+static void shm_release(struct vfu_server *srv)
+{
+    if (srv->shm) {
+        munmap(srv->shm, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
+        srv->shm = NULL;
+    }
+    if (srv->shm_fd >= 0) {
+        close(srv->shm_fd);
+        srv->shm_fd = -1;
+    }
+    free(srv->shm_copy);
+    srv->shm_copy = NULL;
+}
+
 void vfu_data_free(struct vfu_server *srv)
 {
+    shm_release(srv);
     mig_free(srv->mig);
 }
 
@@ -50,6 +71,8 @@ void vfu_data_release(struct vfu_server *srv)
 {
     srv->precopy_info = false;
     srv->region_log = false;
+    srv->data_shm = false;
+    shm_release(srv);
     mig_note_bar2_logged(srv->mig, false);
     dma_log_stop(srv);
 }
@@ -270,6 +293,128 @@ int vfu_handle_mig_data_write(struct vfu_server *srv, const uint8_t *p,
     ret = vfu_parse_mig_data_write(p, len, MAX_XFER, &data, &size, err);
     if (ret == 0) {
         ret = mig_write(srv->mig, data, size, err);
+    }
+    return ret;
+}
+
+/* ------------------------------------------- MIG_DATA_*_SHM (vgmig) */
+
+/* Create the area: SHM_SLOTS slots of SHM_SLOT_SIZE bytes in a memfd,
+ * sealed at that size (the client gets it read-write: a shrunk area would
+ * fault the server's accesses) like the VRAM memfd. */
+static int shm_create(struct vfu_server *srv, struct vg_error *err)
+{
+    size_t size = (size_t)SHM_SLOTS * SHM_SLOT_SIZE;
+    void *map;
+
+    srv->shm_fd =
+        memfd_create("vgpu-mig-data", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (srv->shm_fd < 0) {
+        return vg_error_set(err, errno, "memfd_create: %s", strerror(errno));
+    }
+    if (ftruncate(srv->shm_fd, (off_t)size) < 0 ||
+        fcntl(srv->shm_fd, F_ADD_SEALS,
+              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+        int e = errno;
+
+        shm_release(srv);
+        return vg_error_set(err, e,
+                            "sizing and sealing the area of %zu "
+                            "bytes: %s",
+                            size, strerror(e));
+    }
+    map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, srv->shm_fd, 0);
+    srv->shm_copy = malloc(SHM_SLOT_SIZE);
+    if (map == MAP_FAILED || !srv->shm_copy) {
+        int e = map == MAP_FAILED ? errno : ENOMEM;
+
+        if (map != MAP_FAILED) {
+            munmap(map, size);
+        }
+        shm_release(srv);
+        return vg_error_set(err, e, "mapping the area of %zu bytes: %s", size,
+                            strerror(e));
+    }
+    srv->shm = map;
+    return 0;
+}
+
+int vfu_handle_mig_data_shm(struct vfu_server *srv, const uint8_t *p,
+                            size_t len, struct vfu_reply *r,
+                            struct vg_error *err)
+{
+    struct vfu_mig_shm shm = {sizeof(shm), 0, SHM_SLOTS, SHM_SLOT_SIZE};
+    int ret;
+
+    if (!srv->data_shm) {
+        return vg_error_set(err, ENOTSUP, "data_shm was not negotiated");
+    }
+    ret = vfu_parse_mig_shm(p, len, err);
+    if (ret == 0 && !srv->shm) {
+        ret = shm_create(srv, err);
+    }
+    if (ret == 0) {
+        memcpy(vfu_payload(srv), &shm, sizeof(shm));
+        r->len = sizeof(shm);
+        r->fd = srv->shm_fd;
+    }
+    return ret;
+}
+
+/* Parse a MIG_DATA_{READ,WRITE}_SHM request into @io. */
+static int shm_io_parse(struct vfu_server *srv, const uint8_t *p, size_t len,
+                        struct vfu_mig_shm_io *io, struct vg_error *err)
+{
+    if (!srv->shm) {
+        return vg_error_set(err, EINVAL,
+                            "no shared memory area: MIG_DATA_SHM first");
+    }
+    return vfu_parse_mig_shm_io(p, len, SHM_SLOTS, SHM_SLOT_SIZE, io, err);
+}
+
+static void shm_io_reply(struct vfu_server *srv, struct vfu_mig_shm_io *io,
+                         struct vfu_reply *r)
+{
+    io->argsz = sizeof(*io);
+    memcpy(vfu_payload(srv), io, sizeof(*io));
+    r->len = sizeof(*io);
+}
+
+int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
+                                 size_t len, struct vfu_reply *r,
+                                 struct vg_error *err)
+{
+    struct vfu_mig_shm_io io;
+    int ret = shm_io_parse(srv, p, len, &io, err);
+
+    if (ret == 0) {
+        ret = mig_read(srv->mig, srv->shm + (size_t)io.slot * SHM_SLOT_SIZE,
+                       io.size, &io.size, err);
+    }
+    if (ret == 0) {
+        mig_note_shm_bytes(srv->mig, io.size);
+        shm_io_reply(srv, &io, r);
+    }
+    return ret;
+}
+
+/* The data is copied out of the slot first: the client can write the
+ * area at any time, and the decoder must see stable bytes. */
+int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
+                                  size_t len, struct vfu_reply *r,
+                                  struct vg_error *err)
+{
+    struct vfu_mig_shm_io io;
+    int ret = shm_io_parse(srv, p, len, &io, err);
+
+    if (ret == 0) {
+        memcpy(srv->shm_copy, srv->shm + (size_t)io.slot * SHM_SLOT_SIZE,
+               io.size);
+        ret = mig_write(srv->mig, srv->shm_copy, io.size, err);
+    }
+    if (ret == 0) {
+        mig_note_shm_bytes(srv->mig, io.size);
+        shm_io_reply(srv, &io, r);
     }
     return ret;
 }

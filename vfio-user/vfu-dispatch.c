@@ -24,6 +24,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
                  .has_max_bitmap = true,
                  .precopy_info = true,
                  .region_dirty_log = true,
+                 .data_shm = true,
                  .pgsize = DMA_PGSIZE,
                  .max_bitmap_size = MAX_XFER},
     };
@@ -58,6 +59,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
     srv->region_log =
         req.caps.migr.region_dirty_log && ours.migr.region_dirty_log;
     mig_note_bar2_logged(srv->mig, srv->region_log);
+    srv->data_shm = req.caps.migr.data_shm && ours.migr.data_shm;
     vg_info("client negotiated vfio-user %u.%u", VFU_VERSION_MAJOR,
             VFU_VERSION_MINOR);
     return 0;
@@ -84,6 +86,9 @@ static const struct {
     [VFU_CMD_MIG_DATA_WRITE] = {vfu_handle_mig_data_write, false},
     [VFU_CMD_MIG_GET_PRECOPY_INFO] = {vfu_handle_precopy_info, false},
     [VFU_CMD_REGION_DIRTY_LOG] = {vfu_handle_region_dirty_log, false},
+    [VFU_CMD_MIG_DATA_SHM] = {vfu_handle_mig_data_shm, false},
+    [VFU_CMD_MIG_DATA_READ_SHM] = {vfu_handle_mig_data_read_shm, false},
+    [VFU_CMD_MIG_DATA_WRITE_SHM] = {vfu_handle_mig_data_write_shm, false},
 };
 
 static int dispatch(struct vfu_server *srv, uint16_t cmd, const uint8_t *p,

@@ -236,3 +236,43 @@ int vfu_parse_region_dirty_log(const void *p, size_t len, uint64_t region_size,
     *bitmap = (const uint64_t *)((const uint8_t *)p + sizeof(d));
     return 0;
 }
+
+int vfu_parse_mig_shm(const void *p, size_t len, struct vg_error *err)
+{
+    uint32_t hdr[2];
+
+    if (len != sizeof(hdr)) {
+        return vg_error_set(err, EINVAL, "payload is %zu bytes, expected %zu",
+                            len, sizeof(hdr));
+    }
+    memcpy(hdr, p, sizeof(hdr));
+    if (hdr[0] < sizeof(struct vfu_mig_shm) || hdr[1] != 0) {
+        return vg_error_set(err, EINVAL, "argsz %u (min %zu) or flags %#x",
+                            hdr[0], sizeof(struct vfu_mig_shm), hdr[1]);
+    }
+    return 0;
+}
+
+int vfu_parse_mig_shm_io(const void *p, size_t len, uint32_t slots,
+                         uint32_t slot_size, struct vfu_mig_shm_io *out,
+                         struct vg_error *err)
+{
+    struct vfu_mig_shm_io io;
+
+    if (len != sizeof(io)) {
+        return vg_error_set(err, EINVAL, "payload is %zu bytes, expected %zu",
+                            len, sizeof(io));
+    }
+    memcpy(&io, p, sizeof(io));
+    if (io.argsz < sizeof(io) || io.flags != 0) {
+        return vg_error_set(err, EINVAL, "argsz %u (min %zu) or flags %#x",
+                            io.argsz, sizeof(io), io.flags);
+    }
+    if (io.slot >= slots || io.size > slot_size) {
+        return vg_error_set(err, EINVAL,
+                            "slot %u (of %u) or size %u (max %u) invalid",
+                            io.slot, slots, io.size, slot_size);
+    }
+    *out = io;
+    return 0;
+}

@@ -32,6 +32,9 @@ static const char *const cmd_names[] = {
     [VFU_CMD_MIG_DATA_WRITE] = "MIG_DATA_WRITE",
     [VFU_CMD_MIG_GET_PRECOPY_INFO] = "MIG_GET_PRECOPY_INFO",
     [VFU_CMD_REGION_DIRTY_LOG] = "REGION_DIRTY_LOG",
+    [VFU_CMD_MIG_DATA_SHM] = "MIG_DATA_SHM",
+    [VFU_CMD_MIG_DATA_READ_SHM] = "MIG_DATA_READ_SHM",
+    [VFU_CMD_MIG_DATA_WRITE_SHM] = "MIG_DATA_WRITE_SHM",
 };
 
 const char *vfu_cmd_name(uint16_t cmd)

@@ -37,6 +37,11 @@ enum vfu_command {
     /* vgmig extension, negotiated with "region_dirty_log": the guest's
      * writes to an mmap'ed region area, logged by the client */
     VFU_CMD_REGION_DIRTY_LOG = 20,
+    /* vgmig extension, negotiated with "data_shm": migration data through
+     * a shared memory area instead of the socket (docs/vfio-user.md) */
+    VFU_CMD_MIG_DATA_SHM = 21,
+    VFU_CMD_MIG_DATA_READ_SHM = 22,
+    VFU_CMD_MIG_DATA_WRITE_SHM = 23,
 };
 
 /* Header flags */
@@ -194,6 +199,24 @@ struct vfu_mig_data {
     /* followed by size data bytes */
 };
 
+/* MIG_DATA_SHM request (argsz, flags) and reply, which passes the area's
+ * fd: @slots slots of @slot_size bytes each, slot i at i * slot_size. */
+struct vfu_mig_shm {
+    uint32_t argsz;
+    uint32_t flags;
+    uint32_t slots;
+    uint32_t slot_size;
+};
+
+/* MIG_DATA_READ_SHM and MIG_DATA_WRITE_SHM, request and reply: @size
+ * bytes of migration data at the start of slot @slot. */
+struct vfu_mig_shm_io {
+    uint32_t argsz;
+    uint32_t slot;
+    uint32_t size;
+    uint32_t flags;
+};
+
 /* MIG_GET_PRECOPY_INFO: the request is argsz and flags only. */
 struct vfu_precopy_info {
     uint32_t argsz;
@@ -220,6 +243,8 @@ _Static_assert(sizeof(struct vfu_feature_mig_state) == 8, "mig state");
 _Static_assert(sizeof(struct vfu_dma_logging_control) == 16, "logging");
 _Static_assert(sizeof(struct vfu_dma_logging_report) == 24, "report");
 _Static_assert(sizeof(struct vfu_mig_data) == 8, "mig data");
+_Static_assert(sizeof(struct vfu_mig_shm) == 16, "mig shm");
+_Static_assert(sizeof(struct vfu_mig_shm_io) == 16, "mig shm io");
 _Static_assert(sizeof(struct vfu_precopy_info) == 24, "precopy info");
 _Static_assert(sizeof(struct vfu_version) == 4, "version payload");
 _Static_assert(sizeof(struct vfu_dma_map) == 32, "dma map payload");

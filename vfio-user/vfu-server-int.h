@@ -27,6 +27,8 @@
 #define MAX_XFER        (1024u * 1024u)
 #define MAX_MSG         (MAX_XFER + 64u)
 #define MAX_FDS         8u
+#define SHM_SLOTS       2u /* MIG_DATA_SHM: a read and a read ahead */
+#define SHM_SLOT_SIZE   MAX_XFER
 #define MAX_DMA_MAPS    1024u
 #define DMA_PGSIZE      4096u
 #define NUM_IRQS        (VFIO_PCI_MSIX_IRQ_INDEX + 1)
@@ -72,6 +74,15 @@ struct vfu_server {
      * cleared on disconnect. */
     bool precopy_info; /* the client negotiated MIG_GET_PRECOPY_INFO */
     bool region_log;   /* ... and REGION_DIRTY_LOG (it logs BAR2 writes) */
+    bool data_shm;     /* ... and MIG_DATA_SHM, MIG_DATA_{READ,WRITE}_SHM */
+
+    /* Data plane: the shared memory area of MIG_DATA_SHM (NULL until the
+     * client asks for it, freed on disconnect), and the private copy a
+     * write is decoded from, so that the client cannot change the bytes
+     * while they are parsed. */
+    int shm_fd;
+    uint8_t *shm;
+    uint8_t *shm_copy;
 
     /* Data plane: the migration module.  The device's step runs through
      * it too (mig_gpu_step(): tracking sees every engine write). */
@@ -160,6 +171,15 @@ int vfu_handle_mig_data_write(struct vfu_server *srv, const uint8_t *p,
 int vfu_handle_precopy_info(struct vfu_server *srv, const uint8_t *p,
                             size_t len, struct vfu_reply *r,
                             struct vg_error *err);
+int vfu_handle_mig_data_shm(struct vfu_server *srv, const uint8_t *p,
+                            size_t len, struct vfu_reply *r,
+                            struct vg_error *err);
+int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
+                                 size_t len, struct vfu_reply *r,
+                                 struct vg_error *err);
+int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
+                                  size_t len, struct vfu_reply *r,
+                                  struct vg_error *err);
 int vfu_handle_region_dirty_log(struct vfu_server *srv, const uint8_t *p,
                                 size_t len, struct vfu_reply *r,
                                 struct vg_error *err);

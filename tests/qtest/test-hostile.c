@@ -61,6 +61,12 @@
  *    lost from the stream; it (and one in RESUMING) is refused with
  *    EBUSY, and the migration completes with the source's VRAM.
  *
+ *  - data-shm: the shared memory area of the data_shm extension (patch
+ *    0021) is only for a client that negotiated it, comes sealed at its
+ *    size like the VRAM memfd, and every slot and size of a
+ *    MIG_DATA_READ_SHM or MIG_DATA_WRITE_SHM is checked; a whole
+ *    migration through the areas of two servers loads the source's VRAM.
+ *
  * (The chmod(2) of the socket path after bind, which would follow a link
  * swapped in between, is a race no test can win reliably; the code no
  * longer does it: the umask around bind makes the socket 0600, which
@@ -78,6 +84,13 @@
 #define H_VRAM_ARG "64M"
 
 /* ------------------------------------------------------ helpers */
+
+#define VC_CAPS_SHM                                                            \
+    "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576,"     \
+    "\"migration\":{\"pgsize\":4096,\"precopy_info\":true,"                    \
+    "\"region_dirty_log\":true,\"data_shm\":true}}}"
+#define SHM_SLOTS     2u
+#define SHM_SLOT_SIZE (1u << 20)
 
 static uint32_t dirty_log(struct conn *c, uint32_t region, uint32_t pgsize,
                           uint64_t off, uint64_t size, const uint64_t *bitmap,
@@ -208,6 +221,159 @@ static void try_resize(struct conn *c, int fd)
     g_assert_cmpint(fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), ==, -1);
     g_assert_cmpint(fcntl(fd, F_GET_SEALS) & F_SEAL_WRITE, ==, 0);
     assert_serving(c);
+}
+
+/* ------------------------------------------------------- data_shm */
+
+/* MIG_DATA_SHM: the area's fd, checked and mapped (NULL: refused, the
+ * errno in *@error). */
+static uint8_t *shm_area(struct conn *c, uint32_t *error)
+{
+    const uint32_t req[2] = {sizeof(struct vfu_mig_shm), 0};
+    struct vfu_mig_shm reply = {0};
+    size_t len = 0;
+    struct stat st;
+    int fd = -1;
+    void *map;
+
+    *error = request_ex(c, VFU_CMD_MIG_DATA_SHM, req, sizeof(req), 0, -1,
+                        &reply, sizeof(reply), &len, &fd);
+    if (*error) {
+        g_assert_cmpint(fd, <, 0);
+        return NULL;
+    }
+    g_assert_cmpuint(len, ==, sizeof(reply));
+    g_assert_cmpuint(reply.slots, ==, SHM_SLOTS);
+    g_assert_cmpuint(reply.slot_size, ==, SHM_SLOT_SIZE);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(fstat(fd, &st), ==, 0);
+    g_assert_cmpint(st.st_size, ==, (off_t)SHM_SLOTS * SHM_SLOT_SIZE);
+    /* sealed: neither shrunk nor grown nor sealed further by the client */
+    g_assert_cmpint(ftruncate(fd, 0), ==, -1);
+    g_assert_cmpint(ftruncate(fd, st.st_size * 2), ==, -1);
+    g_assert_cmpint(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), ==, -1);
+    map = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    g_assert_true(map != MAP_FAILED);
+    close(fd);
+    return map;
+}
+
+/* MIG_DATA_{READ,WRITE}_SHM of @size bytes at @slot; the reply's size in
+ * *@got. */
+static uint32_t shm_io(struct conn *c, uint16_t cmd, uint32_t argsz,
+                       uint32_t slot, uint32_t size, uint32_t flags,
+                       uint32_t *got)
+{
+    struct vfu_mig_shm_io io = {argsz, slot, size, flags}, reply = {0};
+    size_t len = 0;
+    uint32_t e = request_ex(c, cmd, &io, sizeof(io), 0, -1, &reply,
+                            sizeof(reply), &len, NULL);
+
+    if (e == 0) {
+        g_assert_cmpuint(len, ==, sizeof(reply));
+        g_assert_cmpuint(reply.slot, ==, slot);
+        g_assert_cmpuint(reply.size, <=, size);
+        *got = reply.size;
+    }
+    return e;
+}
+
+/* Read the current phase through slots 0 and 1 in turn into @out. */
+static void shm_read_phase(struct conn *c, const uint8_t *area, GByteArray *out)
+{
+    uint32_t got = 0;
+
+    for (uint32_t slot = 0;; slot ^= 1) {
+        g_assert_cmpuint(shm_io(c, VFU_CMD_MIG_DATA_READ_SHM, 16, slot,
+                                SHM_SLOT_SIZE, 0, &got),
+                         ==, 0);
+        if (!got) {
+            return;
+        }
+        g_byte_array_append(out, area + (size_t)slot * SHM_SLOT_SIZE, got);
+    }
+}
+
+static void test_data_shm(void)
+{
+    g_autoptr(GByteArray) stream = g_byte_array_new();
+    g_autofree uint8_t *want = g_malloc(H_VRAM);
+    uint32_t error = 0, got = 0;
+    struct conn c, d;
+    struct sec s, t;
+    uint8_t *vram, *area, *dst_vram, *dst_area;
+
+    sec_start_opts(&s, "hostile-shm", H_VRAM_ARG, "64K", NULL);
+    /* not negotiated: no area, no data through one */
+    conn_open_caps(&c, &s, VC_CAPS_EXT);
+    g_assert_null(shm_area(&c, &error));
+    g_assert_cmpuint(error, ==, ENOTSUP);
+    g_assert_cmpuint(
+        shm_io(&c, VFU_CMD_MIG_DATA_READ_SHM, 16, 0, 4096, 0, &got), ==,
+        EINVAL);
+    conn_close(&c);
+
+    conn_open_caps(&c, &s, VC_CAPS_SHM);
+    vram = map_vram_size(&c, H_VRAM);
+    fill_pattern(vram, H_VRAM / 2, 9);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_PRE_COPY), ==, 0);
+    /* no area asked for yet */
+    g_assert_cmpuint(
+        shm_io(&c, VFU_CMD_MIG_DATA_READ_SHM, 16, 0, 4096, 0, &got), ==,
+        EINVAL);
+    area = shm_area(&c, &error);
+    g_assert_nonnull(area);
+    /* every field checked, nothing read by a refused request */
+    g_assert_cmpuint(
+        shm_io(&c, VFU_CMD_MIG_DATA_READ_SHM, 16, SHM_SLOTS, 4096, 0, &got), ==,
+        EINVAL);
+    g_assert_cmpuint(
+        shm_io(&c, VFU_CMD_MIG_DATA_READ_SHM, 16, UINT32_MAX, 4096, 0, &got),
+        ==, EINVAL);
+    g_assert_cmpuint(shm_io(&c, VFU_CMD_MIG_DATA_READ_SHM, 16, 0,
+                            SHM_SLOT_SIZE + 1, 0, &got),
+                     ==, EINVAL);
+    g_assert_cmpuint(shm_io(&c, VFU_CMD_MIG_DATA_READ_SHM, 8, 0, 4096, 0, &got),
+                     ==, EINVAL);
+    g_assert_cmpuint(
+        shm_io(&c, VFU_CMD_MIG_DATA_READ_SHM, 16, 0, 4096, 1, &got), ==,
+        EINVAL);
+    g_assert_cmpuint(
+        shm_io(&c, VFU_CMD_MIG_DATA_WRITE_SHM, 16, 0, 4096, 0, &got), !=,
+        0); /* PRE_COPY: the device does not load */
+    assert_serving(&c);
+    shm_read_phase(&c, area, stream);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP_COPY), ==, 0);
+    shm_read_phase(&c, area, stream);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP), ==, 0);
+    memcpy(want, vram, H_VRAM);
+
+    /* the stream loads through a second server's area */
+    sec_start_opts(&t, "hostile-shm-dst", H_VRAM_ARG, "64K", NULL);
+    conn_open_caps(&d, &t, VC_CAPS_SHM);
+    dst_vram = map_vram_size(&d, H_VRAM);
+    dst_area = shm_area(&d, &error);
+    g_assert_nonnull(dst_area);
+    g_assert_cmpuint(set_state(&d, MIG_STATE_STOP), ==, 0);
+    g_assert_cmpuint(set_state(&d, MIG_STATE_RESUMING), ==, 0);
+    for (guint off = 0; off < stream->len; off += SHM_SLOT_SIZE) {
+        guint n = MIN(SHM_SLOT_SIZE, stream->len - off);
+
+        memcpy(dst_area, stream->data + off, n);
+        g_assert_cmpuint(
+            shm_io(&d, VFU_CMD_MIG_DATA_WRITE_SHM, 16, 0, n, 0, &got), ==, 0);
+        g_assert_cmpuint(got, ==, n);
+    }
+    g_assert_cmpuint(set_state(&d, MIG_STATE_STOP), ==, 0);
+    g_assert_true(memcmp(dst_vram, want, H_VRAM) == 0);
+    munmap(dst_area, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
+    munmap(dst_vram, H_VRAM);
+    conn_close(&d);
+    sec_stop(&t);
+    munmap(area, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
+    munmap(vram, H_VRAM);
+    conn_close(&c);
+    sec_stop(&s);
 }
 
 static void test_vram_truncate(void)
@@ -881,5 +1047,6 @@ int main(int argc, char **argv)
     g_test_add_func("/hostile/refused-drain", test_refused_drain);
     g_test_add_func("/hostile/stats-symlink", test_stats_symlink);
     g_test_add_func("/hostile/vram-write-busy", test_vram_write_busy);
+    g_test_add_func("/hostile/data-shm", test_data_shm);
     return g_test_run();
 }

@@ -10,7 +10,9 @@
  * with both servers preallocating VRAM (--prealloc).  While
  * a migration runs, the main channel has Nagle's algorithm off on both
  * sides (patch 0020), so the end of the stream does not wait for a
- * delayed ACK inside the downtime.
+ * delayed ACK inside the downtime.  The device stream moves through the
+ * servers' shared memory areas (data_shm, patch 0021), every byte of it
+ * on both sides, and through the socket with x-migration-data-shm=off.
  */
 #include "mig-test.h"
 #include "qclient/tcp-census.h"
@@ -203,6 +205,47 @@ static void test_main_channel_nodelay(void)
     mt_stop(&t);
 }
 
+/* The device stream of a migration moves through the servers' shared
+ * memory areas (@shm) or through the sockets: every byte of it, or none,
+ * on each side; the VRAM arrives either way. */
+static void migrate_data_shm(bool shm)
+{
+    static const char *const off[] = {
+        "-global", "vfio-user-pci.x-migration-data-shm=off", NULL};
+    const char *const *qemu_extra = shm ? NULL : off;
+    struct vg_stats sst, dst;
+    int64_t sent = 0, received = 0;
+    struct mt t;
+
+    mt_start_src_with(&t, shm ? "mig-shm" : "mig-socket", VGT_VRAM_ARG, NULL,
+                      qemu_extra);
+    mt_fill_vram(&t);
+    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, qemu_extra);
+    mt_listen(&t);
+    mt_migrate(&t, NULL, NULL, NULL);
+    mt_attach_dst(&t);
+    mt_assert_stats_equal(&t, &sst, &dst);
+    VGT_OK(vg_stats_int(&sst, "bytes_sent", &sent, VGT_ERR));
+    VGT_OK(vg_stats_int(&dst, "bytes_received", &received, VGT_ERR));
+    g_assert_cmpint(sent, >, 0);
+    g_assert_cmpint(mt_stat_int(&sst, "shm_bytes"), ==, shm ? sent : 0);
+    g_assert_cmpint(mt_stat_int(&dst, "shm_bytes"), ==, shm ? received : 0);
+    check_dst_works(&t);
+    vg_stats_clear(&sst);
+    vg_stats_clear(&dst);
+    mt_stop(&t);
+}
+
+static void test_data_shm(void)
+{
+    migrate_data_shm(true);
+}
+
+static void test_data_socket(void)
+{
+    migrate_data_shm(false);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -211,5 +254,7 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/basic/prealloc", test_idle_prealloc);
     g_test_add_func("/mig/basic/main-channel-nodelay",
                     test_main_channel_nodelay);
+    g_test_add_func("/mig/basic/data-shm", test_data_shm);
+    g_test_add_func("/mig/basic/data-socket", test_data_socket);
     return g_test_run();
 }

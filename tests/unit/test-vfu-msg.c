@@ -143,6 +143,10 @@ static void test_caps_migration(void)
          "\"precopy_info\":true,\"region_dirty_log\":true}}}"},
         {"{\"capabilities\":{\"migration\":{\"region_dirty_log\":false}}}",
          "{\"capabilities\":{}}"},
+        {"{\"capabilities\":{\"migration\":{\"data_shm\":true}}}",
+         "{\"capabilities\":{\"migration\":{\"data_shm\":true}}}"},
+        {"{\"capabilities\":{\"migration\":{\"data_shm\":false}}}",
+         "{\"capabilities\":{}}"},
     };
     struct vfu_caps ours = {.present = {true, true, true, true},
                             .value = {8, 1024, 4096, 10},
@@ -150,6 +154,7 @@ static void test_caps_migration(void)
                                      .has_max_bitmap = true,
                                      .precopy_info = true,
                                      .region_dirty_log = true,
+                                     .data_shm = true,
                                      .pgsize = 4096,
                                      .max_bitmap_size = 1048576}};
     static const char bad[] =
@@ -179,6 +184,42 @@ static void test_caps_migration(void)
     g_assert_cmpint(vfu_caps_format(&client, &ours, buf, sizeof(buf), &err), >,
                     0);
     g_assert_null(strstr(buf, "region_dirty_log"));
+}
+
+/* MIG_DATA_SHM and MIG_DATA_{READ,WRITE}_SHM: exact sizes, zero flags,
+ * the slot and its size bounded. */
+static void test_mig_shm(void)
+{
+    const uint32_t setup[2] = {16, 0}, setup_flags[2] = {16, 1};
+    const uint32_t setup_small[2] = {15, 0};
+    struct vfu_mig_shm_io io = {16, 1, 4096, 0}, out;
+    struct vg_error err;
+
+    g_assert_cmpint(vfu_parse_mig_shm(setup, sizeof(setup), &err), ==, 0);
+    g_assert_cmpint(vfu_parse_mig_shm(setup, 4, &err), ==, -EINVAL);
+    g_assert_cmpint(vfu_parse_mig_shm(setup_flags, 8, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "flags 0x1"));
+    g_assert_cmpint(vfu_parse_mig_shm(setup_small, 8, &err), ==, -EINVAL);
+
+    g_assert_cmpint(vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4096, &out, &err),
+                    ==, 0);
+    g_assert_cmpuint(out.slot, ==, 1);
+    g_assert_cmpuint(out.size, ==, 4096);
+    g_assert_cmpint(vfu_parse_mig_shm_io(&io, 12, 2, 4096, &out, &err), ==,
+                    -EINVAL);
+    g_assert_cmpint(vfu_parse_mig_shm_io(&io, sizeof(io), 1, 4096, &out, &err),
+                    ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "slot 1 (of 1)"));
+    g_assert_cmpint(vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4095, &out, &err),
+                    ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "size 4096 (max 4095)"));
+    io.flags = 2;
+    g_assert_cmpint(vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4096, &out, &err),
+                    ==, -EINVAL);
+    io.flags = 0;
+    io.argsz = 8;
+    g_assert_cmpint(vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4096, &out, &err),
+                    ==, -EINVAL);
 }
 
 /* REGION_DIRTY_LOG: every field bounded, the bitmap exactly as long as
@@ -436,6 +477,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vfu-msg/caps-migration", test_caps_migration);
     g_test_add_func("/vfu-msg/dma", test_dma);
     g_test_add_func("/vfu-msg/region-dirty-log", test_region_dirty_log);
+    g_test_add_func("/vfu-msg/mig-shm", test_mig_shm);
     g_test_add_func("/vfu-msg/info", test_info);
     g_test_add_func("/vfu-msg/irq-set", test_irq_set);
     g_test_add_func("/vfu-msg/region-rw", test_region_rw);
