@@ -65,6 +65,13 @@ static int send_node(struct vg_qmp *qmp, JsonNode *node, int64_t deadline,
 
 int vg_qmp_open_fd(int fd, struct vg_qmp **out, struct vg_error *err)
 {
+    return vg_qmp_open_fd_by(fd, vg_now_ms() + VG_QMP_DEFAULT_TIMEOUT_MS, out,
+                             err);
+}
+
+int vg_qmp_open_fd_by(int fd, int64_t deadline, struct vg_qmp **out,
+                      struct vg_error *err)
+{
     struct vg_qmp *qmp = g_new0(struct vg_qmp, 1);
     JsonNode *msg = NULL;
     int rc;
@@ -78,7 +85,7 @@ int vg_qmp_open_fd(int fd, struct vg_qmp **out, struct vg_error *err)
         vg_error_prefix(err, "QMP");
         return rc;
     }
-    rc = read_msg(qmp, vg_now_ms() + qmp->timeout_ms, &msg, err);
+    rc = read_msg(qmp, deadline, &msg, err);
     if (rc == 0 && !json_object_has_member(json_node_get_object(msg), "QMP")) {
         rc = vg_error_set(err, EPROTO, "no QMP greeting");
     }

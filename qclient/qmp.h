@@ -23,6 +23,11 @@ int vg_qmp_connect(const char *path, struct vg_qmp **out, struct vg_error *err);
 /* Take connected socket @fd (ownership taken, also on failure), read the
  * greeting and run qmp_capabilities. */
 int vg_qmp_open_fd(int fd, struct vg_qmp **out, struct vg_error *err);
+/* The same, waiting for the greeting until @deadline (vg_now_ms()): QEMU
+ * sends it only once the machine is set up, which takes longer with
+ * preallocated RAM. */
+int vg_qmp_open_fd_by(int fd, int64_t deadline, struct vg_qmp **out,
+                      struct vg_error *err);
 void vg_qmp_close(struct vg_qmp *qmp);
 /* Timeout for each reply or event wait, in milliseconds. */
 void vg_qmp_set_timeout(struct vg_qmp *qmp, int timeout_ms);
