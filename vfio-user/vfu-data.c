@@ -302,11 +302,14 @@ int vfu_handle_mig_data_write(struct vfu_server *srv, const uint8_t *p,
 /* Create the area: SHM_SLOTS slots of SHM_SLOT_SIZE bytes in a memfd,
  * sealed at that size (the client gets it read-write: a shrunk area would
  * fault the server's accesses) like the VRAM memfd. */
-static int shm_create(struct vfu_server *srv, struct vg_error *err)
+int vfu_data_shm_open(struct vfu_server *srv, struct vg_error *err)
 {
     size_t size = (size_t)SHM_SLOTS * SHM_SLOT_SIZE;
     void *map;
 
+    if (srv->shm) {
+        return 0;
+    }
     srv->shm_fd =
         memfd_create("vgpu-mig-data", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (srv->shm_fd < 0) {
@@ -350,9 +353,6 @@ int vfu_handle_mig_data_shm(struct vfu_server *srv, const uint8_t *p,
         return vg_error_set(err, ENOTSUP, "data_shm was not negotiated");
     }
     ret = vfu_parse_mig_shm(p, len, err);
-    if (ret == 0 && !srv->shm) {
-        ret = shm_create(srv, err);
-    }
     if (ret == 0) {
         memcpy(vfu_payload(srv), &shm, sizeof(shm));
         r->len = sizeof(shm);
@@ -365,9 +365,8 @@ int vfu_handle_mig_data_shm(struct vfu_server *srv, const uint8_t *p,
 static int shm_io_parse(struct vfu_server *srv, const uint8_t *p, size_t len,
                         struct vfu_mig_shm_io *io, struct vg_error *err)
 {
-    if (!srv->shm) {
-        return vg_error_set(err, EINVAL,
-                            "no shared memory area: MIG_DATA_SHM first");
+    if (!srv->data_shm || !srv->shm) {
+        return vg_error_set(err, ENOTSUP, "data_shm was not negotiated");
     }
     return vfu_parse_mig_shm_io(p, len, SHM_SLOTS, SHM_SLOT_SIZE, io, err);
 }

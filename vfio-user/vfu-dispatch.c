@@ -46,6 +46,14 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
         return vg_error_set(err, ENOTSUP, "protocol major %u unsupported (%u)",
                             req.major, VFU_VERSION_MAJOR);
     }
+    if (req.caps.migr.data_shm && ours.migr.data_shm) {
+        struct vg_error shm_err = {0};
+
+        if (vfu_data_shm_open(srv, &shm_err) < 0) {
+            vg_warn("data_shm not offered: %s", shm_err.msg);
+            ours.migr.data_shm = false;
+        }
+    }
     memcpy(vfu_payload(srv), &ver, sizeof(ver));
     ret = vfu_caps_format(&req.caps, &ours,
                           (char *)vfu_payload(srv) + sizeof(ver),

@@ -171,6 +171,9 @@ int vfu_handle_mig_data_write(struct vfu_server *srv, const uint8_t *p,
 int vfu_handle_precopy_info(struct vfu_server *srv, const uint8_t *p,
                             size_t len, struct vfu_reply *r,
                             struct vg_error *err);
+/* The client negotiated data_shm: create its area (kept until it
+ * disconnects, so that a server's fds do not change with migrations). */
+int vfu_data_shm_open(struct vfu_server *srv, struct vg_error *err);
 int vfu_handle_mig_data_shm(struct vfu_server *srv, const uint8_t *p,
                             size_t len, struct vfu_reply *r,
                             struct vg_error *err);
