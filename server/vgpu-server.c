@@ -92,6 +92,10 @@ static void usage(FILE *out)
         "                         writes through the BAR2 mapping, as a\n"
         "                         server predating REGION_DIRTY_LOG would:\n"
         "                         hybrid tracking then hashes all of VRAM\n"
+        "      --no-data-shm      refuse the client's offer to move migration\n"
+        "                         data through a shared memory area, as a\n"
+        "                         server predating data_shm would: the data\n"
+        "                         then crosses the socket\n"
         "      --no-migration     serve a device without migration support:\n"
         "                         the migration device features are refused,\n"
         "                         so QEMU blocks migration of this VM\n"
@@ -199,6 +203,7 @@ struct options {
     struct mig_fault fault;
     bool no_migration;
     bool no_region_log;
+    bool no_data_shm;
     enum mig_precopy_mode precopy;
     enum mig_track_mode track;
     unsigned migration_threads; /* 0: mig's default (2) */
@@ -212,6 +217,7 @@ enum {
     OPT_PRECOPY,
     OPT_DIRTY_TRACK,
     OPT_NO_REGION_LOG,
+    OPT_NO_DATA_SHM,
     OPT_MIGRATION_THREADS,
     OPT_PREALLOC,
 };
@@ -345,6 +351,9 @@ static int parse_opt(int c, struct options *o)
     case OPT_NO_REGION_LOG:
         o->no_region_log = true;
         return 0;
+    case OPT_NO_DATA_SHM:
+        o->no_data_shm = true;
+        return 0;
     case OPT_MIGRATION_THREADS:
         return parse_threads(optarg, &o->migration_threads);
     case OPT_PREALLOC:
@@ -372,6 +381,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"precopy", required_argument, NULL, OPT_PRECOPY},
         {"dirty-track", required_argument, NULL, OPT_DIRTY_TRACK},
         {"no-region-log", no_argument, NULL, OPT_NO_REGION_LOG},
+        {"no-data-shm", no_argument, NULL, OPT_NO_DATA_SHM},
         {"migration-threads", required_argument, NULL, OPT_MIGRATION_THREADS},
         {"prealloc", no_argument, NULL, OPT_PREALLOC},
         {"help", no_argument, NULL, 'h'},
@@ -469,6 +479,7 @@ int main(int argc, char **argv)
         .fault = o.fault,
         .no_migration = o.no_migration,
         .no_region_log = o.no_region_log,
+        .no_data_shm = o.no_data_shm,
         .precopy = o.precopy,
         .track = o.track,
         .migration_threads = o.migration_threads,

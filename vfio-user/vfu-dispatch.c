@@ -37,6 +37,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
         ours.migr = (struct vfu_migr_caps){0};
     }
     ours.migr.region_dirty_log &= !srv->no_region_log;
+    ours.migr.data_shm &= !srv->no_data_shm;
     ret = vfu_parse_version(p, len, &req, err);
     if (ret < 0) {
         return ret;

@@ -53,6 +53,7 @@ struct vfu_server {
     /* Fixed by vfu_server_new(); every part reads them. */
     bool no_migration;  /* --no-migration: no migration features */
     bool no_region_log; /* --no-region-log: refuse REGION_DIRTY_LOG */
+    bool no_data_shm;   /* --no-data-shm: refuse data_shm */
     uint64_t region_size[VFIO_PCI_NUM_REGIONS];
     uint32_t irq_count[NUM_IRQS];
     struct vfu_limits lim;

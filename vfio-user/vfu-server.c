@@ -21,6 +21,7 @@ static int server_init(struct vfu_server *srv,
 
     srv->no_migration = cfg->no_migration;
     srv->no_region_log = cfg->no_region_log;
+    srv->no_data_shm = cfg->no_data_shm;
     srv->rxbuf = malloc(MAX_MSG);
     srv->txbuf = malloc(MAX_MSG);
     if (!srv->rxbuf || !srv->txbuf) {

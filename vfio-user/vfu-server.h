@@ -32,6 +32,7 @@ struct vfu_server_config {
     struct mig_fault fault;        /* test-only fault injection */
     bool no_migration;             /* refuse the migration features */
     bool no_region_log;            /* refuse REGION_DIRTY_LOG */
+    bool no_data_shm;              /* refuse data_shm */
     enum mig_precopy_mode precopy; /* pre-copy mode (mig-rounds.h) */
     enum mig_track_mode track;     /* dirty tracking mode */
     unsigned migration_threads;    /* hashing and loading, 0: mig's default */

@@ -12,7 +12,8 @@
  * sides (patch 0020), so the end of the stream does not wait for a
  * delayed ACK inside the downtime.  The device stream moves through the
  * servers' shared memory areas (data_shm, patch 0021), every byte of it
- * on both sides, and through the socket with x-migration-data-shm=off.
+ * on both sides, and through the socket with x-migration-data-shm=off or
+ * with servers that do not offer it (--no-data-shm).
  */
 #include "mig-test.h"
 #include "qclient/tcp-census.h"
@@ -205,22 +206,33 @@ static void test_main_channel_nodelay(void)
     mt_stop(&t);
 }
 
+/* Where a migration's device stream goes. */
+enum data_path {
+    DATA_SHM,         /* the default: the servers' shared memory areas */
+    DATA_QEMU_SOCKET, /* QEMU with x-migration-data-shm=off: the sockets */
+    DATA_OLD_SERVER,  /* servers without data_shm (--no-data-shm) */
+};
+
 /* The device stream of a migration moves through the servers' shared
- * memory areas (@shm) or through the sockets: every byte of it, or none,
- * on each side; the VRAM arrives either way. */
-static void migrate_data_shm(bool shm)
+ * memory areas, every byte of it on each side, or through the sockets,
+ * none of it; the VRAM arrives either way. */
+static void migrate_data_path(enum data_path path)
 {
-    static const char *const off[] = {
+    static const char *const qemu_off[] = {
         "-global", "vfio-user-pci.x-migration-data-shm=off", NULL};
-    const char *const *qemu_extra = shm ? NULL : off;
+    static const char *const srv_off[] = {"--no-data-shm", NULL};
+    static const char *const tags[] = {"mig-shm", "mig-socket",
+                                       "mig-old-server"};
+    const char *const *qemu_extra = path == DATA_QEMU_SOCKET ? qemu_off : NULL;
+    const char *const *srv_extra = path == DATA_OLD_SERVER ? srv_off : NULL;
+    bool shm = path == DATA_SHM;
     struct vg_stats sst, dst;
     int64_t sent = 0, received = 0;
     struct mt t;
 
-    mt_start_src_with(&t, shm ? "mig-shm" : "mig-socket", VGT_VRAM_ARG, NULL,
-                      qemu_extra);
+    mt_start_src_with(&t, tags[path], VGT_VRAM_ARG, srv_extra, qemu_extra);
     mt_fill_vram(&t);
-    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, qemu_extra);
+    mt_start_dst_with(&t, VGT_VRAM_ARG, srv_extra, qemu_extra);
     mt_listen(&t);
     mt_migrate(&t, NULL, NULL, NULL);
     mt_attach_dst(&t);
@@ -238,12 +250,17 @@ static void migrate_data_shm(bool shm)
 
 static void test_data_shm(void)
 {
-    migrate_data_shm(true);
+    migrate_data_path(DATA_SHM);
 }
 
 static void test_data_socket(void)
 {
-    migrate_data_shm(false);
+    migrate_data_path(DATA_QEMU_SOCKET);
+}
+
+static void test_data_old_server(void)
+{
+    migrate_data_path(DATA_OLD_SERVER);
 }
 
 int main(int argc, char **argv)
@@ -256,5 +273,6 @@ int main(int argc, char **argv)
                     test_main_channel_nodelay);
     g_test_add_func("/mig/basic/data-shm", test_data_shm);
     g_test_add_func("/mig/basic/data-socket", test_data_socket);
+    g_test_add_func("/mig/basic/data-old-server", test_data_old_server);
     return g_test_run();
 }
