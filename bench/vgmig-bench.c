@@ -38,10 +38,16 @@
 #include "ram-anchor.h"
 #include "qclient/cpu-writer.h"
 #include "qclient/harness.h"
+#include "qclient/io.h"
 #include "qclient/migrate.h"
 #include "qclient/qtest.h"
 #include "qclient/vgpu-drv.h"
 #include "vgpu/cmd.h"
+
+/* --prealloc: a server's VRAM must be resident within this, plus this
+ * per MiB (first touches ran at 477-677 MB/s on the 2-core VMs). */
+#define PREALLOC_WAIT_MS    20000
+#define PREALLOC_MS_PER_MIB 10
 
 #define GUEST_RAM_MIB    256
 #define RAM_START        ((uint64_t)16 << 20)
@@ -447,6 +453,49 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 
 /* ---------------------------------------------------------- processes */
 
+/* Resident shared memory of process @pid in bytes (RssShmem), -1 if it
+ * cannot be read. */
+static int64_t rss_shmem(pid_t pid)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/status", (int)pid);
+    g_autofree char *text = NULL;
+    const char *at;
+
+    if (!g_file_get_contents(path, &text, NULL, NULL) ||
+        !(at = strstr(text, "\nRssShmem:"))) {
+        return -1;
+    }
+    return g_ascii_strtoll(at + strlen("\nRssShmem:"), NULL, 10) * 1024;
+}
+
+/* With --prealloc, a CPU-backend server's VRAM is all resident before
+ * the cell goes on, as a GPU's is from power-on and as a destination
+ * started ahead of its migration has it; else the preallocation thread
+ * would compete with the migration for the CPUs.  (The CUDA backend's
+ * VRAM is device memory: nothing to wait for.) */
+static int wait_preallocated(struct run *r, struct vg_server *srv,
+                             struct vg_error *err)
+{
+    const char *backend = g_getenv("VGMIG_SERVER_BACKEND");
+    int64_t deadline = vg_now_ms() + PREALLOC_WAIT_MS +
+                       (int64_t)(r->c->vram >> 20) * PREALLOC_MS_PER_MIB;
+    int64_t rss = 0;
+
+    if (!r->o->prealloc || (backend && g_str_has_prefix(backend, "cuda"))) {
+        return 0;
+    }
+    while ((rss = rss_shmem(srv->proc.pid)) < (int64_t)r->c->vram) {
+        if (rss < 0 || vg_now_ms() > deadline) {
+            return vg_error_set(err, ETIMEDOUT,
+                                "%s: %" PRId64 " of %" PRIu64
+                                " bytes of VRAM preallocated",
+                                srv->proc.name, rss, r->c->vram);
+        }
+        g_usleep(10000);
+    }
+    return 0;
+}
+
 static int start_side(struct run *r, struct side *s, const char *name,
                       bool incoming, struct vg_error *err)
 {
@@ -478,6 +527,9 @@ static int start_side(struct run *r, struct side *s, const char *name,
         so.name = sname;
         so.stats_file = s->stats[i];
         ret = vg_server_start(&so, &s->server[i], err);
+        if (ret == 0) {
+            ret = wait_preallocated(r, s->server[i], err);
+        }
         if (ret == 0 && i > 0) {
             more[i - 1] = s->server[i]->socket;
         }
