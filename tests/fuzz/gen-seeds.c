@@ -319,6 +319,23 @@ static void msg_version_ext(struct buf *b)
     msg(b, VFU_CMD_VERSION, p, sizeof(v) + sizeof(json), 0);
 }
 
+/* VERSION proposing migration with data_shm too (patch 0021). */
+static void msg_version_shm(struct buf *b)
+{
+    static const char json[] =
+        "{\"capabilities\":{\"max_msg_fds\":16,"
+        "\"max_data_xfer_size\":1048576,\"pgsizes\":4096,"
+        "\"migration\":{\"pgsize\":4096,\"max_bitmap_size\":1048576,"
+        "\"precopy_info\":true,\"region_dirty_log\":true,"
+        "\"data_shm\":true}}}";
+    struct vfu_version v = {VFU_VERSION_MAJOR, VFU_VERSION_MINOR};
+    uint8_t p[512];
+
+    memcpy(p, &v, sizeof(v));
+    memcpy(p + sizeof(v), json, sizeof(json));
+    msg(b, VFU_CMD_VERSION, p, sizeof(v) + sizeof(json), 0);
+}
+
 static void msg_version(struct buf *b, bool migration)
 {
     static const char plain[] = "{\"capabilities\":{\"max_msg_fds\":16,"
@@ -405,6 +422,15 @@ static void msg_mig_read(struct buf *b, uint32_t size)
     struct vfu_mig_data d = {sizeof(d) + size, size};
 
     msg(b, VFU_CMD_MIG_DATA_READ, &d, sizeof(d), 0);
+}
+
+/* MIG_DATA_{READ,WRITE}_SHM of @size bytes at @slot. */
+static void msg_shm_io(struct buf *b, uint16_t cmd, uint32_t slot,
+                       uint32_t size)
+{
+    struct vfu_mig_shm_io io = {sizeof(io), slot, size, 0};
+
+    msg(b, cmd, &io, sizeof(io), 0);
 }
 
 /* The harness's configuration (first message): 64 KiB pages if @big. */
@@ -513,6 +539,48 @@ static void mig_save_ext(struct buf *b, bool big)
     }
     msg_mig_state(b, 1 /* STOP */);
     msg_mig_state(b, 2 /* RUNNING */);
+}
+
+/*
+ * A source and a destination migration through the data_shm area: the
+ * area asked for (twice), pre-copy and stop-copy read through both
+ * slots, a slot and a size out of range; then RESUMING written from a
+ * slot.
+ */
+static void mig_shm(struct buf *b)
+{
+    const uint32_t shm[2] = {sizeof(struct vfu_mig_shm), 0};
+    struct vfu_precopy_info pi = {sizeof(pi), 0, 0, 0};
+
+    msg_version_shm(b);
+    msg(b, VFU_CMD_MIG_DATA_SHM, shm, sizeof(shm), 0);
+    msg_mig_state(b, 6 /* PRE_COPY */);
+    msg(b, VFU_CMD_MIG_GET_PRECOPY_INFO, &pi, 8, 0);
+    msg_shm_io(b, VFU_CMD_MIG_DATA_READ_SHM, 0, 65536);
+    msg_shm_io(b, VFU_CMD_MIG_DATA_READ_SHM, 1, 65536);
+    msg_shm_io(b, VFU_CMD_MIG_DATA_READ_SHM, 2, 65536);
+    msg_shm_io(b, VFU_CMD_MIG_DATA_READ_SHM, 0, (1u << 20) + 1);
+    msg(b, VFU_CMD_MIG_DATA_SHM, shm, sizeof(shm), 0);
+    msg_mig_state(b, 3 /* STOP_COPY */);
+    for (uint32_t i = 0; i < 6; i++) {
+        msg_shm_io(b, VFU_CMD_MIG_DATA_READ_SHM, i % 2, 65536);
+    }
+    msg_mig_state(b, 1 /* STOP */);
+    msg_mig_state(b, 4 /* RESUMING */);
+    msg_shm_io(b, VFU_CMD_MIG_DATA_WRITE_SHM, 0, 4096);
+    msg_mig_state(b, 1 /* STOP */);
+    msg_mig_state(b, 2 /* RUNNING */);
+}
+
+/* The data_shm extension's seed (after the others, whose message ids it
+ * would otherwise shift). */
+static void vfu_seeds_data_shm(void)
+{
+    struct buf b = {0};
+
+    mig_shm(&b);
+    save("vfu", "mig-data-shm", &b);
+    free(b.p);
 }
 
 /* Issue 13's seeds: the extensions, every mode, every fd kind. */
@@ -993,6 +1061,7 @@ int main(int argc, char **argv)
     vfu_seeds_issue13();
     stream_seeds();
     cmd_seeds();
-    sock_seeds(); /* last: msg_id goes on from the vfu seeds */
+    sock_seeds(); /* msg_id goes on from the vfu seeds */
+    vfu_seeds_data_shm();
     return 0;
 }
