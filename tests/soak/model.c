@@ -25,11 +25,10 @@ struct model_step {
     unsigned ncpu;
     uint64_t cpu_at[CPU_WRITES], cpu_len[CPU_WRITES];
     uint8_t *cpu_data[CPU_WRITES];
-    /* commands, the data DMA_TO_VRAM reads, the ring and FENCE before */
+    /* commands and the data DMA_TO_VRAM reads */
     struct vgpu_cmd cmd[MAX_CMDS + 1];
     unsigned ncmd;
     uint8_t *stage;
-    uint32_t fence_before, tail_before;
 };
 
 static const char *const mix_names[MIX_COUNT] = {
@@ -197,15 +196,13 @@ static int submit(struct model *m, struct vg_vgpu *gpu, struct model_step *st,
     enum vgpu_error_code code;
 
     st->commands = true;
-    st->fence_before = m->fence;
-    st->tail_before = gpu->tail;
     st->cmd[st->ncmd++] =
         vgpu_cmd_make(VGPU_OP_FENCE, ++m->fence, 0, 0, 0, 0, 0);
     for (unsigned i = 0; i < st->ncmd; i++) {
         if (!vgpu_cmd_validate(&st->cmd[i], m->vram_size, &code)) {
             unsigned op = st->cmd[i].opcode;
 
-            m->fence = st->fence_before;
+            m->fence--;
             step_free(st);
             return vg_error_set(err, EINVAL,
                                 "workload generated an invalid command: op %u "
@@ -448,28 +445,6 @@ static int compare(const char *what, uint64_t base, const uint8_t *got,
         want[first]);
 }
 
-/* The unsettled command step raced the stop, and the device is idle with
- * FENCE @fence: either it ran (settle) or it was never rung, its ring
- * tail possibly written (rewind the tail, forget it).  Any other FENCE is
- * left to the caller's check. */
-static int resolve_commands(struct model *m, struct vg_vgpu *gpu,
-                            uint32_t fence, struct vg_error *err)
-{
-    struct model_step *st = m->unsettled;
-
-    m->raced_steps++;
-    if (fence != st->fence_before) {
-        model_settle(m);
-        return 0;
-    }
-    m->raced_lost++;
-    gpu->tail = st->tail_before;
-    m->fence = st->fence_before;
-    step_free(st);
-    m->unsettled = NULL;
-    return vg_vgpu_wr(gpu, VGPU_REG_RING_TAIL, gpu->tail, err);
-}
-
 /* The value the unsettled CPU writes left at byte @b they cover: the last
  * one's. */
 static uint8_t cpu_written(const struct model_step *st, uint64_t b)
@@ -529,7 +504,9 @@ int model_verify(struct model *m, struct vg_vgpu *gpu, bool may_lack_unsettled,
     uint32_t status = 0, fence = 0, code = 0;
     int rc;
 
-    if (!may_lack_unsettled) {
+    /* Commands that raced the stop reached the device before its state
+     * went out (pause-before-switchover): they must have run. */
+    if (!may_lack_unsettled || (m->unsettled && m->unsettled->commands)) {
         model_settle(m);
     }
     rc = vg_vgpu_wait_idle(gpu, WAIT_IDLE_MS, &status, err);
@@ -541,9 +518,6 @@ int model_verify(struct model *m, struct vg_vgpu *gpu, bool may_lack_unsettled,
     }
     if (rc == 0 && (status & VGPU_STATUS_HALTED)) {
         rc = vg_error_set(err, EILSEQ, "vGPU halted, ERROR_CODE %u", code);
-    }
-    if (rc == 0 && m->unsettled && m->unsettled->commands) {
-        rc = resolve_commands(m, gpu, fence, err);
     }
     if (rc == 0 && fence != m->fence) {
         rc = vg_error_set(err, EILSEQ, "FENCE is %u, the last batch set %u",

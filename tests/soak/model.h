@@ -11,19 +11,18 @@
  * bytes.  model_verify() waits until the device is idle and compares all
  * of VRAM, read back through BAR2, and the DMA buffer with the model.
  *
- * A harness's qtest writes are not stopped with the vCPUs: one that QEMU
- * serves after the VM stopped for switchover (and, without
- * pause-before-switchover, after the device state was saved) never reaches
- * the destination.  So a batch is made in two steps, CPU writes
- * (model_cpu_writes) then commands (model_submit), each left *unsettled*:
- * the caller settles it (model_settle) once it saw the VM still running
- * after the step's last write, which proves every write of it reached the
- * device before the stop.  A step that raced the stop stays unsettled,
- * and model_verify() on the destination accepts either outcome of it,
- * exactly: the commands ran (FENCE is the new one, VRAM has their effect)
- * or were never rung (FENCE is the old one, VRAM without them; the ring
- * tail is rewound); each byte of a raced CPU write holds its old or its
- * new value.
+ * A harness's qtest writes are not stopped with the vCPUs: QEMU can stop
+ * the VM for switchover between the rig's query-status and its writes.
+ * The rig turns pause-before-switchover on, so such writes still land
+ * before the device state and RAM's last pass go out, except guest CPU
+ * writes through BAR2: QEMU sent its last log of them when it stopped the
+ * VM, so a page they changed reaches the destination only if it was to
+ * go anyway.  A batch is therefore made in two steps, CPU writes
+ * (model_cpu_writes) then commands (model_submit), each left *unsettled*
+ * until the caller settles it (model_settle), having seen the VM still
+ * running after the step's last write.  On a destination, model_verify()
+ * accepts a raced CPU-write step exactly so far: each byte it covered
+ * holds its old or its new value.  Raced commands must have run.
  *
  * VRAM layout (V = VRAM size, at least 4 MiB):
  *   [0, V/2)          general: FILL, COPY, DMA, CPU writes
@@ -67,8 +66,9 @@ struct model {
     uint64_t stage_gpa, out_gpa; /* guest RAM: DMA source, DMA target */
     /* Counters for the report. */
     uint64_t batches, commands, cpu_writes;
-    uint64_t raced_steps; /* steps that raced the stop, checked there */
-    uint64_t raced_lost;  /* ... of which not all writes got there */
+    uint64_t raced_steps; /* CPU-write steps that raced the stop, checked
+                             on a destination */
+    uint64_t raced_lost;  /* ... of which not all bytes got there */
 };
 
 /* A model of a fresh VM; its workload draws from @seed. */
@@ -95,8 +95,8 @@ bool model_settle(struct model *m);
 /* Wait until @gpu is idle; it must not be halted, its FENCE must be the
  * last one, and VRAM and the DMA buffer must equal the model.  With
  * @may_lack_unsettled (the VM moved in a migration that an unsettled step
- * raced) that step may be missing as model.h says; else it is settled
- * first.  -EILSEQ for a mismatch, with where it is in @err (the model
+ * raced), raced CPU writes may be missing as above; everything else is
+ * settled first.  -EILSEQ for a mismatch, with where it is in @err (the model
  * then takes the device's bytes so that later steps are checked against
  * them). */
 int model_verify(struct model *m, struct vg_vgpu *gpu, bool may_lack_unsettled,

@@ -346,9 +346,9 @@ void report_print(const struct report *rep, FILE *out)
             " CPU writes\n",
             dev, ram, rep->batches, rep->commands, rep->cpu_writes);
     fprintf(out,
-            "  workload steps that raced the stop of a switchover: "
-            "%" G_GUINT64_FORMAT " (%" G_GUINT64_FORMAT
-            " not whole on the destination)\n",
+            "  CPU writes that raced the stop of a switchover, checked on "
+            "the destination: %" G_GUINT64_FORMAT " steps (%" G_GUINT64_FORMAT
+            " not whole there)\n",
             rep->raced_steps, rep->raced_lost);
     fprintf(out, "  channel faults: %s\n",
             rep->netns ? (rep->netem ? "namespaces, netem" : "namespaces, tbf")

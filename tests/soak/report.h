@@ -38,7 +38,7 @@ struct report {
     GArray *total_ms;
     int64_t vfio_bytes, ram_bytes;
     uint64_t batches, commands, cpu_writes;
-    uint64_t raced_steps, raced_lost; /* workload steps that raced a stop */
+    uint64_t raced_steps, raced_lost; /* CPU writes that raced a stop */
     GPtrArray *problems;              /* "leg N: ..." lines */
     char skipped[FK_COUNT][160];      /* kinds never injected: why, or "" */
 };

@@ -733,7 +733,7 @@ static int drive(struct leg *l, struct vg_mig_info *info, struct vg_error *err)
             if (!l->injected && p->phase == PH_STOPCOPY) {
                 rc = inject(l, info->status, err);
             }
-            if (rc == 0 && p->kind != FK_CANCEL) {
+            if (rc == 0 && !(p->kind == FK_CANCEL && p->phase == PH_STOPCOPY)) {
                 l->continued = true;
                 rc = vg_qmp_execute_json(l->sq, "migrate-continue",
                                          "{\"state\": \"pre-switchover\"}",
@@ -900,8 +900,8 @@ static void check_checksums(struct leg *l)
 }
 
 /* Every vGPU on the side the VM runs on: idle, not halted, VRAM and DMA
- * buffer as its model says; a workload step that raced the switchover
- * may be missing (@may_lack) if the VM moved. */
+ * buffer as its model says; CPU writes that raced the switchover may be
+ * missing (@may_lack) if the VM moved. */
 static void check_models(struct rig *r, bool may_lack, struct leg_result *res)
 {
     for (unsigned d = 0; d < r->nvgpu; d++) {
@@ -966,10 +966,10 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
         rc = vg_mig_incoming_on(r->side[l.d].qemu->qmp, nf_addr(&r->nf, l.d),
                                 &uri, err);
     }
+    /* Always: a workload step that races the stop then lands before the
+     * device state and RAM's last pass go out (model.h). */
     if (rc == 0) {
-        rc = vg_mig_set_capability(
-            l.sq, "pause-before-switchover",
-            p->kind != FK_NONE && p->phase == PH_STOPCOPY, err);
+        rc = vg_mig_set_capability(l.sq, "pause-before-switchover", true, err);
     }
     if (rc == 0) {
         rc = set_params(l.sq, 1, p->hold_bw ? p->hold_bw : DEFAULT_HOLD_BW,
@@ -1063,7 +1063,7 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
             return rc;
         }
     }
-    check_models(r, res->moved && l.raced, res);
+    check_models(r, res->moved && l.raced_cpu, res);
     check_leaks(r, !res->moved, res);
     return 0;
 }
