@@ -303,37 +303,36 @@ static void msg(struct buf *b, uint16_t cmd, const void *payload, size_t len,
     put(b, payload, len);
 }
 
-/* VERSION proposing migration with both protocol extensions. */
-static void msg_version_ext(struct buf *b)
+/* VERSION with the capabilities JSON @json (NUL included in the message). */
+static void msg_version_json(struct buf *b, const char *json)
 {
-    static const char json[] =
-        "{\"capabilities\":{\"max_msg_fds\":16,"
-        "\"max_data_xfer_size\":1048576,\"pgsizes\":4096,"
-        "\"migration\":{\"pgsize\":4096,\"max_bitmap_size\":1048576,"
-        "\"precopy_info\":true,\"region_dirty_log\":true}}}";
     struct vfu_version v = {VFU_VERSION_MAJOR, VFU_VERSION_MINOR};
     uint8_t p[512];
 
     memcpy(p, &v, sizeof(v));
-    memcpy(p + sizeof(v), json, sizeof(json));
-    msg(b, VFU_CMD_VERSION, p, sizeof(v) + sizeof(json), 0);
+    memcpy(p + sizeof(v), json, strlen(json) + 1);
+    msg(b, VFU_CMD_VERSION, p, sizeof(v) + strlen(json) + 1, 0);
+}
+
+/* VERSION proposing migration with both protocol extensions. */
+static void msg_version_ext(struct buf *b)
+{
+    msg_version_json(b, "{\"capabilities\":{\"max_msg_fds\":16,"
+                        "\"max_data_xfer_size\":1048576,\"pgsizes\":4096,"
+                        "\"migration\":{\"pgsize\":4096,"
+                        "\"max_bitmap_size\":1048576,"
+                        "\"precopy_info\":true,\"region_dirty_log\":true}}}");
 }
 
 /* VERSION proposing migration with data_shm too (patch 0021). */
 static void msg_version_shm(struct buf *b)
 {
-    static const char json[] =
-        "{\"capabilities\":{\"max_msg_fds\":16,"
-        "\"max_data_xfer_size\":1048576,\"pgsizes\":4096,"
-        "\"migration\":{\"pgsize\":4096,\"max_bitmap_size\":1048576,"
-        "\"precopy_info\":true,\"region_dirty_log\":true,"
-        "\"data_shm\":true}}}";
-    struct vfu_version v = {VFU_VERSION_MAJOR, VFU_VERSION_MINOR};
-    uint8_t p[512];
-
-    memcpy(p, &v, sizeof(v));
-    memcpy(p + sizeof(v), json, sizeof(json));
-    msg(b, VFU_CMD_VERSION, p, sizeof(v) + sizeof(json), 0);
+    msg_version_json(b, "{\"capabilities\":{\"max_msg_fds\":16,"
+                        "\"max_data_xfer_size\":1048576,\"pgsizes\":4096,"
+                        "\"migration\":{\"pgsize\":4096,"
+                        "\"max_bitmap_size\":1048576,"
+                        "\"precopy_info\":true,\"region_dirty_log\":true,"
+                        "\"data_shm\":true}}}");
 }
 
 static void msg_version(struct buf *b, bool migration)
@@ -346,13 +345,8 @@ static void msg_version(struct buf *b, bool migration)
         "\"max_data_xfer_size\":1048576,\"pgsizes\":4096,"
         "\"migration\":{\"pgsize\":4096,\"max_bitmap_size\":1048576,"
         "\"precopy_info\":true}}}";
-    const char *json = migration ? mig : plain;
-    struct vfu_version v = {VFU_VERSION_MAJOR, VFU_VERSION_MINOR};
-    uint8_t p[512];
 
-    memcpy(p, &v, sizeof(v));
-    memcpy(p + sizeof(v), json, strlen(json) + 1);
-    msg(b, VFU_CMD_VERSION, p, sizeof(v) + strlen(json) + 1, 0);
+    msg_version_json(b, migration ? mig : plain);
 }
 
 static void msg_rw(struct buf *b, bool write, uint32_t region, uint64_t off,
