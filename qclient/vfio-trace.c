@@ -144,6 +144,7 @@ static int count_event(const char *ev, const char *args, struct trace_phase *ph,
         tr->main_precopy_read += ph->main_complete ? 0 : v;
     } else if (!strcmp(ev, "vfio_multifd_precopy_setup")) {
         tr->precopy_setups++;
+        ret = arg_int(ev, args, "read size ", &tr->precopy_read_size, err);
     } else if (!strcmp(ev, "vfio_multifd_save_precopy_block")) {
         ret = arg_int(ev, args, "data size ", &v, err);
         tr->precopy_buffers++;
@@ -167,6 +168,7 @@ int vg_vfio_trace_parse(const char *text, struct vg_vfio_trace *tr,
 
     memset(tr, 0, sizeof(*tr));
     tr->data_buffer_size = -1;
+    tr->precopy_read_size = -1;
     tr->max_buffer_idx = -1;
     for (unsigned i = 0; lines[i] && ret == 0; i++) {
         const char *ev, *args;
@@ -200,6 +202,7 @@ static int check_multifd(const struct vg_vfio_trace *src,
                          const struct vg_vfio_path *want, struct vg_error *err)
 {
     int64_t bs = src->data_buffer_size;
+    int64_t pbs = src->precopy_read_size > 0 ? src->precopy_read_size : bs;
     bool pre = want->multifd_precopy;
     unsigned n = want->devices ? want->devices : 1;
 
@@ -215,6 +218,8 @@ static int check_multifd(const struct vg_vfio_trace *src,
           pre ? n : 0);
     CHECK("source multifd pre-copy bytes", src->precopy_read, ==,
           pre ? want->precopy : 0);
+    /* Pre-copy pieces at least as large as stop-copy's (patch 0022). */
+    CHECK("source multifd pre-copy read size", pbs, >=, bs);
     CHECK("source main-channel pre-copy bytes", src->main_precopy_read, ==,
           pre ? 0 : want->precopy);
     CHECK("destination multifd pre-copy loads", dst->precopy_loads, ==,
@@ -230,7 +235,7 @@ static int check_multifd(const struct vg_vfio_trace *src,
               dst->max_buffer_idx + 1);
     }
     CHECK("destination multifd data buffers", (int64_t)dst->buffers - n, >=,
-          div_up(want->stopcopy, bs) + (pre ? div_up(want->precopy, bs) : 0));
+          div_up(want->stopcopy, bs) + (pre ? div_up(want->precopy, pbs) : 0));
     CHECK("destination main-channel configs", dst->main_configs, ==, 0);
     return 0;
 }

@@ -485,10 +485,10 @@ static inline double mt_stat_double(const struct vg_stats *st, const char *name)
     return g_ascii_strtod(v, NULL);
 }
 
-/* The servers counted the data requests of a stream of @bytes: a
- * MIG_DATA_READ or MIG_DATA_WRITE carries at most MT_MAX_XFER bytes, and
- * serving them took time on both sides. */
-#define MT_MAX_XFER (1 << 20) /* the server's max_data_xfer_size */
+/* The servers counted the data requests of a stream of @bytes: a data
+ * request carries at most MT_MAX_XFER bytes, and serving them took time
+ * on both sides. */
+#define MT_MAX_XFER (4 << 20) /* a data_shm slot; the socket: 1 MiB */
 static inline void mt_assert_data_requests(const struct vg_stats *src,
                                            const struct vg_stats *dst,
                                            int64_t bytes)

@@ -92,7 +92,7 @@
     "\"migration\":{\"pgsize\":4096,\"precopy_info\":true,"                    \
     "\"region_dirty_log\":true,\"data_shm\":true}}}"
 #define SHM_SLOTS     2u
-#define SHM_SLOT_SIZE (1u << 20)
+#define SHM_SLOT_SIZE (4u << 20)
 
 static uint32_t dirty_log(struct conn *c, uint32_t region, uint32_t pgsize,
                           uint64_t off, uint64_t size, const uint64_t *bitmap,

@@ -214,6 +214,11 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
     mf_trace_log("source", &src);
     mf_trace_log("destination", &dst);
     VGT_OK(vg_vfio_trace_check(&src, &dst, &want, VGT_ERR));
+    /* Pre-copy over multifd in the 4 MiB pieces the servers' shared areas
+     * allow (patch 0022); stop-copy in data_buffer_size ones. */
+    if (c->want_mf_precopy) {
+        g_assert_cmpint(src.precopy_read_size, ==, 4 << 20);
+    }
     g_assert_cmpuint(dst.load_ready, ==,
                      c->load_cfg && !strcmp(c->load_cfg, "on") ? 1 : 0);
 }

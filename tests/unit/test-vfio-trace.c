@@ -54,7 +54,8 @@ static void test_missing_argument(void)
 static const char *const mf_src =
     "vfio_save_setup  (dev) data buffer size 1048576\n"
     "multifd_send_thread_start 0\nmultifd_send_thread_start 1\n"
-    "vfio_multifd_precopy_setup  (dev) idstr 0000:00:04.0/vfio instance 0\n"
+    "vfio_multifd_precopy_setup  (dev) idstr 0000:00:04.0/vfio instance 0 "
+    "read size 1048576\n"
     "vfio_multifd_save_precopy_block  (dev) idx 0 data size 1048576\n"
     "vfio_multifd_save_precopy_block  (dev) idx 1 data size 1048576\n"
     "vfio_multifd_save_precopy_block  (dev) idx 2 data size 1048576\n"
@@ -100,6 +101,7 @@ static void test_check_multifd_precopy(void)
 
     parse_both(&src, &dst);
     g_assert_cmpuint(src.precopy_setups, ==, 1);
+    g_assert_cmpint(src.precopy_read_size, ==, 1 << 20);
     g_assert_cmpuint(src.precopy_buffers, ==, 3);
     g_assert_cmpint(src.precopy_read, ==, 3 << 20);
     g_assert_cmpuint(dst.precopy_loads, ==, 1);
@@ -121,6 +123,11 @@ static void test_check_multifd_precopy(void)
     want.precopy += 1;
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
     g_assert_nonnull(strstr(err.msg, "source multifd pre-copy bytes"));
+    want.precopy -= 1;
+    /* Pre-copy pieces smaller than the stop-copy's are not patch 0022's. */
+    src.precopy_read_size = 4096;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "source multifd pre-copy read size"));
 }
 
 static void test_check_main_channel(void)
@@ -154,8 +161,10 @@ static void test_check_two_devices(void)
         "vfio_save_setup  (a) data buffer size 1048576\n"
         "vfio_save_setup  (b) data buffer size 1048576\n"
         "multifd_send_thread_start 0\n"
-        "vfio_multifd_precopy_setup  (a) idstr a/vfio instance 0\n"
-        "vfio_multifd_precopy_setup  (b) idstr b/vfio instance 0\n"
+        "vfio_multifd_precopy_setup  (a) idstr a/vfio instance 0 read size "
+        "4194304\n"
+        "vfio_multifd_precopy_setup  (b) idstr b/vfio instance 0 read size "
+        "4194304\n"
         "vfio_multifd_save_precopy_block  (a) idx 0 data size 1048576\n"
         "vfio_multifd_save_precopy_block  (b) idx 0 data size 4096\n"
         "vfio_save_complete_precopy_thread_start  (a) x\n"
