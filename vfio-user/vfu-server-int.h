@@ -27,7 +27,7 @@
 #define MAX_XFER        (1024u * 1024u)
 #define MAX_MSG         (MAX_XFER + 64u)
 #define MAX_FDS         8u
-#define SHM_SLOTS       2u /* MIG_DATA_SHM: a read and a read ahead */
+#define SHM_SLOTS       2u         /* MIG_DATA_SHM: a read and a read ahead */
 #define SHM_SLOT_SIZE   (4u << 20) /* pre-copy reads of patch 0022 */
 #define MAX_DMA_MAPS    1024u
 #define DMA_PGSIZE      4096u
