@@ -121,7 +121,9 @@ int mig_dec_new(const struct mig_stream_config *cfg,
                 struct vg_error *err);
 void mig_dec_free(struct mig_dec *dec);
 
-/* Consume @len bytes.  After the first error every call fails with it. */
+/* Consume @len bytes, reading each once: they are copied into the
+ * record buffer before anything looks at them.  After the first error
+ * every call fails with it. */
 int mig_dec_feed(struct mig_dec *dec, const void *data, size_t len,
                  struct vg_error *err);
 /* The stream is over: fails unless a valid END was decoded (which also

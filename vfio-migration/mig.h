@@ -114,7 +114,9 @@ void mig_reset(struct mig *m);
 int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
              struct vg_error *err);
 /* MIG_DATA_WRITE: -EINVAL outside RESUMING, or the decoder's error, which
- * also puts the device in ERROR. */
+ * also puts the device in ERROR.  Each byte of @data is read once (the
+ * decoder copies it before checking it), so @data may be memory that
+ * another process writes at the same time. */
 int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
               struct vg_error *err);
 /* VFIO_MIG_GET_PRECOPY_INFO: -EINVAL outside PRE_COPY and PRE_COPY_P2P.

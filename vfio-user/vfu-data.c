@@ -48,8 +48,6 @@ static void shm_release(struct vfu_server *srv)
         close(srv->shm_fd);
         srv->shm_fd = -1;
     }
-    free(srv->shm_copy);
-    srv->shm_copy = NULL;
 }
 
 void vfu_data_free(struct vfu_server *srv)
@@ -327,13 +325,9 @@ int vfu_data_shm_open(struct vfu_server *srv, struct vg_error *err)
                             size, strerror(e));
     }
     map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, srv->shm_fd, 0);
-    srv->shm_copy = malloc(SHM_SLOT_SIZE);
-    if (map == MAP_FAILED || !srv->shm_copy) {
-        int e = map == MAP_FAILED ? errno : ENOMEM;
+    if (map == MAP_FAILED) {
+        int e = errno;
 
-        if (map != MAP_FAILED) {
-            munmap(map, size);
-        }
         shm_release(srv);
         return vg_error_set(err, e, "mapping the area of %zu bytes: %s", size,
                             strerror(e));
@@ -397,8 +391,10 @@ int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
     return ret;
 }
 
-/* The data is copied out of the slot first: the client can write the
- * area at any time, and the decoder must see stable bytes. */
+/* The client can write the area at any time: the slot is handed to
+ * mig_write(), which reads each byte once (the decoder copies it into its
+ * record buffer before looking at it), so no byte is checked and then
+ * read again. */
 int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
                                   size_t len, struct vfu_reply *r,
                                   struct vg_error *err)
@@ -407,9 +403,8 @@ int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
     int ret = shm_io_parse(srv, p, len, &io, err);
 
     if (ret == 0) {
-        memcpy(srv->shm_copy, srv->shm + (size_t)io.slot * SHM_SLOT_SIZE,
-               io.size);
-        ret = mig_write(srv->mig, srv->shm_copy, io.size, err);
+        ret = mig_write(srv->mig, srv->shm + (size_t)io.slot * SHM_SLOT_SIZE,
+                        io.size, err);
     }
     if (ret == 0) {
         mig_note_shm_bytes(srv->mig, io.size);

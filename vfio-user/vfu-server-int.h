@@ -78,12 +78,10 @@ struct vfu_server {
     bool data_shm;     /* ... and MIG_DATA_SHM, MIG_DATA_{READ,WRITE}_SHM */
 
     /* Data plane: the shared memory area of MIG_DATA_SHM (NULL until the
-     * client asks for it, freed on disconnect), and the private copy a
-     * write is decoded from, so that the client cannot change the bytes
-     * while they are parsed. */
+     * client asks for it, freed on disconnect).  The client may write it
+     * at any time: what reads it reads each byte once. */
     int shm_fd;
     uint8_t *shm;
-    uint8_t *shm_copy;
 
     /* Data plane: the migration module.  The device's step runs through
      * it too (mig_gpu_step(): tracking sees every engine write). */
