@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/size.h"
 #include "dirty-track/hash-pool.h"
+#include "vfio-migration/mig-stream.h"
 #include "vfio-user/vfu-server.h"
 
 #define PAGE_MIN (4u << 10)
@@ -88,6 +89,12 @@ static void usage(FILE *out)
         "                         and, on the destination, write and hash\n"
         "                         large records of the incoming stream, 1 to\n"
         "                         64 (default 2)\n"
+        "      --stream-version N version of the migration stream this\n"
+        "                         server writes as a source: 2 (default,\n"
+        "                         page hashes stand for the pages in the\n"
+        "                         checksums) or 1, for a destination whose\n"
+        "                         vgpu-server reads only version 1; a\n"
+        "                         destination reads both\n"
         "      --no-region-log    refuse the client's offer to log guest\n"
         "                         writes through the BAR2 mapping, as a\n"
         "                         server predating REGION_DIRTY_LOG would:\n"
@@ -207,6 +214,7 @@ struct options {
     enum mig_precopy_mode precopy;
     enum mig_track_mode track;
     unsigned migration_threads; /* 0: mig's default (2) */
+    unsigned stream_version;    /* 0: mig's default (MIG_STREAM_VERSION) */
     bool prealloc;
 };
 
@@ -219,6 +227,7 @@ enum {
     OPT_NO_REGION_LOG,
     OPT_NO_DATA_SHM,
     OPT_MIGRATION_THREADS,
+    OPT_STREAM_VERSION,
     OPT_PREALLOC,
 };
 
@@ -313,6 +322,23 @@ static int parse_threads(const char *text, unsigned *out)
     return 0;
 }
 
+/* --stream-version: one the encoder writes. */
+static int parse_stream_version(const char *text, unsigned *out)
+{
+    uint64_t v;
+
+    if (parse_u64(text, &v) < 0 || v < MIG_STREAM_VERSION_MIN ||
+        v > MIG_STREAM_VERSION) {
+        fprintf(stderr,
+                "vgpu-server: --stream-version: '%s' is not a version from "
+                "%u to %u\n",
+                text, MIG_STREAM_VERSION_MIN, MIG_STREAM_VERSION);
+        return -1;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
 static int parse_opt(int c, struct options *o)
 {
     enum vg_log_level level;
@@ -356,6 +382,8 @@ static int parse_opt(int c, struct options *o)
         return 0;
     case OPT_MIGRATION_THREADS:
         return parse_threads(optarg, &o->migration_threads);
+    case OPT_STREAM_VERSION:
+        return parse_stream_version(optarg, &o->stream_version);
     case OPT_PREALLOC:
         o->prealloc = true;
         return 0;
@@ -383,6 +411,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"no-region-log", no_argument, NULL, OPT_NO_REGION_LOG},
         {"no-data-shm", no_argument, NULL, OPT_NO_DATA_SHM},
         {"migration-threads", required_argument, NULL, OPT_MIGRATION_THREADS},
+        {"stream-version", required_argument, NULL, OPT_STREAM_VERSION},
         {"prealloc", no_argument, NULL, OPT_PREALLOC},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -483,6 +512,7 @@ int main(int argc, char **argv)
         .precopy = o.precopy,
         .track = o.track,
         .migration_threads = o.migration_threads,
+        .stream_version = o.stream_version,
     };
     warn_faults(&o.fault);
     if (vfu_server_new(&cfg, &srv, &err) < 0) {

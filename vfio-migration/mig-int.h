@@ -25,8 +25,9 @@ struct mig {
     uint64_t nonzero_count;
     enum mig_precopy_mode precopy;
     enum mig_track_mode track;
-    unsigned hash_threads; /* hashing and loading threads, >= 1 */
-    bool bar2_shared;      /* a client got the VRAM fd: CPU writes are unseen */
+    unsigned hash_threads;   /* hashing and loading threads, >= 1 */
+    unsigned stream_version; /* written by saving sessions */
+    bool bar2_shared;   /* a client got the VRAM fd: CPU writes are unseen */
     bool bar2_logged;   /* ... unless the client logs them (REGION_DIRTY_LOG) */
     bool checksums_due; /* saved in STOP_COPY: checksum VRAM once idle */
     uint64_t saves_started;   /* saving sessions since the server started */

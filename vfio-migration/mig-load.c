@@ -11,9 +11,12 @@
  * once per page a PAGES record wrote, work proportional to the stream.
  *
  * Where VRAM is mapped here, a PAGES record of at least LOAD_SPLIT_BYTES
- * is written and hashed by the session's thread pool, in pieces of
- * LOAD_PIECE_BYTES or one page, and the record returns when all pieces
- * are in: the order of records, and so of writes to one page, is kept.
+ * is written (and, from a version 1 stream, hashed) by the session's
+ * thread pool, in pieces of LOAD_PIECE_BYTES or one page, and the record
+ * returns when all pieces are in: the order of records, and so of writes
+ * to one page, is kept.  A version 2 stream brings the page hashes
+ * (computed by the decoder from the bytes written), so nothing is hashed
+ * twice.
  */
 #include "mig-int.h"
 
@@ -38,9 +41,10 @@ struct load_job {
     uint64_t piece_pages; /* pages per piece */
     uint64_t count;       /* pages */
     const uint8_t *data;
-    int failed;           /* first -errno of a piece, 0 if none */
-    struct vg_error err;  /* ... and its error */
-    pthread_mutex_t lock; /* for failed and err */
+    const uint64_t *hashes; /* the decoder's page hashes, or NULL */
+    int failed;             /* first -errno of a piece, 0 if none */
+    struct vg_error err;    /* ... and its error */
+    pthread_mutex_t lock;   /* for failed and err */
 };
 
 struct mig_load {
@@ -68,18 +72,21 @@ static int pages_ok(struct mig *m, uint64_t first, uint64_t count,
 }
 
 /* Write pages [first, first + count) of @data (host-to-device copies on a
- * GPU) and hash them as they landed: from VRAM where it is mapped here,
- * else from what was written. */
+ * GPU) and keep their page hashes: @hashes where the stream brought them,
+ * else hashed as they landed (from VRAM where it is mapped here, else from
+ * what was written). */
 static int write_pages(struct mig *m, uint64_t first, uint64_t count,
-                       const uint8_t *data, struct vg_error *err)
+                       const uint8_t *data, const uint64_t *hashes,
+                       struct vg_error *err)
 {
     uint32_t ps = m->scfg.page_size;
+    uint64_t *page_hash = m->load->page_hash + first;
     int ret = vgpu_vram_write(m->gpu, first * ps, data, count * ps, err);
 
     for (uint64_t i = 0; ret == 0 && i < count; i++) {
-        m->load->page_hash[first + i] = vgpu_vram(m->gpu)
-                                            ? mig_page_hash(m, first + i)
-                                            : XXH3_64bits(data + i * ps, ps);
+        page_hash[i] = hashes              ? hashes[i]
+                       : vgpu_vram(m->gpu) ? mig_page_hash(m, first + i)
+                                           : XXH3_64bits(data + i * ps, ps);
     }
     return ret;
 }
@@ -93,7 +100,8 @@ static void write_piece(void *arg, uint64_t piece)
                                                       : job->piece_pages;
     struct vg_error err;
     int ret = write_pages(job->m, job->first + skip, n,
-                          job->data + skip * job->m->scfg.page_size, &err);
+                          job->data + skip * job->m->scfg.page_size,
+                          job->hashes ? job->hashes + skip : NULL, &err);
 
     if (ret < 0) {
         pthread_mutex_lock(&job->lock);
@@ -107,7 +115,8 @@ static void write_piece(void *arg, uint64_t piece)
 
 /* The record's pages by the pool, where it pays off. */
 static int write_record(struct mig *m, uint64_t first, uint64_t count,
-                        const uint8_t *data, struct vg_error *err)
+                        const uint8_t *data, const uint64_t *hashes,
+                        struct vg_error *err)
 {
     uint32_t ps = m->scfg.page_size;
     uint64_t piece = ps >= LOAD_PIECE_BYTES ? 1 : LOAD_PIECE_BYTES / ps;
@@ -115,11 +124,12 @@ static int write_record(struct mig *m, uint64_t first, uint64_t count,
                            .first = first,
                            .piece_pages = piece,
                            .count = count,
-                           .data = data};
+                           .data = data,
+                           .hashes = hashes};
 
     if (!vgpu_vram(m->gpu) || dt_pool_threads(m->load->pool) < 2 ||
         count * ps < LOAD_SPLIT_BYTES) {
-        return write_pages(m, first, count, data, err);
+        return write_pages(m, first, count, data, hashes, err);
     }
     pthread_mutex_init(&job.lock, NULL);
     dt_pool_run(m->load->pool, (count + piece - 1) / piece, write_piece, &job);
@@ -131,13 +141,14 @@ static int write_record(struct mig *m, uint64_t first, uint64_t count,
 }
 
 static int sink_pages(void *opaque, uint64_t first, uint64_t count,
-                      const uint8_t *data, struct vg_error *err)
+                      const uint8_t *data, const uint64_t *hashes,
+                      struct vg_error *err)
 {
     struct mig *m = opaque;
     int ret = pages_ok(m, first, count, err);
 
     if (ret == 0) {
-        ret = write_record(m, first, count, data, err);
+        ret = write_record(m, first, count, data, hashes, err);
     }
     for (uint64_t i = 0; ret == 0 && i < count; i++) {
         mig_bit_put(m->load->hashed, first + i, true);
@@ -255,6 +266,7 @@ int mig_load_write(struct mig *m, const uint8_t *data, uint32_t size,
 
     if (ret == 0) {
         m->stats.bytes_received += size;
+        m->stats.stream_version = mig_dec_version(l->dec);
     } else if (!l->failed) {
         l->failed = true;
         mig_note_error(m, err ? err->msg : "migration data refused");

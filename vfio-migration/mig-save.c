@@ -901,8 +901,9 @@ static int save_alloc(struct mig *m, struct vg_error *err)
         mig_save_close(m);
         return vg_error_set(err, ENOMEM, "saving session buffers");
     }
-    ret = mig_enc_new(m->scfg.page_size, &s->enc, err);
+    ret = mig_enc_new(m->stream_version, m->scfg.page_size, &s->enc, err);
     if (ret == 0) {
+        m->stats.stream_version = m->stream_version;
         ret = tracker_new(m, err);
     }
     if (ret < 0) {

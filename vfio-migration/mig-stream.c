@@ -45,18 +45,45 @@ const char *mig_rec_name(uint32_t type)
 
 /* ---------------------------------------------------------------- encoder */
 
+/* Version 2: the page hashes of @count pages of @ps bytes at @data, into
+ * @le (little endian, what the checksum and digest take) and, if not NULL,
+ * @hashes (host order). */
+static void page_hashes(const uint8_t *data, uint32_t count, uint32_t ps,
+                        uint8_t *le, uint64_t *hashes)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t h = XXH3_64bits(data + (size_t)i * ps, ps);
+
+        vg_put_le64(le + 8 * i, h);
+        if (hashes) {
+            hashes[i] = h;
+        }
+    }
+}
+
 struct mig_enc {
     XXH3_state_t *digest;
     XXH3_state_t *check; /* a record's checksum over pieces */
     uint64_t bytes;
     uint64_t records;
     uint32_t page_size;
+    uint32_t version;
+    uint8_t hash_le[MIG_RUN_MAX_PAGES * 8]; /* a PAGES record's, version 2 */
 };
 
-int mig_enc_new(uint32_t page_size, struct mig_enc **out, struct vg_error *err)
+int mig_enc_new(uint32_t version, uint32_t page_size, struct mig_enc **out,
+                struct vg_error *err)
 {
-    struct mig_enc *enc = calloc(1, sizeof(*enc));
+    struct mig_enc *enc;
 
+    if (version < MIG_STREAM_VERSION_MIN || version > MIG_STREAM_VERSION) {
+        return vg_error_set(err, EINVAL,
+                            "stream version %u: this encoder writes "
+                            "versions %u to %u",
+                            version, MIG_STREAM_VERSION_MIN,
+                            MIG_STREAM_VERSION);
+    }
+    enc = calloc(1, sizeof(*enc));
     if (enc) {
         enc->digest = XXH3_createState();
         enc->check = XXH3_createState();
@@ -67,6 +94,7 @@ int mig_enc_new(uint32_t page_size, struct mig_enc **out, struct vg_error *err)
     }
     XXH3_64bits_reset(enc->digest);
     enc->page_size = page_size;
+    enc->version = version;
     *out = enc;
     return 0;
 }
@@ -117,7 +145,7 @@ size_t mig_enc_header(struct mig_enc *enc, const struct mig_stream_config *cfg,
 
     memset(p, 0, MIG_HEADER_SIZE);
     memcpy(p, MIG_STREAM_MAGIC, 8);
-    vg_put_le32(p + 8, MIG_STREAM_VERSION);
+    vg_put_le32(p + 8, enc->version);
     vg_put_le32(p + 12, cfg->page_size);
     vg_put_le64(p + 16, cfg->vram_size);
     vg_put_le32(p + 24, cfg->features);
@@ -132,35 +160,50 @@ static void run_head(uint8_t *p, uint64_t first, uint64_t count)
     vg_put_le64(p + 8, count);
 }
 
+/* Seal the PAGES record whose headers are at @buf (run header written)
+ * and whose @count pages are at @data: record header, checksum, digest. */
+static void pages_seal(struct mig_enc *enc, uint8_t *buf, const uint8_t *data,
+                       uint32_t count)
+{
+    uint32_t n = count * enc->page_size;
+    const void *body = data; /* what stands for the pages: v1 their bytes */
+    size_t body_len = n;
+
+    if (enc->version >= 2) {
+        page_hashes(data, count, enc->page_size, enc->hash_le, NULL);
+        body = enc->hash_le;
+        body_len = (size_t)count * 8;
+    }
+    rec_head(buf, MIG_REC_PAGES, MIG_RUN_HDR_SIZE + n);
+    XXH3_64bits_reset_withSeed(enc->check, vg_get_le64(buf));
+    XXH3_64bits_update(enc->check, buf + MIG_REC_HDR_SIZE, MIG_RUN_HDR_SIZE);
+    XXH3_64bits_update(enc->check, body, body_len);
+    vg_put_le64(buf + 8, XXH3_64bits_digest(enc->check));
+    XXH3_64bits_update(enc->digest, buf, RUN_HEADERS_SIZE);
+    XXH3_64bits_update(enc->digest, body, body_len);
+    enc->bytes += RUN_HEADERS_SIZE + n;
+    enc->records++;
+}
+
 size_t mig_enc_pages(struct mig_enc *enc, uint64_t first, uint32_t count,
                      const uint8_t *data, uint8_t *buf)
 {
-    uint8_t *p = buf + MIG_REC_HDR_SIZE;
-    uint32_t n = count * enc->page_size;
+    uint8_t *p = buf + RUN_HEADERS_SIZE;
+    size_t n = (size_t)count * enc->page_size;
 
-    run_head(p, first, count);
-    if (data != p + MIG_RUN_HDR_SIZE) {
-        memcpy(p + MIG_RUN_HDR_SIZE, data, n);
+    run_head(buf + MIG_REC_HDR_SIZE, first, count);
+    if (data != p) {
+        memcpy(p, data, n);
     }
-    return rec_seal(enc, buf, MIG_REC_PAGES, MIG_RUN_HDR_SIZE + n);
+    pages_seal(enc, buf, p, count);
+    return RUN_HEADERS_SIZE + n;
 }
 
 size_t mig_enc_pages_ref(struct mig_enc *enc, uint64_t first, uint32_t count,
                          const uint8_t *data, uint8_t *buf)
 {
-    uint8_t *p = buf + MIG_REC_HDR_SIZE;
-    uint32_t n = count * enc->page_size;
-
-    run_head(p, first, count);
-    rec_head(buf, MIG_REC_PAGES, MIG_RUN_HDR_SIZE + n);
-    XXH3_64bits_reset_withSeed(enc->check, vg_get_le64(buf));
-    XXH3_64bits_update(enc->check, p, MIG_RUN_HDR_SIZE);
-    XXH3_64bits_update(enc->check, data, n);
-    vg_put_le64(buf + 8, XXH3_64bits_digest(enc->check));
-    XXH3_64bits_update(enc->digest, buf, RUN_HEADERS_SIZE);
-    XXH3_64bits_update(enc->digest, data, n);
-    enc->bytes += RUN_HEADERS_SIZE + n;
-    enc->records++;
+    run_head(buf + MIG_REC_HDR_SIZE, first, count);
+    pages_seal(enc, buf, data, count);
     return RUN_HEADERS_SIZE;
 }
 
@@ -200,16 +243,21 @@ struct mig_dec {
     struct mig_dec_sink sink;
     uint64_t npages;
     XXH3_state_t *digest;
-    uint8_t *rec;     /* the record being received (MIG_REC_MAX) */
-    size_t have;      /* bytes of it received */
-    size_t want;      /* its size: header, then header + payload */
-    uint64_t offset;  /* stream offset of the record */
-    uint64_t index;   /* its index (0 = first record) */
-    bool seen_header; /* a HEADER was accepted */
-    bool seen_state;  /* a DEVICE_STATE was accepted */
-    bool seen_end;    /* an END was accepted */
-    int failed;       /* sticky -errno */
+    XXH3_state_t *check; /* a version 2 PAGES record's checksum */
+    uint8_t *rec;        /* the record being received (MIG_REC_MAX) */
+    size_t have;         /* bytes of it received */
+    size_t want;         /* its size: header, then header + payload */
+    uint64_t offset;     /* stream offset of the record */
+    uint64_t index;      /* its index (0 = first record) */
+    uint32_t version;    /* the HEADER's, once accepted */
+    bool seen_header;    /* a HEADER was accepted */
+    bool seen_state;     /* a DEVICE_STATE was accepted */
+    bool seen_end;       /* an END was accepted */
+    int failed;          /* sticky -errno */
     struct vg_error error;
+    /* Version 2: the page hashes of the PAGES record in @rec. */
+    uint64_t hashes[MIG_RUN_MAX_PAGES];
+    uint8_t hash_le[MIG_RUN_MAX_PAGES * 8];
 };
 
 int mig_dec_new(const struct mig_stream_config *cfg,
@@ -230,8 +278,9 @@ int mig_dec_new(const struct mig_stream_config *cfg,
     if (dec) {
         dec->rec = malloc(MIG_REC_MAX);
         dec->digest = XXH3_createState();
+        dec->check = XXH3_createState();
     }
-    if (!dec || !dec->rec || !dec->digest) {
+    if (!dec || !dec->rec || !dec->digest || !dec->check) {
         mig_dec_free(dec);
         return vg_error_set(err, ENOMEM, "stream decoder");
     }
@@ -248,6 +297,7 @@ void mig_dec_free(struct mig_dec *dec)
 {
     if (dec) {
         XXH3_freeState(dec->digest);
+        XXH3_freeState(dec->check);
         free(dec->rec);
         free(dec);
     }
@@ -256,6 +306,11 @@ void mig_dec_free(struct mig_dec *dec)
 uint64_t mig_dec_bytes(const struct mig_dec *dec)
 {
     return dec->offset + dec->have;
+}
+
+uint32_t mig_dec_version(const struct mig_dec *dec)
+{
+    return dec->seen_header ? dec->version : 0;
 }
 
 /* Fail the stream: "<TYPE> record #<index> at offset <off>: <what>". */
@@ -350,11 +405,13 @@ static int dec_header(struct mig_dec *dec, const uint8_t *p)
                         p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
                         MIG_STREAM_MAGIC);
     }
-    if (vg_get_le32(p + 8) != MIG_STREAM_VERSION) {
+    if (vg_get_le32(p + 8) < MIG_STREAM_VERSION_MIN ||
+        vg_get_le32(p + 8) > MIG_STREAM_VERSION) {
         return dec_fail(dec, EPROTO,
                         "unknown stream version %u, this device reads "
-                        "version %u",
-                        vg_get_le32(p + 8), MIG_STREAM_VERSION);
+                        "versions %u to %u",
+                        vg_get_le32(p + 8), MIG_STREAM_VERSION_MIN,
+                        MIG_STREAM_VERSION);
     }
     if (vg_get_le64(p + 16) != c->vram_size) {
         return dec_fail(dec, EINVAL,
@@ -374,6 +431,7 @@ static int dec_header(struct mig_dec *dec, const uint8_t *p)
                         "this device has %#x",
                         vg_get_le32(p + 24), vg_get_le32(p + 28), c->features);
     }
+    dec->version = vg_get_le32(p + 8);
     dec->seen_header = true;
     return 0;
 }
@@ -393,12 +451,10 @@ static int dec_range(struct mig_dec *dec, uint64_t first, uint64_t count)
     return 0;
 }
 
-static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
+/* The run header of PAGES at @p matches its payload length @len. */
+static int pages_shape(struct mig_dec *dec, const uint8_t *p, uint32_t len)
 {
-    uint64_t first = vg_get_le64(p);
     uint32_t count = vg_get_le32(p + 8), ps = dec->cfg.page_size;
-    struct vg_error se;
-    int ret;
 
     if (vg_get_le32(p + 12)) {
         return dec_fail(dec, EINVAL, "reserved field %#x, expected 0",
@@ -411,10 +467,29 @@ static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
                         "length %u",
                         count, ps, len);
     }
-    ret = dec_range(dec, first, count);
+    return 0;
+}
+
+/* A version 2 PAGES record (shape checked): hash its pages. */
+static bool hashed_pages(struct mig_dec *dec)
+{
+    return dec->version >= 2 && vg_get_le16(dec->rec) == MIG_REC_PAGES;
+}
+
+static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
+{
+    uint64_t first = vg_get_le64(p);
+    uint32_t count = vg_get_le32(p + 8);
+    struct vg_error se;
+    int ret = pages_shape(dec, p, len);
+
+    if (ret == 0) {
+        ret = dec_range(dec, first, count);
+    }
     if (ret == 0) {
         ret = dec->sink.pages(dec->sink.opaque, first, count,
-                              p + MIG_RUN_HDR_SIZE, &se);
+                              p + MIG_RUN_HDR_SIZE,
+                              hashed_pages(dec) ? dec->hashes : NULL, &se);
         if (ret < 0) {
             return dec_sink_failed(dec, ret, &se);
         }
@@ -498,14 +573,54 @@ static int dec_dispatch(struct mig_dec *dec, const uint8_t *p, uint32_t len)
     }
 }
 
+/* The checksum of the record in @rec, payload @p of @len bytes: version 2
+ * PAGES records take their page hashes (computed here, into @hashes and
+ * @hash_le) in place of the pages. */
+static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
+                        uint64_t *sum)
+{
+    uint32_t count;
+
+    if (!hashed_pages(dec)) {
+        *sum = rec_checksum(dec->rec, p, len);
+        return 0;
+    }
+    if (pages_shape(dec, p, len) < 0) {
+        return dec->failed;
+    }
+    count = vg_get_le32(p + 8);
+    page_hashes(p + MIG_RUN_HDR_SIZE, count, dec->cfg.page_size, dec->hash_le,
+                dec->hashes);
+    XXH3_64bits_reset_withSeed(dec->check, vg_get_le64(dec->rec));
+    XXH3_64bits_update(dec->check, p, MIG_RUN_HDR_SIZE);
+    XXH3_64bits_update(dec->check, dec->hash_le, (size_t)count * 8);
+    *sum = XXH3_64bits_digest(dec->check);
+    return 0;
+}
+
+/* The record's share of the stream digest. */
+static void dec_digest(struct mig_dec *dec)
+{
+    if (hashed_pages(dec)) {
+        XXH3_64bits_update(dec->digest, dec->rec, RUN_HEADERS_SIZE);
+        XXH3_64bits_update(dec->digest, dec->hash_le,
+                           (size_t)vg_get_le32(dec->rec + 24) * 8);
+    } else if (vg_get_le16(dec->rec) != MIG_REC_END) {
+        XXH3_64bits_update(dec->digest, dec->rec, dec->want);
+    }
+}
+
 /* A whole record is in: verify its checksum, apply it, move on. */
 static int dec_record(struct mig_dec *dec)
 {
     const uint8_t *p = dec->rec + MIG_REC_HDR_SIZE;
     uint32_t len = (uint32_t)(dec->want - MIG_REC_HDR_SIZE);
-    uint64_t sum = rec_checksum(dec->rec, p, len);
-    int ret;
+    uint64_t sum = 0;
+    int ret = dec_checksum(dec, p, len, &sum);
 
+    if (ret < 0) {
+        return ret;
+    }
     if (sum != vg_get_le64(dec->rec + 8)) {
         return dec_fail(dec, EBADMSG,
                         "checksum %016" PRIx64 ", computed %016" PRIx64
@@ -516,9 +631,7 @@ static int dec_record(struct mig_dec *dec)
     if (ret < 0) {
         return ret;
     }
-    if (vg_get_le16(dec->rec) != MIG_REC_END) {
-        XXH3_64bits_update(dec->digest, dec->rec, dec->want);
-    }
+    dec_digest(dec);
     dec->offset += dec->want;
     dec->index++;
     dec->have = 0;

@@ -11,6 +11,12 @@
  * DEVICE_STATE, then one END with the XXH3-64 digest (seed 0) of every
  * stream byte before the END record, the byte count and record count.
  *
+ * Version 2 (hashed pages) differs in PAGES records only: their checksum
+ * and their share of the digest take each page's XXH3-64 (seed 0, the
+ * "page hash") in place of the page's bytes, so each side hashes a page
+ * once, and the destination gets the page hashes of what it loads for
+ * free.  The decoder reads versions 1 and 2; the encoder writes either.
+ *
  * The encoder writes one complete record at a time into a caller buffer
  * of at least MIG_REC_MAX bytes.  The decoder is an incremental pure
  * function: it takes byte chunks of any size, trusts nothing, buffers one
@@ -27,8 +33,9 @@
 
 #include "common/error.h"
 
-#define MIG_STREAM_MAGIC   "VGMIGSTR" /* 8 bytes, no NUL on the wire */
-#define MIG_STREAM_VERSION 1u
+#define MIG_STREAM_MAGIC       "VGMIGSTR" /* 8 bytes, no NUL on the wire */
+#define MIG_STREAM_VERSION     2u /* what the encoder writes by default */
+#define MIG_STREAM_VERSION_MIN 1u /* the oldest the decoder reads */
 
 enum mig_rec_type {
     MIG_REC_HEADER = 1,
@@ -48,6 +55,7 @@ enum mig_rec_type {
 #define MIG_REC_MAX         (MIG_REC_HDR_SIZE + MIG_REC_MAX_PAYLOAD)
 #define MIG_PAGE_SIZE_MIN   4096u
 #define MIG_PAGE_SIZE_MAX   MIG_RUN_MAX_BYTES
+#define MIG_RUN_MAX_PAGES   (MIG_RUN_MAX_BYTES / MIG_PAGE_SIZE_MIN)
 /* Pages one ZEROS record may cover: a bound on the work one 32-byte
  * record asks of the destination (and the longest run the source
  * encodes). */
@@ -67,8 +75,10 @@ const char *mig_rec_name(uint32_t type);
 
 struct mig_enc;
 
-/* An encoder for a device with pages of @page_size bytes. */
-int mig_enc_new(uint32_t page_size, struct mig_enc **out, struct vg_error *err);
+/* An encoder of stream @version (MIG_STREAM_VERSION_MIN ..
+ * MIG_STREAM_VERSION) for a device with pages of @page_size bytes. */
+int mig_enc_new(uint32_t version, uint32_t page_size, struct mig_enc **out,
+                struct vg_error *err);
 void mig_enc_free(struct mig_enc *enc);
 
 /*
@@ -102,11 +112,15 @@ uint64_t mig_enc_bytes(const struct mig_enc *enc);
 /* ---------------------------------------------------------------- decoder */
 
 /* Where decoded content goes; each returns 0 or -errno with @err set
- * (which fails the stream).  Ranges are already checked against VRAM. */
+ * (which fails the stream).  Ranges are already checked against VRAM.
+ * @hashes: the page hash of each of the @count pages at @data (computed
+ * by the decoder from those bytes) in a version 2 stream, NULL in a
+ * version 1 stream. */
 struct mig_dec_sink {
     void *opaque;
     int (*pages)(void *opaque, uint64_t first, uint64_t count,
-                 const uint8_t *data, struct vg_error *err);
+                 const uint8_t *data, const uint64_t *hashes,
+                 struct vg_error *err);
     int (*zeros)(void *opaque, uint64_t first, uint64_t count,
                  struct vg_error *err);
     int (*state)(void *opaque, const uint8_t *blob, uint32_t len,
@@ -133,5 +147,7 @@ int mig_dec_finish(struct mig_dec *dec, struct vg_error *err);
 
 /* Stream bytes consumed so far. */
 uint64_t mig_dec_bytes(const struct mig_dec *dec);
+/* The stream's version, once its HEADER was accepted; 0 before. */
+uint32_t mig_dec_version(const struct mig_dec *dec);
 
 #endif

@@ -140,6 +140,7 @@ static void session_started(struct mig *m)
     m->stats.load_writes = 0;
     m->stats.load_write_ms = 0;
     m->stats.shm_bytes = 0;
+    m->stats.stream_version = 0;
     m->stats.have_checksums = false;
     m->checksums_due = false;
 }
@@ -299,6 +300,8 @@ int mig_new(const struct mig_config *cfg, struct mig **out,
     m->precopy = cfg->precopy;
     m->track = cfg->track;
     m->hash_threads = cfg->hash_threads ? cfg->hash_threads : 2;
+    m->stream_version =
+        cfg->stream_version ? cfg->stream_version : MIG_STREAM_VERSION;
     m->nonzero = calloc((size_t)(m->npages + 63) / 64, 8);
     m->stats_path = cfg->stats_path ? strdup(cfg->stats_path) : NULL;
     if (!m->nonzero || (cfg->stats_path && !m->stats_path)) {
@@ -561,7 +564,8 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"stopcopy_reads\": %" PRIu64 ",\n  \"stopcopy_read_ms\": %.3f"
         ",\n  \"precopy_reads\": %" PRIu64 ",\n  \"precopy_read_ms\": %.3f"
         ",\n  \"load_writes\": %" PRIu64 ",\n  \"load_write_ms\": %.3f"
-        ",\n  \"shm_bytes\": %" PRIu64 ",\n  \"last_error\": \"%s\"\n}\n",
+        ",\n  \"shm_bytes\": %" PRIu64 ",\n  \"stream_version\": %u"
+        ",\n  \"last_error\": \"%s\"\n}\n",
         mig_state_name(m->fsm.state), backend, st->migrations_started,
         st->bytes_sent, st->bytes_received, st->precopy_bytes,
         st->stopcopy_bytes, st->rounds, mig_precopy_mode_name(m->precopy),
@@ -572,7 +576,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->dma_logging ? "true" : "false", st->bar2_logged ? "true" : "false",
         st->cpu_log_pages, st->stopcopy_reads, st->stopcopy_read_ms,
         st->precopy_reads, st->precopy_read_ms, st->load_writes,
-        st->load_write_ms, st->shm_bytes, error);
+        st->load_write_ms, st->shm_bytes, st->stream_version, error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

@@ -57,6 +57,7 @@ struct mig_config {
     enum mig_precopy_mode precopy; /* --precopy */
     enum mig_track_mode track;     /* --dirty-track */
     unsigned hash_threads;         /* 0: 2 */
+    unsigned stream_version;       /* written as a source; 0: the newest */
 };
 
 /* Counters: "total" ones over the process lifetime, the others for the
@@ -83,7 +84,8 @@ struct mig_stats {
     double precopy_read_ms;    /* time spent producing their data */
     uint64_t load_writes;      /* MIG_DATA_WRITEs served in RESUMING */
     double load_write_ms;      /* time spent decoding and applying them */
-    uint64_t shm_bytes; /* of those, through the shared area (data_shm) */
+    uint64_t shm_bytes;      /* of those, through the shared area (data_shm) */
+    uint32_t stream_version; /* written or read (HEADER), 0: not yet */
     bool have_checksums;
     uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */
     uint64_t device_state_checksum; /* XXH3-64 of the state blob */

@@ -29,6 +29,7 @@ int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
         .precopy = cfg->precopy,
         .track = cfg->track,
         .hash_threads = cfg->migration_threads,
+        .stream_version = cfg->stream_version,
     };
 
     srv->shm_fd = -1;

@@ -36,6 +36,7 @@ struct vfu_server_config {
     enum mig_precopy_mode precopy; /* pre-copy mode (mig-rounds.h) */
     enum mig_track_mode track;     /* dirty tracking mode */
     unsigned migration_threads;    /* hashing and loading, 0: mig's default */
+    unsigned stream_version;       /* written as a source, 0: mig's default */
 };
 
 int vfu_server_new(const struct vfu_server_config *cfg, struct vfu_server **out,

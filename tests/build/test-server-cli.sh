@@ -3,14 +3,16 @@
 # --migration-threads, bad values exit 2 naming the option and the range,
 # and a good value reaches the server (its start-up log line says how
 # many migration threads it runs); --prealloc backs all of VRAM with
-# memory (the server's RssShmem), which a server without it does not.  TAP output for prove; run from the
-# top of the tree after `make all` ($VGMIG_SERVER, as make check sets it,
-# or build/vgpu-server).
+# memory (the server's RssShmem), which a server without it does not;
+# --stream-version is documented and bad values exit 2 naming the range
+# (a good one is migrated with by /mig/basic/stream-v1).  TAP output for
+# prove; run from the top of the tree after `make all` ($VGMIG_SERVER, as
+# make check sets it, or build/vgpu-server).
 set -u
 srv=${VGMIG_SERVER:-build/vgpu-server}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vgmig-cli-XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..9"
+echo "1..13"
 
 if "$srv" --help | grep -q -- "--migration-threads N"; then
     echo "ok 1 - --help documents --migration-threads"
@@ -92,3 +94,24 @@ if [ "${without:-65536}" -lt 65536 ]; then
 else
     echo "not ok 9 - without --prealloc: ${without:-?} kB resident"
 fi
+
+if "$srv" --help | grep -q -- "--stream-version N"; then
+    echo "ok 10 - --help documents --stream-version"
+else
+    echo "not ok 10 - --help does not document --stream-version"
+fi
+n=10
+for bad in 0 3 2x; do
+    n=$((n + 1))
+    "$srv" --socket "$tmp/s" --vram 1M --stream-version "$bad" \
+        >"$tmp/out" 2>&1
+    rc=$?
+    if [ "$rc" = 2 ] &&
+        grep -q -- "--stream-version: '$bad' is not a version from 1 to 2" \
+            "$tmp/out"; then
+        echo "ok $n - --stream-version $bad: exit 2, names the range"
+    else
+        echo "not ok $n - --stream-version $bad: exit $rc:"
+        sed 's/^/# /' "$tmp/out"
+    fi
+done

@@ -100,29 +100,71 @@ static void setup_once(void)
     CHECK(fuzz_guarded_maps() == 1); /* VRAM */
 }
 
-/* Recompute record checksums (and END's fields) in place. */
+/* A version 2 PAGES record (whole pages) at @h: the run header and its
+ * pages' little-endian hashes into @body (16 + 8 * pages bytes); returns
+ * the body's length, or 0 if the record is anything else. */
+static size_t hashed_body(const uint8_t *h, uint32_t version, uint8_t *body)
+{
+    uint32_t len = vg_get_le32(h + 4);
+    const uint8_t *p = h + MIG_REC_HDR_SIZE;
+
+    if (version < 2 || vg_get_le16(h) != MIG_REC_PAGES ||
+        len < MIG_RUN_HDR_SIZE || len > MIG_REC_MAX_PAYLOAD ||
+        (len - MIG_RUN_HDR_SIZE) % FUZZ_PAGE) {
+        return 0;
+    }
+    memcpy(body, p, MIG_RUN_HDR_SIZE);
+    for (uint32_t i = 0; i < (len - MIG_RUN_HDR_SIZE) / FUZZ_PAGE; i++) {
+        vg_put_le64(
+            body + MIG_RUN_HDR_SIZE + 8 * i,
+            XXH3_64bits(p + MIG_RUN_HDR_SIZE + i * FUZZ_PAGE, FUZZ_PAGE));
+    }
+    return MIG_RUN_HDR_SIZE + 8 * ((len - MIG_RUN_HDR_SIZE) / FUZZ_PAGE);
+}
+
+/* Recompute record checksums (and END's fields) in place, the way the
+ * stream's version (its first record's, if a HEADER) computes them. */
 static void reseal(uint8_t *s, size_t n, bool fix_end)
 {
+    static uint8_t body[MIG_RUN_HDR_SIZE + 8 * MIG_RUN_MAX_PAGES];
+    XXH3_state_t *digest = XXH3_createState();
+    uint32_t version = 1;
     size_t pos = 0;
     uint64_t index = 0;
 
+    CHECK(digest);
+    XXH3_64bits_reset(digest);
+    if (n >= MIG_REC_HDR_SIZE + 12 && vg_get_le16(s) == MIG_REC_HEADER) {
+        version = vg_get_le32(s + MIG_REC_HDR_SIZE + 8);
+    }
     while (n - pos >= MIG_REC_HDR_SIZE) {
         uint8_t *h = s + pos;
         uint32_t len = vg_get_le32(h + 4);
+        size_t blen;
 
         if (len > n - pos - MIG_REC_HDR_SIZE) {
-            return; /* a truncated last record stays as it is */
+            break; /* a truncated last record stays as it is */
         }
         if (fix_end && vg_get_le16(h) == MIG_REC_END && len == MIG_END_SIZE) {
-            vg_put_le64(h + 16, XXH3_64bits(s, pos));
+            vg_put_le64(h + 16, XXH3_64bits_digest(digest));
             vg_put_le64(h + 24, pos);
             vg_put_le64(h + 32, index);
         }
-        vg_put_le64(h + 8, XXH3_64bits_withSeed(h + MIG_REC_HDR_SIZE, len,
-                                                vg_get_le64(h)));
+        blen = hashed_body(h, version, body);
+        if (blen) {
+            vg_put_le64(h + 8,
+                        XXH3_64bits_withSeed(body, blen, vg_get_le64(h)));
+            XXH3_64bits_update(digest, h, MIG_REC_HDR_SIZE);
+            XXH3_64bits_update(digest, body, blen);
+        } else {
+            vg_put_le64(h + 8, XXH3_64bits_withSeed(h + MIG_REC_HDR_SIZE, len,
+                                                    vg_get_le64(h)));
+            XXH3_64bits_update(digest, h, MIG_REC_HDR_SIZE + len);
+        }
         pos += MIG_REC_HDR_SIZE + len;
         index++;
     }
+    XXH3_freeState(digest);
 }
 
 /* Apply the page records of a stream that loaded to the model of VRAM

@@ -148,6 +148,7 @@ struct stream_opts {
     bool short_state;     /* a DEVICE_STATE of the wrong size */
     bool truncate;        /* no END record */
     unsigned zeros_flood; /* this many ZEROS of all of VRAM first */
+    uint32_t version;     /* stream version, 0: MIG_STREAM_VERSION */
 };
 
 static void make_stream(struct buf *b, const struct stream_opts *o)
@@ -160,7 +161,8 @@ static void make_stream(struct buf *b, const struct stream_opts *o)
     struct mig_enc *enc;
     struct vg_error err;
 
-    if (mig_enc_new(FUZZ_PAGE, &enc, &err) < 0) {
+    if (mig_enc_new(o->version ? o->version : MIG_STREAM_VERSION, FUZZ_PAGE,
+                    &enc, &err) < 0) {
         fprintf(stderr, "gen-seeds: %s\n", err.msg);
         exit(1);
     }
@@ -215,6 +217,9 @@ static void stream_seeds(void)
     stream_seed("valid-chunks-128", 0, 7, &(struct stream_opts){0});
     stream_seed("valid-chunks-1", 0, 21, &(struct stream_opts){0});
     stream_seed("valid-resealed", fix, 12, &(struct stream_opts){0});
+    stream_seed("valid-v1", 0, 7, &(struct stream_opts){.version = 1});
+    stream_seed("valid-v1-resealed", fix, 12,
+                &(struct stream_opts){.version = 1});
     stream_seed("valid-busy-device", fix, 0,
                 &(struct stream_opts){.busy = true});
     stream_seed("bad-pages-past-end", fix, 9,

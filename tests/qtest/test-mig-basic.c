@@ -13,10 +13,14 @@
  * delayed ACK inside the downtime.  The device stream moves through the
  * servers' shared memory areas (data_shm, patch 0021), every byte of it
  * on both sides, and through the socket with x-migration-data-shm=off or
- * with servers that do not offer it (--no-data-shm).
+ * with servers that do not offer it (--no-data-shm).  The stream is of
+ * version 2 (page hashes in the checksums) by default, and a source
+ * server told --stream-version 1 migrates to a default destination, which
+ * reads that version.
  */
 #include "mig-test.h"
 #include "qclient/tcp-census.h"
+#include "vfio-migration/mig-stream.h"
 
 /* Pre-copy rate while the channel is looked at: 64 MiB of VRAM take 4 s. */
 #define NODELAY_HOLD_BW (16ll << 20)
@@ -213,6 +217,14 @@ enum data_path {
     DATA_OLD_SERVER,  /* servers without data_shm (--no-data-shm) */
 };
 
+/* Both servers' statistics name stream @version. */
+static void assert_stream_version(struct vg_stats *sst, struct vg_stats *dst,
+                                  int64_t version)
+{
+    g_assert_cmpint(mt_stat_int(sst, "stream_version"), ==, version);
+    g_assert_cmpint(mt_stat_int(dst, "stream_version"), ==, version);
+}
+
 /* The device stream of a migration moves through the servers' shared
  * memory areas, every byte of it on each side, or through the sockets,
  * none of it; the VRAM arrives either way. */
@@ -242,6 +254,7 @@ static void migrate_data_path(enum data_path path)
     g_assert_cmpint(sent, >, 0);
     g_assert_cmpint(mt_stat_int(&sst, "shm_bytes"), ==, shm ? sent : 0);
     g_assert_cmpint(mt_stat_int(&dst, "shm_bytes"), ==, shm ? received : 0);
+    assert_stream_version(&sst, &dst, MIG_STREAM_VERSION);
     check_dst_works(&t);
     vg_stats_clear(&sst);
     vg_stats_clear(&dst);
@@ -263,6 +276,28 @@ static void test_data_old_server(void)
     migrate_data_path(DATA_OLD_SERVER);
 }
 
+/* A source writing stream version 1 (for a destination that reads only
+ * that one) migrates to a destination of today. */
+static void test_stream_v1(void)
+{
+    static const char *const v1[] = {"--stream-version", "1", NULL};
+    struct vg_stats sst, dst;
+    struct mt t;
+
+    mt_start_src_with(&t, "mig-stream-v1", VGT_VRAM_ARG, v1, NULL);
+    mt_fill_vram(&t);
+    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
+    mt_listen(&t);
+    mt_migrate(&t, NULL, NULL, NULL);
+    mt_attach_dst(&t);
+    mt_assert_stats_equal(&t, &sst, &dst);
+    assert_stream_version(&sst, &dst, 1);
+    check_dst_works(&t);
+    vg_stats_clear(&sst);
+    vg_stats_clear(&dst);
+    mt_stop(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -274,5 +309,6 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/basic/data-shm", test_data_shm);
     g_test_add_func("/mig/basic/data-socket", test_data_socket);
     g_test_add_func("/mig/basic/data-old-server", test_data_old_server);
+    g_test_add_func("/mig/basic/stream-v1", test_stream_v1);
     return g_test_run();
 }

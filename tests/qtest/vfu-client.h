@@ -481,13 +481,15 @@ static inline void put_rec(GByteArray *s, uint16_t type, const uint8_t *payload,
     g_byte_array_append(s, payload, len);
 }
 
+/* A HEADER of stream version 1, the version whose checksums put_rec()
+ * computes for every record type (hand-made PAGES records included). */
 static inline void put_header_ps(GByteArray *s, uint32_t page, uint64_t vram,
                                  uint32_t features)
 {
     uint8_t p[MIG_HEADER_SIZE] = {0};
 
     memcpy(p, MIG_STREAM_MAGIC, 8);
-    vg_put_le32(p + 8, MIG_STREAM_VERSION);
+    vg_put_le32(p + 8, 1);
     vg_put_le32(p + 12, page);
     vg_put_le64(p + 16, vram);
     vg_put_le32(p + 24, features);

@@ -1,7 +1,8 @@
 /*
  * Unit tests of the migration stream codec (mig-stream): encode -> decode
- * round trips fed in random chunk sizes, and every kind of malformed input
- * with the precise error it must produce.
+ * round trips fed in random chunk sizes (stream versions 1 and 2), the
+ * byte layout of a version 2 PAGES record, and every kind of malformed
+ * input with the precise error it must produce.
  */
 #include <endian.h>
 #include <errno.h>
@@ -26,14 +27,20 @@ struct sb {
     uint8_t *rec; /* MIG_REC_MAX scratch */
 };
 
-static void sb_init(struct sb *b)
+/* A stream of @version. */
+static void sb_init_version(struct sb *b, uint32_t version)
 {
     struct vg_error err;
 
     memset(b, 0, sizeof(*b));
-    g_assert_cmpint(mig_enc_new(PAGE, &b->enc, &err), ==, 0);
+    g_assert_cmpint(mig_enc_new(version, PAGE, &b->enc, &err), ==, 0);
     b->rec = g_malloc(MIG_REC_MAX);
     b->data = g_malloc(64 << 20);
+}
+
+static void sb_init(struct sb *b)
+{
+    sb_init_version(b, MIG_STREAM_VERSION);
 }
 
 static void sb_fini(struct sb *b)
@@ -93,20 +100,31 @@ static void header_payload(uint8_t *p, const char *magic, uint32_t version,
     memcpy(p + 24, &v, 4);
 }
 
-/* The destination: VRAM and the device state it received. */
+/* The destination: VRAM and the device state it received; how many
+ * PAGES records came with page hashes, and how many without. */
 struct dst {
     uint8_t vram[VRAM];
     uint8_t state[MIG_STATE_MAX];
     uint32_t state_len;
+    unsigned hashed, unhashed;
 };
 
 static int dst_pages(void *o, uint64_t first, uint64_t count,
-                     const uint8_t *data, struct vg_error *err)
+                     const uint8_t *data, const uint64_t *hashes,
+                     struct vg_error *err)
 {
     struct dst *d = o;
 
     g_assert_cmpuint(first + count, <=, NPAGES);
     memcpy(d->vram + first * PAGE, data, count * PAGE);
+    for (uint64_t i = 0; hashes && i < count; i++) {
+        g_assert_cmphex(hashes[i], ==, XXH3_64bits(data + i * PAGE, PAGE));
+    }
+    if (hashes) {
+        d->hashed++;
+    } else {
+        d->unhashed++;
+    }
     return 0;
 }
 
@@ -141,6 +159,7 @@ static int decode(const struct mig_stream_config *c, const uint8_t *data,
     int ret;
 
     memset(d->vram, 0xee, VRAM);
+    d->hashed = d->unhashed = 0;
     g_assert_cmpint(mig_dec_new(c, &sink, &dec, err), ==, 0);
     while (off < len) {
         size_t n = chunk ? chunk : (size_t)g_test_rand_int_range(1, 70000);
@@ -202,6 +221,8 @@ static void build_valid(struct sb *b, uint8_t *vram, uint8_t *state)
     g_assert_cmpuint(mig_enc_bytes(b->enc), ==, b->len);
 }
 
+/* Both versions decode to the same VRAM; only version 2 brings the page
+ * hashes (checked against the pages by dst_pages). */
 static void test_round_trip(void)
 {
     static uint8_t vram[VRAM];
@@ -210,15 +231,62 @@ static void test_round_trip(void)
     struct vg_error err = {0};
     struct sb b;
 
-    sb_init(&b);
-    build_valid(&b, vram, state);
-    for (unsigned round = 0; round < 20; round++) {
-        size_t chunk = round == 0 ? 1 : round == 1 ? b.len : 0;
-        g_assert_cmpint(decode(&cfg, b.data, b.len, chunk, &d, &err), ==, 0);
-        g_assert_true(memcmp(d.vram, vram, VRAM) == 0);
-        g_assert_cmpuint(d.state_len, ==, 100);
-        g_assert_true(memcmp(d.state, state, 100) == 0);
+    for (uint32_t v = MIG_STREAM_VERSION_MIN; v <= MIG_STREAM_VERSION; v++) {
+        sb_init_version(&b, v);
+        build_valid(&b, vram, state);
+        g_assert_cmpuint(b.data[16 + 8], ==, v); /* HEADER's version */
+        for (unsigned round = 0; round < 20; round++) {
+            size_t chunk = round == 0 ? 1 : round == 1 ? b.len : 0;
+            g_assert_cmpint(decode(&cfg, b.data, b.len, chunk, &d, &err), ==,
+                            0);
+            g_assert_true(memcmp(d.vram, vram, VRAM) == 0);
+            g_assert_cmpuint(d.state_len, ==, 100);
+            g_assert_true(memcmp(d.state, state, 100) == 0);
+            g_assert_cmpuint(d.hashed + d.unhashed, ==, 7);
+            g_assert_cmpuint(d.hashed, ==, v >= 2 ? 7 : 0);
+        }
+        sb_fini(&b);
     }
+}
+
+/* A version 2 PAGES record as docs/migration-stream.md lays it out, built
+ * here by hand: the checksum is XXH3-64 of the run header and the pages'
+ * little-endian XXH3-64 hashes, seeded with header bytes 0..7; the pages
+ * follow as they are. */
+static void test_pages_v2_layout(void)
+{
+    uint8_t pages[3 * PAGE], want[32 + 3 * PAGE], hashes[3 * 8];
+    uint64_t first = htole64(17), seed, sum;
+    uint32_t count = htole32(3), len = htole32(16 + 3 * PAGE);
+    struct sb b;
+
+    for (unsigned i = 0; i < sizeof(pages); i++) {
+        pages[i] = (uint8_t)(i * 7 + i / 1000);
+    }
+    memset(want, 0, 32);
+    want[0] = MIG_REC_PAGES;
+    memcpy(want + 4, &len, 4);
+    memcpy(want + 16, &first, 8);
+    memcpy(want + 24, &count, 4);
+    memcpy(want + 32, pages, sizeof(pages));
+    for (unsigned i = 0; i < 3; i++) {
+        uint64_t h = htole64(XXH3_64bits(pages + i * PAGE, PAGE));
+
+        memcpy(hashes + 8 * i, &h, 8);
+    }
+    memcpy(&seed, want, 8);
+    {
+        uint8_t body[16 + sizeof(hashes)];
+
+        memcpy(body, want + 16, 16);
+        memcpy(body + 16, hashes, sizeof(hashes));
+        sum = htole64(XXH3_64bits_withSeed(body, sizeof(body), le64toh(seed)));
+    }
+    memcpy(want + 8, &sum, 8);
+    sb_init_version(&b, 2);
+    g_assert_cmpuint(mig_enc_pages(b.enc, 17, 3, pages, b.rec), ==,
+                     sizeof(want));
+    g_assert_cmpmem(b.rec, sizeof(want), want, sizeof(want));
     sb_fini(&b);
 }
 
@@ -240,6 +308,26 @@ static void expect_fail(const struct mig_stream_config *c, struct sb *b,
     g_test_message("%s", err.msg);
 }
 
+/* A record checksummed the other version's way is refused. */
+static void test_version_confusion(void)
+{
+    static uint8_t page[PAGE];
+    struct sb v1, v2;
+
+    memset(page, 0x3c, sizeof(page));
+    sb_init_version(&v1, 1);
+    sb_init_version(&v2, 2);
+    sb_add(&v1, mig_enc_header(v1.enc, &cfg, v1.rec));
+    sb_add(&v2, mig_enc_header(v2.enc, &cfg, v2.rec));
+    /* each stream's PAGES record after the other's HEADER */
+    sb_put(&v1, v2.rec, mig_enc_pages(v2.enc, 0, 1, page, v2.rec));
+    sb_put(&v2, v1.rec, mig_enc_pages(v1.enc, 0, 1, page, v1.rec));
+    expect_fail(&cfg, &v1, EBADMSG, "PAGES record #1 at offset 48: checksum");
+    expect_fail(&cfg, &v2, EBADMSG, "PAGES record #1 at offset 48: checksum");
+    sb_fini(&v1);
+    sb_fini(&v2);
+}
+
 static void add_header(struct sb *b)
 {
     sb_add(b, mig_enc_header(b->enc, &cfg, b->rec));
@@ -257,10 +345,14 @@ static void test_bad_header(void)
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
     expect_fail(&cfg, &b, EINVAL, "HEADER record #0 at offset 0: bad magic");
     b.len = 0;
-    header_payload(p, MIG_STREAM_MAGIC, 2, PAGE, VRAM, FEAT);
+    header_payload(p, MIG_STREAM_MAGIC, 3, PAGE, VRAM, FEAT);
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
     expect_fail(&cfg, &b, EPROTO,
-                "unknown stream version 2, this device reads version 1");
+                "unknown stream version 3, this device reads versions 1 to 2");
+    b.len = 0;
+    header_payload(p, MIG_STREAM_MAGIC, 0, PAGE, VRAM, FEAT);
+    sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
+    expect_fail(&cfg, &b, EPROTO, "unknown stream version 0");
     /* another VRAM size: both values named */
     b.len = 0;
     sb_add(&b, mig_enc_header(b.enc, &big, b.rec));
@@ -292,16 +384,40 @@ static void test_bad_checksum(void)
     uint8_t state[100];
     struct sb b;
 
-    sb_init(&b);
+    for (uint32_t v = MIG_STREAM_VERSION_MIN; v <= MIG_STREAM_VERSION; v++) {
+        sb_init_version(&b, v);
+        build_valid(&b, vram, state);
+        b.data[48 + 16 + 16 + 100] ^= 0x01; /* inside the first PAGES data */
+        expect_fail(&cfg, &b, EBADMSG,
+                    "PAGES record #1 at offset 48: checksum");
+        b.data[48 + 16 + 16 + 100] ^= 0x01;
+        b.data[48 + 16 + 16 + 9 * PAGE + 5] ^= 0x10; /* its last page */
+        expect_fail(&cfg, &b, EBADMSG,
+                    "PAGES record #1 at offset 48: checksum");
+        b.data[48 + 16 + 16 + 9 * PAGE + 5] ^= 0x10;
+        b.data[48 + 8] ^= 0x80; /* the checksum field itself */
+        expect_fail(&cfg, &b, EBADMSG,
+                    "PAGES record #1 at offset 48: checksum");
+        b.data[48 + 8] ^= 0x80;
+        b.data[48 + 16 + 3] ^= 0x01; /* the first page number */
+        expect_fail(&cfg, &b, EBADMSG,
+                    "PAGES record #1 at offset 48: checksum");
+        b.data[48 + 16 + 3] ^= 0x01;
+        sb_fini(&b);
+    }
+    /* the length: the record takes one more byte (version 1 checksums it;
+     * version 2 sees a payload that is not whole pages first) */
+    sb_init_version(&b, 1);
     build_valid(&b, vram, state);
-    b.data[48 + 16 + 16 + 100] ^= 0x01; /* inside the first PAGES data */
+    b.data[48 + 4] ^= 0x01;
     expect_fail(&cfg, &b, EBADMSG, "PAGES record #1 at offset 48: checksum");
-    b.data[48 + 16 + 16 + 100] ^= 0x01;
-    b.data[48 + 8] ^= 0x80; /* the checksum field itself */
-    expect_fail(&cfg, &b, EBADMSG, "PAGES record #1 at offset 48: checksum");
-    b.data[48 + 8] ^= 0x80;
-    b.data[48 + 4] ^= 0x01; /* the length: the record takes one more byte */
-    expect_fail(&cfg, &b, EBADMSG, "PAGES record #1 at offset 48: checksum");
+    sb_fini(&b);
+    sb_init_version(&b, 2);
+    build_valid(&b, vram, state);
+    b.data[48 + 4] ^= 0x01;
+    expect_fail(&cfg, &b, EINVAL,
+                "PAGES record #1 at offset 48: run of 10 pages of 4096 bytes "
+                "does not match payload length 40977");
     sb_fini(&b);
 }
 
@@ -457,8 +573,12 @@ static void test_bad_config(void)
     struct mig_stream_config c = {VRAM, 3000, 0};
     struct mig_dec_sink sink = {NULL, dst_pages, dst_zeros, dst_state};
     struct mig_dec *dec;
+    struct mig_enc *enc;
     struct vg_error err;
 
+    g_assert_cmpint(mig_enc_new(3, PAGE, &enc, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "stream version 3: this encoder writes "
+                                     "versions 1 to 2"));
     g_assert_cmpint(mig_dec_new(&c, &sink, &dec, &err), ==, -EINVAL);
     g_assert_nonnull(strstr(err.msg, "page size 3000"));
     g_assert_cmpstr(mig_rec_name(MIG_REC_DEVICE_STATE), ==, "DEVICE_STATE");
@@ -466,8 +586,8 @@ static void test_bad_config(void)
 }
 
 /* PAGES records encoded by reference are byte for byte those encoded by
- * copy, and so is the END digest over them. */
-static void test_pages_by_reference(void)
+ * copy, and so is the END digest over them, in either version. */
+static void pages_by_reference(uint32_t version)
 {
     struct sb a, b;
     uint8_t *pages = g_malloc(32 * PAGE);
@@ -476,8 +596,8 @@ static void test_pages_by_reference(void)
     for (unsigned i = 0; i < 32 * PAGE; i++) {
         pages[i] = (uint8_t)(i * 131 + i / PAGE);
     }
-    sb_init(&a);
-    sb_init(&b);
+    sb_init_version(&a, version);
+    sb_init_version(&b, version);
     sb_add(&a, mig_enc_header(a.enc, &cfg, a.rec));
     sb_add(&b, mig_enc_header(b.enc, &cfg, b.rec));
     for (unsigned r = 0; r < 4; r++) {
@@ -502,11 +622,20 @@ static void test_pages_by_reference(void)
     g_free(pages);
 }
 
+static void test_pages_by_reference(void)
+{
+    for (uint32_t v = MIG_STREAM_VERSION_MIN; v <= MIG_STREAM_VERSION; v++) {
+        pages_by_reference(v);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/mig-stream/round-trip", test_round_trip);
     g_test_add_func("/mig-stream/pages-by-reference", test_pages_by_reference);
+    g_test_add_func("/mig-stream/pages-v2-layout", test_pages_v2_layout);
+    g_test_add_func("/mig-stream/version-confusion", test_version_confusion);
     g_test_add_func("/mig-stream/bad-header", test_bad_header);
     g_test_add_func("/mig-stream/bad-checksum", test_bad_checksum);
     g_test_add_func("/mig-stream/truncated", test_truncated);
