@@ -40,9 +40,13 @@ struct mig_save {
     struct mig_enc *enc;
     enum save_phase phase;
     bool header_sent;
-    uint8_t *buf;    /* the staged record (MIG_REC_MAX) */
-    size_t len, pos; /* its size and the bytes read of it */
-    /* In stop-copy, a PAGES record's page data are not copied into @buf:
+    uint8_t *buf; /* a record's staging buffer (MIG_REC_MAX) */
+    /* Where the staged record lies: @buf, or the buffer of the read that
+     * staged it, where it fitted whole (that read takes it whole). */
+    uint8_t *rec;
+    size_t len, pos;  /* its size and the bytes read of it */
+    uint32_t run_cap; /* pages a PAGES record may hold, to fit there */
+    /* In stop-copy, a PAGES record's page data are not copied into @rec:
      * they follow its @ref_at header bytes there, from VRAM at @ref. */
     const uint8_t *ref;
     size_t ref_at;
@@ -82,7 +86,7 @@ static size_t bitmap_words(uint64_t bits)
 
 static uint32_t run_pages(const struct mig *m)
 {
-    return MIG_RUN_MAX_BYTES / m->scfg.page_size;
+    return m->save->run_cap;
 }
 
 /* Upper bound of the encoded size of a pass over @pages pages, @nz of
@@ -426,7 +430,7 @@ static uint64_t device_run(struct mig *m, uint64_t p, uint64_t limit,
 {
     struct mig_save *s = m->save;
     uint32_t ps = m->scfg.page_size;
-    uint8_t *data = mig_enc_pages_data(s->buf);
+    uint8_t *data = mig_enc_pages_data(s->rec);
     uint64_t span = run_span(m, p, limit), n = 1, next;
 
     if (vgpu_vram_read(m->gpu, p * ps, data, span * ps, &s->error) < 0) {
@@ -457,7 +461,7 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
 
     /* No epoch follows stop-copy: only pre-copy needs the baselines. */
     if (zero) {
-        s->len = mig_enc_zeros(s->enc, p, n, s->buf);
+        s->len = mig_enc_zeros(s->enc, p, n, s->rec);
         if (s->dt && s->phase == SAVE_PRECOPY) {
             dt_note_sent_zero(s->dt, p, n);
         }
@@ -466,15 +470,15 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
     if (s->phase == SAVE_STOPCOPY && vgpu_vram(m->gpu)) {
         /* @data is mapped VRAM, quiesced: it stays as hashed until the
          * reads copy it out. */
-        s->ref_at = mig_enc_pages_ref(s->enc, p, (uint32_t)n, data, s->buf);
+        s->ref_at = mig_enc_pages_ref(s->enc, p, (uint32_t)n, data, s->rec);
         s->ref = data;
         s->len = s->ref_at + n * m->scfg.page_size;
     } else {
-        s->len = mig_enc_pages(s->enc, p, (uint32_t)n, data, s->buf);
+        s->len = mig_enc_pages(s->enc, p, (uint32_t)n, data, s->rec);
     }
     if (s->dt && s->phase == SAVE_PRECOPY) {
         /* The page data ends the record: baseline what actually went. */
-        dt_note_sent(s->dt, p, n, s->buf + s->len - n * m->scfg.page_size);
+        dt_note_sent(s->dt, p, n, s->rec + s->len - n * m->scfg.page_size);
     }
     if (s->phase == SAVE_STOPCOPY) {
         m->stats.final_dirty_bytes += n * m->scfg.page_size;
@@ -495,7 +499,7 @@ static bool stage_device_run(struct mig *m, uint64_t p, uint64_t limit)
     for (uint64_t i = 0; i < n; i++) {
         pass_take(m, p + i, zero);
     }
-    return stage_encode(m, p, n, zero, mig_enc_pages_data(m->save->buf));
+    return stage_encode(m, p, n, zero, mig_enc_pages_data(m->save->rec));
 }
 
 /* Stage the next run of the pass; false when the pass is over (or failed:
@@ -534,7 +538,7 @@ static void stage_state(struct mig *m)
     uint8_t blob[VGPU_STATE_SIZE];
     int n = vgpu_state_save(m->gpu, blob, sizeof(blob), NULL);
 
-    s->len = mig_enc_state(s->enc, blob, (uint32_t)n, s->buf);
+    s->len = mig_enc_state(s->enc, blob, (uint32_t)n, s->rec);
 }
 
 /* Stage the next record; false if there is none now. */
@@ -553,7 +557,7 @@ static bool stage_next(struct mig *m)
     }
     if (!s->header_sent) {
         s->header_sent = true;
-        s->len = mig_enc_header(s->enc, &m->scfg, s->buf);
+        s->len = mig_enc_header(s->enc, &m->scfg, s->rec);
         return true;
     }
     switch (s->phase) {
@@ -575,7 +579,7 @@ static bool stage_next(struct mig *m)
         s->phase = SAVE_END;
         return true;
     case SAVE_END:
-        s->len = mig_enc_end(s->enc, s->buf);
+        s->len = mig_enc_end(s->enc, s->rec);
         s->phase = SAVE_DONE;
         return true;
     default: /* SAVE_DONE */
@@ -641,8 +645,28 @@ static uint32_t staged_piece(const struct mig_save *s, uint32_t max,
     size_t end = s->ref && s->pos < s->ref_at ? s->ref_at : s->len;
 
     *from = s->ref && s->pos >= s->ref_at ? s->ref + (s->pos - s->ref_at)
-                                          : s->buf + s->pos;
+                                          : s->rec + s->pos;
     return end - s->pos < max ? (uint32_t)(end - s->pos) : max;
+}
+
+/* Stage the next record into @out where any record fits in its @room
+ * bytes (a PAGES record then holds no more pages than fit), so that the
+ * read takes it without copying it; else into s->buf.  False if there is
+ * no record now. */
+static bool stage_into(struct mig *m, uint8_t *out, uint32_t room)
+{
+    struct mig_save *s = m->save;
+    uint32_t ps = m->scfg.page_size, full = MIG_RUN_MAX_BYTES / ps;
+
+    s->rec = s->buf;
+    s->run_cap = full;
+    if (room >= RUN_OVERHEAD + ps && room >= MIG_REC_HDR_SIZE + MIG_STATE_MAX) {
+        s->rec = out;
+        s->run_cap = (room - RUN_OVERHEAD) / ps < full
+                         ? (room - RUN_OVERHEAD) / ps
+                         : full;
+    }
+    return stage_next(m);
 }
 
 int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
@@ -655,11 +679,13 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
         const uint8_t *from;
         uint32_t n;
 
-        if (s->pos == s->len && !stage_next(m)) {
+        if (s->pos == s->len && !stage_into(m, buf + *got, size - *got)) {
             break;
         }
         n = staged_piece(s, size - *got, &from);
-        memcpy(buf + *got, from, n);
+        if (from != buf + *got) {
+            memcpy(buf + *got, from, n);
+        }
         inject_fault(m, buf + *got, n);
         s->pos += n;
         *got += n;
@@ -894,6 +920,8 @@ static int save_alloc(struct mig *m, struct vg_error *err)
     }
     m->save = s;
     s->buf = malloc(MIG_REC_MAX);
+    s->rec = s->buf;
+    s->run_cap = MIG_RUN_MAX_BYTES / m->scfg.page_size;
     s->pass = calloc(1, bytes);
     s->dirty = calloc(1, bytes);
     s->marked = calloc(1, bytes);

@@ -4,6 +4,9 @@
  * writing and hashing large PAGES records in parallel (hash_threads 4)
  * and with one thread, fed in pieces that cut records anywhere.  VRAM
  * and the checksums must come out equal to the source's either way.
+ * The source stages a record straight into a read's buffer where it fits
+ * whole, so its records follow the read sizes: streams read in pieces of
+ * many sizes, from pre-copy and from stop-copy, load the same VRAM.
  */
 #include <glib.h>
 #include <string.h>
@@ -23,12 +26,12 @@ static void no_irq(void *opaque, unsigned vector)
 {
 }
 
-static struct mig *new_mig(struct vgpu **gpu, unsigned threads)
+static struct mig *new_mig_mode(struct vgpu **gpu, unsigned threads,
+                                enum mig_precopy_mode precopy)
 {
     struct vgpu_config gc = {.vram_size = VRAM, .page_size = PAGE};
     struct vgpu_host host = {NULL, no_dma, no_irq};
-    struct mig_config mc = {.precopy = MIG_PRECOPY_NONE,
-                            .hash_threads = threads};
+    struct mig_config mc = {.precopy = precopy, .hash_threads = threads};
     struct vg_error err;
     struct mig *m;
 
@@ -37,6 +40,11 @@ static struct mig *new_mig(struct vgpu **gpu, unsigned threads)
     vgpu_bar0_read(*gpu, VGPU_REG_FEATURES, &mc.features, 4);
     g_assert_cmpint(mig_new(&mc, &m, &err), ==, 0);
     return m;
+}
+
+static struct mig *new_mig(struct vgpu **gpu, unsigned threads)
+{
+    return new_mig_mode(gpu, threads, MIG_PRECOPY_NONE);
 }
 
 static void set_state(struct mig *m, enum mig_state s)
@@ -58,23 +66,51 @@ static void fill(struct vgpu *gpu)
     g_rand_free(r);
 }
 
-/* The whole stop-copy stream of @m. */
-static GByteArray *save_all(struct mig *m)
+/* Read @m's stream in pieces of up to @size bytes until a read returns
+ * none, appending it to @out.  Each read gets a buffer of its own, which
+ * is poisoned once read: nothing may be staged past its end or taken
+ * from it later (ASan, in check-sanitize, also sees a write past it). */
+static void read_out(struct mig *m, uint32_t size, GByteArray *out)
 {
-    GByteArray *out = g_byte_array_new();
-    static uint8_t buf[1u << 20];
     struct vg_error err;
     uint32_t got;
 
-    set_state(m, MIG_STATE_STOP);
-    set_state(m, MIG_STATE_STOP_COPY);
     do {
-        g_assert_cmpint(mig_read(m, buf, sizeof(buf), &got, &err), ==, 0);
+        uint8_t *buf = g_malloc(size);
+
+        g_assert_cmpint(mig_read(m, buf, size, &got, &err), ==, 0);
+        g_assert_cmpuint(got, <=, size);
         g_byte_array_append(out, buf, got);
+        memset(buf, 0xa5, size);
+        g_free(buf);
     } while (got);
+}
+
+/* The whole stream of @m read in pieces of @size: its pre-copy round 0
+ * if @precopy, then stop-copy. */
+static GByteArray *save_sized(struct mig *m, uint32_t size, bool precopy)
+{
+    GByteArray *out = g_byte_array_new();
+
+    if (precopy) {
+        set_state(m, MIG_STATE_PRE_COPY);
+        read_out(m, size, out);
+        g_assert_cmpuint(out->len, >, VRAM / 2); /* round 0 went */
+        set_state(m, MIG_STATE_STOP_COPY);
+    } else {
+        set_state(m, MIG_STATE_STOP);
+        set_state(m, MIG_STATE_STOP_COPY);
+    }
+    read_out(m, size, out);
     set_state(m, MIG_STATE_STOP);
     mig_idle(m); /* the source's checksums */
     return out;
+}
+
+/* The whole stop-copy stream of @m. */
+static GByteArray *save_all(struct mig *m)
+{
+    return save_sized(m, 1u << 20, false);
 }
 
 static void test_load(gconstpointer data)
@@ -112,11 +148,72 @@ static void test_load(gconstpointer data)
     vgpu_free(dgpu);
 }
 
+/* Load @stream into a fresh destination, fed in one write per MiB; its
+ * VRAM and checksums must be @sgpu's and @src's. */
+static void load_equal(struct mig *src, struct vgpu *sgpu, GByteArray *stream)
+{
+    struct vgpu *dgpu;
+    struct mig *dst = new_mig(&dgpu, 2);
+    struct mig_stats ss, ds;
+    struct vg_error err;
+
+    set_state(dst, MIG_STATE_RESUMING);
+    for (size_t off = 0; off < stream->len;) {
+        uint32_t n = MIN(1u << 20, stream->len - off);
+
+        g_assert_cmpint(mig_write(dst, stream->data + off, n, &err), ==, 0);
+        off += n;
+    }
+    set_state(dst, MIG_STATE_STOP);
+    g_assert_cmpint(memcmp(vgpu_vram(sgpu), vgpu_vram(dgpu), VRAM), ==, 0);
+    mig_get_stats(src, &ss);
+    mig_get_stats(dst, &ds);
+    g_assert_cmphex(ss.vram_checksum, ==, ds.vram_checksum);
+    g_assert_cmphex(ss.device_state_checksum, ==, ds.device_state_checksum);
+    mig_free(dst);
+    vgpu_free(dgpu);
+}
+
+static void test_read_sizes(void)
+{
+    /* Above, at and below a whole record (2 MiB + 32), a page and a
+     * record header; odd ones that leave odd room. */
+    static const uint32_t sizes[] = {
+        5u << 20,
+        (4u << 20) + 1,
+        (2u << 20) + 32,
+        (2u << 20) + 31,
+        1u << 20,
+        PAGE + 32,
+        PAGE + 31,
+        70001,
+        4111,
+        33,
+        1,
+    };
+
+    for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
+        for (int precopy = 0; precopy < 2; precopy++) {
+            struct vgpu *sgpu;
+            struct mig *src = new_mig_mode(
+                &sgpu, 2, precopy ? MIG_PRECOPY_ITERATIVE : MIG_PRECOPY_NONE);
+            g_autoptr(GByteArray) stream = NULL;
+
+            fill(sgpu);
+            stream = save_sized(src, sizes[i], precopy);
+            load_equal(src, sgpu, stream);
+            mig_free(src);
+            vgpu_free(sgpu);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_data_func("/mig/load/one-thread", GUINT_TO_POINTER(1),
                          test_load);
     g_test_add_data_func("/mig/load/pool-of-4", GUINT_TO_POINTER(4), test_load);
+    g_test_add_func("/mig/load/read-sizes", test_read_sizes);
     return g_test_run();
 }
