@@ -136,7 +136,7 @@ struct bench_opts {
     const char *append[MAX_APPEND]; /* files appended to the report */
     unsigned nappend;
     enum vg_log_level log_level;
-    bool prealloc; /* servers --prealloc, anchors prealloc=on */
+    bool prealloc; /* servers --prealloc, QEMUs prealloc=on */
 };
 
 /* One measured cell. */
@@ -227,10 +227,13 @@ static void usage(FILE *f)
             "  --big SIZE        sizes above SIZE run idle and inference only "
             "[1G]\n"
             "  --prealloc        every vgpu-server preallocates its VRAM\n"
-            "                    (--prealloc) and every RAM anchor's QEMU\n"
-            "                    its guest RAM (prealloc=on), so neither\n"
-            "                    destination allocates memory while the\n"
-            "                    stream arrives\n"
+            "                    (--prealloc) and every QEMU (the cells'\n"
+            "                    and the RAM anchors') its guest RAM\n"
+            "                    (prealloc=on), so no side allocates\n"
+            "                    memory while the stream goes: a source\n"
+            "                    QEMU reading never-touched guest RAM\n"
+            "                    would allocate it, which a running\n"
+            "                    guest's QEMU does not\n"
             "  --channels N      migration channels of every cell: 1 is QEMU's "
             "one\n"
             "                    main channel; N > 1 turns multifd on with\n"
@@ -515,6 +518,7 @@ static int start_side(struct run *r, struct side *s, const char *name,
     struct vg_qemu_opts qo = {.dir = r->dir,
                               .name = qname,
                               .ram_mib = GUEST_RAM_MIB,
+                              .prealloc = r->o->prealloc,
                               .incoming = incoming ? "defer" : NULL,
                               .vgpu_socks = more};
     int ret = 0;
@@ -1749,8 +1753,9 @@ static void md_method(GString *s, const struct bench_opts *o)
 
     if (o->prealloc) {
         g_string_append(s, "With --prealloc: every vgpu-server preallocates "
-                           "its VRAM (--prealloc) and both QEMUs of every RAM "
-                           "anchor their guest RAM (prealloc=on).  ");
+                           "its VRAM (--prealloc) and every QEMU, the cells' "
+                           "and the RAM anchors', its guest RAM "
+                           "(prealloc=on).  ");
     }
 
     g_string_append_printf(
