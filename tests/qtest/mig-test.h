@@ -63,6 +63,7 @@ struct mt {
     struct vg_galloc ram;
     struct vg_vgpu gpu;  /* on the source */
     struct vg_vgpu dgpu; /* on the destination, after mt_attach_dst() */
+    bool prealloc_ram;   /* the QEMUs preallocate guest RAM (prealloc=on) */
 };
 
 /* Start server @name (@vram, more arguments @extra) and its QEMU @qname
@@ -85,6 +86,7 @@ static inline void mt_start_side(struct mt *t, struct mt_side *side,
         .dir = t->dir,
         .name = qname,
         .ram_mib = VGT_RAM_MIB,
+        .prealloc = t->prealloc_ram,
         .incoming = incoming ? "defer" : NULL,
         .extra_args = qemu_extra,
     };
@@ -103,13 +105,16 @@ static inline void mt_start_side(struct mt *t, struct mt_side *side,
 }
 
 /* Source side with VRAM @vram and more QEMU arguments @qemu_extra:
- * server, QEMU, the vGPU opened and its ring set up. */
-static inline void mt_start_src_with(struct mt *t, const char *tag,
+ * server, QEMU, the vGPU opened and its ring set up; its QEMU, and the
+ * destinations' later, preallocate guest RAM if @prealloc_ram. */
+static inline void mt_start_src_opts(struct mt *t, const char *tag,
                                      const char *vram,
                                      const char *const *srv_extra,
-                                     const char *const *qemu_extra)
+                                     const char *const *qemu_extra,
+                                     bool prealloc_ram)
 {
     memset(t, 0, sizeof(*t));
+    t->prealloc_ram = prealloc_ram;
     VGT_OK(vg_tmpdir_create(tag, &t->dir, VGT_ERR));
     g_test_message("logs in %s", t->dir);
     mt_start_side(t, &t->src, "vgpu-src", "qemu-src", vram, srv_extra,
@@ -127,6 +132,14 @@ static inline void mt_start_src_with(struct mt *t, const char *tag,
                                 MT_SWITCHOVER_BANDWIDTH, VGT_ERR));
 }
 
+static inline void mt_start_src_with(struct mt *t, const char *tag,
+                                     const char *vram,
+                                     const char *const *srv_extra,
+                                     const char *const *qemu_extra)
+{
+    mt_start_src_opts(t, tag, vram, srv_extra, qemu_extra, false);
+}
+
 /* Source side: servers, QEMU, the vGPU opened and its ring set up. */
 static inline void mt_start_src(struct mt *t, const char *tag,
                                 const char *const *srv_extra)
@@ -137,10 +150,10 @@ static inline void mt_start_src(struct mt *t, const char *tag,
 /* Hold the migration in pre-copy.  QEMU switches over when the pending
  * data is at most bandwidth x downtime-limit: with 1000 bytes/s and 1 ms
  * that is 1 byte, and the device always has its state left for
- * stop-copy.  (A threshold of 0 would not do: QEMU then compares its
- * pending *estimate*, which leaves out the stop-copy size, and a device
- * whose pre-copy pass is done estimates 0.)  @bandwidth caps the pre-copy
- * rate. */
+ * stop-copy.  (Without patch 0027 a threshold of 0 would not do: QEMU
+ * then compared its pending *estimate*, which leaves out the stop-copy
+ * size, and a device whose pre-copy pass is done estimates 0.)
+ * @bandwidth caps the pre-copy rate. */
 static inline void mt_hold(struct mt *t, int64_t bandwidth)
 {
     VGT_OK(vg_mig_set_parameter(t->src.qemu->qmp, "avail-switchover-bandwidth",

@@ -17,6 +17,12 @@
  * MIG_DATA_SIZE estimate QEMU got last is within 10% of what stop-copy
  * sent, and QEMU converges with its default downtime-limit and
  * switchover bandwidth (only max-bandwidth raised).
+ *
+ * A device with no pre-copy data (--precopy=none) and all of its VRAM
+ * left for stop-copy: QEMU must ask for its stop-copy size before it
+ * switches over, and not switch over while that exceeds what its
+ * downtime limit allows (patch 0027: before its first bandwidth sample
+ * QEMU used to complete on a pending estimate of 0 without asking).
  */
 #include "mig-test.h"
 
@@ -286,6 +292,42 @@ static void test_idle_stop_and_copy(void)
     migrate_idle(&md, IDLE_MT);
 }
 
+/* A device whose stop-copy holds all of VRAM (64 MiB) does not fit a
+ * 10 ms downtime at 64 MiB/s: QEMU asks its size and keeps migrating
+ * (checked for 1.5 s) until mt's parameters are back.  Guest RAM is
+ * preallocated, so that RAM's first pass (all zero pages) is done before
+ * QEMU's first bandwidth sample, as on a real host. */
+static void test_stop_copy_size_asked(void)
+{
+    static const char *const extra[] = {"--precopy=none", NULL};
+    struct vg_mig_info info;
+    struct vg_stats sst, dst;
+    struct vg_qmp *qmp;
+    struct mt t;
+
+    mt_start_src_opts(&t, "mig-size-asked", VGT_VRAM_ARG, extra, NULL, true);
+    mt_fill_vram(&t);
+    mt_start_dst(&t, VGT_VRAM_ARG, extra);
+    qmp = t.src.qemu->qmp;
+    VGT_OK(vg_mig_set_parameter(qmp, "max-bandwidth", 64ll << 20, VGT_ERR));
+    VGT_OK(vg_mig_set_parameter(qmp, "downtime-limit", 10, VGT_ERR));
+    VGT_OK(vg_mig_set_parameter(qmp, "avail-switchover-bandwidth", 0, VGT_ERR));
+    VGT_OK(vg_mig_start(qmp, t.uri, VGT_ERR));
+    g_usleep(1500 * 1000);
+    VGT_OK(vg_mig_query(qmp, &info, VGT_ERR));
+    g_assert_cmpstr(info.status, ==, "active");
+    VGT_OK(mt_release(&t, VGT_ERR));
+    mt_migrate_wait(&t, NULL, NULL, NULL);
+    mt_attach_dst(&t);
+    mt_assert_stats_equal(&t, &sst, &dst);
+    /* the last MIG_DATA_SIZE before STOP_COPY */
+    g_assert_cmpint(mt_stat_int(&sst, "stopcopy_estimate_bytes"), >=,
+                    (int64_t)MT_FILLED_MIB << 20);
+    vg_stats_clear(&sst);
+    vg_stats_clear(&dst);
+    mt_stop(&t);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const precopy[] = {"iterative", "one-shot", "none"};
@@ -308,5 +350,7 @@ int main(int argc, char **argv)
                     test_idle_defaults);
     g_test_add_func("/mig/modes/idle/iterative-rounds", test_idle_rounds);
     g_test_add_func("/mig/modes/idle/stop-and-copy", test_idle_stop_and_copy);
+    g_test_add_func("/mig/modes/none/stop-copy-size-asked",
+                    test_stop_copy_size_asked);
     return g_test_run();
 }
