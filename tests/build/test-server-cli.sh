@@ -20,21 +20,26 @@ else
     echo "not ok 1 - --help does not document --migration-threads"
 fi
 
+# Tests $n+1.. : option $1 with each bad value that follows $2 (the text
+# after "'VALUE' ") must exit 2 with that message.
+bad_values() {
+    opt=$1 what=$2
+    shift 2
+    for bad in "$@"; do
+        n=$((n + 1))
+        "$srv" --socket "$tmp/s" --vram 1M "$opt" "$bad" >"$tmp/out" 2>&1
+        rc=$?
+        if [ "$rc" = 2 ] && grep -q -- "$opt: '$bad' $what" "$tmp/out"; then
+            echo "ok $n - $opt $bad: exit 2, names the range"
+        else
+            echo "not ok $n - $opt $bad: exit $rc:"
+            sed 's/^/# /' "$tmp/out"
+        fi
+    done
+}
+
 n=1
-for bad in 0 65 4x; do
-    n=$((n + 1))
-    "$srv" --socket "$tmp/s" --vram 1M --migration-threads "$bad" \
-        >"$tmp/out" 2>&1
-    rc=$?
-    if [ "$rc" = 2 ] &&
-        grep -q -- "--migration-threads: '$bad' is not a number from 1 to 64" \
-            "$tmp/out"; then
-        echo "ok $n - --migration-threads $bad: exit 2, names the range"
-    else
-        echo "not ok $n - --migration-threads $bad: exit $rc:"
-        sed 's/^/# /' "$tmp/out"
-    fi
-done
+bad_values --migration-threads "is not a number from 1 to 64" 0 65 4x
 
 # Wait up to $3 tenths of a second for $2 in the log file $1.
 wait_log() {
@@ -101,17 +106,4 @@ else
     echo "not ok 10 - --help does not document --stream-version"
 fi
 n=10
-for bad in 0 3 2x; do
-    n=$((n + 1))
-    "$srv" --socket "$tmp/s" --vram 1M --stream-version "$bad" \
-        >"$tmp/out" 2>&1
-    rc=$?
-    if [ "$rc" = 2 ] &&
-        grep -q -- "--stream-version: '$bad' is not a version from 1 to 2" \
-            "$tmp/out"; then
-        echo "ok $n - --stream-version $bad: exit 2, names the range"
-    else
-        echo "not ok $n - --stream-version $bad: exit $rc:"
-        sed 's/^/# /' "$tmp/out"
-    fi
-done
+bad_values --stream-version "is not a version from 1 to 2" 0 3 2x

@@ -113,24 +113,21 @@ static GByteArray *save_all(struct mig *m)
     return save_sized(m, 1u << 20, false);
 }
 
-static void test_load(gconstpointer data)
+/* Load @stream into a fresh destination of @threads loading threads, fed
+ * in writes of @pieces[i] bytes in turn (@npieces of them); its VRAM and
+ * checksums must be @sgpu's and @src's. */
+static void load_equal(struct mig *src, struct vgpu *sgpu, GByteArray *stream,
+                       unsigned threads, const uint32_t *pieces, size_t npieces)
 {
-    unsigned threads = GPOINTER_TO_UINT(data);
-    struct vgpu *sgpu, *dgpu;
-    struct mig *src = new_mig(&sgpu, 2), *dst = new_mig(&dgpu, threads);
+    struct vgpu *dgpu;
+    struct mig *dst = new_mig(&dgpu, threads);
     struct mig_stats ss, ds;
     struct vg_error err;
-    g_autoptr(GByteArray) stream = NULL;
-    /* Piece sizes that cut records and headers at odd places. */
-    static const uint32_t pieces[] = {(1u << 20) - 7, 13, 3u << 20, 100003};
 
-    fill(sgpu);
-    stream = save_all(src);
     set_state(dst, MIG_STATE_RESUMING);
     for (size_t off = 0, i = 0; off < stream->len; i++) {
-        uint32_t n = pieces[i % G_N_ELEMENTS(pieces)];
+        uint32_t n = MIN(pieces[i % npieces], stream->len - off);
 
-        n = MIN(n, stream->len - off);
         g_assert_cmpint(mig_write(dst, stream->data + off, n, &err), ==, 0);
         off += n;
     }
@@ -142,36 +139,24 @@ static void test_load(gconstpointer data)
     g_assert_true(ds.have_checksums);
     g_assert_cmphex(ss.vram_checksum, ==, ds.vram_checksum);
     g_assert_cmphex(ss.device_state_checksum, ==, ds.device_state_checksum);
-    mig_free(src);
     mig_free(dst);
-    vgpu_free(sgpu);
     vgpu_free(dgpu);
 }
 
-/* Load @stream into a fresh destination, fed in one write per MiB; its
- * VRAM and checksums must be @sgpu's and @src's. */
-static void load_equal(struct mig *src, struct vgpu *sgpu, GByteArray *stream)
+static void test_load(gconstpointer data)
 {
-    struct vgpu *dgpu;
-    struct mig *dst = new_mig(&dgpu, 2);
-    struct mig_stats ss, ds;
-    struct vg_error err;
+    /* Piece sizes that cut records and headers at odd places. */
+    static const uint32_t pieces[] = {(1u << 20) - 7, 13, 3u << 20, 100003};
+    struct vgpu *sgpu;
+    struct mig *src = new_mig(&sgpu, 2);
+    g_autoptr(GByteArray) stream = NULL;
 
-    set_state(dst, MIG_STATE_RESUMING);
-    for (size_t off = 0; off < stream->len;) {
-        uint32_t n = MIN(1u << 20, stream->len - off);
-
-        g_assert_cmpint(mig_write(dst, stream->data + off, n, &err), ==, 0);
-        off += n;
-    }
-    set_state(dst, MIG_STATE_STOP);
-    g_assert_cmpint(memcmp(vgpu_vram(sgpu), vgpu_vram(dgpu), VRAM), ==, 0);
-    mig_get_stats(src, &ss);
-    mig_get_stats(dst, &ds);
-    g_assert_cmphex(ss.vram_checksum, ==, ds.vram_checksum);
-    g_assert_cmphex(ss.device_state_checksum, ==, ds.device_state_checksum);
-    mig_free(dst);
-    vgpu_free(dgpu);
+    fill(sgpu);
+    stream = save_all(src);
+    load_equal(src, sgpu, stream, GPOINTER_TO_UINT(data), pieces,
+               G_N_ELEMENTS(pieces));
+    mig_free(src);
+    vgpu_free(sgpu);
 }
 
 static void test_read_sizes(void)
@@ -191,6 +176,7 @@ static void test_read_sizes(void)
         33,
         1,
     };
+    static const uint32_t mib = 1u << 20;
 
     for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
         for (int precopy = 0; precopy < 2; precopy++) {
@@ -201,7 +187,7 @@ static void test_read_sizes(void)
 
             fill(sgpu);
             stream = save_sized(src, sizes[i], precopy);
-            load_equal(src, sgpu, stream);
+            load_equal(src, sgpu, stream, 2, &mib, 1);
             mig_free(src);
             vgpu_free(sgpu);
         }
