@@ -104,8 +104,8 @@ static int pools_new(const struct opts *o, const uint8_t *src,
                      struct vg_error *err)
 {
     for (unsigned n = 1; n <= o->threads; n++) {
-        struct dt_config cfg = {src,  o->size, (uint32_t)o->page, n, 0,
-                                NULL, NULL};
+        struct dt_config cfg = {src,  o->size, (uint32_t)o->page, n, 0, NULL,
+                                NULL, false};
         double g;
         int rc = dt_new(&cfg, &t[n - 1], err);
 

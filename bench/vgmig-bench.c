@@ -148,6 +148,8 @@ struct cell {
     unsigned channels; /* --channels */
     double ram_bps;    /* its size's RAM anchor throughput; 0: none */
     int64_t downtime_ms, total_ms;
+    int64_t
+        setup_ms; /* QEMU's setup phase, the devices' PRE_COPY entry in it */
     double stopcopy_ms;
     double stopcopy_read_ms; /* of it, the source producing the data */
     int64_t bytes_sent, precopy_bytes, stopcopy_bytes, final_dirty;
@@ -921,6 +923,7 @@ static int migrate(struct run *r, struct vg_error *err)
     if (ret == 0) {
         r->c->downtime_ms = info.downtime_ms;
         r->c->total_ms = info.total_time_ms;
+        r->c->setup_ms = info.setup_time_ms;
     }
     r->c->stream_bps = bench_rate_bps(&r->rate);
     return ret;
@@ -1185,9 +1188,9 @@ static void json_cell(GString *js, const struct cell *c, double rate,
         "\"dirty_track\": \"%s\", \"channels\": %u, "
         "\"downtime_ms\": %" PRId64 ", \"device_stopcopy_ms\": %.3f, "
         "\"stopcopy_read_ms\": %.3f, \"total_ms\": %" PRId64
-        ", \"bytes_sent\": %" PRId64 ", \"precopy_bytes\": %" PRId64
-        ", \"stopcopy_bytes\": %" PRId64 ", \"nonzero_vram_bytes\": %" PRIu64
-        ", \"final_dirty_bytes\": %" PRId64
+        ", \"setup_ms\": %" PRId64 ", \"bytes_sent\": %" PRId64
+        ", \"precopy_bytes\": %" PRId64 ", \"stopcopy_bytes\": %" PRId64
+        ", \"nonzero_vram_bytes\": %" PRIu64 ", \"final_dirty_bytes\": %" PRId64
         ", \"stream_bytes_per_s\": %.0f, \"cell_precopy_bytes_per_s\": %.0f, "
         "\"floor_ms\": %.3f, \"ram_anchor_bytes_per_s\": %.0f, "
         "\"floor_ram_ms\": %.3f, \"stopcopy_estimate_bytes\": %" PRId64
@@ -1198,11 +1201,11 @@ static void json_cell(GString *js, const struct cell *c, double rate,
         wl_names[c->wl], c->vram, c->vgpus, modes[c->mode].name,
         modes[c->mode].precopy, modes[c->mode].track, c->channels,
         c->downtime_ms, c->stopcopy_ms, c->stopcopy_read_ms, c->total_ms,
-        c->bytes_sent, c->precopy_bytes, c->stopcopy_bytes, c->vram * c->vgpus,
-        c->final_dirty, rate, c->stream_bps, floor_ms(c, rate), ram,
-        floor_ms(c, ram), c->estimate, c->rounds, c->throttle, c->cpu_writes,
-        c->cpu_uncertain, c->cpu_rate, c->forced ? "true" : "false",
-        c->verified ? "true" : "false", c->error);
+        c->setup_ms, c->bytes_sent, c->precopy_bytes, c->stopcopy_bytes,
+        c->vram * c->vgpus, c->final_dirty, rate, c->stream_bps,
+        floor_ms(c, rate), ram, floor_ms(c, ram), c->estimate, c->rounds,
+        c->throttle, c->cpu_writes, c->cpu_uncertain, c->cpu_rate,
+        c->forced ? "true" : "false", c->verified ? "true" : "false", c->error);
 }
 
 static int write_file(const char *path, const GString *s, struct vg_error *err)
@@ -1891,11 +1894,11 @@ static bool wanted(const struct bench_opts *o, uint64_t vram, enum workload w)
 static void print_cell(const struct cell *c)
 {
     printf("%-10s %5" PRIu64 "M %-16s downtime %6" PRId64
-           " ms, stop-copy %9.2f ms, total %6" PRId64 " ms, wire %.2fx, "
-           "estimate/sent %.1f/%.1f MiB%s, rounds %" PRId64
+           " ms, stop-copy %9.2f ms, total %6" PRId64 " ms (setup %" PRId64
+           "), wire %.2fx, estimate/sent %.1f/%.1f MiB%s, rounds %" PRId64
            ", throttle %" PRId64 "%%%s%s\n",
            wl_names[c->wl], c->vram >> 20, modes[c->mode].name, c->downtime_ms,
-           c->stopcopy_ms, c->total_ms,
+           c->stopcopy_ms, c->total_ms, c->setup_ms,
            (double)c->bytes_sent / (double)(c->vram * c->vgpus),
            (double)c->estimate / (1 << 20),
            (double)c->stopcopy_bytes / (1 << 20),
@@ -1952,7 +1955,8 @@ static unsigned run_size(const struct bench_opts *o, uint64_t vram,
                                      .channels = o->channels,
                                      .ram_bps = ram_bps,
                                      .downtime_ms = -1,
-                                     .total_ms = -1};
+                                     .total_ms = -1,
+                                     .setup_ms = -1};
             *failed += run_cell(o, &cells[n]) < 0;
             print_cell(&cells[n]);
             n++;
@@ -1997,7 +2001,8 @@ static unsigned run_multi(const struct bench_opts *o, const struct anchors *an,
                                      .channels = o->channels,
                                      .ram_bps = ram_rate_min(an),
                                      .downtime_ms = -1,
-                                     .total_ms = -1};
+                                     .total_ms = -1,
+                                     .setup_ms = -1};
             *failed += run_cell(o, &cells[n]) < 0;
             printf("%u x ", v);
             print_cell(&cells[n]);

@@ -32,6 +32,8 @@ struct dt_tracker {
     uint64_t *opaque;   /* opaque write-set since the last epoch */
     uint64_t *zero;     /* hashed by the last epoch and all-zero */
     bool all_opaque;    /* hash every page at the next epoch */
+    bool unread_epoch;  /* the next epoch hashes nothing (the first one,
+                           with dt_config.baseline_from_sends) */
     uint64_t *out;      /* dirty bitmap of the epoch in progress */
     struct dt_epoch_stats stats;
     struct dt_pool *pool;
@@ -166,6 +168,7 @@ static int tracker_init(struct dt_tracker *t, const struct dt_config *cfg,
     t->words = (t->pages + 63) / 64;
     t->seed = cfg->seed;
     t->all_opaque = true; /* the first epoch takes the baseline */
+    t->unread_epoch = cfg->baseline_from_sends;
     if (!t->seed) {
         rc = draw_seed(&t->seed, err);
     }
@@ -370,6 +373,9 @@ uint64_t dt_pages_to_hash(const struct dt_tracker *t)
 {
     uint64_t n = 0;
 
+    if (t->unread_epoch) {
+        return 0;
+    }
     if (__atomic_load_n(&t->all_opaque, __ATOMIC_RELAXED)) {
         return t->pages;
     }
@@ -456,8 +462,12 @@ static void epoch_word(void *arg, uint64_t w)
     uint64_t exact = t->exact[w];
     struct word_result r = {0};
 
-    r.hashed = (t->all_opaque ? ~0ull : t->opaque[w]) & word_pages(t, w);
-    hash_word(t, w, &r);
+    if (t->unread_epoch) {
+        r.baseline = word_pages(t, w); /* dt_note_sent() gives them one */
+    } else {
+        r.hashed = (t->all_opaque ? ~0ull : t->opaque[w]) & word_pages(t, w);
+        hash_word(t, w, &r);
+    }
     t->hvalid[w] = (t->hvalid[w] & ~exact) | r.hashed;
     t->zero[w] = r.zero;
     t->exact[w] = 0;
@@ -513,7 +523,7 @@ static int epoch_start(struct dt_tracker *t, uint64_t *dirty,
                             dirty ? "another epoch is open"
                                   : "NULL dirty bitmap");
     }
-    if (!t->base) {
+    if (!t->base && !t->unread_epoch) {
         rc = epoch_device_hash(t, err);
         if (rc < 0) {
             return rc;
@@ -533,6 +543,7 @@ static void epoch_finish(struct dt_tracker *t, struct dt_epoch_stats *st)
     s->hash_ns = (t->open ? t->end_ns : now_ns()) - t->start_ns;
     t->out = NULL;
     t->all_opaque = false;
+    t->unread_epoch = false;
     s->dirty = s->dirty_exact + s->dirty_hash + s->dirty_baseline;
     s->hash_gbps = s->hash_ns ? (double)(s->pages_hashed * t->page_size) /
                                     (double)s->hash_ns

@@ -63,6 +63,11 @@ struct dt_config {
     uint64_t seed;       /* hash seed; 0 draws one from getrandom() */
     dt_hash_fn *hash;    /* base NULL: hashes pages where they live */
     void *hash_opaque;
+    /* The first epoch reads nothing: it reports every page dirty and
+     * leaves each without a baseline until dt_note_sent() gives it one.
+     * For a caller that sends every page once and hashes its copies
+     * anyway; it saves a pass over all of memory. */
+    bool baseline_from_sends;
 };
 
 /* What one epoch did; every count is in pages. */
@@ -113,7 +118,8 @@ int dt_mark_opaque(struct dt_tracker *t, uint64_t off, uint64_t len,
 /* Anything may have changed anywhere: the next epoch rehashes every page. */
 void dt_mark_all_opaque(struct dt_tracker *t);
 /* Pages the next epoch would hash if it closed now (every page before the
- * baseline and after dt_mark_all_opaque).  May run beside dt_mark_*. */
+ * baseline, unless it is taken from sends, and after dt_mark_all_opaque).  May
+ * run beside dt_mark_*. */
 uint64_t dt_pages_to_hash(const struct dt_tracker *t);
 /*
  * Merge an exact log kept at another granularity, e.g. QEMU's dirty log of
@@ -129,8 +135,9 @@ int dt_merge_log(struct dt_tracker *t, uint64_t off, const uint64_t *bitmap,
  * Close an epoch: write the dirty set to @dirty (dt_bitmap_words() words,
  * every word overwritten, bits past the last page 0) and clear the logs.
  *
- * The first epoch hashes every page (the baseline) and reports every page
- * dirty: everything must be sent once.  Each later epoch hashes the pages
+ * The first epoch hashes every page (the baseline; none with
+ * dt_config.baseline_from_sends) and reports every page dirty: everything
+ * must be sent once.  Each later epoch hashes the pages
  * of the opaque write-set (all pages after dt_mark_all_opaque) and reports
  *   (pages in the exact log) U (hashed pages whose hash differs from the
  *   one stored when they were last hashed, or that have no valid hash).

@@ -69,6 +69,8 @@ struct mig_save {
     double last_read_ms;   /* when a pre-copy read last returned data */
     double stream_ms;      /* time pre-copy reads were streaming... */
     uint64_t stream_bytes; /* ...and the bytes they returned meanwhile */
+    uint64_t sent_hashed;  /* pages baselined from what was sent... */
+    double sent_hash_ms;   /* ...and the time their hashes took */
     double rate_ref_ms;    /* newly marked pages are counted from here */
     uint64_t rate_ref_marked;
     double new_pages_per_ms; /* over the last RATE_WINDOW_MS or more */
@@ -269,8 +271,10 @@ static void epoch_prepare(struct mig *m)
 
 static void epoch_done(struct mig *m, const struct dt_epoch_stats *st)
 {
-    m->stats.pages_hashed += st->pages_hashed;
-    m->stats.hash_ms += (double)st->hash_ns / 1e6;
+    if (st->pages_hashed) { /* the statistics give the hash rate */
+        m->stats.pages_hashed += st->pages_hashed;
+        m->stats.hash_ms += (double)st->hash_ns / 1e6;
+    }
     vg_dbg("migration: epoch %" PRIu64 ": %" PRIu64 " dirty (%" PRIu64
            " exact, %" PRIu64 " hash), %" PRIu64 " hashed at %.1f GB/s",
            st->epoch, st->dirty, st->dirty_exact,
@@ -477,8 +481,12 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
         s->len = mig_enc_pages(s->enc, p, (uint32_t)n, data, s->rec);
     }
     if (s->dt && s->phase == SAVE_PRECOPY) {
+        double t0 = mig_now_ms();
+
         /* The page data ends the record: baseline what actually went. */
         dt_note_sent(s->dt, p, n, s->rec + s->len - n * m->scfg.page_size);
+        s->sent_hash_ms += mig_now_ms() - t0;
+        s->sent_hashed += n;
     }
     if (s->phase == SAVE_STOPCOPY) {
         m->stats.final_dirty_bytes += n * m->scfg.page_size;
@@ -811,17 +819,23 @@ static uint64_t pass_left_bytes(const struct mig *m)
 uint64_t mig_save_stopcopy_hash_bytes(const struct mig *m)
 {
     const struct mig_save *s = m->save;
-    uint64_t pages;
-    double hash_rate, stream_rate;
+    uint64_t pages, hashed;
+    double hash_ms, hash_rate, stream_rate;
 
-    if (!s || s->phase != SAVE_PRECOPY || !s->dt || !s->epoch_taken ||
-        m->stats.hash_ms <= 0 || s->stream_ms <= 0) {
+    if (!s || s->phase != SAVE_PRECOPY || !s->dt || !s->epoch_taken) {
+        return 0;
+    }
+    /* The epochs' rate; before one has hashed, that of the baselines
+     * taken from the sends (one thread: slower, so the larger estimate). */
+    hashed = m->stats.pages_hashed ? m->stats.pages_hashed : s->sent_hashed;
+    hash_ms = m->stats.pages_hashed ? m->stats.hash_ms : s->sent_hash_ms;
+    if (hashed == 0 || hash_ms <= 0 || s->stream_ms <= 0) {
         return 0;
     }
     pages = m->track == MIG_TRACK_HASH || cpu_writes_unseen(m)
                 ? m->npages
                 : dt_pages_to_hash(s->dt);
-    hash_rate = (double)m->stats.pages_hashed / m->stats.hash_ms;
+    hash_rate = (double)hashed / hash_ms;
     stream_rate = (double)s->stream_bytes / s->stream_ms;
     return (uint64_t)((double)pages / hash_rate * stream_rate);
 }
@@ -901,6 +915,11 @@ static int tracker_new(struct mig *m, struct vg_error *err)
         .page_size = m->scfg.page_size,
         .threads = m->hash_threads,
         .seed = 0, /* drawn from getrandom(); never sent */
+        /* Mapped here, every page is read to be sent in round 0 anyway:
+         * hashing it all first would be one more pass over VRAM.  On a
+         * GPU the device hashes it in a few ms and says which pages are
+         * zero, which the copies would not know until they are made. */
+        .baseline_from_sends = vgpu_vram(m->gpu) != NULL,
     };
 
     if (m->track == MIG_TRACK_NONE) {

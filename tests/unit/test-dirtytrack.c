@@ -19,7 +19,8 @@ static struct dt_tracker *new_tracker(const uint8_t *base, uint64_t size,
                                       uint32_t page_size, unsigned threads,
                                       uint64_t seed)
 {
-    struct dt_config cfg = {base, size, page_size, threads, seed, NULL, NULL};
+    struct dt_config cfg = {base, size, page_size, threads,
+                            seed, NULL, NULL,      false};
     struct dt_tracker *t = NULL;
     struct vg_error err = {0};
 
@@ -137,18 +138,18 @@ static void test_config_errors(void)
         struct dt_config cfg;
         const char *msg;
     } cases[] = {
-        {{NULL, sizeof(mem), 4096, 1, 0, NULL, NULL}, "base is NULL"},
-        {{mem, sizeof(mem), 2048, 1, 0, NULL, NULL}, "page size 2048"},
-        {{mem, sizeof(mem), 12288, 1, 0, NULL, NULL}, "page size 12288"},
-        {{mem, sizeof(mem), 4096 + 1, 1, 0, NULL, NULL}, "power of two"},
-        {{mem, 4 * MIB, 4 * MIB, 1, 0, NULL, NULL}, "page size 4194304"},
-        {{mem, sizeof(mem) - 1, 4096, 1, 0, NULL, NULL},
+        {{NULL, sizeof(mem), 4096, 1, 0, NULL, NULL, false}, "base is NULL"},
+        {{mem, sizeof(mem), 2048, 1, 0, NULL, NULL, false}, "page size 2048"},
+        {{mem, sizeof(mem), 12288, 1, 0, NULL, NULL, false}, "page size 12288"},
+        {{mem, sizeof(mem), 4096 + 1, 1, 0, NULL, NULL, false}, "power of two"},
+        {{mem, 4 * MIB, 4 * MIB, 1, 0, NULL, NULL, false}, "page size 4194304"},
+        {{mem, sizeof(mem) - 1, 4096, 1, 0, NULL, NULL, false},
          "multiple of the page size"},
-        {{mem, 0, 4096, 1, 0, NULL, NULL}, "VRAM size 0x0"},
-        {{mem, sizeof(mem), 0, 1, 0, NULL, NULL},
+        {{mem, 0, 4096, 1, 0, NULL, NULL, false}, "VRAM size 0x0"},
+        {{mem, sizeof(mem), 0, 1, 0, NULL, NULL, false},
          "size 0x8000: must be"}, /* 64 KiB */
-        {{mem, sizeof(mem), 4096, 0, 0, NULL, NULL}, "0 threads"},
-        {{mem, sizeof(mem), 4096, DT_THREADS_MAX + 1, 0, NULL, NULL},
+        {{mem, sizeof(mem), 4096, 0, 0, NULL, NULL, false}, "0 threads"},
+        {{mem, sizeof(mem), 4096, DT_THREADS_MAX + 1, 0, NULL, NULL, false},
          "65 threads"},
     };
     struct dt_tracker *t = NULL;
@@ -346,6 +347,71 @@ static void test_revert_after_send(void)
     dt_note_sent(t, 4, 1, copy);
     dt_mark_all_opaque(t);
     assert_dirty(t, (const int[]){-1});
+    dt_free(t);
+}
+
+/* A hash function that must not be called: the first epoch reads nothing. */
+static int no_hash(void *opaque, const uint64_t *select, uint64_t seed,
+                   uint64_t *hashes, uint64_t *zero, struct vg_error *err)
+{
+    (void)select, (void)seed, (void)hashes, (void)zero, (void)err;
+    (*(int *)opaque)++;
+    return 0;
+}
+
+/*
+ * With baseline_from_sends, the first epoch reports every page dirty
+ * without hashing; a page's baseline is what was sent, and a page not
+ * sent yet has none, so hashing it reports it.
+ */
+static void test_baseline_from_sends(void)
+{
+    static uint8_t mem[4 * 4096];
+    uint8_t copy[4096];
+    struct dt_config cfg = {.base = mem,
+                            .size = sizeof(mem),
+                            .page_size = 4096,
+                            .threads = 2,
+                            .baseline_from_sends = true};
+    struct dt_config dev = cfg;
+    struct dt_tracker *t = NULL;
+    struct dt_epoch_stats st;
+    int hash_calls = 0;
+
+    memset(mem + 4096, 0xaa, 4096);
+    g_assert_cmpint(dt_new(&cfg, &t, NULL), ==, 0);
+    g_assert_cmpuint(dt_pages_to_hash(t), ==, 0);
+    assert_dirty(t, (const int[]){0, 1, 2, 3, -1});
+    dt_get_stats(t, &st);
+    g_assert_cmpuint(st.pages_hashed, ==, 0);
+    g_assert_cmpuint(st.dirty_baseline, ==, 4);
+    g_assert_false(dt_page_is_zero(t, 0)); /* not read: unknown */
+
+    dt_note_sent_zero(t, 0, 1);
+    memcpy(copy, mem + 4096, sizeof(copy));
+    dt_note_sent(t, 1, 1, copy);
+    memset(mem + 4096, 0xbb, 4096); /* after the send: must be seen */
+    dt_note_sent(t, 2, 1, mem + 2 * 4096);
+    dt_mark_all_opaque(t); /* page 3 was never sent: no baseline */
+    assert_dirty(t, (const int[]){1, 3, -1});
+    dt_get_stats(t, &st);
+    g_assert_cmpuint(st.pages_hashed, ==, 4);
+    g_assert_cmpuint(st.dirty_hash, ==, 1);
+    g_assert_cmpuint(st.dirty_baseline, ==, 1);
+    dt_mark_all_opaque(t);
+    assert_dirty(t, (const int[]){-1}); /* hashed now: nothing changed */
+    dt_free(t);
+
+    /* VRAM hashed on the device: not asked in the first epoch. */
+    dev.base = NULL;
+    dev.hash = no_hash;
+    dev.hash_opaque = &hash_calls;
+    g_assert_cmpint(dt_new(&dev, &t, NULL), ==, 0);
+    assert_dirty(t, (const int[]){0, 1, 2, 3, -1});
+    g_assert_cmpint(hash_calls, ==, 0);
+    dt_mark_all_opaque(t);
+    g_free(epoch(t, &st));
+    g_assert_cmpint(hash_calls, ==, 1);
     dt_free(t);
 }
 
@@ -649,6 +715,8 @@ int main(int argc, char **argv)
     g_test_add_func("/dirtytrack/stale-hash-after-exact",
                     test_stale_hash_after_exact);
     g_test_add_func("/dirtytrack/revert-after-send", test_revert_after_send);
+    g_test_add_func("/dirtytrack/baseline-from-sends",
+                    test_baseline_from_sends);
     g_test_add_func("/dirtytrack/zero-pages", test_zero_pages);
     g_test_add_func("/dirtytrack/merge-log", test_merge_log);
     g_test_add_func("/dirtytrack/seed", test_seed);

@@ -103,19 +103,21 @@ static void stop_copy_fits(struct fx *f)
     set_state(f, MIG_STATE_STOP);
 }
 
-/* Zero pages still in round 0 that the guest writes count as non-zero. */
-static void test_written_zero_pages_in_pass(void)
+/*
+ * Round 0 reads no page before it sends it (the tracker's baseline is what
+ * was sent), so every page it has not read yet counts as non-zero, zero
+ * or not, also after the guest writes some of them.
+ */
+static void test_unread_pages_in_pass(void)
 {
     struct fx f;
-    uint64_t before, after;
 
     fx_init(&f, MIG_TRACK_HYBRID);
     mig_note_bar2_logged(f.mig, true);
     set_state(&f, MIG_STATE_PRE_COPY);
-    before = mig_stopcopy_size(f.mig);
+    g_assert_cmpuint(mig_stopcopy_size(f.mig), >=, VRAM);
     cpu_write(&f, 40, 8, true); /* zero pages, not read yet */
-    after = mig_stopcopy_size(f.mig);
-    g_assert_cmpuint(after, >=, before + 8ull * PAGE);
+    g_assert_cmpuint(mig_stopcopy_size(f.mig), >=, VRAM);
     stop_copy_fits(&f);
     fx_free(&f);
 }
@@ -241,8 +243,8 @@ int main(int argc, char **argv)
 
     g_test_init(&argc, &argv, NULL);
     vg_log_set_level(VG_LOG_WARN);
-    g_test_add_func("/mig/estimate/written-zero-pages-in-pass",
-                    test_written_zero_pages_in_pass);
+    g_test_add_func("/mig/estimate/unread-pages-in-pass",
+                    test_unread_pages_in_pass);
     g_test_add_func("/mig/estimate/new-page-rate", test_new_page_rate);
     for (unsigned i = 0; i < 3; i++) {
         g_autofree char *p1 =
