@@ -79,6 +79,10 @@ $(O)/libvgmig.a: $(LIB_OBJS)
 $(O)/libqclient.a: $(QCLIENT_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+# XXH3 inlined for one vector unit each (common/hash.h chooses at load).
+$(O)/obj/common/hash-avx2.o: ALL_CFLAGS += -mavx2
+$(O)/obj/common/hash-avx512.o: ALL_CFLAGS += -mavx512f
+
 $(O)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <xxhash.h>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "hash-pool.h"
 
@@ -404,7 +405,7 @@ static void hash_word(struct dt_tracker *t, uint64_t w, struct word_result *r)
         if (t->base) {
             const uint8_t *data = t->base + p * t->page_size;
 
-            h = XXH3_64bits_withSeed(data, t->page_size, t->seed);
+            h = vg_hash(data, t->page_size, t->seed);
             if (h == t->zero_hash && page_all_zero(data, t->page_size)) {
                 r->zero |= bit(p);
             }
@@ -435,8 +436,7 @@ void dt_note_sent(struct dt_tracker *t, uint64_t page, uint64_t n,
 {
     for (uint64_t i = 0; i < n && page + i < t->pages; i++) {
         const uint8_t *d = data + i * t->page_size;
-        set_baseline(t, page + i,
-                     XXH3_64bits_withSeed(d, t->page_size, t->seed));
+        set_baseline(t, page + i, vg_hash(d, t->page_size, t->seed));
     }
 }
 

@@ -28,6 +28,7 @@
 
 #include <xxhash.h>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "dirty-track/hash-pool.h"
 
@@ -86,7 +87,7 @@ static int write_pages(struct mig *m, uint64_t first, uint64_t count,
     for (uint64_t i = 0; ret == 0 && i < count; i++) {
         page_hash[i] = hashes              ? hashes[i]
                        : vgpu_vram(m->gpu) ? mig_page_hash(m, first + i)
-                                           : XXH3_64bits(data + i * ps, ps);
+                                           : vg_hash(data + i * ps, ps, 0);
     }
     return ret;
 }

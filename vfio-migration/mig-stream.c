@@ -3,6 +3,7 @@
  * incremental, validating decoder (docs/migration-stream.md).
  */
 #include "mig-stream.h"
+#include "common/hash.h"
 #include "common/le.h"
 
 #include <endian.h>
@@ -22,7 +23,7 @@
 static uint64_t rec_checksum(const uint8_t *hdr, const uint8_t *payload,
                              uint32_t len)
 {
-    return XXH3_64bits_withSeed(payload, len, vg_get_le64(hdr));
+    return vg_hash(payload, len, vg_get_le64(hdr));
 }
 
 const char *mig_rec_name(uint32_t type)
@@ -52,7 +53,7 @@ static void page_hashes(const uint8_t *data, uint32_t count, uint32_t ps,
                         uint8_t *le, uint64_t *hashes)
 {
     for (uint32_t i = 0; i < count; i++) {
-        uint64_t h = XXH3_64bits(data + (size_t)i * ps, ps);
+        uint64_t h = vg_hash(data + (size_t)i * ps, ps, 0);
 
         vg_put_le64(le + 8 * i, h);
         if (hashes) {

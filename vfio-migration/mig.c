@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/hash.h"
 #include "common/log.h"
 
 /* Not in every <linux/vfio.h> (Debian 12 ships Linux 6.1's). */
@@ -40,8 +41,8 @@ double mig_now_ms(void)
 
 uint64_t mig_page_hash(const struct mig *m, uint64_t page)
 {
-    return XXH3_64bits(vgpu_vram(m->gpu) + page * m->scfg.page_size,
-                       m->scfg.page_size);
+    return vg_hash(vgpu_vram(m->gpu) + page * m->scfg.page_size,
+                   m->scfg.page_size, 0);
 }
 
 /* VRAM not mapped here: hash the pages @known lacks on the device. */

@@ -1,0 +1,93 @@
+/*
+ * Unit tests of common/hash.c: every implementation this CPU runs gives
+ * XXH3_64bits_withSeed()'s result (libxxhash, the reference) for every
+ * length class of XXH3 and unaligned data, and vg_hash() uses the widest.
+ */
+#include <glib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "common/hash.h"
+
+#define BUF (256u << 10)
+
+static uint8_t *random_buf(void)
+{
+    uint8_t *b = g_malloc(BUF + 64);
+    GRand *r = g_rand_new_with_seed(20261125);
+
+    for (size_t i = 0; i < BUF + 64; i++) {
+        b[i] = (uint8_t)g_rand_int(r);
+    }
+    g_rand_free(r);
+    return b;
+}
+
+static void check_impl(const struct vg_hash_impl *im, const uint8_t *b)
+{
+    /* XXH3 has paths for 0, 1-3, 4-8, 9-16, 17-128, 129-240 bytes, then
+     * stripes and blocks of 1 KiB (more with a seed's secret). */
+    static const size_t big[] = {241,  255,   1023,      1024, 1025,
+                                 4096, 65536, 65536 + 7, BUF};
+    static const uint64_t seeds[] = {0, 1, 0x9e3779b97f4a7c15ull};
+    size_t checked = 0;
+
+    for (size_t s = 0; s < G_N_ELEMENTS(seeds); s++) {
+        for (size_t off = 0; off < 4; off++) {
+            for (size_t len = 0; len <= 300; len++, checked++) {
+                g_assert_cmphex(im->fn(b + off, len, seeds[s]), ==,
+                                XXH3_64bits_withSeed(b + off, len, seeds[s]));
+            }
+            for (size_t i = 0; i < G_N_ELEMENTS(big); i++, checked++) {
+                size_t len = big[i] - (off && big[i] == BUF ? off : 0);
+
+                g_assert_cmphex(im->fn(b + off, len, seeds[s]), ==,
+                                XXH3_64bits_withSeed(b + off, len, seeds[s]));
+            }
+        }
+    }
+    g_test_message("%s: %zu hashes equal to libxxhash's", im->name, checked);
+}
+
+static void test_equal(void)
+{
+    g_autofree uint8_t *b = random_buf();
+    const struct vg_hash_impl *im;
+    size_t n, ran = 0;
+
+    im = vg_hash_impls(&n);
+    for (size_t i = 0; i < n; i++) {
+        if (!im[i].usable) {
+            g_test_message("%s: not on this CPU, not run", im[i].name);
+            continue;
+        }
+        check_impl(&im[i], b);
+        ran++;
+    }
+    g_assert_cmpuint(ran, >=, 1); /* sse2 is baseline x86-64 */
+    g_assert_cmphex(vg_hash(b, 4096, 7), ==, XXH3_64bits_withSeed(b, 4096, 7));
+}
+
+static void test_widest_chosen(void)
+{
+    const struct vg_hash_impl *im;
+    size_t n;
+
+    im = vg_hash_impls(&n);
+    for (size_t i = 0; i < n; i++) {
+        if (im[i].usable) {
+            g_assert_cmpstr(vg_hash_impl_name(), ==, im[i].name);
+            g_test_message("vg_hash() runs %s", im[i].name);
+            return;
+        }
+    }
+    g_assert_not_reached();
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/hash/equal", test_equal);
+    g_test_add_func("/hash/widest-chosen", test_widest_chosen);
+    return g_test_run();
+}
