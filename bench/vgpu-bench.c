@@ -363,7 +363,7 @@ static int drain_stream(struct mig *m, uint64_t *bytes, struct vg_error *err)
     do {
         ret = mig_read(m, buf, sizeof(buf), &got, err);
         *bytes += got;
-    } while (ret == 0 && got == sizeof(buf));
+    } while (ret == 0 && got > 0);
     return ret;
 }
 

@@ -268,6 +268,7 @@ int mig_load_write(struct mig *m, const uint8_t *data, uint32_t size,
     if (ret == 0) {
         m->stats.bytes_received += size;
         m->stats.stream_version = mig_dec_version(l->dec);
+        m->stats.in_place_bytes = mig_dec_bytes_in_place(l->dec);
     } else if (!l->failed) {
         l->failed = true;
         mig_note_error(m, err ? err->msg : "migration data refused");

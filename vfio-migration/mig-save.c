@@ -657,6 +657,14 @@ static uint32_t staged_piece(const struct mig_save *s, uint32_t max,
     return end - s->pos < max ? (uint32_t)(end - s->pos) : max;
 }
 
+/* Any record fits whole in @room bytes (a PAGES record holding no more
+ * pages than fit). */
+static bool record_fits(const struct mig *m, uint32_t room)
+{
+    return room >= RUN_OVERHEAD + m->scfg.page_size &&
+           room >= MIG_REC_HDR_SIZE + MIG_STATE_MAX;
+}
+
 /* Stage the next record into @out where any record fits in its @room
  * bytes (a PAGES record then holds no more pages than fit), so that the
  * read takes it without copying it; else into s->buf.  False if there is
@@ -668,7 +676,7 @@ static bool stage_into(struct mig *m, uint8_t *out, uint32_t room)
 
     s->rec = s->buf;
     s->run_cap = full;
-    if (room >= RUN_OVERHEAD + ps && room >= MIG_REC_HDR_SIZE + MIG_STATE_MAX) {
+    if (record_fits(m, room)) {
         s->rec = out;
         s->run_cap = (room - RUN_OVERHEAD) / ps < full
                          ? (room - RUN_OVERHEAD) / ps
@@ -687,7 +695,11 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
         const uint8_t *from;
         uint32_t n;
 
-        if (s->pos == s->len && !stage_into(m, buf + *got, size - *got)) {
+        /* A read ends before a record it cannot hold whole: the
+         * destination then reads its page data in place. */
+        if (s->pos == s->len &&
+            ((*got > 0 && !record_fits(m, size - *got)) ||
+             !stage_into(m, buf + *got, size - *got))) {
             break;
         }
         n = staged_piece(s, size - *got, &from);

@@ -256,6 +256,11 @@ struct mig_dec {
     bool seen_end;       /* an END was accepted */
     int failed;          /* sticky -errno */
     struct vg_error error;
+    /* A version 2 PAGES record that arrived whole in one chunk: its page
+     * data, read in place there (NULL: they follow the run header in
+     * @rec). */
+    const uint8_t *data_at;
+    uint64_t in_place; /* page data bytes read so */
     /* Version 2: the page hashes of the PAGES record in @rec. */
     uint64_t hashes[MIG_RUN_MAX_PAGES];
     uint8_t hash_le[MIG_RUN_MAX_PAGES * 8];
@@ -307,6 +312,11 @@ void mig_dec_free(struct mig_dec *dec)
 uint64_t mig_dec_bytes(const struct mig_dec *dec)
 {
     return dec->offset + dec->have;
+}
+
+uint64_t mig_dec_bytes_in_place(const struct mig_dec *dec)
+{
+    return dec->in_place;
 }
 
 uint32_t mig_dec_version(const struct mig_dec *dec)
@@ -472,9 +482,15 @@ static int pages_shape(struct mig_dec *dec, const uint8_t *p, uint32_t len)
 }
 
 /* A version 2 PAGES record (shape checked): hash its pages. */
-static bool hashed_pages(struct mig_dec *dec)
+static bool hashed_pages(const struct mig_dec *dec)
 {
     return dec->version >= 2 && vg_get_le16(dec->rec) == MIG_REC_PAGES;
+}
+
+/* The page data of the PAGES record whose payload is @p. */
+static const uint8_t *pages_data(const struct mig_dec *dec, const uint8_t *p)
+{
+    return dec->data_at ? dec->data_at : p + MIG_RUN_HDR_SIZE;
 }
 
 static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
@@ -489,7 +505,7 @@ static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
     }
     if (ret == 0) {
         ret = dec->sink.pages(dec->sink.opaque, first, count,
-                              p + MIG_RUN_HDR_SIZE,
+                              pages_data(dec, p),
                               hashed_pages(dec) ? dec->hashes : NULL, &se);
         if (ret < 0) {
             return dec_sink_failed(dec, ret, &se);
@@ -590,7 +606,7 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
         return dec->failed;
     }
     count = vg_get_le32(p + 8);
-    page_hashes(p + MIG_RUN_HDR_SIZE, count, dec->cfg.page_size, dec->hash_le,
+    page_hashes(pages_data(dec, p), count, dec->cfg.page_size, dec->hash_le,
                 dec->hashes);
     XXH3_64bits_reset_withSeed(dec->check, vg_get_le64(dec->rec));
     XXH3_64bits_update(dec->check, p, MIG_RUN_HDR_SIZE);
@@ -640,13 +656,27 @@ static int dec_record(struct mig_dec *dec)
     return 0;
 }
 
+/* Bytes to copy into @rec next, of @len at hand: up to the record's end,
+ * but a version 2 PAGES record stops after its run header, so that its
+ * page data can be read in place if they are all at hand. */
+static size_t dec_take(const struct mig_dec *dec, size_t len)
+{
+    size_t stop = dec->want;
+
+    if (dec->want > MIG_REC_HDR_SIZE && hashed_pages(dec) &&
+        dec->have < RUN_HEADERS_SIZE) {
+        stop = RUN_HEADERS_SIZE;
+    }
+    return stop - dec->have < len ? stop - dec->have : len;
+}
+
 int mig_dec_feed(struct mig_dec *dec, const void *data, size_t len,
                  struct vg_error *err)
 {
     const uint8_t *in = data;
 
     while (len && !dec->failed) {
-        size_t n = dec->want - dec->have < len ? dec->want - dec->have : len;
+        size_t n = dec_take(dec, len);
 
         if (dec->seen_end) {
             dec_fail(dec, EINVAL, "%zu bytes after the END record", len);
@@ -659,9 +689,18 @@ int mig_dec_feed(struct mig_dec *dec, const void *data, size_t len,
         if (dec->have == MIG_REC_HDR_SIZE && dec->want == MIG_REC_HDR_SIZE) {
             dec_rec_header(dec);
         }
+        if (!dec->failed && dec->have == RUN_HEADERS_SIZE &&
+            hashed_pages(dec) && len >= dec->want - dec->have) {
+            dec->data_at = in; /* the whole record is at hand */
+            dec->in_place += dec->want - dec->have;
+            in += dec->want - dec->have;
+            len -= dec->want - dec->have;
+            dec->have = dec->want;
+        }
         if (!dec->failed && dec->have == dec->want &&
             dec->want > MIG_REC_HDR_SIZE) {
             dec_record(dec);
+            dec->data_at = NULL;
         }
     }
     if (dec->failed && err) {

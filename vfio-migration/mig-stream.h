@@ -23,6 +23,12 @@
  * record at a time (bounded by MIG_REC_MAX), checks it completely and only
  * then hands its content to the sink.  Its first error is sticky and
  * names the record type, index, stream offset and the values involved.
+ * One exception to the buffering: the page data of a version 2 PAGES
+ * record that lies whole in the chunk being fed are hashed and handed to
+ * the sink where they are, not copied first.  Every field the decoder
+ * checks is copied before it is checked; page data that a feeder changes
+ * under it can only make the pages differ from their hashes, never make
+ * the decoder or the sink go outside their buffers.
  */
 #ifndef MIG_STREAM_H
 #define MIG_STREAM_H
@@ -135,8 +141,10 @@ int mig_dec_new(const struct mig_stream_config *cfg,
                 struct vg_error *err);
 void mig_dec_free(struct mig_dec *dec);
 
-/* Consume @len bytes, reading each once: they are copied into the
- * record buffer before anything looks at them.  After the first error
+/* Consume @len bytes.  Every byte the decoder checks is copied into the
+ * record buffer first, so @data may change under it; page data read in
+ * place (version 2, a record whole in @data) are read twice, to hash
+ * them and by the sink, before this returns.  After the first error
  * every call fails with it. */
 int mig_dec_feed(struct mig_dec *dec, const void *data, size_t len,
                  struct vg_error *err);
@@ -149,5 +157,7 @@ int mig_dec_finish(struct mig_dec *dec, struct vg_error *err);
 uint64_t mig_dec_bytes(const struct mig_dec *dec);
 /* The stream's version, once its HEADER was accepted; 0 before. */
 uint32_t mig_dec_version(const struct mig_dec *dec);
+/* Page data bytes read in place, without a copy (see mig_dec_feed). */
+uint64_t mig_dec_bytes_in_place(const struct mig_dec *dec);
 
 #endif

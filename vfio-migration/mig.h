@@ -10,7 +10,9 @@
  * the session quiesced); PRE_COPY_P2P -> STOP_COPY (or STOP -> STOP_COPY)
  * closes a last epoch and sends the final dirty set, then the device
  * state and the END record.
- * mig_read() serves the stream; a short read means no more data now.
+ * mig_read() serves the stream, whole records where they fit (a read that
+ * cannot hold the next one whole ends short of its size); a read of 0
+ * bytes means no more data now.
  * Leaving the saving group ends the session; the source's VRAM and
  * device are never modified by it, so a failed migration resumes intact.
  *
@@ -85,6 +87,8 @@ struct mig_stats {
     uint64_t load_writes;      /* MIG_DATA_WRITEs served in RESUMING */
     double load_write_ms;      /* time spent decoding and applying them */
     uint64_t shm_bytes;      /* of those, through the shared area (data_shm) */
+    uint64_t in_place_bytes; /* page data loaded without a copy (version 2
+                                records whole in one write) */
     uint32_t stream_version; /* written or read (HEADER), 0: not yet */
     bool have_checksums;
     uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */
@@ -110,15 +114,16 @@ int mig_set_state(struct mig *m, uint32_t target, struct vg_error *err);
 /* DEVICE_RESET: end sessions, device running, state RUNNING. */
 void mig_reset(struct mig *m);
 
-/* MIG_DATA_READ: up to @size stream bytes into @buf; *@got < @size means
- * no more data now.  -EINVAL outside PRE_COPY, PRE_COPY_P2P and
- * STOP_COPY. */
+/* MIG_DATA_READ: up to @size stream bytes into @buf, ending short of
+ * @size before a record that would not fit whole; *@got 0 means no more
+ * data now.  -EINVAL outside PRE_COPY, PRE_COPY_P2P and STOP_COPY. */
 int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
              struct vg_error *err);
 /* MIG_DATA_WRITE: -EINVAL outside RESUMING, or the decoder's error, which
- * also puts the device in ERROR.  Each byte of @data is read once (the
- * decoder copies it before checking it), so @data may be memory that
- * another process writes at the same time. */
+ * also puts the device in ERROR.  @data may be memory that another process
+ * writes at the same time: every byte the decoder checks is copied first,
+ * and page data changed meanwhile only differ from their page hashes
+ * (mig_dec_feed); nothing of @data is read after this returns. */
 int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
               struct vg_error *err);
 /* VFIO_MIG_GET_PRECOPY_INFO: -EINVAL outside PRE_COPY and PRE_COPY_P2P.

@@ -393,9 +393,10 @@ int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
 }
 
 /* The client can write the area at any time: the slot is handed to
- * mig_write(), which reads each byte once (the decoder copies it into its
- * record buffer before looking at it), so no byte is checked and then
- * read again. */
+ * mig_write(), which copies every byte it checks before checking it; page
+ * data it reads in place (twice: hashed, then written to VRAM) can only
+ * land other than hashed, as the client could write VRAM through BAR2
+ * anyway. */
 int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
                                   size_t len, struct vfu_reply *r,
                                   struct vg_error *err)

@@ -79,7 +79,7 @@ struct vfu_server {
 
     /* Data plane: the shared memory area of MIG_DATA_SHM (NULL until the
      * client asks for it, freed on disconnect).  The client may write it
-     * at any time: what reads it reads each byte once. */
+     * at any time: what reads it copies what it checks (mig_write). */
     int shm_fd;
     uint8_t *shm;
 

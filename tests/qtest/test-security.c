@@ -637,7 +637,7 @@ static void no_irq(void *opaque, unsigned vector)
 {
 }
 
-/* Read the stream of the current phase until a short read. */
+/* Read the stream of the current phase until no data is left now. */
 static void read_phase(struct mig *m, GByteArray *out)
 {
     g_autofree uint8_t *buf = g_malloc(65536);
@@ -647,7 +647,7 @@ static void read_phase(struct mig *m, GByteArray *out)
     do {
         g_assert_cmpint(mig_read(m, buf, 65536, &got, &err), ==, 0);
         g_byte_array_append(out, buf, got);
-    } while (got == 65536);
+    } while (got > 0);
 }
 
 /* One whole migration (pre-copy, a round, stop-copy); the seeds drawn

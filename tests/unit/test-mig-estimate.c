@@ -69,7 +69,7 @@ static uint64_t drain(struct fx *f)
     do {
         g_assert_cmpint(mig_read(f->mig, buf, sizeof(buf), &got, &err), ==, 0);
         total += got;
-    } while (got == sizeof(buf));
+    } while (got > 0);
     return total;
 }
 

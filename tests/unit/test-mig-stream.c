@@ -101,12 +101,15 @@ static void header_payload(uint8_t *p, const char *magic, uint32_t version,
 }
 
 /* The destination: VRAM and the device state it received; how many
- * PAGES records came with page hashes, and how many without. */
+ * PAGES records came with page hashes, and how many without; how many
+ * were handed over in place, in the chunk being fed. */
 struct dst {
     uint8_t vram[VRAM];
     uint8_t state[MIG_STATE_MAX];
     uint32_t state_len;
-    unsigned hashed, unhashed;
+    unsigned hashed, unhashed, in_place;
+    const uint8_t *chunk;
+    size_t chunk_len;
 };
 
 static int dst_pages(void *o, uint64_t first, uint64_t count,
@@ -117,6 +120,7 @@ static int dst_pages(void *o, uint64_t first, uint64_t count,
 
     g_assert_cmpuint(first + count, <=, NPAGES);
     memcpy(d->vram + first * PAGE, data, count * PAGE);
+    d->in_place += data >= d->chunk && data < d->chunk + d->chunk_len;
     for (uint64_t i = 0; hashes && i < count; i++) {
         g_assert_cmphex(hashes[i], ==, XXH3_64bits(data + i * PAGE, PAGE));
     }
@@ -159,13 +163,15 @@ static int decode(const struct mig_stream_config *c, const uint8_t *data,
     int ret;
 
     memset(d->vram, 0xee, VRAM);
-    d->hashed = d->unhashed = 0;
+    d->hashed = d->unhashed = d->in_place = 0;
     g_assert_cmpint(mig_dec_new(c, &sink, &dec, err), ==, 0);
     while (off < len) {
         size_t n = chunk ? chunk : (size_t)g_test_rand_int_range(1, 70000);
         if (n > len - off) {
             n = len - off;
         }
+        d->chunk = data + off;
+        d->chunk_len = n;
         ret = mig_dec_feed(dec, data + off, n, err);
         if (ret < 0) {
             /* sticky: the next feed fails the same way */
@@ -244,6 +250,14 @@ static void test_round_trip(void)
             g_assert_true(memcmp(d.state, state, 100) == 0);
             g_assert_cmpuint(d.hashed + d.unhashed, ==, 7);
             g_assert_cmpuint(d.hashed, ==, v >= 2 ? 7 : 0);
+            /* Version 2 page data whole in the chunk are read in place;
+             * byte by byte, every record is copied. */
+            if (chunk == b.len) {
+                g_assert_cmpuint(d.in_place, ==, v >= 2 ? 7 : 0);
+            } else if (chunk == 1) {
+                g_assert_cmpuint(d.in_place, ==, 0);
+            }
+            g_assert_cmpuint(d.in_place, <=, d.hashed);
         }
         sb_fini(&b);
     }
@@ -296,7 +310,7 @@ static void expect_fail(const struct mig_stream_config *c, struct sb *b,
 {
     static struct dst d;
     struct vg_error err = {0};
-    size_t chunks[] = {1, 7, 4096, 0};
+    size_t chunks[] = {1, 7, 4096, 0, b->len}; /* whole: in place */
 
     for (unsigned i = 0; i < G_N_ELEMENTS(chunks); i++) {
         g_assert_cmpint(decode(c, b->data, b->len, chunks[i], &d, &err), ==,
