@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "dirty-track/dirtytrack.h"
 
@@ -69,8 +70,9 @@ struct mig_save {
     double last_read_ms;   /* when a pre-copy read last returned data */
     double stream_ms;      /* time pre-copy reads were streaming... */
     uint64_t stream_bytes; /* ...and the bytes they returned meanwhile */
-    uint64_t sent_hashed;  /* pages baselined from what was sent... */
-    double sent_hash_ms;   /* ...and the time their hashes took */
+    uint64_t sample_pages; /* pages hashed in place at open, cold... */
+    double sample_ms;      /* ...and the time it took: the hash rate
+                              until an epoch has hashed */
     double rate_ref_ms;    /* newly marked pages are counted from here */
     uint64_t rate_ref_marked;
     double new_pages_per_ms; /* over the last RATE_WINDOW_MS or more */
@@ -481,12 +483,8 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
         s->len = mig_enc_pages(s->enc, p, (uint32_t)n, data, s->rec);
     }
     if (s->dt && s->phase == SAVE_PRECOPY) {
-        double t0 = mig_now_ms();
-
         /* The page data ends the record: baseline what actually went. */
         dt_note_sent(s->dt, p, n, s->rec + s->len - n * m->scfg.page_size);
-        s->sent_hash_ms += mig_now_ms() - t0;
-        s->sent_hashed += n;
     }
     if (s->phase == SAVE_STOPCOPY) {
         m->stats.final_dirty_bytes += n * m->scfg.page_size;
@@ -697,9 +695,8 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
 
         /* A read ends before a record it cannot hold whole: the
          * destination then reads its page data in place. */
-        if (s->pos == s->len &&
-            ((*got > 0 && !record_fits(m, size - *got)) ||
-             !stage_into(m, buf + *got, size - *got))) {
+        if (s->pos == s->len && ((*got > 0 && !record_fits(m, size - *got)) ||
+                                 !stage_into(m, buf + *got, size - *got))) {
             break;
         }
         n = staged_piece(s, size - *got, &from);
@@ -837,10 +834,13 @@ uint64_t mig_save_stopcopy_hash_bytes(const struct mig *m)
     if (!s || s->phase != SAVE_PRECOPY || !s->dt || !s->epoch_taken) {
         return 0;
     }
-    /* The epochs' rate; before one has hashed, that of the baselines
-     * taken from the sends (one thread: slower, so the larger estimate). */
-    hashed = m->stats.pages_hashed ? m->stats.pages_hashed : s->sent_hashed;
-    hash_ms = m->stats.pages_hashed ? m->stats.hash_ms : s->sent_hash_ms;
+    /* One thread's rate: the stop-copy epoch hashes on the pool while the
+     * device's data goes out on the same CPUs, where the pre-copy epochs
+     * had them to themselves.  The epochs' rate over their threads, or
+     * before one has hashed, the sample's (sample_hash_rate()). */
+    hashed = m->stats.pages_hashed ? m->stats.pages_hashed : s->sample_pages;
+    hash_ms = m->stats.pages_hashed ? m->stats.hash_ms * m->hash_threads
+                                    : s->sample_ms;
     if (hashed == 0 || hash_ms <= 0 || s->stream_ms <= 0) {
         return 0;
     }
@@ -930,8 +930,11 @@ static int tracker_new(struct mig *m, struct vg_error *err)
         /* Mapped here, every page is read to be sent in round 0 anyway:
          * hashing it all first would be one more pass over VRAM.  On a
          * GPU the device hashes it in a few ms and says which pages are
-         * zero, which the copies would not know until they are made. */
-        .baseline_from_sends = vgpu_vram(m->gpu) != NULL,
+         * zero, which the copies would not know until they are made.  In
+         * hash mode every epoch hashes all of VRAM, and the first one
+         * gives the stop-copy estimate its rate before the others. */
+        .baseline_from_sends =
+            vgpu_vram(m->gpu) != NULL && m->track == MIG_TRACK_HYBRID,
     };
 
     if (m->track == MIG_TRACK_NONE) {
@@ -971,6 +974,28 @@ static int save_alloc(struct mig *m, struct vg_error *err)
     return ret;
 }
 
+#define SAMPLE_PAGES 64u
+
+/*
+ * Time the hashing of SAMPLE_PAGES pages spread over VRAM where it is
+ * mapped here (a fraction of a millisecond): without a first epoch over
+ * all of VRAM, no epoch may have hashed before stop-copy, whose estimate
+ * still needs a rate for hashing cold VRAM in place.
+ */
+static void sample_hash_rate(struct mig *m)
+{
+    struct mig_save *s = m->save;
+    uint32_t ps = m->scfg.page_size;
+    uint64_t n = m->npages < SAMPLE_PAGES ? m->npages : SAMPLE_PAGES;
+    double t0 = mig_now_ms();
+
+    for (uint64_t i = 0; i < n; i++) {
+        vg_hash(vgpu_vram(m->gpu) + i * (m->npages / n) * ps, ps, i);
+    }
+    s->sample_ms = mig_now_ms() - t0;
+    s->sample_pages = n;
+}
+
 int mig_save_open(struct mig *m, bool precopy, struct vg_error *err)
 {
     int ret = save_alloc(m, err);
@@ -983,6 +1008,9 @@ int mig_save_open(struct mig *m, bool precopy, struct vg_error *err)
                     mig_now_ms());
     if (!m->save->dt || m->precopy == MIG_PRECOPY_NONE) {
         zero_scan(m); /* for the estimates until an epoch knows better */
+    }
+    if (m->save->dt && vgpu_vram(m->gpu)) {
+        sample_hash_rate(m);
     }
     vgpu_set_write_observer(m->gpu, on_device_write, m);
     if (precopy && m->precopy != MIG_PRECOPY_NONE) {

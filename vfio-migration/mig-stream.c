@@ -504,9 +504,9 @@ static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
         ret = dec_range(dec, first, count);
     }
     if (ret == 0) {
-        ret = dec->sink.pages(dec->sink.opaque, first, count,
-                              pages_data(dec, p),
-                              hashed_pages(dec) ? dec->hashes : NULL, &se);
+        ret =
+            dec->sink.pages(dec->sink.opaque, first, count, pages_data(dec, p),
+                            hashed_pages(dec) ? dec->hashes : NULL, &se);
         if (ret < 0) {
             return dec_sink_failed(dec, ret, &se);
         }
