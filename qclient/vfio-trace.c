@@ -12,6 +12,7 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "vfio_user_mig_data_read",
     "vfio_user_mig_data_read_ahead",
     "vfio_user_mig_data_write",
+    "vfio_user_mig_data_write_behind_done",
     "vfio_load_bufs_thread_*",
     "vfio_load_state_device_buffer_incoming",
     "vfio_load_state",
@@ -129,9 +130,14 @@ static int count_event(const char *ev, const char *args, struct trace_phase *ph,
         ph->load_threads -= ph->load_threads > 0;
     } else if (!strcmp(ev, "vfio_user_mig_data_write")) {
         ret = arg_int(ev, args, "ret ", &v, err);
+        tr->written += v > 0 ? v : 0;
         if (v > 0 && ph->load_threads) {
             tr->thread_written += v;
         }
+    } else if (!strcmp(ev, "vfio_user_mig_data_write_behind_done")) {
+        ret = arg_int(ev, args, "ret ", &v, err);
+        tr->written_behind += v > 0 ? v : 0;
+        tr->writes_behind_failed += v < 0;
     } else if (!strcmp(ev, "vfio_load_state_device_buffer_incoming")) {
         ret = arg_int(ev, args, "idx ", &v, err);
         tr->buffers++;
@@ -265,6 +271,10 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
                         const struct vg_vfio_path *want, struct vg_error *err)
 {
     CHECK("stop-copy bytes", want->stopcopy, >, 0);
+    /* Every write sent behind was waited for, and none failed. */
+    CHECK("destination bytes acknowledged behind", dst->written_behind, ==,
+          want->data_shm ? dst->written : 0);
+    CHECK("destination writes behind failed", dst->writes_behind_failed, ==, 0);
     CHECK("source multifd channels", src->send_channels, ==, want->channels);
     CHECK("destination multifd channels", dst->recv_channels, ==,
           want->channels);
@@ -278,15 +288,18 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "save threads %u (ok %u) read %" PRId64 " bytes (%u reads sent "
         "ahead), main stop-copy %u "
         "read %" PRId64 " bytes, buffer size %" PRId64 "; load threads %u/%u "
-        "wrote %" PRId64 " bytes, multifd buffers %u (last idx %" PRId64
+        "wrote %" PRId64 " bytes (%" PRId64 " of %" PRId64
+        " acknowledged behind, %u failed), multifd buffers %u (last idx "
+        "%" PRId64
         "), main-channel configs %u, load-ready %u; multifd channels send %u "
         "recv %u; pre-copy: main channel %" PRId64 " bytes, multifd setups %u "
         "buffers %u bytes %" PRId64 ", loads %u",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
         tr->thread_read_aheads, tr->main_completes, tr->main_read,
         tr->data_buffer_size, tr->load_threads, tr->load_threads_done,
-        tr->thread_written, tr->buffers, tr->max_buffer_idx, tr->main_configs,
-        tr->load_ready, tr->send_channels, tr->recv_channels,
+        tr->thread_written, tr->written_behind, tr->written,
+        tr->writes_behind_failed, tr->buffers, tr->max_buffer_idx,
+        tr->main_configs, tr->load_ready, tr->send_channels, tr->recv_channels,
         tr->main_precopy_read, tr->precopy_setups, tr->precopy_buffers,
         tr->precopy_read, tr->precopy_loads);
 }

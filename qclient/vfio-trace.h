@@ -6,8 +6,9 @@
  * vg_vfio_trace_parse() counts, from the log's text, the save and load
  * threads of multifd device state, the bytes they moved, pre-copy data
  * on the main channel or over multifd (patch 0012), the multifd buffers
- * and channels, the reads the save threads sent ahead (patch 0019), and
- * the config sections on the main channel.
+ * and channels, the reads the save threads sent ahead (patch 0019), the
+ * writes acknowledged behind (patch 0029), and the config sections on the
+ * main channel.
  * vg_vfio_trace_check() says whether a source's and a destination's
  * counts show the path a migration should have taken.
  */
@@ -24,7 +25,7 @@
 #define VG_VFIO_FLAG_LOAD_READY "0xffffffffef100006"
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 12
+#define VG_VFIO_TRACE_NEVENTS 13
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -39,18 +40,21 @@ struct vg_vfio_trace {
     unsigned load_threads;       /* vfio_load_bufs_thread_start */
     unsigned load_threads_done;  /* vfio_load_bufs_thread_end */
     int64_t thread_written;      /* written by the load threads */
-    unsigned buffers;            /* vfio_load_state_device_buffer_incoming */
-    int64_t max_buffer_idx;      /* -1 if none */
-    unsigned main_configs;       /* config sections on the main channel */
-    unsigned load_ready;         /* config-load-ready markers */
-    unsigned send_channels;      /* multifd_send_thread_start */
-    unsigned recv_channels;      /* multifd_recv_thread_start */
-    int64_t main_precopy_read;   /* vfio_save_block outside stop-copy */
-    unsigned precopy_setups;     /* vfio_multifd_precopy_setup */
-    int64_t precopy_read_size;   /* ... its read size (0022), -1 if none */
-    unsigned precopy_buffers;    /* vfio_multifd_save_precopy_block */
-    int64_t precopy_read;        /* ... their bytes */
-    unsigned precopy_loads;      /* vfio_multifd_load_precopy_start */
+    int64_t written;             /* written in all (vfio_user_mig_data_write) */
+    int64_t written_behind;      /* ...acknowledged behind (patch 0029) */
+    unsigned writes_behind_failed; /* writes behind the server refused */
+    unsigned buffers;              /* vfio_load_state_device_buffer_incoming */
+    int64_t max_buffer_idx;        /* -1 if none */
+    unsigned main_configs;         /* config sections on the main channel */
+    unsigned load_ready;           /* config-load-ready markers */
+    unsigned send_channels;        /* multifd_send_thread_start */
+    unsigned recv_channels;        /* multifd_recv_thread_start */
+    int64_t main_precopy_read;     /* vfio_save_block outside stop-copy */
+    unsigned precopy_setups;       /* vfio_multifd_precopy_setup */
+    int64_t precopy_read_size;     /* ... its read size (0022), -1 if none */
+    unsigned precopy_buffers;      /* vfio_multifd_save_precopy_block */
+    int64_t precopy_read;          /* ... their bytes */
+    unsigned precopy_loads;        /* vfio_multifd_load_precopy_start */
 };
 
 /* The path one migration's device data should have taken. */
@@ -63,6 +67,8 @@ struct vg_vfio_path {
     int64_t stopcopy;     /* ... in stop-copy (> 0) */
     unsigned devices;     /* VFIO devices migrated, 0 counts as 1; the
                            * bytes above are their sums */
+    bool data_shm;        /* the destination wrote through the servers'
+                           * shared areas, so behind (patch 0029) */
 };
 
 /*

@@ -206,7 +206,8 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
                                 .multifd = c->want_multifd,
                                 .multifd_precopy = c->want_mf_precopy,
                                 .precopy = precopy,
-                                .stopcopy = stopcopy};
+                                .stopcopy = stopcopy,
+                                .data_shm = true};
     struct vg_vfio_trace src, dst;
 
     mf_trace_read(t->src.qemu->proc.log, &src);

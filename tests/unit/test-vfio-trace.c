@@ -78,7 +78,9 @@ static const char *const mf_dst =
     "vfio_load_state_device_buffer_incoming  (dev) idx 5\n"
     "vfio_user_mig_data_write  size 3145728 ret 3145728\n"
     "vfio_user_mig_data_write  size 1048676 ret 1048676\n"
-    "vfio_load_bufs_thread_end  (dev)\n";
+    "vfio_user_mig_data_write_behind_done  slot 0 ret 3145728\n"
+    "vfio_load_bufs_thread_end  (dev)\n"
+    "vfio_user_mig_data_write_behind_done  slot 1 ret 1048676\n";
 
 static void parse_both(struct vg_vfio_trace *src, struct vg_vfio_trace *dst)
 {
@@ -95,7 +97,8 @@ static void test_check_multifd_precopy(void)
                                 .multifd = true,
                                 .multifd_precopy = true,
                                 .precopy = 3 << 20,
-                                .stopcopy = (1 << 20) + 100};
+                                .stopcopy = (1 << 20) + 100,
+                                .data_shm = true};
     struct vg_vfio_trace src, dst;
     struct vg_error err = {0};
 
@@ -128,6 +131,39 @@ static void test_check_multifd_precopy(void)
     src.precopy_read_size = 4096;
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
     g_assert_nonnull(strstr(err.msg, "source multifd pre-copy read size"));
+}
+
+/* Writes through the shared areas go behind (patch 0029): each is
+ * acknowledged later, the last one at the next state change. */
+static void test_check_writes_behind(void)
+{
+    struct vg_vfio_path want = {.channels = 2,
+                                .multifd = true,
+                                .multifd_precopy = true,
+                                .precopy = 3 << 20,
+                                .stopcopy = (1 << 20) + 100,
+                                .data_shm = true};
+    struct vg_vfio_trace src, dst;
+    struct vg_error err = {0};
+
+    parse_both(&src, &dst);
+    g_assert_cmpint(dst.written, ==, (4 << 20) + 100);
+    g_assert_cmpint(dst.written_behind, ==, dst.written);
+    g_assert_cmpuint(dst.writes_behind_failed, ==, 0);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, 0);
+    /* A write never waited for... */
+    dst.written_behind -= 1048676;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "acknowledged behind"));
+    dst.written_behind += 1048676;
+    /* ... or one the server refused. */
+    dst.writes_behind_failed = 1;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "writes behind failed"));
+    dst.writes_behind_failed = 0;
+    /* Through the sockets nothing goes behind. */
+    want.data_shm = false;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
 }
 
 static void test_check_main_channel(void)
@@ -217,6 +253,8 @@ int main(int argc, char **argv)
     g_test_add_func("/vfio-trace/missing-argument", test_missing_argument);
     g_test_add_func("/vfio-trace/check-multifd-precopy",
                     test_check_multifd_precopy);
+    g_test_add_func("/vfio-trace/check-writes-behind",
+                    test_check_writes_behind);
     g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
     g_test_add_func("/vfio-trace/check-two-devices", test_check_two_devices);
     return g_test_run();
