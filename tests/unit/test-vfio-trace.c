@@ -79,8 +79,8 @@ static const char *const mf_dst =
     "vfio_user_mig_data_write  size 3145728 ret 3145728\n"
     "vfio_user_mig_data_write  size 1048676 ret 1048676\n"
     "vfio_user_mig_data_write_behind_done  slot 0 ret 3145728\n"
-    "vfio_load_bufs_thread_end  (dev)\n"
-    "vfio_user_mig_data_write_behind_done  slot 1 ret 1048676\n";
+    "vfio_user_mig_data_write_behind_done  slot 1 ret 1048676\n"
+    "vfio_load_bufs_thread_end  (dev)\n";
 
 static void parse_both(struct vg_vfio_trace *src, struct vg_vfio_trace *dst)
 {
@@ -91,14 +91,17 @@ static void parse_both(struct vg_vfio_trace *src, struct vg_vfio_trace *dst)
     g_assert_cmpint(vg_vfio_trace_parse(d, dst, &err), ==, 0);
 }
 
+/* The path of mf_src and mf_dst's migration. */
+static const struct vg_vfio_path mf_path = {.channels = 2,
+                                            .multifd = true,
+                                            .multifd_precopy = true,
+                                            .precopy = 3 << 20,
+                                            .stopcopy = (1 << 20) + 100,
+                                            .data_shm = true};
+
 static void test_check_multifd_precopy(void)
 {
-    struct vg_vfio_path want = {.channels = 2,
-                                .multifd = true,
-                                .multifd_precopy = true,
-                                .precopy = 3 << 20,
-                                .stopcopy = (1 << 20) + 100,
-                                .data_shm = true};
+    struct vg_vfio_path want = mf_path;
     struct vg_vfio_trace src, dst;
     struct vg_error err = {0};
 
@@ -134,15 +137,10 @@ static void test_check_multifd_precopy(void)
 }
 
 /* Writes through the shared areas go behind (patch 0029): each is
- * acknowledged later, the last one at the next state change. */
+ * acknowledged later, the last ones before the device's config. */
 static void test_check_writes_behind(void)
 {
-    struct vg_vfio_path want = {.channels = 2,
-                                .multifd = true,
-                                .multifd_precopy = true,
-                                .precopy = 3 << 20,
-                                .stopcopy = (1 << 20) + 100,
-                                .data_shm = true};
+    struct vg_vfio_path want = mf_path;
     struct vg_vfio_trace src, dst;
     struct vg_error err = {0};
 
