@@ -810,7 +810,8 @@ static void assert_state_path(const struct host *src, goffset src_off,
                                 .multifd_precopy = channels > 0,
                                 .precopy = precopy,
                                 .stopcopy = stopcopy,
-                                .devices = dom.spec->nvgpu};
+                                .devices = dom.spec->nvgpu,
+                                .data_shm = true};
     struct vg_error err = {0};
     struct vg_vfio_trace s, d;
 
