@@ -7,8 +7,9 @@
  * threads of multifd device state, the bytes they moved, pre-copy data
  * on the main channel or over multifd (patch 0012), the multifd buffers
  * and channels, the reads the save threads sent ahead (patch 0019), the
- * writes acknowledged behind (patch 0029), and the config sections on the
- * main channel.
+ * writes acknowledged behind (patch 0029), the source's reads lent to
+ * multifd and given back (patch 0031), and the config sections on the main
+ * channel.
  * vg_vfio_trace_check() says whether a source's and a destination's
  * counts show the path a migration should have taken.
  */
@@ -25,7 +26,7 @@
 #define VG_VFIO_FLAG_LOAD_READY "0xffffffffef100006"
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 13
+#define VG_VFIO_TRACE_NEVENTS 15
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -43,6 +44,9 @@ struct vg_vfio_trace {
     int64_t written;             /* written in all (vfio_user_mig_data_write) */
     int64_t written_behind;      /* ...acknowledged behind (patch 0029) */
     unsigned writes_behind_failed; /* writes behind the server refused */
+    unsigned lends;                /* reads lent to multifd (patch 0031) */
+    int64_t lent;                  /* ...their bytes */
+    unsigned lend_releases;        /* lent slots given back */
     unsigned buffers;              /* vfio_load_state_device_buffer_incoming */
     int64_t max_buffer_idx;        /* -1 if none */
     unsigned main_configs;         /* config sections on the main channel */
@@ -67,8 +71,12 @@ struct vg_vfio_path {
     int64_t stopcopy;     /* ... in stop-copy (> 0) */
     unsigned devices;     /* VFIO devices migrated, 0 counts as 1; the
                            * bytes above are their sums */
-    bool data_shm;        /* the destination wrote through the servers'
-                           * shared areas, so behind (patch 0029) */
+    bool data_shm;        /* the data went through the servers' shared
+                           * areas: the destination wrote behind (patch
+                           * 0029) and, over multifd, the source lent
+                           * its reads (patch 0031) */
+    bool copied_reads;    /* ...unless its server's area had two slots
+                           * (--data-slots 2): reads copied, none lent */
 };
 
 /*

@@ -103,6 +103,11 @@ static void usage(FILE *out)
         "                         data through a shared memory area, as a\n"
         "                         server predating data_shm would: the data\n"
         "                         then crosses the socket\n"
+        "      --data-slots N     slots of 4 MiB in that area, 2 to 64\n"
+        "                         (default 8): QEMU reads into a free one\n"
+        "                         and lends it to a migration channel until\n"
+        "                         sent; with 2, as older servers offered,\n"
+        "                         or none free, it copies the data out\n"
         "      --no-migration     serve a device without migration support:\n"
         "                         the migration device features are refused,\n"
         "                         so QEMU blocks migration of this VM\n"
@@ -211,6 +216,7 @@ struct options {
     bool no_migration;
     bool no_region_log;
     bool no_data_shm;
+    unsigned data_slots; /* 0: the server's default */
     enum mig_precopy_mode precopy;
     enum mig_track_mode track;
     unsigned migration_threads; /* 0: mig's default (2) */
@@ -226,6 +232,7 @@ enum {
     OPT_DIRTY_TRACK,
     OPT_NO_REGION_LOG,
     OPT_NO_DATA_SHM,
+    OPT_DATA_SLOTS,
     OPT_MIGRATION_THREADS,
     OPT_STREAM_VERSION,
     OPT_PREALLOC,
@@ -322,6 +329,23 @@ static int parse_threads(const char *text, unsigned *out)
     return 0;
 }
 
+/* --data-slots: slots of the data_shm area. */
+static int parse_data_slots(const char *text, unsigned *out)
+{
+    uint64_t v;
+
+    if (parse_u64(text, &v) < 0 || v < VFU_DATA_SLOTS_MIN ||
+        v > VFU_DATA_SLOTS_MAX) {
+        fprintf(stderr,
+                "vgpu-server: --data-slots: '%s' is not a number from %u to "
+                "%u\n",
+                text, VFU_DATA_SLOTS_MIN, VFU_DATA_SLOTS_MAX);
+        return -1;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
 /* --stream-version: one the encoder writes. */
 static int parse_stream_version(const char *text, unsigned *out)
 {
@@ -380,6 +404,8 @@ static int parse_opt(int c, struct options *o)
     case OPT_NO_DATA_SHM:
         o->no_data_shm = true;
         return 0;
+    case OPT_DATA_SLOTS:
+        return parse_data_slots(optarg, &o->data_slots);
     case OPT_MIGRATION_THREADS:
         return parse_threads(optarg, &o->migration_threads);
     case OPT_STREAM_VERSION:
@@ -410,6 +436,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"dirty-track", required_argument, NULL, OPT_DIRTY_TRACK},
         {"no-region-log", no_argument, NULL, OPT_NO_REGION_LOG},
         {"no-data-shm", no_argument, NULL, OPT_NO_DATA_SHM},
+        {"data-slots", required_argument, NULL, OPT_DATA_SLOTS},
         {"migration-threads", required_argument, NULL, OPT_MIGRATION_THREADS},
         {"stream-version", required_argument, NULL, OPT_STREAM_VERSION},
         {"prealloc", no_argument, NULL, OPT_PREALLOC},
@@ -509,6 +536,7 @@ int main(int argc, char **argv)
         .no_migration = o.no_migration,
         .no_region_log = o.no_region_log,
         .no_data_shm = o.no_data_shm,
+        .data_slots = o.data_slots,
         .precopy = o.precopy,
         .track = o.track,
         .migration_threads = o.migration_threads,

@@ -42,7 +42,7 @@ int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
 static void shm_release(struct vfu_server *srv)
 {
     if (srv->shm) {
-        munmap(srv->shm, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
+        munmap(srv->shm, (size_t)srv->shm_slots * SHM_SLOT_SIZE);
         srv->shm = NULL;
     }
     if (srv->shm_fd >= 0) {
@@ -298,12 +298,12 @@ int vfu_handle_mig_data_write(struct vfu_server *srv, const uint8_t *p,
 
 /* ------------------------------------------- MIG_DATA_*_SHM (vgmig) */
 
-/* Create the area: SHM_SLOTS slots of SHM_SLOT_SIZE bytes in a memfd,
+/* Create the area: srv->shm_slots slots of SHM_SLOT_SIZE bytes in a memfd,
  * sealed at that size (the client gets it read-write: a shrunk area would
  * fault the server's accesses) like the VRAM memfd. */
 int vfu_data_shm_open(struct vfu_server *srv, struct vg_error *err)
 {
-    size_t size = (size_t)SHM_SLOTS * SHM_SLOT_SIZE;
+    size_t size = (size_t)srv->shm_slots * SHM_SLOT_SIZE;
     void *map;
 
     if (srv->shm) {
@@ -341,7 +341,7 @@ int vfu_handle_mig_data_shm(struct vfu_server *srv, const uint8_t *p,
                             size_t len, struct vfu_reply *r,
                             struct vg_error *err)
 {
-    struct vfu_mig_shm shm = {sizeof(shm), 0, SHM_SLOTS, SHM_SLOT_SIZE};
+    struct vfu_mig_shm shm = {sizeof(shm), 0, srv->shm_slots, SHM_SLOT_SIZE};
     int ret;
 
     if (!srv->data_shm) {
@@ -363,7 +363,7 @@ static int shm_io_parse(struct vfu_server *srv, const uint8_t *p, size_t len,
     if (!srv->data_shm || !srv->shm) {
         return vg_error_set(err, ENOTSUP, "data_shm was not negotiated");
     }
-    return vfu_parse_mig_shm_io(p, len, SHM_SLOTS, SHM_SLOT_SIZE, io, err);
+    return vfu_parse_mig_shm_io(p, len, srv->shm_slots, SHM_SLOT_SIZE, io, err);
 }
 
 static void shm_io_reply(struct vfu_server *srv, struct vfu_mig_shm_io *io,

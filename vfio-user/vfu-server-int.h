@@ -27,7 +27,6 @@
 #define MAX_XFER        (1024u * 1024u)
 #define MAX_MSG         (MAX_XFER + 64u)
 #define MAX_FDS         8u
-#define SHM_SLOTS       2u         /* MIG_DATA_SHM: a read and a read ahead */
 #define SHM_SLOT_SIZE   (4u << 20) /* pre-copy reads of patch 0022 */
 #define MAX_DMA_MAPS    1024u
 #define DMA_PGSIZE      4096u
@@ -54,6 +53,7 @@ struct vfu_server {
     bool no_migration;  /* --no-migration: no migration features */
     bool no_region_log; /* --no-region-log: refuse REGION_DIRTY_LOG */
     bool no_data_shm;   /* --no-data-shm: refuse data_shm */
+    unsigned shm_slots; /* --data-slots: slots of the data_shm area */
     uint64_t region_size[VFIO_PCI_NUM_REGIONS];
     uint32_t irq_count[NUM_IRQS];
     struct vfu_limits lim;

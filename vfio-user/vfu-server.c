@@ -22,6 +22,13 @@ static int server_init(struct vfu_server *srv,
     srv->no_migration = cfg->no_migration;
     srv->no_region_log = cfg->no_region_log;
     srv->no_data_shm = cfg->no_data_shm;
+    srv->shm_slots = cfg->data_slots ? cfg->data_slots : VFU_DATA_SLOTS_DEFAULT;
+    if (srv->shm_slots < VFU_DATA_SLOTS_MIN ||
+        srv->shm_slots > VFU_DATA_SLOTS_MAX) {
+        return vg_error_set(err, EINVAL, "%u data slots: the area has %u to %u",
+                            srv->shm_slots, VFU_DATA_SLOTS_MIN,
+                            VFU_DATA_SLOTS_MAX);
+    }
     srv->rxbuf = malloc(MAX_MSG);
     srv->txbuf = malloc(MAX_MSG);
     if (!srv->rxbuf || !srv->txbuf) {

@@ -25,6 +25,14 @@
 
 struct vfu_server;
 
+/* Slots of the data_shm area (MIG_DATA_SHM): at least a read and a read
+ * ahead, at most what QEMU maps; with more than two, QEMU lends the slots
+ * it reads into to its migration channels instead of copying the data out
+ * (QEMU patch 0031). */
+#define VFU_DATA_SLOTS_MIN     2u
+#define VFU_DATA_SLOTS_MAX     64u
+#define VFU_DATA_SLOTS_DEFAULT 8u
+
 struct vfu_server_config {
     const char *socket_path;
     struct vgpu_config gpu;        /* vram_size must be a power of two */
@@ -33,6 +41,7 @@ struct vfu_server_config {
     bool no_migration;             /* refuse the migration features */
     bool no_region_log;            /* refuse REGION_DIRTY_LOG */
     bool no_data_shm;              /* refuse data_shm */
+    unsigned data_slots;           /* slots of the data_shm area, 0: default */
     enum mig_precopy_mode precopy; /* pre-copy mode (mig-rounds.h) */
     enum mig_track_mode track;     /* dirty tracking mode */
     unsigned migration_threads;    /* hashing and loading, 0: mig's default */

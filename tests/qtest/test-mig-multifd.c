@@ -47,7 +47,10 @@
  * all of VRAM in stop-copy), with 64 MiB and with 256 MiB of VRAM that
  * is all non-zero (the destination hung without patch 0010); off with
  * multifd (set at run time with qom-set, as the property allows); auto
- * with and without multifd; and on without the multifd capability, which
+ * with and without multifd; on with servers whose shared areas have two
+ * slots (--data-slots 2, what servers offered before patch 0031), from
+ * which QEMU copies its reads instead of lending them to the channels;
+ * and on without the multifd capability, which
  * QEMU must refuse in setup with an error that names the problem,
  * leaving the source running with its vGPU intact; the property is then
  * turned off at run time and a migration to a fresh destination
@@ -98,6 +101,7 @@ struct mf_case {
     const char *load_cfg;   /* x-migration-load-config-after-iter */
     const char *mf_precopy; /* x-migration-multifd-precopy, NULL: auto */
     const char *precopy;    /* the servers' --precopy, NULL: default */
+    unsigned data_slots;    /* the servers' --data-slots, 0: default */
     bool want_multifd;      /* the device state must go over multifd */
     bool want_mf_precopy;   /* ... and its pre-copy data too */
     /* NULL: VGT_VRAM_ARG, filled by mt_fill_vram(); else this much VRAM
@@ -142,12 +146,18 @@ static GPtrArray *mf_qemu_args(const struct mf_case *c)
 static char **mf_server_args(const struct mf_case *c)
 {
     char **a;
+    unsigned n = 0;
 
-    if (!c->precopy) {
+    if (!c->precopy && !c->data_slots) {
         return NULL;
     }
-    a = g_new0(char *, 2);
-    a[0] = g_strdup_printf("--precopy=%s", c->precopy);
+    a = g_new0(char *, 3);
+    if (c->precopy) {
+        a[n++] = g_strdup_printf("--precopy=%s", c->precopy);
+    }
+    if (c->data_slots) {
+        a[n++] = g_strdup_printf("--data-slots=%u", c->data_slots);
+    }
     return a;
 }
 
@@ -207,7 +217,8 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
                                 .multifd_precopy = c->want_mf_precopy,
                                 .precopy = precopy,
                                 .stopcopy = stopcopy,
-                                .data_shm = true};
+                                .data_shm = true,
+                                .copied_reads = c->data_slots == 2};
     struct vg_vfio_trace src, dst;
 
     mf_trace_read(t->src.qemu->proc.log, &src);
@@ -588,6 +599,12 @@ static const struct mf_case cases[] = {
      .want_multifd = true,
      .want_mf_precopy = true},
     {.tag = "mf-auto-nomultifd"},
+    {.tag = "mf-two-slots",
+     .channels = 2,
+     .transfer = "on",
+     .data_slots = 2,
+     .want_multifd = true,
+     .want_mf_precopy = true},
 };
 
 static const char *const case_paths[G_N_ELEMENTS(cases)] = {
@@ -600,6 +617,7 @@ static const char *const case_paths[G_N_ELEMENTS(cases)] = {
     "/mig/multifd/off",
     "/mig/multifd/auto",
     "/mig/multifd/auto-without-multifd",
+    "/mig/multifd/two-data-slots",
 };
 
 int main(int argc, char **argv)

@@ -60,11 +60,12 @@ static const char *const mf_src =
     "vfio_multifd_save_precopy_block  (dev) idx 1 data size 1048576\n"
     "vfio_multifd_save_precopy_block  (dev) idx 2 data size 1048576\n"
     "vfio_save_complete_precopy_thread_start  (dev) x\n"
-    "vfio_user_mig_data_read  size 1048576 ret 1048576\n"
+    "vfio_user_mig_data_read_lend  size 1048576 ret 1048576 slot 2\n"
     "vfio_user_mig_data_read_ahead  size 1048576\n"
     "vfio_user_mig_data_read  size 1048576 ret 100\n"
     "vfio_user_mig_data_read_ahead  size 1048576\n"
-    "vfio_user_mig_data_read  size 1048576 ret 0\n"
+    "vfio_user_mig_data_lend_release  slot 2\n"
+    "vfio_user_mig_data_read_lend  size 1048576 ret 0 slot 4294967295\n"
     "vfio_save_complete_precopy_thread_end  (dev) ret 1\n";
 static const char *const mf_dst =
     "multifd_recv_thread_start 0\nmultifd_recv_thread_start 1\n"
@@ -134,6 +135,31 @@ static void test_check_multifd_precopy(void)
     src.precopy_read_size = 4096;
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
     g_assert_nonnull(strstr(err.msg, "source multifd pre-copy read size"));
+}
+
+/* Over multifd the source lends the slots it reads into (patch 0031), and
+ * multifd gives each back once sent. */
+static void test_check_lends(void)
+{
+    struct vg_vfio_path want = mf_path;
+    struct vg_vfio_trace src, dst;
+    struct vg_error err = {0};
+
+    parse_both(&src, &dst);
+    g_assert_cmpuint(src.lends, ==, 1);
+    g_assert_cmpint(src.lent, ==, 1048576);
+    g_assert_cmpuint(src.lend_releases, ==, 1);
+    /* Lent bytes are read bytes of the save thread. */
+    g_assert_cmpint(src.thread_read, ==, (1 << 20) + 100);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, 0);
+    /* A slot never given back... */
+    src.lend_releases = 0;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "lent slots given back is 0"));
+    /* ... or, through the shared areas, no read lent at all. */
+    src.lends = 0;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "source reads lent is 0"));
 }
 
 /* Writes through the shared areas go behind (patch 0029): each is
@@ -253,6 +279,7 @@ int main(int argc, char **argv)
                     test_check_multifd_precopy);
     g_test_add_func("/vfio-trace/check-writes-behind",
                     test_check_writes_behind);
+    g_test_add_func("/vfio-trace/check-lends", test_check_lends);
     g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
     g_test_add_func("/vfio-trace/check-two-devices", test_check_two_devices);
     return g_test_run();
