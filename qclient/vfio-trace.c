@@ -15,6 +15,7 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "vfio_user_mig_data_write_behind_done",
     "vfio_user_mig_data_read_lend",
     "vfio_user_mig_data_lend_release",
+    "vfio_user_mig_data_write_buf",
     "vfio_load_bufs_thread_*",
     "vfio_load_state_device_buffer_incoming",
     "vfio_load_state",
@@ -129,6 +130,9 @@ static int count_event(const char *ev, const char *args, struct trace_phase *ph,
         }
     } else if (!strcmp(ev, "vfio_user_mig_data_lend_release")) {
         tr->lend_releases++;
+    } else if (!strcmp(ev, "vfio_user_mig_data_write_buf")) {
+        ret = arg_int(ev, args, "ret ", &v, err);
+        tr->write_lends += v == 0;
     } else if (!strcmp(ev, "vfio_user_mig_data_read_ahead")) {
         tr->thread_read_aheads += ph->save_threads > 0;
     } else if (!strcmp(ev, "vfio_load_bufs_thread_start")) {
@@ -284,12 +288,17 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
     CHECK("destination bytes acknowledged behind", dst->written_behind, ==,
           want->data_shm ? dst->written : 0);
     CHECK("destination writes behind failed", dst->writes_behind_failed, ==, 0);
-    /* Every slot lent to multifd came back; over multifd, reads are lent. */
+    /* Every slot lent to multifd came back, and every slot a channel
+     * received into was written; over multifd, both are lent. */
     CHECK("source lent slots given back", src->lend_releases, ==, src->lends);
-    if (want->data_shm && want->multifd && !want->copied_reads) {
+    CHECK("destination received slots given back unwritten", dst->lend_releases,
+          ==, 0);
+    if (want->data_shm && want->multifd && !want->two_slots) {
         CHECK("source reads lent", src->lends, >, 0);
+        CHECK("destination slots received into", dst->write_lends, >, 0);
     } else {
         CHECK("source reads lent", src->lends, ==, 0);
+        CHECK("destination slots received into", dst->write_lends, ==, 0);
     }
     CHECK("source multifd channels", src->send_channels, ==, want->channels);
     CHECK("destination multifd channels", dst->recv_channels, ==,
@@ -306,7 +315,8 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "read %" PRId64 " bytes, buffer size %" PRId64 "; load threads %u/%u "
         "wrote %" PRId64 " bytes (%" PRId64 " of %" PRId64
         " acknowledged behind, %u failed), reads lent %u (%" PRId64
-        " bytes, %u given back), multifd buffers %u (last idx "
+        " bytes, %u given back), slots received into %u, multifd buffers "
+        "%u (last idx "
         "%" PRId64
         "), main-channel configs %u, load-ready %u; multifd channels send %u "
         "recv %u; pre-copy: main channel %" PRId64 " bytes, multifd setups %u "
@@ -316,8 +326,8 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         tr->data_buffer_size, tr->load_threads, tr->load_threads_done,
         tr->thread_written, tr->written_behind, tr->written,
         tr->writes_behind_failed, tr->lends, tr->lent, tr->lend_releases,
-        tr->buffers, tr->max_buffer_idx, tr->main_configs, tr->load_ready,
-        tr->send_channels, tr->recv_channels, tr->main_precopy_read,
-        tr->precopy_setups, tr->precopy_buffers, tr->precopy_read,
-        tr->precopy_loads);
+        tr->write_lends, tr->buffers, tr->max_buffer_idx, tr->main_configs,
+        tr->load_ready, tr->send_channels, tr->recv_channels,
+        tr->main_precopy_read, tr->precopy_setups, tr->precopy_buffers,
+        tr->precopy_read, tr->precopy_loads);
 }

@@ -8,8 +8,9 @@
  * on the main channel or over multifd (patch 0012), the multifd buffers
  * and channels, the reads the save threads sent ahead (patch 0019), the
  * writes acknowledged behind (patch 0029), the source's reads lent to
- * multifd and given back (patch 0031), and the config sections on the main
- * channel.
+ * multifd and given back (patch 0031), the destination's slots the
+ * channels received into (patch 0034), and the config sections on the
+ * main channel.
  * vg_vfio_trace_check() says whether a source's and a destination's
  * counts show the path a migration should have taken.
  */
@@ -26,7 +27,7 @@
 #define VG_VFIO_FLAG_LOAD_READY "0xffffffffef100006"
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 15
+#define VG_VFIO_TRACE_NEVENTS 16
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -47,6 +48,7 @@ struct vg_vfio_trace {
     unsigned lends;                /* reads lent to multifd (patch 0031) */
     int64_t lent;                  /* ...their bytes */
     unsigned lend_releases;        /* lent slots given back */
+    unsigned write_lends;          /* slots received into (patch 0034) */
     unsigned buffers;              /* vfio_load_state_device_buffer_incoming */
     int64_t max_buffer_idx;        /* -1 if none */
     unsigned main_configs;         /* config sections on the main channel */
@@ -74,9 +76,10 @@ struct vg_vfio_path {
     bool data_shm;        /* the data went through the servers' shared
                            * areas: the destination wrote behind (patch
                            * 0029) and, over multifd, the source lent
-                           * its reads (patch 0031) */
-    bool copied_reads;    /* ...unless its server's area had two slots
-                           * (--data-slots 2): reads copied, none lent */
+                           * its reads (patch 0031) and the destination's
+                           * channels received into slots (patch 0034) */
+    bool two_slots;       /* ...unless the servers' areas had two slots
+                           * (--data-slots 2): nothing lent, all copied */
 };
 
 /*

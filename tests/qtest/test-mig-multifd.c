@@ -49,7 +49,8 @@
  * multifd (set at run time with qom-set, as the property allows); auto
  * with and without multifd; on with servers whose shared areas have two
  * slots (--data-slots 2, what servers offered before patch 0031), from
- * which QEMU copies its reads instead of lending them to the channels;
+ * and to which QEMU copies the data instead of lending the slots to the
+ * channels;
  * and on without the multifd capability, which
  * QEMU must refuse in setup with an error that names the problem,
  * leaving the source running with its vGPU intact; the property is then
@@ -218,7 +219,7 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
                                 .precopy = precopy,
                                 .stopcopy = stopcopy,
                                 .data_shm = true,
-                                .copied_reads = c->data_slots == 2};
+                                .two_slots = c->data_slots == 2};
     struct vg_vfio_trace src, dst;
 
     mf_trace_read(t->src.qemu->proc.log, &src);

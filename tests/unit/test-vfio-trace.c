@@ -71,7 +71,9 @@ static const char *const mf_dst =
     "multifd_recv_thread_start 0\nmultifd_recv_thread_start 1\n"
     "vfio_multifd_load_precopy_start  (dev)\n"
     "vfio_load_bufs_thread_start  (dev)\n"
+    "vfio_user_mig_data_write_buf  size 1048576 ret 0 slot 2\n"
     "vfio_load_state_device_buffer_incoming  (dev) idx 0\n"
+    "vfio_user_mig_data_write_buf  size 1048576 ret -105 slot 4294967295\n"
     "vfio_load_state_device_buffer_incoming  (dev) idx 1\n"
     "vfio_load_state_device_buffer_incoming  (dev) idx 2\n"
     "vfio_load_state_device_buffer_incoming  (dev) idx 3\n"
@@ -151,7 +153,24 @@ static void test_check_lends(void)
     g_assert_cmpuint(src.lend_releases, ==, 1);
     /* Lent bytes are read bytes of the save thread. */
     g_assert_cmpint(src.thread_read, ==, (1 << 20) + 100);
+    /* The destination received one buffer into a slot (-ENOBUFS for the
+     * next, which was received after its header). */
+    g_assert_cmpuint(dst.write_lends, ==, 1);
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, 0);
+    /* A slot received into but dropped... */
+    dst.lend_releases = 1;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "given back unwritten is 1"));
+    dst.lend_releases = 0;
+    /* ... or none received into. */
+    dst.write_lends = 0;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "slots received into is 0"));
+    dst.write_lends = 1;
+    /* With two slots, nothing is lent. */
+    want.two_slots = true;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "source reads lent is 1, expected == 0"));
     /* A slot never given back... */
     src.lend_releases = 0;
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
