@@ -171,6 +171,7 @@ static void test_check_lends(void)
     want.two_slots = true;
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
     g_assert_nonnull(strstr(err.msg, "source reads lent is 1, expected == 0"));
+    want.two_slots = false;
     /* A slot never given back... */
     src.lend_releases = 0;
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
