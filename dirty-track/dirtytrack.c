@@ -435,8 +435,20 @@ void dt_note_sent(struct dt_tracker *t, uint64_t page, uint64_t n,
                   const uint8_t *data)
 {
     for (uint64_t i = 0; i < n && page + i < t->pages; i++) {
-        const uint8_t *d = data + i * t->page_size;
-        set_baseline(t, page + i, vg_hash(d, t->page_size, t->seed));
+        set_baseline(t, page + i, dt_page_hash(t, data + i * t->page_size));
+    }
+}
+
+uint64_t dt_page_hash(const struct dt_tracker *t, const uint8_t *data)
+{
+    return vg_hash(data, t->page_size, t->seed);
+}
+
+void dt_note_sent_hashes(struct dt_tracker *t, uint64_t page, uint64_t n,
+                         const uint64_t *hashes)
+{
+    for (uint64_t i = 0; i < n && page + i < t->pages; i++) {
+        set_baseline(t, page + i, hashes[i]);
     }
 }
 

@@ -184,6 +184,15 @@ void dt_epoch_end(struct dt_tracker *t, struct dt_epoch_stats *st);
 void dt_note_sent(struct dt_tracker *t, uint64_t page, uint64_t n,
                   const uint8_t *data);
 void dt_note_sent_zero(struct dt_tracker *t, uint64_t page, uint64_t n);
+/*
+ * dt_note_sent() in two steps, so that the hashing can run on other
+ * threads: dt_page_hash() is the hash the tracker keeps for a page of
+ * content @data (any thread); dt_note_sent_hashes() takes @n of them, of
+ * the copies that went out, as dt_note_sent() would have computed them.
+ */
+uint64_t dt_page_hash(const struct dt_tracker *t, const uint8_t *data);
+void dt_note_sent_hashes(struct dt_tracker *t, uint64_t page, uint64_t n,
+                         const uint64_t *hashes);
 
 /*
  * True iff page @page was hashed by the last epoch and found all-zero (the

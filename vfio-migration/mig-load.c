@@ -15,8 +15,8 @@
  * thread pool, in pieces of LOAD_PIECE_BYTES or one page, and the record
  * returns when all pieces are in: the order of records, and so of writes
  * to one page, is kept.  A version 2 stream brings the page hashes
- * (computed by the decoder from the bytes written), so nothing is hashed
- * twice.
+ * (computed by the decoder from the bytes written, on the pool too for
+ * such records), so nothing is hashed twice.
  */
 #include "mig-int.h"
 
@@ -141,6 +141,52 @@ static int write_record(struct mig *m, uint64_t first, uint64_t count,
     return job.failed;
 }
 
+/* One record's pages being hashed by the pool for the decoder. */
+struct hash_job {
+    const uint8_t *data;
+    uint32_t page_size;
+    uint64_t piece_pages;
+    uint64_t count;
+    uint64_t *hashes;
+};
+
+static void hash_piece(void *arg, uint64_t piece)
+{
+    struct hash_job *job = arg;
+    uint64_t i = piece * job->piece_pages;
+    uint64_t end =
+        job->count - i < job->piece_pages ? job->count : i + job->piece_pages;
+
+    for (; i < end; i++) {
+        job->hashes[i] =
+            vg_hash(job->data + i * job->page_size, job->page_size, 0);
+    }
+}
+
+/* The decoder's page hashes of a record: on the pool where it pays off. */
+static void sink_hash_pages(void *opaque, const uint8_t *data, uint64_t count,
+                            uint64_t *hashes)
+{
+    struct mig *m = opaque;
+    uint32_t ps = m->scfg.page_size;
+    struct hash_job job = {
+        .data = data,
+        .page_size = ps,
+        .piece_pages = ps >= LOAD_PIECE_BYTES ? 1 : LOAD_PIECE_BYTES / ps,
+        .count = count,
+        .hashes = hashes,
+    };
+    uint64_t pieces = (count + job.piece_pages - 1) / job.piece_pages;
+
+    if (dt_pool_threads(m->load->pool) < 2 || count * ps < LOAD_SPLIT_BYTES) {
+        for (uint64_t i = 0; i < pieces; i++) {
+            hash_piece(&job, i);
+        }
+        return;
+    }
+    dt_pool_run(m->load->pool, pieces, hash_piece, &job);
+}
+
 static int sink_pages(void *opaque, uint64_t first, uint64_t count,
                       const uint8_t *data, const uint64_t *hashes,
                       struct vg_error *err)
@@ -228,7 +274,8 @@ static int sink_state(void *opaque, const uint8_t *blob, uint32_t len,
 
 int mig_load_open(struct mig *m, struct vg_error *err)
 {
-    struct mig_dec_sink sink = {m, sink_pages, sink_zeros, sink_state};
+    struct mig_dec_sink sink = {m, sink_pages, sink_zeros, sink_state,
+                                sink_hash_pages};
     uint8_t *zero;
     int ret;
 

@@ -4,6 +4,12 @@
  * last sent, found with libdirtytrack), the stop-copy pass, the device
  * state and END, served to MIG_DATA_READ one record at a time, and the
  * size estimates behind PRECOPY_INFO and MIG_DATA_SIZE.
+ *
+ * A PAGES record of at least SAVE_SPLIT_BYTES has its pages copied into
+ * it (from VRAM mapped here, in pre-copy), hashed for the stream and
+ * hashed for the tracker's baseline by the session's thread pool, in
+ * pieces of SAVE_PIECE_BYTES or one page; the record is then sealed from
+ * those hashes on the session's thread.
  */
 #include "mig-int.h"
 
@@ -15,6 +21,10 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "dirty-track/dirtytrack.h"
+#include "dirty-track/hash-pool.h"
+
+#define SAVE_SPLIT_BYTES (256u * 1024)
+#define SAVE_PIECE_BYTES (64u * 1024)
 
 /* Record overhead of one run: record header + run header. */
 #define RUN_OVERHEAD (MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE)
@@ -81,6 +91,21 @@ struct mig_save {
     uint64_t fault_offset;
     bool failed; /* reading VRAM failed: @error says why */
     struct vg_error error;
+    struct dt_pool *pool; /* copies and hashes large records */
+    uint64_t stream_hash[MIG_RUN_MAX_PAGES]; /* a record's page hashes */
+    uint64_t track_hash[MIG_RUN_MAX_PAGES];  /* ...and the tracker's */
+};
+
+/* One PAGES record's pages being copied and hashed (on the pool). */
+struct save_job {
+    uint32_t page_size;
+    uint64_t piece_pages;
+    uint64_t count;
+    const uint8_t *src;          /* the pages */
+    uint8_t *dst;                /* where they are copied, NULL: not copied */
+    uint64_t *stream_hash;       /* their page hashes (seed 0) */
+    const struct dt_tracker *dt; /* NULL, or the tracker whose hashes... */
+    uint64_t *track_hash;        /* ...of the pages that went go here */
 };
 
 static size_t bitmap_words(uint64_t bits)
@@ -458,12 +483,68 @@ static uint64_t device_run(struct mig *m, uint64_t p, uint64_t limit,
     return n;
 }
 
+/* Pool job: piece @piece of the record's pages. */
+static void save_piece(void *arg, uint64_t piece)
+{
+    struct save_job *job = arg;
+    uint64_t i = piece * job->piece_pages;
+    uint64_t end =
+        job->count - i < job->piece_pages ? job->count : i + job->piece_pages;
+
+    for (; i < end; i++) {
+        size_t off = i * job->page_size;
+        const uint8_t *page = job->src + off;
+
+        if (job->dst) {
+            memcpy(job->dst + off, page, job->page_size);
+            page = job->dst + off; /* what goes is what is hashed */
+        }
+        if (job->stream_hash) {
+            job->stream_hash[i] = vg_hash(page, job->page_size, 0);
+        }
+        if (job->track_hash) {
+            job->track_hash[i] = dt_page_hash(job->dt, page);
+        }
+    }
+}
+
+/* Copy the @n pages at @src to @dst (unless NULL) and hash them into
+ * s->stream_hash (version 2 streams) and, if @track, s->track_hash: on the
+ * pool where the record is large enough to pay off. */
+static void save_pages(struct mig *m, const uint8_t *src, uint8_t *dst,
+                       uint64_t n, bool track)
+{
+    struct mig_save *s = m->save;
+    uint32_t ps = m->scfg.page_size;
+    struct save_job job = {
+        .page_size = ps,
+        .piece_pages = ps >= SAVE_PIECE_BYTES ? 1 : SAVE_PIECE_BYTES / ps,
+        .count = n,
+        .src = src,
+        .dst = dst,
+        .stream_hash = m->stream_version >= 2 ? s->stream_hash : NULL,
+        .dt = s->dt,
+        .track_hash = track ? s->track_hash : NULL,
+    };
+    uint64_t pieces = (n + job.piece_pages - 1) / job.piece_pages;
+
+    if (n * ps < SAVE_SPLIT_BYTES || dt_pool_threads(s->pool) < 2) {
+        for (uint64_t i = 0; i < pieces; i++) {
+            save_piece(&job, i);
+        }
+        return;
+    }
+    dt_pool_run(s->pool, pieces, save_piece, &job);
+}
+
 /* Encode the run [@p, +@n) of @zero pages, or with their content at @data,
  * and baseline what went out. */
 static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
                          const uint8_t *data)
 {
     struct mig_save *s = m->save;
+    bool track = s->dt && s->phase == SAVE_PRECOPY;
+    uint8_t *into = mig_enc_pages_data(s->rec);
 
     /* No epoch follows stop-copy: only pre-copy needs the baselines. */
     if (zero) {
@@ -476,15 +557,19 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
     if (s->phase == SAVE_STOPCOPY && vgpu_vram(m->gpu)) {
         /* @data is mapped VRAM, quiesced: it stays as hashed until the
          * reads copy it out. */
-        s->ref_at = mig_enc_pages_ref(s->enc, p, (uint32_t)n, data, s->rec);
+        save_pages(m, data, NULL, n, false);
+        s->ref_at = mig_enc_pages_ref(s->enc, p, (uint32_t)n, data,
+                                      s->stream_hash, s->rec);
         s->ref = data;
         s->len = s->ref_at + n * m->scfg.page_size;
     } else {
-        s->len = mig_enc_pages(s->enc, p, (uint32_t)n, data, s->rec);
+        save_pages(m, data, data == into ? NULL : into, n, track);
+        s->len = mig_enc_pages_hashed(s->enc, p, (uint32_t)n, s->stream_hash,
+                                      s->rec);
     }
-    if (s->dt && s->phase == SAVE_PRECOPY) {
-        /* The page data ends the record: baseline what actually went. */
-        dt_note_sent(s->dt, p, n, s->rec + s->len - n * m->scfg.page_size);
+    if (track) {
+        /* Baseline what actually went: the copy in the record. */
+        dt_note_sent_hashes(s->dt, p, n, s->track_hash);
     }
     if (s->phase == SAVE_STOPCOPY) {
         m->stats.final_dirty_bytes += n * m->scfg.page_size;
@@ -966,6 +1051,9 @@ static int save_alloc(struct mig *m, struct vg_error *err)
     ret = mig_enc_new(m->stream_version, m->scfg.page_size, &s->enc, err);
     if (ret == 0) {
         m->stats.stream_version = m->stream_version;
+        ret = dt_pool_new(m->hash_threads, &s->pool, err);
+    }
+    if (ret == 0) {
         ret = tracker_new(m, err);
     }
     if (ret < 0) {
@@ -1072,6 +1160,7 @@ void mig_save_close(struct mig *m)
     }
     vgpu_set_write_observer(m->gpu, NULL, NULL);
     dt_free(s->dt);
+    dt_pool_free(s->pool);
     mig_enc_free(s->enc);
     free(s->buf);
     free(s->pass);

@@ -162,16 +162,23 @@ static void run_head(uint8_t *p, uint64_t first, uint64_t count)
 }
 
 /* Seal the PAGES record whose headers are at @buf (run header written)
- * and whose @count pages are at @data: record header, checksum, digest. */
+ * and whose @count pages are at @data, with their page hashes @hashes if
+ * not NULL: record header, checksum, digest. */
 static void pages_seal(struct mig_enc *enc, uint8_t *buf, const uint8_t *data,
-                       uint32_t count)
+                       uint32_t count, const uint64_t *hashes)
 {
     uint32_t n = count * enc->page_size;
     const void *body = data; /* what stands for the pages: v1 their bytes */
     size_t body_len = n;
 
-    if (enc->version >= 2) {
+    if (enc->version >= 2 && hashes) {
+        for (uint32_t i = 0; i < count; i++) {
+            vg_put_le64(enc->hash_le + 8 * i, hashes[i]);
+        }
+    } else if (enc->version >= 2) {
         page_hashes(data, count, enc->page_size, enc->hash_le, NULL);
+    }
+    if (enc->version >= 2) {
         body = enc->hash_le;
         body_len = (size_t)count * 8;
     }
@@ -196,15 +203,24 @@ size_t mig_enc_pages(struct mig_enc *enc, uint64_t first, uint32_t count,
     if (data != p) {
         memcpy(p, data, n);
     }
-    pages_seal(enc, buf, p, count);
+    pages_seal(enc, buf, p, count, NULL);
     return RUN_HEADERS_SIZE + n;
 }
 
-size_t mig_enc_pages_ref(struct mig_enc *enc, uint64_t first, uint32_t count,
-                         const uint8_t *data, uint8_t *buf)
+size_t mig_enc_pages_hashed(struct mig_enc *enc, uint64_t first, uint32_t count,
+                            const uint64_t *hashes, uint8_t *buf)
 {
     run_head(buf + MIG_REC_HDR_SIZE, first, count);
-    pages_seal(enc, buf, data, count);
+    pages_seal(enc, buf, mig_enc_pages_data(buf), count, hashes);
+    return RUN_HEADERS_SIZE + (size_t)count * enc->page_size;
+}
+
+size_t mig_enc_pages_ref(struct mig_enc *enc, uint64_t first, uint32_t count,
+                         const uint8_t *data, const uint64_t *hashes,
+                         uint8_t *buf)
+{
+    run_head(buf + MIG_REC_HDR_SIZE, first, count);
+    pages_seal(enc, buf, data, count, hashes);
     return RUN_HEADERS_SIZE;
 }
 
@@ -606,8 +622,16 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
         return dec->failed;
     }
     count = vg_get_le32(p + 8);
-    page_hashes(pages_data(dec, p), count, dec->cfg.page_size, dec->hash_le,
-                dec->hashes);
+    if (dec->sink.hash_pages) {
+        dec->sink.hash_pages(dec->sink.opaque, pages_data(dec, p), count,
+                             dec->hashes);
+        for (uint32_t i = 0; i < count; i++) {
+            vg_put_le64(dec->hash_le + 8 * i, dec->hashes[i]);
+        }
+    } else {
+        page_hashes(pages_data(dec, p), count, dec->cfg.page_size, dec->hash_le,
+                    dec->hashes);
+    }
     XXH3_64bits_reset_withSeed(dec->check, vg_get_le64(dec->rec));
     XXH3_64bits_update(dec->check, p, MIG_RUN_HDR_SIZE);
     XXH3_64bits_update(dec->check, dec->hash_le, (size_t)count * 8);

@@ -97,12 +97,20 @@ size_t mig_enc_header(struct mig_enc *enc, const struct mig_stream_config *cfg,
                       uint8_t *buf);
 size_t mig_enc_pages(struct mig_enc *enc, uint64_t first, uint32_t count,
                      const uint8_t *data, uint8_t *buf);
+/* mig_enc_pages for pages the caller put at mig_enc_pages_data(@buf)
+ * already, with their page hashes (XXH3-64 of each page, seed 0) that
+ * it computed, for example on several threads (a version 1 stream, which
+ * has none, ignores them). */
+size_t mig_enc_pages_hashed(struct mig_enc *enc, uint64_t first, uint32_t count,
+                            const uint64_t *hashes, uint8_t *buf);
 /* mig_enc_pages without copying the pages: writes the record's headers
  * into @buf and returns their size; the record's bytes are those headers
  * followed by the count * page_size bytes at @data, which must not change
- * until they have been sent. */
+ * until they have been sent.  @hashes: their page hashes as for
+ * mig_enc_pages_hashed, or NULL to have them computed here. */
 size_t mig_enc_pages_ref(struct mig_enc *enc, uint64_t first, uint32_t count,
-                         const uint8_t *data, uint8_t *buf);
+                         const uint8_t *data, const uint64_t *hashes,
+                         uint8_t *buf);
 /* Where mig_enc_pages puts the page data in @buf: a caller may copy the
  * pages there first and pass this as @data (then nothing is copied). */
 uint8_t *mig_enc_pages_data(uint8_t *buf);
@@ -131,6 +139,11 @@ struct mig_dec_sink {
                  struct vg_error *err);
     int (*state)(void *opaque, const uint8_t *blob, uint32_t len,
                  struct vg_error *err);
+    /* Optional: the page hashes (XXH3-64, seed 0) of the @count pages at
+     * @data into @hashes, for example on several threads; NULL: the
+     * decoder hashes them itself. */
+    void (*hash_pages)(void *opaque, const uint8_t *data, uint64_t count,
+                       uint64_t *hashes);
 };
 
 struct mig_dec;

@@ -350,6 +350,35 @@ static void test_revert_after_send(void)
     dt_free(t);
 }
 
+/* dt_note_sent() in two steps (the hashes computed elsewhere) leaves the
+ * same baselines: a page that changed back after its copy was sent is
+ * reported, one that did not is not. */
+static void test_note_sent_hashes(void)
+{
+    static uint8_t mem[4 * 4096];
+    uint8_t copy[4096];
+    uint64_t h[2];
+    struct dt_tracker *t = new_tracker(mem, sizeof(mem), 4096, 1, 11);
+
+    memset(mem + 4096, 0xaa, 4096);
+    memset(mem + 2 * 4096, 0xbb, 4096);
+    assert_dirty(t, (const int[]){0, 1, 2, 3, -1}); /* hashed */
+    memset(mem + 4096, 0xcc, 4096);                 /* after the hash */
+    memcpy(copy, mem + 4096, sizeof(copy));         /* what is sent */
+    h[0] = dt_page_hash(t, copy);
+    h[1] = dt_page_hash(t, mem + 2 * 4096);
+    g_assert_cmpuint(h[0], !=, h[1]);
+    dt_note_sent_hashes(t, 1, 2, h);
+    memset(mem + 4096, 0xaa, 4096); /* back to the hashed content */
+    dt_mark_all_opaque(t);
+    assert_dirty(t, (const int[]){1, -1});
+    /* out of range: ignored */
+    dt_note_sent_hashes(t, 3, 2, h);
+    dt_mark_all_opaque(t);
+    assert_dirty(t, (const int[]){3, -1});
+    dt_free(t);
+}
+
 /* A hash function that must not be called: the first epoch reads nothing. */
 static int no_hash(void *opaque, const uint64_t *select, uint64_t seed,
                    uint64_t *hashes, uint64_t *zero, struct vg_error *err)
@@ -715,6 +744,7 @@ int main(int argc, char **argv)
     g_test_add_func("/dirtytrack/stale-hash-after-exact",
                     test_stale_hash_after_exact);
     g_test_add_func("/dirtytrack/revert-after-send", test_revert_after_send);
+    g_test_add_func("/dirtytrack/note-sent-hashes", test_note_sent_hashes);
     g_test_add_func("/dirtytrack/baseline-from-sends",
                     test_baseline_from_sends);
     g_test_add_func("/dirtytrack/zero-pages", test_zero_pages);

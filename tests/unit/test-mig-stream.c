@@ -110,7 +110,23 @@ struct dst {
     unsigned hashed, unhashed, in_place;
     const uint8_t *chunk;
     size_t chunk_len;
+    /* The sink hashes the pages for the decoder (hash_pages): how many
+     * records it did, and whether it gets page 0 of each wrong. */
+    bool sink_hashes, wrong_hash;
+    unsigned sink_hashed;
 };
+
+static void dst_hash_pages(void *o, const uint8_t *data, uint64_t count,
+                           uint64_t *hashes)
+{
+    struct dst *d = o;
+
+    for (uint64_t i = 0; i < count; i++) {
+        hashes[i] = XXH3_64bits(data + i * PAGE, PAGE);
+    }
+    hashes[0] ^= d->wrong_hash;
+    d->sink_hashed++;
+}
 
 static int dst_pages(void *o, uint64_t first, uint64_t count,
                      const uint8_t *data, const uint64_t *hashes,
@@ -157,13 +173,14 @@ static int dst_state(void *o, const uint8_t *blob, uint32_t len,
 static int decode(const struct mig_stream_config *c, const uint8_t *data,
                   size_t len, size_t chunk, struct dst *d, struct vg_error *err)
 {
-    struct mig_dec_sink sink = {d, dst_pages, dst_zeros, dst_state};
+    struct mig_dec_sink sink = {d, dst_pages, dst_zeros, dst_state,
+                                d->sink_hashes ? dst_hash_pages : NULL};
     struct mig_dec *dec;
     size_t off = 0;
     int ret;
 
     memset(d->vram, 0xee, VRAM);
-    d->hashed = d->unhashed = d->in_place = 0;
+    d->hashed = d->unhashed = d->in_place = d->sink_hashed = 0;
     g_assert_cmpint(mig_dec_new(c, &sink, &dec, err), ==, 0);
     while (off < len) {
         size_t n = chunk ? chunk : (size_t)g_test_rand_int_range(1, 70000);
@@ -261,6 +278,29 @@ static void test_round_trip(void)
         }
         sb_fini(&b);
     }
+}
+
+/* A sink that hashes the pages itself (on threads of its own, say) is
+ * used for version 2 records, and a wrong hash from it fails the record. */
+static void test_sink_hashes(void)
+{
+    static uint8_t vram[VRAM];
+    static struct dst d;
+    uint8_t state[100];
+    struct vg_error err = {0};
+    struct sb b;
+
+    sb_init_version(&b, MIG_STREAM_VERSION);
+    build_valid(&b, vram, state);
+    d.sink_hashes = true;
+    g_assert_cmpint(decode(&cfg, b.data, b.len, b.len, &d, &err), ==, 0);
+    g_assert_true(memcmp(d.vram, vram, VRAM) == 0);
+    g_assert_cmpuint(d.sink_hashed, ==, 7);
+    d.wrong_hash = true;
+    g_assert_cmpint(decode(&cfg, b.data, b.len, b.len, &d, &err), ==, -EBADMSG);
+    g_assert_nonnull(strstr(err.msg, "checksum"));
+    d.sink_hashes = d.wrong_hash = false;
+    sb_fini(&b);
 }
 
 /* A version 2 PAGES record as docs/migration-stream.md lays it out, built
@@ -585,7 +625,7 @@ static void test_bad_record_header(void)
 static void test_bad_config(void)
 {
     struct mig_stream_config c = {VRAM, 3000, 0};
-    struct mig_dec_sink sink = {NULL, dst_pages, dst_zeros, dst_state};
+    struct mig_dec_sink sink = {NULL, dst_pages, dst_zeros, dst_state, NULL};
     struct mig_dec *dec;
     struct mig_enc *enc;
     struct vg_error err;
@@ -599,40 +639,56 @@ static void test_bad_config(void)
     g_assert_cmpstr(mig_rec_name(77), ==, "unknown");
 }
 
-/* PAGES records encoded by reference are byte for byte those encoded by
- * copy, and so is the END digest over them, in either version. */
+/* PAGES records encoded by reference, or with page hashes the caller
+ * computed, are byte for byte those encoded by copy, and so is the END
+ * digest over them, in either version. */
 static void pages_by_reference(uint32_t version)
 {
-    struct sb a, b;
+    struct sb a, b, c;
     uint8_t *pages = g_malloc(32 * PAGE);
+    uint64_t hashes[32];
     uint8_t state[8] = {1, 2, 3, 4, 5, 6, 7, 8};
 
     for (unsigned i = 0; i < 32 * PAGE; i++) {
         pages[i] = (uint8_t)(i * 131 + i / PAGE);
     }
+    for (unsigned i = 0; i < 32; i++) {
+        hashes[i] = XXH3_64bits_withSeed(pages + i * PAGE, PAGE, 0);
+    }
     sb_init_version(&a, version);
     sb_init_version(&b, version);
+    sb_init_version(&c, version);
     sb_add(&a, mig_enc_header(a.enc, &cfg, a.rec));
     sb_add(&b, mig_enc_header(b.enc, &cfg, b.rec));
+    sb_add(&c, mig_enc_header(c.enc, &cfg, c.rec));
     for (unsigned r = 0; r < 4; r++) {
         uint32_t count = 1 + r * 5;
         size_t hdr;
 
         sb_add(&a, mig_enc_pages(a.enc, r * 40, count, pages, a.rec));
-        hdr = mig_enc_pages_ref(b.enc, r * 40, count, pages, b.rec);
+        /* by reference, hashing here (even r) or with the hashes given */
+        hdr = mig_enc_pages_ref(b.enc, r * 40, count, pages,
+                                r % 2 ? hashes : NULL, b.rec);
         g_assert_cmpuint(hdr, ==, MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE);
         sb_add(&b, hdr);
         sb_put(&b, pages, (size_t)count * PAGE);
+        memcpy(mig_enc_pages_data(c.rec), pages, (size_t)count * PAGE);
+        sb_add(&c, mig_enc_pages_hashed(c.enc, r * 40, count, hashes, c.rec));
     }
     g_assert_cmpuint(mig_enc_bytes(a.enc), ==, mig_enc_bytes(b.enc));
+    g_assert_cmpuint(mig_enc_bytes(a.enc), ==, mig_enc_bytes(c.enc));
     sb_add(&a, mig_enc_state(a.enc, state, sizeof(state), a.rec));
     sb_add(&b, mig_enc_state(b.enc, state, sizeof(state), b.rec));
+    sb_add(&c, mig_enc_state(c.enc, state, sizeof(state), c.rec));
     sb_add(&a, mig_enc_end(a.enc, a.rec));
     sb_add(&b, mig_enc_end(b.enc, b.rec));
+    sb_add(&c, mig_enc_end(c.enc, c.rec));
     g_assert_cmpuint(a.len, ==, b.len);
     g_assert_cmpmem(a.data, a.len, b.data, b.len);
+    g_assert_cmpmem(a.data, a.len, c.data, c.len);
     sb_fini(&a);
     sb_fini(&b);
+    sb_fini(&c);
     g_free(pages);
 }
 
@@ -648,6 +704,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/mig-stream/round-trip", test_round_trip);
     g_test_add_func("/mig-stream/pages-by-reference", test_pages_by_reference);
+    g_test_add_func("/mig-stream/sink-hashes", test_sink_hashes);
     g_test_add_func("/mig-stream/pages-v2-layout", test_pages_v2_layout);
     g_test_add_func("/mig-stream/version-confusion", test_version_confusion);
     g_test_add_func("/mig-stream/bad-header", test_bad_header);
