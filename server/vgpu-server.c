@@ -313,50 +313,15 @@ static int parse_size_opt(const char *name, const char *text, uint64_t min,
     return 0;
 }
 
-/* --migration-threads: 1 to DT_POOL_MAX_THREADS. */
-static int parse_threads(const char *text, unsigned *out)
+/* --@opt: a decimal @what from @min to @max, all of @text. */
+static int parse_uint_opt(const char *opt, const char *what, const char *text,
+                          unsigned min, unsigned max, unsigned *out)
 {
     uint64_t v;
 
-    if (parse_u64(text, &v) < 0 || v < 1 || v > DT_POOL_MAX_THREADS) {
-        fprintf(stderr,
-                "vgpu-server: --migration-threads: '%s' is not a number "
-                "from 1 to %d\n",
-                text, DT_POOL_MAX_THREADS);
-        return -1;
-    }
-    *out = (unsigned)v;
-    return 0;
-}
-
-/* --data-slots: slots of the data_shm area. */
-static int parse_data_slots(const char *text, unsigned *out)
-{
-    uint64_t v;
-
-    if (parse_u64(text, &v) < 0 || v < VFU_DATA_SLOTS_MIN ||
-        v > VFU_DATA_SLOTS_MAX) {
-        fprintf(stderr,
-                "vgpu-server: --data-slots: '%s' is not a number from %u to "
-                "%u\n",
-                text, VFU_DATA_SLOTS_MIN, VFU_DATA_SLOTS_MAX);
-        return -1;
-    }
-    *out = (unsigned)v;
-    return 0;
-}
-
-/* --stream-version: one the encoder writes. */
-static int parse_stream_version(const char *text, unsigned *out)
-{
-    uint64_t v;
-
-    if (parse_u64(text, &v) < 0 || v < MIG_STREAM_VERSION_MIN ||
-        v > MIG_STREAM_VERSION) {
-        fprintf(stderr,
-                "vgpu-server: --stream-version: '%s' is not a version from "
-                "%u to %u\n",
-                text, MIG_STREAM_VERSION_MIN, MIG_STREAM_VERSION);
+    if (parse_u64(text, &v) < 0 || v < min || v > max) {
+        fprintf(stderr, "vgpu-server: --%s: '%s' is not a %s from %u to %u\n",
+                opt, text, what, min, max);
         return -1;
     }
     *out = (unsigned)v;
@@ -405,11 +370,16 @@ static int parse_opt(int c, struct options *o)
         o->no_data_shm = true;
         return 0;
     case OPT_DATA_SLOTS:
-        return parse_data_slots(optarg, &o->data_slots);
+        return parse_uint_opt("data-slots", "number", optarg,
+                              VFU_DATA_SLOTS_MIN, VFU_DATA_SLOTS_MAX,
+                              &o->data_slots);
     case OPT_MIGRATION_THREADS:
-        return parse_threads(optarg, &o->migration_threads);
+        return parse_uint_opt("migration-threads", "number", optarg, 1,
+                              DT_POOL_MAX_THREADS, &o->migration_threads);
     case OPT_STREAM_VERSION:
-        return parse_stream_version(optarg, &o->stream_version);
+        return parse_uint_opt("stream-version", "version", optarg,
+                              MIG_STREAM_VERSION_MIN, MIG_STREAM_VERSION,
+                              &o->stream_version);
     case OPT_PREALLOC:
         o->prealloc = true;
         return 0;

@@ -5,14 +5,15 @@
 # many migration threads it runs); --prealloc backs all of VRAM with
 # memory (the server's RssShmem), which a server without it does not;
 # --stream-version is documented and bad values exit 2 naming the range
-# (a good one is migrated with by /mig/basic/stream-v1).  TAP output for
+# (a good one is migrated with by /mig/basic/stream-v1); so do bad
+# --data-slots values (2 is used by /mig/multifd/two-data-slots).  TAP output for
 # prove; run from the top of the tree after `make all` ($VGMIG_SERVER, as
 # make check sets it, or build/vgpu-server).
 set -u
 srv=${VGMIG_SERVER:-build/vgpu-server}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vgmig-cli-XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..13"
+echo "1..16"
 
 if "$srv" --help | grep -q -- "--migration-threads N"; then
     echo "ok 1 - --help documents --migration-threads"
@@ -107,3 +108,4 @@ else
 fi
 n=10
 bad_values --stream-version "is not a version from 1 to 2" 0 3 2x
+bad_values --data-slots "is not a number from 2 to 64" 1 65 8x
