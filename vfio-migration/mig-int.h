@@ -6,6 +6,7 @@
 #ifndef MIG_INT_H
 #define MIG_INT_H
 
+#include "dirty-track/hash-pool.h"
 #include "mig-stream.h"
 #include "mig.h"
 
@@ -50,6 +51,22 @@ void mig_take_checksums(struct mig *m, uint64_t *page_hash,
                         const uint64_t *known);
 /* Record @msg as the last error and rewrite the stats file. */
 void mig_note_error(struct mig *m, const char *msg);
+
+/*
+ * A PAGES record of at least MIG_SPLIT_BYTES has its per-page work done by
+ * the session's pool, in pieces of MIG_PIECE_BYTES or one page.
+ * mig_piece() gives piece @piece of a record of @count pages of
+ * @page_size bytes: its first page in *@first, and its end.
+ * mig_run_pieces() runs @fn(@arg, piece) over a record's pieces: on @pool
+ * where the record is large enough and the pool has threads to share the
+ * work, else here.
+ */
+#define MIG_SPLIT_BYTES (256u * 1024)
+#define MIG_PIECE_BYTES (64u * 1024)
+uint64_t mig_piece(uint64_t piece, uint32_t page_size, uint64_t count,
+                   uint64_t *first);
+void mig_run_pieces(struct dt_pool *pool, uint32_t page_size, uint64_t count,
+                    dt_pool_fn *fn, void *arg);
 
 /* Bitmaps of pages. */
 static inline bool mig_bit(const uint64_t *bm, uint64_t i)

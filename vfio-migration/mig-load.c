@@ -10,9 +10,9 @@
  * those are not cleared again.  VRAM is thus cleared at most once plus
  * once per page a PAGES record wrote, work proportional to the stream.
  *
- * Where VRAM is mapped here, a PAGES record of at least LOAD_SPLIT_BYTES
+ * Where VRAM is mapped here, a PAGES record of at least MIG_SPLIT_BYTES
  * is written (and, from a version 1 stream, hashed) by the session's
- * thread pool, in pieces of LOAD_PIECE_BYTES or one page, and the record
+ * thread pool, in pieces (mig_run_pieces()), and the record
  * returns when all pieces are in: the order of records, and so of writes
  * to one page, is kept.  A version 2 stream brings the page hashes
  * (computed by the decoder from the bytes written, on the pool too for
@@ -30,17 +30,12 @@
 
 #include "common/hash.h"
 #include "common/log.h"
-#include "dirty-track/hash-pool.h"
-
-#define LOAD_SPLIT_BYTES (256u * 1024)
-#define LOAD_PIECE_BYTES (64u * 1024)
 
 /* One PAGES record being written by the pool. */
 struct load_job {
     struct mig *m;
-    uint64_t first;       /* its first page */
-    uint64_t piece_pages; /* pages per piece */
-    uint64_t count;       /* pages */
+    uint64_t first; /* its first page */
+    uint64_t count; /* pages */
     const uint8_t *data;
     const uint64_t *hashes; /* the decoder's page hashes, or NULL */
     int failed;             /* first -errno of a piece, 0 if none */
@@ -96,9 +91,9 @@ static int write_pages(struct mig *m, uint64_t first, uint64_t count,
 static void write_piece(void *arg, uint64_t piece)
 {
     struct load_job *job = arg;
-    uint64_t skip = piece * job->piece_pages;
-    uint64_t n = job->count - skip < job->piece_pages ? job->count - skip
-                                                      : job->piece_pages;
+    uint64_t skip;
+    uint64_t n =
+        mig_piece(piece, job->m->scfg.page_size, job->count, &skip) - skip;
     struct vg_error err;
     int ret = write_pages(job->m, job->first + skip, n,
                           job->data + skip * job->m->scfg.page_size,
@@ -119,21 +114,15 @@ static int write_record(struct mig *m, uint64_t first, uint64_t count,
                         const uint8_t *data, const uint64_t *hashes,
                         struct vg_error *err)
 {
-    uint32_t ps = m->scfg.page_size;
-    uint64_t piece = ps >= LOAD_PIECE_BYTES ? 1 : LOAD_PIECE_BYTES / ps;
-    struct load_job job = {.m = m,
-                           .first = first,
-                           .piece_pages = piece,
-                           .count = count,
-                           .data = data,
-                           .hashes = hashes};
+    struct load_job job = {
+        .m = m, .first = first, .count = count, .data = data, .hashes = hashes};
 
-    if (!vgpu_vram(m->gpu) || dt_pool_threads(m->load->pool) < 2 ||
-        count * ps < LOAD_SPLIT_BYTES) {
+    /* A GPU's VRAM takes one host-to-device copy per record */
+    if (!vgpu_vram(m->gpu)) {
         return write_pages(m, first, count, data, hashes, err);
     }
     pthread_mutex_init(&job.lock, NULL);
-    dt_pool_run(m->load->pool, (count + piece - 1) / piece, write_piece, &job);
+    mig_run_pieces(m->load->pool, m->scfg.page_size, count, write_piece, &job);
     pthread_mutex_destroy(&job.lock);
     if (job.failed && err) {
         *err = job.err;
@@ -145,7 +134,6 @@ static int write_record(struct mig *m, uint64_t first, uint64_t count,
 struct hash_job {
     const uint8_t *data;
     uint32_t page_size;
-    uint64_t piece_pages;
     uint64_t count;
     uint64_t *hashes;
 };
@@ -153,9 +141,7 @@ struct hash_job {
 static void hash_piece(void *arg, uint64_t piece)
 {
     struct hash_job *job = arg;
-    uint64_t i = piece * job->piece_pages;
-    uint64_t end =
-        job->count - i < job->piece_pages ? job->count : i + job->piece_pages;
+    uint64_t i, end = mig_piece(piece, job->page_size, job->count, &i);
 
     for (; i < end; i++) {
         job->hashes[i] =
@@ -168,23 +154,14 @@ static void sink_hash_pages(void *opaque, const uint8_t *data, uint64_t count,
                             uint64_t *hashes)
 {
     struct mig *m = opaque;
-    uint32_t ps = m->scfg.page_size;
     struct hash_job job = {
         .data = data,
-        .page_size = ps,
-        .piece_pages = ps >= LOAD_PIECE_BYTES ? 1 : LOAD_PIECE_BYTES / ps,
+        .page_size = m->scfg.page_size,
         .count = count,
         .hashes = hashes,
     };
-    uint64_t pieces = (count + job.piece_pages - 1) / job.piece_pages;
 
-    if (dt_pool_threads(m->load->pool) < 2 || count * ps < LOAD_SPLIT_BYTES) {
-        for (uint64_t i = 0; i < pieces; i++) {
-            hash_piece(&job, i);
-        }
-        return;
-    }
-    dt_pool_run(m->load->pool, pieces, hash_piece, &job);
+    mig_run_pieces(m->load->pool, m->scfg.page_size, count, hash_piece, &job);
 }
 
 static int sink_pages(void *opaque, uint64_t first, uint64_t count,

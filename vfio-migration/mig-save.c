@@ -5,11 +5,11 @@
  * state and END, served to MIG_DATA_READ one record at a time, and the
  * size estimates behind PRECOPY_INFO and MIG_DATA_SIZE.
  *
- * A PAGES record of at least SAVE_SPLIT_BYTES has its pages copied into
+ * A PAGES record of at least MIG_SPLIT_BYTES has its pages copied into
  * it (from VRAM mapped here, in pre-copy), hashed for the stream and
  * hashed for the tracker's baseline by the session's thread pool, in
- * pieces of SAVE_PIECE_BYTES or one page; the record is then sealed from
- * those hashes on the session's thread.
+ * pieces (mig_run_pieces()); the record is then sealed from those hashes
+ * on the session's thread.
  */
 #include "mig-int.h"
 
@@ -21,10 +21,6 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "dirty-track/dirtytrack.h"
-#include "dirty-track/hash-pool.h"
-
-#define SAVE_SPLIT_BYTES (256u * 1024)
-#define SAVE_PIECE_BYTES (64u * 1024)
 
 /* Record overhead of one run: record header + run header. */
 #define RUN_OVERHEAD (MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE)
@@ -99,7 +95,6 @@ struct mig_save {
 /* One PAGES record's pages being copied and hashed (on the pool). */
 struct save_job {
     uint32_t page_size;
-    uint64_t piece_pages;
     uint64_t count;
     const uint8_t *src;          /* the pages */
     uint8_t *dst;                /* where they are copied, NULL: not copied */
@@ -487,9 +482,7 @@ static uint64_t device_run(struct mig *m, uint64_t p, uint64_t limit,
 static void save_piece(void *arg, uint64_t piece)
 {
     struct save_job *job = arg;
-    uint64_t i = piece * job->piece_pages;
-    uint64_t end =
-        job->count - i < job->piece_pages ? job->count : i + job->piece_pages;
+    uint64_t i, end = mig_piece(piece, job->page_size, job->count, &i);
 
     for (; i < end; i++) {
         size_t off = i * job->page_size;
@@ -518,7 +511,6 @@ static void save_pages(struct mig *m, const uint8_t *src, uint8_t *dst,
     uint32_t ps = m->scfg.page_size;
     struct save_job job = {
         .page_size = ps,
-        .piece_pages = ps >= SAVE_PIECE_BYTES ? 1 : SAVE_PIECE_BYTES / ps,
         .count = n,
         .src = src,
         .dst = dst,
@@ -526,15 +518,8 @@ static void save_pages(struct mig *m, const uint8_t *src, uint8_t *dst,
         .dt = s->dt,
         .track_hash = track ? s->track_hash : NULL,
     };
-    uint64_t pieces = (n + job.piece_pages - 1) / job.piece_pages;
 
-    if (n * ps < SAVE_SPLIT_BYTES || dt_pool_threads(s->pool) < 2) {
-        for (uint64_t i = 0; i < pieces; i++) {
-            save_piece(&job, i);
-        }
-        return;
-    }
-    dt_pool_run(s->pool, pieces, save_piece, &job);
+    mig_run_pieces(s->pool, ps, n, save_piece, &job);
 }
 
 /* Encode the run [@p, +@n) of @zero pages, or with their content at @data,

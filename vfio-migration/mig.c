@@ -103,6 +103,35 @@ void mig_take_checksums(struct mig *m, uint64_t *page_hash,
             m->stats.vram_checksum, m->stats.device_state_checksum);
 }
 
+/* Pages per piece of a record of @page_size pages (mig-int.h). */
+static uint64_t piece_pages(uint32_t page_size)
+{
+    return page_size >= MIG_PIECE_BYTES ? 1 : MIG_PIECE_BYTES / page_size;
+}
+
+uint64_t mig_piece(uint64_t piece, uint32_t page_size, uint64_t count,
+                   uint64_t *first)
+{
+    uint64_t n = piece_pages(page_size);
+
+    *first = piece * n;
+    return count - *first < n ? count : *first + n;
+}
+
+void mig_run_pieces(struct dt_pool *pool, uint32_t page_size, uint64_t count,
+                    dt_pool_fn *fn, void *arg)
+{
+    uint64_t n = piece_pages(page_size), pieces = (count + n - 1) / n;
+
+    if (count * page_size < MIG_SPLIT_BYTES || dt_pool_threads(pool) < 2) {
+        for (uint64_t i = 0; i < pieces; i++) {
+            fn(arg, i);
+        }
+        return;
+    }
+    dt_pool_run(pool, pieces, fn, arg);
+}
+
 void mig_note_error(struct mig *m, const char *msg)
 {
     snprintf(m->stats.last_error, sizeof(m->stats.last_error), "%s", msg);
