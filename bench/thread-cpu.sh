@@ -50,11 +50,21 @@ samples=$(mktemp)
 trap 'rm -f "$samples"' EXIT
 hz=$(getconf CLK_TCK)
 
+# The pids whose command line matches $pattern (without pgrep: a bare
+# GPU machine may lack procps).
+procs() {
+    local d
+    for d in /proc/[0-9]*; do
+        tr '\0' ' ' 2>/dev/null <"$d/cmdline" | grep -Eq -- "$pattern" &&
+            echo "${d#/proc/}"
+    done
+}
+
 # One line per thread: time pid tid utime stime name | cmdline
 sample() {
     local now p t stat
     now=$(date +%s.%N)
-    for p in $(pgrep -f -- "$pattern"); do
+    for p in $(procs); do
         [ "$p" = "$$" ] && continue
         local cmd
         cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | cut -c1-60)

@@ -192,6 +192,8 @@ static void usage(FILE *out)
         "the time spent decoding and applying them); shm_bytes (of the\n"
         "bytes read or written, those that moved through the client's\n"
         "shared memory area, negotiated as data_shm, not the socket);\n"
+        "gpu_direct_bytes (of those, the bytes a GPU copied to or from\n"
+        "the area itself, without a staging copy);\n"
         "last_error (\"\" if none).\n"
         "\n"
         "SIZE is a number with an optional K, M, G or T suffix (powers of\n"

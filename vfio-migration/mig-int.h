@@ -32,6 +32,7 @@ struct mig {
     bool bar2_logged;   /* ... unless the client logs them (REGION_DIRTY_LOG) */
     bool checksums_due; /* saved in STOP_COPY: checksum VRAM once idle */
     uint64_t saves_started;   /* saving sessions since the server started */
+    uint64_t direct_base;     /* vgpu_direct_bytes() when the stats reset */
     struct mig_rounds rounds; /* planner and throttle of the session */
     struct mig_save *save;
     struct mig_load *load;

@@ -171,6 +171,8 @@ static void session_started(struct mig *m)
     m->stats.load_write_ms = 0;
     m->stats.shm_bytes = 0;
     m->stats.in_place_bytes = 0;
+    m->stats.gpu_direct_bytes = 0;
+    m->direct_base = vgpu_direct_bytes(m->gpu);
     m->stats.stream_version = 0;
     m->stats.have_checksums = false;
     m->checksums_due = false;
@@ -483,6 +485,7 @@ void mig_note_bar2_shared(struct mig *m)
 void mig_note_shm_bytes(struct mig *m, uint64_t bytes)
 {
     m->stats.shm_bytes += bytes;
+    m->stats.gpu_direct_bytes = vgpu_direct_bytes(m->gpu) - m->direct_base;
 }
 
 void mig_note_bar2_logged(struct mig *m, bool on)
@@ -596,7 +599,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"precopy_reads\": %" PRIu64 ",\n  \"precopy_read_ms\": %.3f"
         ",\n  \"load_writes\": %" PRIu64 ",\n  \"load_write_ms\": %.3f"
         ",\n  \"shm_bytes\": %" PRIu64 ",\n  \"in_place_bytes\": %" PRIu64
-        ",\n  \"stream_version\": %u"
+        ",\n  \"gpu_direct_bytes\": %" PRIu64 ",\n  \"stream_version\": %u"
         ",\n  \"last_error\": \"%s\"\n}\n",
         mig_state_name(m->fsm.state), backend, st->migrations_started,
         st->bytes_sent, st->bytes_received, st->precopy_bytes,
@@ -609,7 +612,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->cpu_log_pages, st->stopcopy_reads, st->stopcopy_read_ms,
         st->precopy_reads, st->precopy_read_ms, st->load_writes,
         st->load_write_ms, st->shm_bytes, st->in_place_bytes,
-        st->stream_version, error);
+        st->gpu_direct_bytes, st->stream_version, error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

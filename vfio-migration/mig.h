@@ -89,7 +89,9 @@ struct mig_stats {
     uint64_t shm_bytes;      /* of those, through the shared area (data_shm) */
     uint64_t in_place_bytes; /* page data loaded without a copy (version 2
                                 records whole in one write) */
-    uint32_t stream_version; /* written or read (HEADER), 0: not yet */
+    uint64_t gpu_direct_bytes; /* copied between the GPU and the shared
+                                  area without staging (vgpu_host_register) */
+    uint32_t stream_version;   /* written or read (HEADER), 0: not yet */
     bool have_checksums;
     uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */
     uint64_t device_state_checksum; /* XXH3-64 of the state blob */

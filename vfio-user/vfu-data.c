@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "vfu-dma.h"
 #include "vfu-mig-msg.h"
 
@@ -42,6 +43,7 @@ int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
 static void shm_release(struct vfu_server *srv)
 {
     if (srv->shm) {
+        vgpu_host_unregister(srv->gpu, srv->shm);
         munmap(srv->shm, (size_t)srv->shm_slots * SHM_SLOT_SIZE);
         srv->shm = NULL;
     }
@@ -298,6 +300,23 @@ int vfu_handle_mig_data_write(struct vfu_server *srv, const uint8_t *p,
 
 /* ------------------------------------------- MIG_DATA_*_SHM (vgmig) */
 
+/* Let a GPU copy between VRAM and the area directly: no staging copy. */
+static void shm_register(struct vfu_server *srv, size_t size)
+{
+    struct vg_error err;
+    int ret = vgpu_host_register(srv->gpu, srv->shm, size, &err);
+
+    if (ret < 0) {
+        vg_warn("migration data: the GPU cannot reach the shared area "
+                "directly, its copies are staged: %s",
+                err.msg);
+    } else if (ret > 0) {
+        vg_info("migration data: the GPU copies to and from the shared area "
+                "directly (%zu bytes pinned)",
+                size);
+    }
+}
+
 /* Create the area: srv->shm_slots slots of SHM_SLOT_SIZE bytes in a memfd,
  * sealed at that size (the client gets it read-write: a shrunk area would
  * fault the server's accesses) like the VRAM memfd. */
@@ -334,6 +353,7 @@ int vfu_data_shm_open(struct vfu_server *srv, struct vg_error *err)
                             strerror(e));
     }
     srv->shm = map;
+    shm_register(srv, size);
     return 0;
 }
 

@@ -11,6 +11,10 @@
  *  - slots: read-ahead buffers filled by prefetch() with asynchronous
  *    device-to-host copies, consumed by read(); any write to VRAM through
  *    this backend drops the slots it overlaps.
+ * Host memory registered with host_register() (the migration's shared
+ * area) is pinned by the driver: reads into it and writes from it copy
+ * straight between it and VRAM, waiting for the copy instead of staging
+ * it, and prefetch() is then skipped (its copy would be staged).
  * Hashing uploads the page selection, runs vg_hash_pages and brings back
  * 8 bytes per page and the zero bitmap: page data never crosses PCIe.
  */
@@ -18,6 +22,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +41,7 @@
 #define THREADS      256u
 #define MAX_BLOCKS   4096u
 #define SECRET_BYTES 192
+#define HOST_RANGES  4 /* host_register() ranges at once */
 
 /* Must match struct vg_xxh3_keys in cuda-kernels.cu. */
 struct xxh3_keys {
@@ -57,6 +63,11 @@ struct half {
     bool busy;
 };
 
+struct host_range {
+    uint8_t *ptr; /* NULL: free */
+    uint64_t len;
+};
+
 struct cuda_be {
     struct vgc_api api;
     CUdevice dev;
@@ -75,6 +86,9 @@ struct cuda_be {
     uint64_t hash_pages;
     CUdeviceptr d_select, d_hashes, d_zero, d_misc;
     uint64_t *h_hashes, *h_zero; /* pinned */
+    pthread_mutex_t host_lock;   /* host[] */
+    struct host_range host[HOST_RANGES];
+    bool reads_direct; /* the last read went straight to host memory */
     char desc[160];
 };
 
@@ -244,6 +258,11 @@ static void cuda_fini(struct vgpu_backend *be)
             a->StreamSynchronize(c->stream);
         }
         free_hash_scratch(c);
+        for (unsigned i = 0; i < HOST_RANGES; i++) {
+            if (c->host[i].ptr) {
+                a->MemHostUnregister(c->host[i].ptr);
+            }
+        }
         for (unsigned i = 0; i < SLOTS; i++) {
             if (c->slots[i].buf) {
                 a->MemFreeHost(c->slots[i].buf);
@@ -278,6 +297,7 @@ static void cuda_fini(struct vgpu_backend *be)
         a->DevicePrimaryCtxRelease(c->dev);
     }
     vgc_unload(a);
+    pthread_mutex_destroy(&c->host_lock);
     free(c);
     be->priv = NULL;
 }
@@ -297,6 +317,7 @@ static int cuda_init(struct vgpu_backend *be, struct vg_error *err)
     if (!c) {
         return vg_error_set(err, ENOMEM, "out of memory");
     }
+    pthread_mutex_init(&c->host_lock, NULL);
     be->priv = c;
     ret = vgc_load(&c->api, err);
     if (ret == 0) {
@@ -352,13 +373,90 @@ static struct slot *slot_covering(struct cuda_be *c, uint64_t off, uint64_t len)
     return NULL;
 }
 
+/* Whether [@p, @p + @len) lies in registered host memory. */
+static bool host_direct(struct cuda_be *c, const void *p, uint64_t len)
+{
+    const uint8_t *b = p;
+    bool in = false;
+
+    pthread_mutex_lock(&c->host_lock);
+    for (unsigned i = 0; i < HOST_RANGES && !in; i++) {
+        const struct host_range *h = &c->host[i];
+
+        in = h->ptr && b >= h->ptr && len <= h->len &&
+             (uint64_t)(b - h->ptr) <= h->len - len;
+    }
+    pthread_mutex_unlock(&c->host_lock);
+    return in;
+}
+
+/* Wait for a direct copy of @len bytes queued last (and everything before
+ * it: the stage is free again too), and count it. */
+static int direct_done(struct vgpu_backend *be, uint64_t len,
+                       struct vg_error *err)
+{
+    struct cuda_be *c = cb(be);
+    int ret = sync_stream(c, err);
+
+    if (ret == 0) {
+        c->stage[0].busy = c->stage[1].busy = false;
+        be->direct_bytes += len;
+    }
+    return ret;
+}
+
+static int cuda_host_register(struct vgpu_backend *be, void *ptr, uint64_t len,
+                              struct vg_error *err)
+{
+    struct cuda_be *c = cb(be);
+    struct host_range *h = NULL;
+    int ret = enter(c, err);
+
+    pthread_mutex_lock(&c->host_lock);
+    for (unsigned i = 0; i < HOST_RANGES && !h; i++) {
+        h = c->host[i].ptr ? NULL : &c->host[i];
+    }
+    if (ret == 0 && !h) {
+        ret = vg_error_set(err, ENOSPC, "%d host ranges are registered already",
+                           HOST_RANGES);
+    }
+    if (ret == 0) {
+        ret = check(c, c->api.MemHostRegister(ptr, len, 0),
+                    "pinning host memory (cuMemHostRegister)", err);
+    }
+    if (ret == 0) {
+        h->ptr = ptr;
+        h->len = len;
+    }
+    pthread_mutex_unlock(&c->host_lock);
+    return ret;
+}
+
+static void cuda_host_unregister(struct vgpu_backend *be, void *ptr)
+{
+    struct cuda_be *c = cb(be);
+
+    pthread_mutex_lock(&c->host_lock);
+    for (unsigned i = 0; i < HOST_RANGES; i++) {
+        if (ptr && c->host[i].ptr == ptr) {
+            if (enter(c, NULL) == 0) {
+                c->api.MemHostUnregister(ptr);
+            }
+            c->host[i].ptr = NULL;
+            c->host[i].len = 0;
+        }
+    }
+    pthread_mutex_unlock(&c->host_lock);
+}
+
 static void cuda_prefetch(struct vgpu_backend *be, uint64_t off, uint64_t len)
 {
     struct cuda_be *c = cb(be);
     struct slot *s;
 
     len = len < SLOT_BYTES ? len : SLOT_BYTES;
-    if (len == 0 || slot_covering(c, off, len) || enter(c, NULL) < 0) {
+    if (len == 0 || c->reads_direct || slot_covering(c, off, len) ||
+        enter(c, NULL) < 0) {
         return;
     }
     s = &c->slots[c->next_slot++ % SLOTS];
@@ -376,12 +474,19 @@ static int cuda_read(struct vgpu_backend *be, uint64_t off, void *dst,
     struct slot *s = slot_covering(c, off, len);
     int ret = enter(c, err);
 
+    c->reads_direct = host_direct(c, dst, len);
     if (ret == 0 && s) {
         ret = check(c, c->api.EventSynchronize(s->done), "read-ahead", err);
         if (ret == 0) {
             memcpy(dst, s->buf + (off - s->off), len);
             return 0;
         }
+    }
+    if (ret == 0 && c->reads_direct) {
+        ret =
+            check(c, c->api.MemcpyDtoHAsync(dst, c->vram + off, len, c->stream),
+                  "copy from VRAM", err);
+        return ret ? ret : direct_done(be, len, err);
     }
     for (uint64_t done = 0; ret == 0 && done < len;) {
         uint64_t n = len - done < STAGE_HALF ? len - done : STAGE_HALF;
@@ -414,6 +519,12 @@ static int cuda_write(struct vgpu_backend *be, uint64_t off, const void *src,
     int ret = enter(c, err);
 
     slots_drop(c, off, len);
+    if (ret == 0 && host_direct(c, src, len)) {
+        ret =
+            check(c, c->api.MemcpyHtoDAsync(c->vram + off, src, len, c->stream),
+                  "copy to VRAM", err);
+        return ret ? ret : direct_done(be, len, err); /* @src is free again */
+    }
     for (uint64_t done = 0; ret == 0 && done < len;) {
         uint64_t n = len - done < STAGE_HALF ? len - done : STAGE_HALF;
         struct half *h = &c->stage[c->next_half++ % 2];
@@ -793,6 +904,8 @@ const struct vgpu_backend_ops vgpu_backend_cuda_ops = {
     .read = cuda_read,
     .write = cuda_write,
     .prefetch = cuda_prefetch,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
     .fill = cuda_fill,
     .copy = cuda_copy,
     .axpy = cuda_axpy,

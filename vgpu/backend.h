@@ -65,6 +65,14 @@ struct vgpu_backend_ops {
                    struct vg_error *err);
     int (*hash)(struct vgpu_backend *be, const struct vgpu_hash_req *req,
                 struct vg_error *err);
+    /* Optional, for a backend without a host mapping: @len bytes at @ptr
+     * will often be read into and written from (the migration's shared
+     * area): let the device reach them directly, so that read and write
+     * skip the staging copy there.  An error only means they do not. */
+    int (*host_register)(struct vgpu_backend *be, void *ptr, uint64_t len,
+                         struct vg_error *err);
+    /* Undo host_register of @ptr; nothing may be in flight to or from it. */
+    void (*host_unregister)(struct vgpu_backend *be, void *ptr);
     /* One line naming the device, e.g. the GPU model and driver. */
     const char *(*describe)(const struct vgpu_backend *be);
 };
@@ -75,7 +83,10 @@ struct vgpu_backend {
     uint8_t *base; /* host mapping of [0, size), or NULL (device ops) */
     int fd;        /* mmap-able descriptor of VRAM, or -1 */
     int device;    /* "cuda:N": N (GPU ordinal), else 0 */
-    void *priv;    /* the backend's own state */
+    /* Bytes read or written straight between VRAM and registered host
+     * memory (host_register), without a staging copy. */
+    uint64_t direct_bytes;
+    void *priv; /* the backend's own state */
 };
 
 /* The CPU backend: a memfd of @size bytes, mapped shared. */

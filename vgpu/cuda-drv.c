@@ -33,6 +33,8 @@ static const struct vgc_sym syms[] = {
     SYM(MemFree, "cuMemFree_v2"),
     SYM(MemAllocHost, "cuMemAllocHost_v2"),
     SYM(MemFreeHost, "cuMemFreeHost"),
+    SYM(MemHostRegister, "cuMemHostRegister_v2"),
+    SYM(MemHostUnregister, "cuMemHostUnregister"),
     SYM(MemsetD32Async, "cuMemsetD32Async"),
     SYM(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
     SYM(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),

@@ -41,6 +41,8 @@ struct vgc_api {
     CUresult (*MemFree)(CUdeviceptr p);
     CUresult (*MemAllocHost)(void **p, size_t bytes);
     CUresult (*MemFreeHost)(void *p);
+    CUresult (*MemHostRegister)(void *p, size_t bytes, unsigned flags);
+    CUresult (*MemHostUnregister)(void *p);
     CUresult (*MemsetD32Async)(CUdeviceptr p, unsigned v, size_t n, CUstream s);
     CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t n,
                                 CUstream s);

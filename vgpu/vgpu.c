@@ -251,6 +251,33 @@ void vgpu_vram_prefetch(struct vgpu *gpu, uint64_t off, uint64_t len)
     }
 }
 
+int vgpu_host_register(struct vgpu *gpu, void *ptr, uint64_t len,
+                       struct vg_error *err)
+{
+    struct vgpu_backend *be = gpu->be;
+    int ret;
+
+    if (be->base || !be->ops->host_register) {
+        return 0;
+    }
+    ret = be->ops->host_register(be, ptr, len, err);
+    return ret < 0 ? ret : 1;
+}
+
+void vgpu_host_unregister(struct vgpu *gpu, void *ptr)
+{
+    struct vgpu_backend *be = gpu->be;
+
+    if (!be->base && be->ops->host_unregister) {
+        be->ops->host_unregister(be, ptr);
+    }
+}
+
+uint64_t vgpu_direct_bytes(const struct vgpu *gpu)
+{
+    return gpu->be->direct_bytes;
+}
+
 int vgpu_vram_hash(struct vgpu *gpu, const uint64_t *select, uint64_t seed,
                    uint64_t *hashes, uint64_t *zero, struct vg_error *err)
 {

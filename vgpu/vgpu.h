@@ -83,6 +83,20 @@ int vgpu_vram_clear(struct vgpu *gpu, uint64_t off, uint64_t len,
 void vgpu_vram_prefetch(struct vgpu *gpu, uint64_t off, uint64_t len);
 
 /*
+ * @len bytes at @ptr (the migration's shared area) will often be read into
+ * and written from by the calls above: let a GPU reach them directly, so
+ * those copies skip the staging buffer.  Returns 1 if registered, 0 where
+ * there is nothing to gain (VRAM is mapped here), or the backend's error
+ * (the copies then stage as before).  vgpu_host_unregister undoes it; no
+ * call may be using the range.  vgpu_direct_bytes: bytes copied straight
+ * between VRAM and registered memory since the device was created.
+ */
+int vgpu_host_register(struct vgpu *gpu, void *ptr, uint64_t len,
+                       struct vg_error *err);
+void vgpu_host_unregister(struct vgpu *gpu, void *ptr);
+uint64_t vgpu_direct_bytes(const struct vgpu *gpu);
+
+/*
  * XXH3-64 (keyed by @seed) of every page whose bit is set in @select (a
  * page bitmap; NULL: every page) into @hashes[page]; other entries are
  * left alone.  @zero (may be NULL) gets, for each selected page, its bit

@@ -8,9 +8,14 @@
  * same data, sliced with the same budgets: FILL, COPY, DMA both ways,
  * AXPY (subnormals, signed zeros, x == y), SCATTER_ADD with repeated
  * indices and with an index out of range.  Reads see every write, also
- * after a read-ahead.  Skipped (TAP "1..0 # SKIP") without a GPU.
+ * after a read-ahead.  Reads into and writes from registered host memory
+ * (a shared memfd mapping, like the migration's area) copy straight, are
+ * counted, and move the same bytes.  Skipped (TAP "1..0 # SKIP") without
+ * a GPU.
  */
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "cuda-test.h"
@@ -319,6 +324,53 @@ static void test_prefetch(void)
     twin_fini(&t);
 }
 
+/* Copies to and from registered host memory go straight (and are
+ * counted), others are staged, every one moves the right bytes, and a
+ * read-ahead is not started for a reader into registered memory. */
+static void test_host_register(void)
+{
+    const size_t size = 8u << 20, half = size / 2;
+    struct vg_error err = {0};
+    struct twin t;
+    int fd = memfd_create("test-area", MFD_CLOEXEC);
+    uint8_t *area, *plain = g_malloc(half);
+    GRand *r = g_rand_new_with_seed(3);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, size), ==, 0);
+    area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    g_assert_true(area != MAP_FAILED);
+    twin_init(&t, 11);
+    g_assert_cmpint(t.be->ops->host_register(t.be, area, size, &err), ==, 0);
+
+    /* VRAM -> area */
+    g_assert_cmpint(t.be->ops->read(t.be, 1u << 20, area, 2u << 20, &err), ==,
+                    0);
+    g_assert_cmpmem(area, 2u << 20, t.ref + (1u << 20), 2u << 20);
+    g_assert_cmpuint(t.be->direct_bytes, ==, 2u << 20);
+    /* area -> VRAM; the read-ahead asked for meanwhile is not started */
+    t.be->ops->prefetch(t.be, 5u << 20, 2u << 20);
+    fill_random(r, area + half, half);
+    memcpy(t.ref + (5u << 20), area + half, half);
+    g_assert_cmpint(t.be->ops->write(t.be, 5u << 20, area + half, half, &err),
+                    ==, 0);
+    g_assert_cmpuint(t.be->direct_bytes, ==, (2u << 20) + half);
+    /* Not registered: staged, and it sees the write. */
+    g_assert_cmpint(t.be->ops->read(t.be, 5u << 20, plain, half, &err), ==, 0);
+    g_assert_cmpmem(plain, half, t.ref + (5u << 20), half);
+    g_assert_cmpuint(t.be->direct_bytes, ==, (2u << 20) + half);
+
+    t.be->ops->host_unregister(t.be, area);
+    g_assert_cmpint(t.be->ops->read(t.be, 3u << 20, area, half, &err), ==, 0);
+    g_assert_cmpmem(area, half, t.ref + (3u << 20), half);
+    g_assert_cmpuint(t.be->direct_bytes, ==, (2u << 20) + half);
+    twin_fini(&t);
+    g_rand_free(r);
+    munmap(area, size);
+    close(fd);
+    g_free(plain);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -328,5 +380,6 @@ int main(int argc, char **argv)
     g_test_add_func("/cuda/engines/axpy", test_engines_axpy);
     g_test_add_func("/cuda/engines/scatter-add", test_engines_scatter);
     g_test_add_func("/cuda/prefetch", test_prefetch);
+    g_test_add_func("/cuda/host-register", test_host_register);
     return g_test_run();
 }
