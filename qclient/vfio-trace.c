@@ -23,6 +23,7 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "multifd_recv_thread_start",
     "vfio_save_block",
     "vfio_multifd_*",
+    "multifd_send_sync_main",
 };
 
 /* Where the event name starts in @line, past a timestamp prefix. */
@@ -174,6 +175,8 @@ static int count_event(const char *ev, const char *args, struct trace_phase *ph,
         tr->send_channels++;
     } else if (!strcmp(ev, "multifd_recv_thread_start")) {
         tr->recv_channels++;
+    } else if (!strcmp(ev, "multifd_send_sync_main")) {
+        tr->channel_syncs++;
     }
     return ret;
 }
@@ -320,7 +323,7 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "%" PRId64
         "), main-channel configs %u, load-ready %u; multifd channels send %u "
         "recv %u; pre-copy: main channel %" PRId64 " bytes, multifd setups %u "
-        "buffers %u bytes %" PRId64 ", loads %u",
+        "buffers %u bytes %" PRId64 ", loads %u; channel syncs %u",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
         tr->thread_read_aheads, tr->main_completes, tr->main_read,
         tr->data_buffer_size, tr->load_threads, tr->load_threads_done,
@@ -329,5 +332,5 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         tr->write_lends, tr->buffers, tr->max_buffer_idx, tr->main_configs,
         tr->load_ready, tr->send_channels, tr->recv_channels,
         tr->main_precopy_read, tr->precopy_setups, tr->precopy_buffers,
-        tr->precopy_read, tr->precopy_loads);
+        tr->precopy_read, tr->precopy_loads, tr->channel_syncs);
 }

@@ -9,8 +9,8 @@
  * and channels, the reads the save threads sent ahead (patch 0019), the
  * writes acknowledged behind (patch 0029), the source's reads lent to
  * multifd and given back (patch 0031), the destination's slots the
- * channels received into (patch 0034), and the config sections on the
- * main channel.
+ * channels received into (patch 0034), the config sections on the
+ * main channel, and how often the source synced its multifd channels.
  * vg_vfio_trace_check() says whether a source's and a destination's
  * counts show the path a migration should have taken.
  */
@@ -27,7 +27,7 @@
 #define VG_VFIO_FLAG_LOAD_READY "0xffffffffef100006"
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 16
+#define VG_VFIO_TRACE_NEVENTS 17
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -61,6 +61,7 @@ struct vg_vfio_trace {
     unsigned precopy_buffers;      /* vfio_multifd_save_precopy_block */
     int64_t precopy_read;          /* ... their bytes */
     unsigned precopy_loads;        /* vfio_multifd_load_precopy_start */
+    unsigned channel_syncs;        /* multifd_send_sync_main */
 };
 
 /* The path one migration's device data should have taken. */

@@ -178,10 +178,12 @@ static void assert_backend(const struct vg_stats *st, const char *name)
     }
 }
 
-/* Through the shared area, a GPU copies the pages to or from it itself
- * (at least the pages filled, no more than went through it); the CPU
- * backend copies nothing so. */
-static void assert_direct(struct vg_stats *st, const char *backend)
+/* Through the shared area, a GPU copies the pages to or from it itself:
+ * at least the pages filled; on the destination no more than came
+ * through it (the source may read a page twice: a read that ends in a
+ * run of the other kind, zero or not, is read again from there).  The
+ * CPU backend copies nothing so. */
+static void assert_direct(struct vg_stats *st, const char *backend, bool source)
 {
     int64_t shm = 0, direct = 0;
 
@@ -189,9 +191,11 @@ static void assert_direct(struct vg_stats *st, const char *backend)
     VGT_OK(vg_stats_int(st, "gpu_direct_bytes", &direct, VGT_ERR));
     g_test_message("%s: %" G_GINT64_FORMAT
                    " bytes through the area, %" G_GINT64_FORMAT
-                   " of them copied by the GPU directly",
+                   " copied by the GPU directly",
                    backend, shm, direct);
-    g_assert_cmpint(direct, <=, shm);
+    if (!source) {
+        g_assert_cmpint(direct, <=, shm);
+    }
     if (strcmp(backend, "cpu") == 0 || shm == 0) {
         g_assert_cmpint(direct, ==, 0);
     } else {
@@ -226,8 +230,8 @@ static void migrate(const char *from, const char *to)
     VGT_OK(vg_stats_int(&sst, "pages_hashed", &hashed, VGT_ERR));
     g_test_message("source hashed %" G_GINT64_FORMAT " pages", hashed);
     g_assert_cmpint(hashed, >=, VGT_VRAM_SIZE / VGT_PAGE_SIZE);
-    assert_direct(&sst, from);
-    assert_direct(&dst, to);
+    assert_direct(&sst, from, true);
+    assert_direct(&dst, to, false);
     check_dst_vram(&r);
     vg_stats_clear(&sst);
     vg_stats_clear(&dst);

@@ -20,6 +20,8 @@ static void test_counts(void)
         "vfio_load_state  (dev) data 0xffffffffef100002\n"
         "vfio_load_state_device_buffer_incoming  (dev) idx 7\n"
         "multifd_send_thread_start 1\n"
+        "multifd_send_sync_main packet num 3\n"
+        "multifd_send_sync_main_wait channel 0\n"
         "qemu-system-x86_64: some other line\n";
     g_autofree char *copy = g_strdup(text);
     struct vg_error err = {0};
@@ -36,6 +38,7 @@ static void test_counts(void)
     g_assert_cmpint(tr.max_buffer_idx, ==, 7);
     g_assert_cmpuint(tr.send_channels, ==, 1);
     g_assert_cmpuint(tr.recv_channels, ==, 0);
+    g_assert_cmpuint(tr.channel_syncs, ==, 1); /* not its _wait */
 }
 
 static void test_missing_argument(void)
