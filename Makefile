@@ -128,6 +128,7 @@ QTESTS := $(patsubst tests/qtest/%.c,$(O)/tests/qtest/%, \
 $(O)/tests/unit/test-pause: qclient/pause.c
 $(O)/tests/unit/test-vfio-trace: qclient/vfio-trace.c
 $(O)/tests/unit/test-tcp-census: qclient/tcp-census.c
+$(O)/tests/unit/test-pci-window: qclient/pci-window.c
 $(O)/tests/unit/%: tests/unit/%.c $(O)/libvgmig.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")

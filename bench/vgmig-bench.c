@@ -676,11 +676,11 @@ static int start_cpu_writer(struct run *r, struct vg_error *err)
 }
 
 /* Open vGPU @i of the source, fill its VRAM, set its workload up. */
-static int start_vgpu(struct run *r, unsigned i, uint64_t *mmio,
+static int start_vgpu(struct run *r, unsigned i, struct vg_pci_windows *win,
                       struct vg_error *err)
 {
-    int ret = vg_vgpu_open_nth(r->src.qemu->qt, &r->ram, i, mmio,
-                               &r->dev[i].gpu, err);
+    int ret =
+        vg_vgpu_open_nth(r->src.qemu->qt, &r->ram, i, win, &r->dev[i].gpu, err);
 
     r->d = &r->dev[i];
     if (ret == 0) {
@@ -701,12 +701,12 @@ static int start_vgpu(struct run *r, unsigned i, uint64_t *mmio,
 
 static int start_source(struct run *r, struct vg_error *err)
 {
-    uint64_t mmio = VG_PCI_MMIO_BASE;
+    struct vg_pci_windows win = VG_PCI_WINDOWS_INIT;
     int ret = start_side(r, &r->src, "vgpu-src", false, err);
 
     vg_galloc_init(&r->ram, RAM_START, (uint64_t)GUEST_RAM_MIB << 20);
     for (unsigned i = 0; ret == 0 && i < r->c->vgpus; i++) {
-        ret = start_vgpu(r, i, &mmio, err);
+        ret = start_vgpu(r, i, &win, err);
     }
     if (ret < 0) {
         vg_error_prefix(err, "source");

@@ -337,30 +337,9 @@ static uint64_t align_up(uint64_t v, uint64_t a)
     return (v + a - 1) & ~(a - 1);
 }
 
-/* A memory BAR goes to the 32-bit window at *@next; a 64-bit BAR that
- * does not fit there goes to the 64-bit window at *@next64. */
-static int place_mem_bar(struct vg_pci_bar *b, uint64_t *next, uint64_t *next64)
-{
-    uint64_t addr = align_up(*next, b->size);
-
-    if (addr + b->size <= VG_PCI_MMIO_LIMIT) {
-        b->addr = addr;
-        *next = addr + b->size;
-        return 0;
-    }
-    addr = align_up(*next64, b->size);
-    if (!b->is64 || addr + b->size > VG_PCI_MMIO64_LIMIT) {
-        return -ENOSPC;
-    }
-    b->addr = addr;
-    *next64 = addr + b->size;
-    return 0;
-}
-
-int vg_pci_map_bars(struct vg_pci_dev *dev, uint64_t *mmio_next,
+int vg_pci_map_bars(struct vg_pci_dev *dev, struct vg_pci_windows *win,
                     struct vg_error *err)
 {
-    uint64_t mmio64_next = VG_PCI_MMIO64_BASE;
     uint64_t io_next = VG_PCI_IO_BASE;
     bool done[VG_PCI_NUM_BARS] = {false};
     struct vg_pci_bar *b;
@@ -392,7 +371,7 @@ int vg_pci_map_bars(struct vg_pci_dev *dev, uint64_t *mmio_next,
                                     (unsigned long long)b->size);
             }
             io_next = b->addr + b->size;
-        } else if (place_mem_bar(b, mmio_next, &mmio64_next) < 0) {
+        } else if (vg_pci_place_mem_bar(win, b->size, b->is64, &b->addr) < 0) {
             return vg_error_set(err, ENOSPC, "BAR%u: no room for 0x%llx bytes",
                                 best, (unsigned long long)b->size);
         }

@@ -14,20 +14,13 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "pci-window.h"
 #include "qtest.h"
 
 #define VG_PCI_NUM_BARS 6
 
-/* Default window for memory BARs: in the pc machine's 32-bit PCI hole,
- * above any RAM a test uses (< 3 GiB) and below the IOAPIC. */
-#define VG_PCI_MMIO_BASE  0xc0000000ull
-#define VG_PCI_MMIO_LIMIT 0xfec00000ull
-/* Window for 64-bit memory BARs too large for the 32-bit one (a VRAM of
- * 1 GiB or more): from 64 GiB, above any guest RAM, to 512 GiB. */
-#define VG_PCI_MMIO64_BASE  0x1000000000ull
-#define VG_PCI_MMIO64_LIMIT 0x8000000000ull
-#define VG_PCI_IO_BASE      0xc000u
-#define VG_PCI_IO_LIMIT     0x10000u
+#define VG_PCI_IO_BASE  0xc000u
+#define VG_PCI_IO_LIMIT 0x10000u
 
 struct vg_pci_bar {
     uint64_t addr; /* assigned address, 0 if unassigned */
@@ -86,11 +79,11 @@ int vg_pci_attach_nth(struct vg_qtest *qt, uint16_t vendor, uint16_t device,
 /* Offset of capability @cap_id in *@off, 0 if the device lacks it. */
 int vg_pci_find_cap(struct vg_pci_dev *dev, uint8_t cap_id, uint8_t *off,
                     struct vg_error *err);
-/* Assign all implemented BARs, largest first, naturally aligned, memory
- * BARs from [*@mmio_next, VG_PCI_MMIO_LIMIT) (a 64-bit BAR too large
- * for it from the 64-bit window), I/O from VG_PCI_IO_BASE;
- * advance *@mmio_next.  Then enable memory, I/O and bus master. */
-int vg_pci_map_bars(struct vg_pci_dev *dev, uint64_t *mmio_next,
+/* Assign all implemented BARs, largest first, memory BARs where
+ * vg_pci_place_mem_bar() puts them in *@win (pass the same windows for
+ * every device of a VM), I/O from VG_PCI_IO_BASE.  Then enable memory,
+ * I/O and bus master. */
+int vg_pci_map_bars(struct vg_pci_dev *dev, struct vg_pci_windows *win,
                     struct vg_error *err);
 
 /* 32-bit BAR accesses at @off into BAR @bar (memory BARs only). */

@@ -13,13 +13,13 @@
 int vg_vgpu_open(struct vg_qtest *qt, struct vg_galloc *ram,
                  struct vg_vgpu *gpu, struct vg_error *err)
 {
-    uint64_t mmio = VG_PCI_MMIO_BASE;
+    struct vg_pci_windows win = VG_PCI_WINDOWS_INIT;
 
-    return vg_vgpu_open_nth(qt, ram, 0, &mmio, gpu, err);
+    return vg_vgpu_open_nth(qt, ram, 0, &win, gpu, err);
 }
 
 int vg_vgpu_open_nth(struct vg_qtest *qt, struct vg_galloc *ram, unsigned nth,
-                     uint64_t *mmio_next, struct vg_vgpu *gpu,
+                     struct vg_pci_windows *win, struct vg_vgpu *gpu,
                      struct vg_error *err)
 {
     unsigned v;
@@ -30,7 +30,7 @@ int vg_vgpu_open_nth(struct vg_qtest *qt, struct vg_galloc *ram, unsigned nth,
     rc = vg_pci_find_nth(qt, VGPU_PCI_VENDOR_ID, VGPU_PCI_DEVICE_ID, nth,
                          &gpu->pci, err);
     if (rc == 0) {
-        rc = vg_pci_map_bars(&gpu->pci, mmio_next, err);
+        rc = vg_pci_map_bars(&gpu->pci, win, err);
     }
     if (rc == 0 && (!gpu->pci.bar[VGPU_BAR_REGS].size ||
                     !gpu->pci.bar[VGPU_BAR_VRAM].size)) {

@@ -48,10 +48,10 @@ int vg_vgpu_attach(struct vg_qtest *qt, struct vg_vgpu *gpu,
 
 /* Several vGPUs in one VM: vg_vgpu_open() and vg_vgpu_attach() for the
  * @nth vGPU (from 0, in devfn order: the order of the -device options).
- * vg_vgpu_open_nth() places the BARs from *@mmio_next on (start at
- * VG_PCI_MMIO_BASE and pass the same cursor for every vGPU). */
+ * vg_vgpu_open_nth() places the BARs in *@win (VG_PCI_WINDOWS_INIT, then
+ * the same windows for every vGPU of the VM, so that no BARs overlap). */
 int vg_vgpu_open_nth(struct vg_qtest *qt, struct vg_galloc *ram, unsigned nth,
-                     uint64_t *mmio_next, struct vg_vgpu *gpu,
+                     struct vg_pci_windows *win, struct vg_vgpu *gpu,
                      struct vg_error *err);
 int vg_vgpu_attach_nth(struct vg_qtest *qt, unsigned nth, struct vg_vgpu *gpu,
                        struct vg_error *err);

@@ -285,7 +285,7 @@ static void mm_check_pair(struct mm *t, unsigned d, char *src_vram)
 static void test_multi(gconstpointer data)
 {
     unsigned n = GPOINTER_TO_UINT(data);
-    uint64_t mmio = VG_PCI_MMIO_BASE;
+    struct vg_pci_windows win = VG_PCI_WINDOWS_INIT;
     char src_vram[MM_MAX][64];
     uint32_t scratch[MM_MAX];
     struct vg_mig_info info;
@@ -300,7 +300,7 @@ static void test_multi(gconstpointer data)
     mm_start_side(&t, &t.src, "src", false);
     vg_galloc_init(&t.ram, VGT_RAM_START, VGT_RAM_END);
     for (unsigned d = 0; d < n; d++) {
-        VGT_OK(vg_vgpu_open_nth(t.src.qemu->qt, &t.ram, d, &mmio, &t.gpu[d],
+        VGT_OK(vg_vgpu_open_nth(t.src.qemu->qt, &t.ram, d, &win, &t.gpu[d],
                                 VGT_ERR));
         VGT_OK(vg_vgpu_ring_init(&t.gpu[d], &t.ram, MT_RING_ENTRIES, VGT_ERR));
         VGT_OK(vg_vgpu_wr(&t.gpu[d], VGPU_REG_IRQ_MASK,
@@ -309,6 +309,16 @@ static void test_multi(gconstpointer data)
         VGT_OK(vg_vgpu_wr(&t.gpu[d], VGPU_REG_SCRATCH, scratch[d], VGT_ERR));
         mm_fill(&t, d);
         mt_fence(&t.gpu[d], 0x10 + d);
+    }
+
+    /* No two vGPUs' BARs overlap (qclient/pci-window.c). */
+    for (unsigned d = 0; d < n; d++) {
+        for (unsigned e = d + 1; e < n; e++) {
+            g_assert_true(
+                t.gpu[d].vram_addr + t.gpu[d].vram_size <= t.gpu[e].vram_addr ||
+                t.gpu[e].vram_addr + t.gpu[e].vram_size <= t.gpu[d].vram_addr);
+            g_assert_cmphex(t.gpu[d].regs_addr, !=, t.gpu[e].regs_addr);
+        }
     }
 
     /* Migrate, held in pre-copy while every device computes. */

@@ -371,11 +371,11 @@ static void check_leaks(struct rig *r, bool same_procs, struct leg_result *res)
 /* --------------------------------------------------------------- VM -- */
 
 /* Open vGPU @d of the VM booted on side @s, set up its model. */
-static int boot_vgpu(struct rig *r, int s, unsigned d, uint64_t *mmio,
-                     struct vg_error *err)
+static int boot_vgpu(struct rig *r, int s, unsigned d,
+                     struct vg_pci_windows *win, struct vg_error *err)
 {
     struct vg_vgpu *gpu = &r->gpu[d];
-    int rc = vg_vgpu_open_nth(r->side[s].qemu->qt, &r->ram, d, mmio, gpu, err);
+    int rc = vg_vgpu_open_nth(r->side[s].qemu->qt, &r->ram, d, win, gpu, err);
 
     if (rc == 0) {
         rc = vg_vgpu_ring_init(gpu, &r->ram, RING_ENTRIES, err);
@@ -398,7 +398,7 @@ static int boot_vgpu(struct rig *r, int s, unsigned d, uint64_t *mmio,
 
 static int boot(struct rig *r, int s, uint64_t seed, struct vg_error *err)
 {
-    uint64_t mmio = VG_PCI_MMIO_BASE;
+    struct vg_pci_windows win = VG_PCI_WINDOWS_INIT;
     int rc = side_start(r, s, false, err);
 
     r->cur = s;
@@ -415,7 +415,7 @@ static int boot(struct rig *r, int s, uint64_t seed, struct vg_error *err)
     }
     vg_galloc_init(&r->ram, 16ull << 20, (uint64_t)r->o.ram_mib << 20);
     for (unsigned d = 0; rc == 0 && d < r->nvgpu; d++) {
-        rc = boot_vgpu(r, s, d, &mmio, err);
+        rc = boot_vgpu(r, s, d, &win, err);
     }
     if (rc == 0) {
         for (unsigned d = 0; d < r->nvgpu; d++) {
