@@ -26,7 +26,10 @@ struct vg_pci_windows {
     uint64_t mmio64; /* ... and in the 64-bit one */
 };
 
-#define VG_PCI_WINDOWS_INIT {VG_PCI_MMIO_BASE, VG_PCI_MMIO64_BASE}
+#define VG_PCI_WINDOWS_INIT                                                    \
+    {                                                                          \
+        VG_PCI_MMIO_BASE, VG_PCI_MMIO64_BASE                                   \
+    }
 
 /*
  * Place a memory BAR of @size bytes (a power of two), 64-bit if @is64:

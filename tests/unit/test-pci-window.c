@@ -66,7 +66,8 @@ static void test_windows_fill(void)
         g_assert_cmphex(p[n].addr + p[n].size, <=, VG_PCI_MMIO_LIMIT);
         n++;
     }
-    g_assert_cmpuint(n, ==, (VG_PCI_MMIO_LIMIT - VG_PCI_MMIO_BASE) / (64 * MIB));
+    g_assert_cmpuint(n, ==,
+                     (VG_PCI_MMIO_LIMIT - VG_PCI_MMIO_BASE) / (64 * MIB));
     assert_disjoint(p, n);
     before = w;
     g_assert_cmpint(vg_pci_place_mem_bar(&w, 64 * MIB, false, &addr), ==,
