@@ -315,6 +315,17 @@ int dt_mark_opaque(struct dt_tracker *t, uint64_t off, uint64_t len,
     return rc;
 }
 
+void dt_verify_exact(struct dt_tracker *t)
+{
+    for (uint64_t w = 0; w < t->words; w++) {
+        uint64_t exact = __atomic_exchange_n(&t->exact[w], 0, __ATOMIC_RELAXED);
+
+        if (exact) {
+            __atomic_fetch_or(&t->opaque[w], exact, __ATOMIC_RELAXED);
+        }
+    }
+}
+
 void dt_mark_all_opaque(struct dt_tracker *t)
 {
     __atomic_store_n(&t->all_opaque, true, __ATOMIC_RELAXED);

@@ -117,6 +117,14 @@ int dt_mark_opaque(struct dt_tracker *t, uint64_t off, uint64_t len,
                    struct vg_error *err);
 /* Anything may have changed anywhere: the next epoch rehashes every page. */
 void dt_mark_all_opaque(struct dt_tracker *t);
+/*
+ * The next epoch checks the pages in the exact log by their hashes, as if
+ * the writes had been opaque: a page rewritten with what it held when it
+ * went out is not reported (one without a baseline still is).  Worth it
+ * where hashing costs much less than sending, e.g. a GPU that hashes its
+ * own memory in stop-copy.  May run beside dt_mark_*.
+ */
+void dt_verify_exact(struct dt_tracker *t);
 /* Pages the next epoch would hash if it closed now (every page before the
  * baseline, unless it is taken from sends, and after dt_mark_all_opaque).  May
  * run beside dt_mark_*. */

@@ -1107,6 +1107,11 @@ static bool stopcopy_epoch_begin(struct mig *m)
         return false; /* no baseline yet: the first epoch reads everything */
     }
     epoch_prepare(m);
+    if (!vgpu_vram(m->gpu)) {
+        /* A GPU hashes its VRAM far faster than it can be sent: of the
+         * pages written, send those whose contents changed. */
+        dt_verify_exact(s->dt);
+    }
     if (dt_epoch_begin(s->dt, s->dirty, &err) < 0) {
         vg_warn("migration: %s; hashing before sending", err.msg);
         return false;

@@ -379,6 +379,46 @@ static void test_note_sent_hashes(void)
     dt_free(t);
 }
 
+/*
+ * dt_verify_exact: of the pages written exactly, the next epoch reports
+ * those whose contents differ from what went out (page 1 rewritten with
+ * what it held is not; page 2 is), and still reports a page that has no
+ * baseline (page 3, written after its hash was dropped).  Without it,
+ * every exact write is reported.
+ */
+static void test_verify_exact(void)
+{
+    static uint8_t mem[4 * 4096];
+    struct dt_tracker *t = new_tracker(mem, sizeof(mem), 4096, 1, 13);
+    struct dt_epoch_stats st;
+
+    memset(mem + 4096, 0x11, 2 * 4096);
+    assert_dirty(t, (const int[]){0, 1, 2, 3, -1}); /* baseline */
+    memset(mem + 4096, 0x11, 4096);                 /* the same bytes */
+    memset(mem + 2 * 4096, 0x22, 4096);
+    g_assert_cmpint(dt_mark_exact(t, 4096, 2 * 4096, NULL), ==, 0);
+    assert_dirty(t, (const int[]){1, 2, -1}); /* exact: both */
+    dt_note_sent(t, 1, 2, mem + 4096);        /* and they went out */
+
+    memset(mem + 4096, 0x11, 4096);
+    memset(mem + 2 * 4096, 0x33, 4096);
+    g_assert_cmpint(dt_mark_exact(t, 4096, 3 * 4096, NULL), ==, 0);
+    dt_verify_exact(t);
+    assert_dirty(t, (const int[]){2, -1});
+    dt_get_stats(t, &st);
+    g_assert_cmpuint(st.dirty_exact, ==, 0);
+    g_assert_cmpuint(st.dirty_hash, ==, 1);
+    g_assert_cmpuint(st.pages_hashed, ==, 3);
+
+    /* Page 3 written exactly: its baseline is gone until it is sent. */
+    g_assert_cmpint(dt_mark_exact(t, 3 * 4096, 4096, NULL), ==, 0);
+    assert_dirty(t, (const int[]){3, -1});
+    g_assert_cmpint(dt_mark_exact(t, 3 * 4096, 4096, NULL), ==, 0);
+    dt_verify_exact(t);
+    assert_dirty(t, (const int[]){3, -1});
+    dt_free(t);
+}
+
 /* A hash function that must not be called: the first epoch reads nothing. */
 static int no_hash(void *opaque, const uint64_t *select, uint64_t seed,
                    uint64_t *hashes, uint64_t *zero, struct vg_error *err)
@@ -745,6 +785,7 @@ int main(int argc, char **argv)
                     test_stale_hash_after_exact);
     g_test_add_func("/dirtytrack/revert-after-send", test_revert_after_send);
     g_test_add_func("/dirtytrack/note-sent-hashes", test_note_sent_hashes);
+    g_test_add_func("/dirtytrack/verify-exact", test_verify_exact);
     g_test_add_func("/dirtytrack/baseline-from-sends",
                     test_baseline_from_sends);
     g_test_add_func("/dirtytrack/zero-pages", test_zero_pages);
