@@ -1,0 +1,304 @@
+/* Unit tests for the post-copy page channel (vfio-migration/pc-src.c,
+ * pc-dst.c, uffd.c) in one process, with a real userfaultfd: a page
+ * server over a source VRAM memfd, and a destination whose "client"
+ * mapping of its VRAM memfd is registered with the userfaultfd, as
+ * QEMU's BAR2 mapping is.  Pages read through the client mapping before
+ * they arrived come on demand with the source's bytes; pages that are
+ * not pending read as what the destination had (or zeros); device
+ * accesses wait; the digest is verified; a wrong token is refused; and
+ * without a userfaultfd everything arrives before pc_dst_start()
+ * returns. */
+#include <errno.h>
+#include <glib.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "vfio-migration/pc-dst.h"
+#include "vfio-migration/pc-src.h"
+#include "vfio-migration/uffd.h"
+
+#define PS     65536u
+#define NPAGES 256u
+#define VRAM   ((uint64_t)PS * NPAGES)
+
+struct side {
+    int fd;
+    uint8_t *map;    /* the server's mapping */
+    uint8_t *client; /* a second one, as QEMU's */
+};
+
+static void side_init(struct side *s)
+{
+    s->fd = memfd_create("test-postcopy", MFD_CLOEXEC);
+    g_assert_cmpint(s->fd, >=, 0);
+    g_assert_cmpint(ftruncate(s->fd, VRAM), ==, 0);
+    s->map = mmap(NULL, VRAM, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+    s->client = mmap(NULL, VRAM, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+    g_assert_true(s->map != MAP_FAILED && s->client != MAP_FAILED);
+}
+
+static void side_free(struct side *s)
+{
+    munmap(s->map, VRAM);
+    munmap(s->client, VRAM);
+    close(s->fd);
+}
+
+static void fill(uint8_t *page, uint64_t p, uint8_t tag)
+{
+    for (uint32_t i = 0; i < PS; i += 8) {
+        uint64_t v = p << 32 | i | (uint64_t)tag << 56;
+
+        memcpy(page + i, &v, 8);
+    }
+}
+
+/* Source: every page of pattern 0xa; destination: what pre-copy left
+ * (pattern 0xb, stale) in the pages below 200, zeros above; pending:
+ * every third page and pages 250-255. */
+struct fixture {
+    struct side src, dst;
+    uint64_t pending[NPAGES / 64];
+    uint64_t npending;
+    struct pc_src *server;
+};
+
+static bool is_pending(const struct fixture *f, uint64_t p)
+{
+    return f->pending[p / 64] >> (p % 64) & 1;
+}
+
+static void fixture_init(struct fixture *f)
+{
+    struct vg_error err = {0};
+    struct pc_src_config sc = {
+        .npages = NPAGES, .page_size = PS, .dir = g_get_tmp_dir()};
+
+    memset(f, 0, sizeof(*f));
+    side_init(&f->src);
+    side_init(&f->dst);
+    for (uint64_t p = 0; p < NPAGES; p++) {
+        fill(f->src.map + p * PS, p, 0xa);
+        if (p < 200) {
+            fill(f->dst.map + p * PS, p, 0xb);
+        }
+        if (p % 3 == 0 || p >= 250) {
+            f->pending[p / 64] |= 1ull << (p % 64);
+            f->npending++;
+        }
+    }
+    /* A page not pending is one pre-copy delivered: the source's bytes. */
+    for (uint64_t p = 0; p < 200; p++) {
+        if (!is_pending(f, p)) {
+            fill(f->dst.map + p * PS, p, 0xa);
+        }
+    }
+    sc.vram = f->src.map;
+    sc.pending = f->pending;
+    g_assert_cmpint(pc_src_start(&sc, &f->server, &err), ==, 0);
+}
+
+static void fixture_free(struct fixture *f)
+{
+    pc_src_free(f->server);
+    side_free(&f->src);
+    side_free(&f->dst);
+}
+
+static struct pc_dst_config dst_config(struct fixture *f, int uffd,
+                                       const struct pc_dst_area *area)
+{
+    struct pc_dst_config c = {
+        .npages = NPAGES,
+        .pending = f->npending,
+        .page_size = PS,
+        .vram = f->dst.map,
+        .vram_fd = f->dst.fd,
+        .uffd = uffd,
+        .areas = area,
+        .nareas = area ? 1 : 0,
+    };
+
+    g_strlcpy(c.address, pc_src_address(f->server), sizeof(c.address));
+    pc_src_token(f->server, c.token);
+    return c;
+}
+
+/* Every page of the destination as expected: the source's where it was
+ * pending or delivered, zeros where neither had anything. */
+static void check_dst(struct fixture *f, const uint8_t *view)
+{
+    g_autofree uint8_t *want = g_malloc(PS);
+
+    for (uint64_t p = 0; p < NPAGES; p++) {
+        if (is_pending(f, p) || p < 200) {
+            fill(want, p, 0xa);
+        } else {
+            memset(want, 0, PS);
+        }
+        if (memcmp(view + p * PS, want, PS) != 0) {
+            g_error("page %" G_GUINT64_FORMAT " differs", p);
+        }
+    }
+}
+
+static void wait_done(struct pc_dst *d)
+{
+    for (int i = 0; i < 4000 && !pc_dst_done(d); i++) {
+        g_usleep(1000);
+    }
+    g_assert_true(pc_dst_done(d));
+}
+
+struct reader {
+    const uint8_t *addr;
+    uint8_t got[16];
+};
+
+static void *read_page(void *opaque)
+{
+    struct reader *r = opaque;
+
+    memcpy(r->got, r->addr, sizeof(r->got));
+    return NULL;
+}
+
+static void test_on_demand(void)
+{
+    struct fixture f;
+    struct vg_error err = {0};
+    int uffd = uffd_open(&err);
+    struct pc_dst_area area = {.vaddr = 0, .vram_off = 0, .size = VRAM};
+    struct pc_dst *d;
+    struct pc_dst_stats st;
+    struct reader r[3];
+    pthread_t t[3];
+
+    if (uffd < 0) {
+        g_test_skip(err.msg);
+        return;
+    }
+    fixture_init(&f);
+    area.vaddr = (uint64_t)(uintptr_t)f.dst.client;
+    struct pc_dst_config c = dst_config(&f, uffd, &area);
+    g_assert_cmpint(pc_dst_start(&c, &d, &err), ==, 0);
+    /* Reads through the client mapping: a pending page at the end (on
+     * demand, ahead of the pass), a page pre-copy delivered, a page of
+     * zeros that was never written. */
+    r[0].addr = f.dst.client + 255ull * PS + 8;
+    r[1].addr = f.dst.client + 1ull * PS + 8;
+    r[2].addr = f.dst.client + 220ull * PS + 8;
+    for (int i = 0; i < 3; i++) {
+        g_assert_cmpint(pthread_create(&t[i], NULL, read_page, &r[i]), ==, 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
+    }
+    {
+        g_autofree uint8_t *page = g_malloc(PS);
+
+        fill(page, 255, 0xa);
+        g_assert_cmpmem(r[0].got, 16, page + 8, 16);
+        fill(page, 1, 0xa);
+        g_assert_cmpmem(r[1].got, 16, page + 8, 16);
+        memset(page, 0, PS);
+        g_assert_cmpmem(r[2].got, 16, page + 8, 16);
+    }
+    /* A device access waits for its pages. */
+    g_assert_cmpint(pc_dst_wait(d, 249ull * PS, 2 * PS, &err), ==, 0);
+    wait_done(d);
+    pc_dst_get_stats(d, &st);
+    g_assert_true(st.on_demand);
+    g_assert_true(st.verified);
+    g_assert_cmpuint(st.pending, ==, f.npending);
+    g_assert_cmpuint(st.fetched, ==, f.npending);
+    check_dst(&f, f.dst.client);
+    pc_dst_free(d);
+    fixture_free(&f);
+}
+
+static void test_without_uffd(void)
+{
+    struct fixture f;
+    struct vg_error err = {0};
+    struct pc_dst *d;
+    struct pc_dst_stats st;
+    struct pc_src_stats ss;
+
+    fixture_init(&f);
+    struct pc_dst_config c = dst_config(&f, -1, NULL);
+    g_assert_cmpint(pc_dst_start(&c, &d, &err), ==, 0);
+    g_assert_true(pc_dst_done(d)); /* before it returned */
+    pc_dst_get_stats(d, &st);
+    g_assert_false(st.on_demand);
+    g_assert_true(st.verified);
+    check_dst(&f, f.dst.map);
+    g_assert_true(pc_src_wait(f.server, 5000));
+    pc_src_get_stats(f.server, &ss);
+    g_assert_true(ss.claimed && ss.finished);
+    g_assert_cmpuint(ss.pages_served, ==, f.npending);
+    pc_dst_free(d);
+    fixture_free(&f);
+}
+
+static void test_wrong_token(void)
+{
+    struct fixture f;
+    struct vg_error err = {0};
+    struct pc_dst *d;
+    struct pc_src_stats ss;
+
+    fixture_init(&f);
+    struct pc_dst_config c = dst_config(&f, -1, NULL);
+    c.token[3] ^= 1;
+    g_assert_cmpint(pc_dst_start(&c, &d, &err), <, 0);
+    g_assert_nonnull(strstr(err.msg, "page channel closed"));
+    pc_src_get_stats(f.server, &ss);
+    g_assert_false(ss.claimed);
+    /* The right destination still gets in afterwards. */
+    c.token[3] ^= 1;
+    g_assert_cmpint(pc_dst_start(&c, &d, &err), ==, 0);
+    check_dst(&f, f.dst.map);
+    pc_dst_free(d);
+    fixture_free(&f);
+}
+
+/* A request outside VRAM ends the channel, and the server says why. */
+static void test_bad_request(void)
+{
+    struct fixture f;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct pc_hello h = {.magic = PC_MAGIC, .version = PC_VERSION};
+    struct pc_req req = {.op = PC_OP_PAGES, .count = 2, .first = NPAGES - 1};
+    struct pc_src_stats ss;
+    int fd;
+
+    fixture_init(&f);
+    g_strlcpy(sa.sun_path, pc_src_address(f.server), sizeof(sa.sun_path));
+    pc_src_token(f.server, h.token);
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    g_assert_cmpint(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
+    g_assert_cmpint(write(fd, &h, sizeof(h)), ==, sizeof(h));
+    g_assert_cmpint(write(fd, &req, sizeof(req)), ==, sizeof(req));
+    g_assert_true(pc_src_wait(f.server, 5000));
+    pc_src_get_stats(f.server, &ss);
+    g_assert_false(ss.finished);
+    g_assert_nonnull(strstr(ss.error, "outside VRAM"));
+    close(fd);
+    fixture_free(&f);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/postcopy/on-demand", test_on_demand);
+    g_test_add_func("/postcopy/without-uffd", test_without_uffd);
+    g_test_add_func("/postcopy/wrong-token", test_wrong_token);
+    g_test_add_func("/postcopy/bad-request", test_bad_request);
+    return g_test_run();
+}

@@ -1,0 +1,84 @@
+/*
+ * pc-dst.h -- the destination's side of a post-copy migration: VRAM on
+ * demand.
+ *
+ * pc_dst_start() runs while the device is still stopped: it connects to
+ * the source's page server (pc-src.h), takes the bitmap of the pages this
+ * VRAM lacks, drops the stale copies pre-copy left of them (holes in the
+ * VRAM memfd) and registers the client's mappings of VRAM with the
+ * client's userfaultfd (uffd.h).  From then on, while the VM runs:
+ *   - a fetch thread asks for the pages in order, pages someone waits for
+ *     first, and installs each with UFFDIO_COPY (atomically, for every
+ *     mapping of the memfd);
+ *   - a fault thread turns the client's faults on missing pages into
+ *     urgent requests (a fault on a page that is not pending is a page
+ *     of zeros, installed at once);
+ *   - pc_dst_wait() makes the device's own accesses (engines, trapped BAR
+ *     accesses) wait for their pages.
+ * Each page is installed once and checked by its reply's hash; at the end
+ * a digest of every page received is compared with the source's, the
+ * ranges are unregistered and the channel closed.
+ * Without a userfaultfd (or with mappings it cannot cover whole pages of)
+ * pc_dst_start() fetches every pending page before it returns.
+ */
+#ifndef PC_DST_H
+#define PC_DST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "pc-wire.h"
+
+/* A mapping of VRAM [vram_off, +size) at vaddr in the userfaultfd's
+ * address space. */
+struct pc_dst_area {
+    uint64_t vaddr;
+    uint64_t vram_off;
+    uint64_t size;
+};
+
+struct pc_dst_config {
+    char address[PC_ADDR_MAX]; /* the POSTCOPY record's */
+    uint8_t token[PC_TOKEN_SIZE];
+    uint64_t npages;
+    uint64_t pending; /* what the record promised */
+    uint32_t page_size;
+    uint8_t *vram; /* VRAM mapped here */
+    int vram_fd;   /* its memfd */
+    int uffd;      /* -1: none; else taken over (closed by pc_dst_free) */
+    const struct pc_dst_area *areas;
+    unsigned nareas;
+};
+
+struct pc_dst_stats {
+    uint64_t pending;         /* pages lacking at the switchover */
+    uint64_t fetched;         /* of those, received so far */
+    uint64_t requests;        /* page requests sent */
+    uint64_t faults;          /* faults on pending pages (urgent requests) */
+    uint64_t zero_faults;     /* faults on pages of zeros */
+    uint64_t waits;           /* device accesses that waited */
+    double elapsed_ms;        /* pc_dst_start() to the last page */
+    double max_fault_ms;      /* longest a faulting access waited */
+    bool on_demand;           /* the VM ran before every page was here */
+    bool done;                /* every page is here */
+    bool verified;            /* ...and the digests matched */
+    char error[VG_ERROR_MAX]; /* why it failed, "" if it did not */
+};
+
+struct pc_dst;
+
+int pc_dst_start(const struct pc_dst_config *cfg, struct pc_dst **out,
+                 struct vg_error *err);
+/* Stop the threads, close the channel and the userfaultfd; NULL ignored. */
+void pc_dst_free(struct pc_dst *d);
+
+/* Wait until VRAM [@off, +@len) is all here, asking for its pages first;
+ * -EIO if the channel failed (those pages can never arrive). */
+int pc_dst_wait(struct pc_dst *d, uint64_t off, uint64_t len,
+                struct vg_error *err);
+/* Every page is here (whether or not the digests matched). */
+bool pc_dst_done(struct pc_dst *d);
+void pc_dst_get_stats(struct pc_dst *d, struct pc_dst_stats *st);
+
+#endif
