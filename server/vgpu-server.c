@@ -103,6 +103,14 @@ static void usage(FILE *out)
         "                         data through a shared memory area, as a\n"
         "                         server predating data_shm would: the data\n"
         "                         then crosses the socket\n"
+        "      --no-postcopy      refuse the client's offer of post-copy, as "
+        "a\n"
+        "                         server predating it would: QEMU then\n"
+        "                         refuses post-copy for this VM.  With it, a\n"
+        "                         source serves the pages a post-copy leaves\n"
+        "                         behind from a socket beside --socket, and a\n"
+        "                         destination fetches them while the VM runs\n"
+        "                         (docs/postcopy.md)\n"
         "      --data-slots N     slots of 4 MiB in that area, 2 to 64\n"
         "                         (default 8): QEMU reads into a free one\n"
         "                         and lends it to a migration channel until\n"
@@ -218,6 +226,7 @@ struct options {
     bool no_migration;
     bool no_region_log;
     bool no_data_shm;
+    bool no_postcopy;
     unsigned data_slots; /* 0: the server's default */
     enum mig_precopy_mode precopy;
     enum mig_track_mode track;
@@ -234,6 +243,7 @@ enum {
     OPT_DIRTY_TRACK,
     OPT_NO_REGION_LOG,
     OPT_NO_DATA_SHM,
+    OPT_NO_POSTCOPY,
     OPT_DATA_SLOTS,
     OPT_MIGRATION_THREADS,
     OPT_STREAM_VERSION,
@@ -371,6 +381,9 @@ static int parse_opt(int c, struct options *o)
     case OPT_NO_DATA_SHM:
         o->no_data_shm = true;
         return 0;
+    case OPT_NO_POSTCOPY:
+        o->no_postcopy = true;
+        return 0;
     case OPT_DATA_SLOTS:
         return parse_uint_opt("data-slots", "number", optarg,
                               VFU_DATA_SLOTS_MIN, VFU_DATA_SLOTS_MAX,
@@ -408,6 +421,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"dirty-track", required_argument, NULL, OPT_DIRTY_TRACK},
         {"no-region-log", no_argument, NULL, OPT_NO_REGION_LOG},
         {"no-data-shm", no_argument, NULL, OPT_NO_DATA_SHM},
+        {"no-postcopy", no_argument, NULL, OPT_NO_POSTCOPY},
         {"data-slots", required_argument, NULL, OPT_DATA_SLOTS},
         {"migration-threads", required_argument, NULL, OPT_MIGRATION_THREADS},
         {"stream-version", required_argument, NULL, OPT_STREAM_VERSION},
@@ -508,6 +522,7 @@ int main(int argc, char **argv)
         .no_migration = o.no_migration,
         .no_region_log = o.no_region_log,
         .no_data_shm = o.no_data_shm,
+        .no_postcopy = o.no_postcopy,
         .data_slots = o.data_slots,
         .precopy = o.precopy,
         .track = o.track,

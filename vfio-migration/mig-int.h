@@ -12,6 +12,8 @@
 
 struct mig_save; /* mig-save.c */
 struct mig_load; /* mig-load.c */
+struct pc_src;   /* pc-src.h */
+struct pc_dst;   /* pc-dst.h */
 
 struct mig {
     struct mig_fsm fsm;
@@ -37,6 +39,14 @@ struct mig {
     struct mig_save *save;
     struct mig_load *load;
     struct mig_stats stats;
+    /* Post-copy (mig-postcopy.c) */
+    char *runtime_dir; /* NULL: not capable */
+    int client_uffd;   /* -1: none */
+    struct mig_client_area *client_areas;
+    unsigned client_nareas;
+    struct pc_src *pc_src; /* serving the last switchover's pages */
+    struct pc_dst *pc_dst; /* fetching the last stream's pages */
+    bool pc_noted;         /* its end is in the statistics */
 };
 
 /* Milliseconds of CLOCK_MONOTONIC. */
@@ -124,6 +134,26 @@ uint64_t mig_save_stopcopy_left(const struct mig *m);
  * PRE_COPY, without tracking, and before the baseline epoch and the first
  * reads have given the two rates. */
 uint64_t mig_save_stopcopy_hash_bytes(const struct mig *m);
+
+/* mig-save.c: the coming stop-copy is a post-copy switchover. */
+int mig_save_postcopy(struct mig *m, struct vg_error *err);
+
+/* mig-postcopy.c: start serving the @pending pages (a bitmap of
+ * m->npages bits) and fill *@info for the POSTCOPY record. */
+int mig_postcopy_serve(struct mig *m, const uint64_t *pending,
+                       struct mig_postcopy_info *info, struct vg_error *err);
+/* Start fetching what a POSTCOPY record said (the device is stopped). */
+int mig_postcopy_fetch(struct mig *m, const struct mig_postcopy_info *info,
+                       struct vg_error *err);
+/* May the FSM go to @to?  A source whose pages a destination fetches may
+ * not run; a destination still fetching may not start a migration. */
+int mig_postcopy_check_arc(struct mig *m, enum mig_state to,
+                           struct vg_error *err);
+/* The engines wait for the pages (destination still fetching). */
+bool mig_postcopy_holds_engines(const struct mig *m);
+/* End and free what post-copy left (waiting up to a minute for a
+ * destination that is still fetching from this source). */
+void mig_postcopy_free(struct mig *m);
 
 /* mig-load.c: open a loading session (registers reset). */
 int mig_load_open(struct mig *m, struct vg_error *err);

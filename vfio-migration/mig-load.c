@@ -52,6 +52,8 @@ struct mig_load {
     uint64_t zero_hash;  /* of a zero page */
     uint8_t state[MIG_STATE_MAX];
     uint32_t state_len;
+    bool postcopy; /* a POSTCOPY record came: */
+    struct mig_postcopy_info pc_info;
     bool failed; /* a write failed (reported once) */
 };
 
@@ -249,10 +251,26 @@ static int sink_state(void *opaque, const uint8_t *blob, uint32_t len,
     return 0;
 }
 
+/* A post-copy switchover: the pages it names come later (the record was
+ * checked against this VRAM by the decoder). */
+static int sink_postcopy(void *opaque, const struct mig_postcopy_info *info,
+                         struct vg_error *err)
+{
+    struct mig *m = opaque;
+
+    if (!vgpu_vram(m->gpu)) {
+        return vg_error_set(err, ENOTSUP,
+                            "post-copy needs VRAM mapped in this server");
+    }
+    m->load->postcopy = true;
+    m->load->pc_info = *info;
+    return 0;
+}
+
 int mig_load_open(struct mig *m, struct vg_error *err)
 {
-    struct mig_dec_sink sink = {m, sink_pages, sink_zeros, sink_state,
-                                sink_hash_pages};
+    struct mig_dec_sink sink = {m,          sink_pages,      sink_zeros,
+                                sink_state, sink_hash_pages, sink_postcopy};
     uint8_t *zero;
     int ret;
 
@@ -308,8 +326,13 @@ int mig_load_finish(struct mig *m, struct vg_error *err)
     if (ret == 0) {
         ret = vgpu_state_load(m->gpu, l->state, l->state_len, err);
     }
-    if (ret == 0) {
+    if (ret == 0 && l->postcopy) {
+        /* The checksums follow the last page (mig_postcopy_poll). */
+        ret = mig_postcopy_fetch(m, &l->pc_info, err);
+    } else if (ret == 0) {
         mig_take_checksums(m, l->page_hash, l->hashed);
+    }
+    if (ret == 0) {
         vg_info("migration: stream of %" PRIu64 " bytes loaded",
                 mig_dec_bytes(l->dec));
     }

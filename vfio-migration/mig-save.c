@@ -38,6 +38,7 @@
 enum save_phase {
     SAVE_PRECOPY,  /* rounds, device running; nothing to read when drained */
     SAVE_STOPCOPY, /* final pass, device quiesced */
+    SAVE_POSTCOPY, /* post-copy: the POSTCOPY record next */
     SAVE_STATE,    /* device state next */
     SAVE_END,      /* END next */
     SAVE_DONE,     /* END staged; the stream ends after it */
@@ -85,7 +86,9 @@ struct mig_save {
     bool end_timed;
     bool fault_armed;
     uint64_t fault_offset;
-    bool failed; /* reading VRAM failed: @error says why */
+    bool postcopy; /* the stop-copy is a post-copy switchover */
+    struct mig_postcopy_info pc_info; /* its POSTCOPY record */
+    bool failed;                      /* reading VRAM failed: @error says why */
     struct vg_error error;
     struct dt_pool *pool; /* copies and hashes large records */
     uint64_t stream_hash[MIG_RUN_MAX_PAGES]; /* a record's page hashes */
@@ -650,6 +653,10 @@ static bool stage_next(struct mig *m)
                mig_enc_bytes(s->enc));
         s->phase = SAVE_STATE;
         return stage_next(m);
+    case SAVE_POSTCOPY:
+        s->len = mig_enc_postcopy(s->enc, &s->pc_info, s->rec);
+        s->phase = SAVE_STATE;
+        return true;
     case SAVE_STATE:
         stage_state(m);
         s->phase = SAVE_END;
@@ -1125,6 +1132,55 @@ static bool stopcopy_epoch_begin(struct mig *m)
     return true;
 }
 
+int mig_save_postcopy(struct mig *m, struct vg_error *err)
+{
+    if (m->stream_version < 2) {
+        return vg_error_set(err, ENOTSUP,
+                            "post-copy needs stream version 2 (this source "
+                            "writes version %u)",
+                            m->stream_version);
+    }
+    m->save->postcopy = true;
+    vg_info("migration: the stop-copy will be a post-copy switchover");
+    return 0;
+}
+
+/* Whether every write since the last epoch is known without hashing:
+ * the device's own (observed) and the guest CPU's (logged, or none). */
+static bool writes_all_seen(const struct mig *m)
+{
+    return m->save->dt && m->track == MIG_TRACK_HYBRID &&
+           !(m->bar2_shared && !m->bar2_logged);
+}
+
+/* A post-copy switchover: the pages still to send go to the page server,
+ * not into the stream.  They are the pass and, where every write was
+ * seen, the pages written since the last epoch; otherwise a last epoch
+ * finds them (hashing, as a stop-copy would). */
+static void postcopy_switchover(struct mig *m)
+{
+    struct mig_save *s = m->save;
+    uint64_t words = bitmap_words(m->npages);
+    struct vg_error err = {0};
+
+    if (writes_all_seen(m)) {
+        for (uint64_t w = 0; w < words; w++) {
+            s->pass[w] |= s->marked[w];
+        }
+    } else {
+        round_begin(m);
+    }
+    if (mig_postcopy_serve(m, s->pass, &s->pc_info, &err) < 0) {
+        s->failed = true;
+        s->error = err;
+        vg_err("migration: %s", err.msg);
+        return;
+    }
+    memset(s->pass, 0, words * 8);
+    s->left = s->left_nz = 0;
+    s->phase = SAVE_POSTCOPY;
+}
+
 void mig_save_stopcopy(struct mig *m)
 {
     struct mig_save *s = m->save;
@@ -1132,6 +1188,10 @@ void mig_save_stopcopy(struct mig *m)
     s->stopcopy_t0 = mig_now_ms();
     s->phase = SAVE_STOPCOPY;
     m->stats.final_dirty_bytes = 0;
+    if (s->postcopy) {
+        postcopy_switchover(m);
+        return;
+    }
     if (!stopcopy_epoch_begin(m)) {
         round_begin(m); /* the final dirty set, added to what is left */
     }

@@ -39,6 +39,8 @@ const char *mig_rec_name(uint32_t type)
         return "DEVICE_STATE";
     case MIG_REC_END:
         return "END";
+    case MIG_REC_POSTCOPY:
+        return "POSTCOPY";
     default:
         return "unknown";
     }
@@ -243,6 +245,19 @@ size_t mig_enc_state(struct mig_enc *enc, const void *blob, uint32_t len,
     return rec_seal(enc, buf, MIG_REC_DEVICE_STATE, len);
 }
 
+size_t mig_enc_postcopy(struct mig_enc *enc,
+                        const struct mig_postcopy_info *info, uint8_t *buf)
+{
+    uint8_t *p = buf + MIG_REC_HDR_SIZE;
+
+    memset(p, 0, MIG_POSTCOPY_SIZE);
+    vg_put_le64(p, info->npages);
+    vg_put_le64(p + 8, info->pending);
+    memcpy(p + 16, info->token, MIG_POSTCOPY_TOKEN);
+    memcpy(p + 32, info->addr, strnlen(info->addr, MIG_POSTCOPY_ADDR - 1));
+    return rec_seal(enc, buf, MIG_REC_POSTCOPY, MIG_POSTCOPY_SIZE);
+}
+
 size_t mig_enc_end(struct mig_enc *enc, uint8_t *buf)
 {
     uint8_t *p = buf + MIG_REC_HDR_SIZE;
@@ -270,6 +285,7 @@ struct mig_dec {
     bool seen_header;    /* a HEADER was accepted */
     bool seen_state;     /* a DEVICE_STATE was accepted */
     bool seen_end;       /* an END was accepted */
+    bool seen_postcopy;  /* a POSTCOPY was accepted */
     int failed;          /* sticky -errno */
     struct vg_error error;
     /* A version 2 PAGES record that arrived whole in one chunk: its page
@@ -389,6 +405,9 @@ static bool rec_bounds(const struct mig_dec *dec, uint32_t type, uint32_t *min,
     case MIG_REC_END:
         *min = *max = MIG_END_SIZE;
         return true;
+    case MIG_REC_POSTCOPY:
+        *min = *max = MIG_POSTCOPY_SIZE;
+        return true;
     default:
         return false;
     }
@@ -468,6 +487,9 @@ static int dec_range(struct mig_dec *dec, uint64_t first, uint64_t count)
 {
     if (dec->seen_state) {
         return dec_fail(dec, EINVAL, "page data after DEVICE_STATE");
+    }
+    if (dec->seen_postcopy) {
+        return dec_fail(dec, EINVAL, "page data after POSTCOPY");
     }
     if (count == 0 || first >= dec->npages || count > dec->npages - first) {
         return dec_fail(dec, ERANGE,
@@ -566,6 +588,50 @@ static int dec_state(struct mig_dec *dec, const uint8_t *p, uint32_t len)
     return 0;
 }
 
+static int dec_postcopy(struct mig_dec *dec, const uint8_t *p)
+{
+    struct mig_postcopy_info info;
+    struct vg_error se;
+    size_t alen;
+    int ret;
+
+    if (dec->version < 2 || dec->seen_postcopy || dec->seen_state) {
+        return dec_fail(dec, EINVAL, "POSTCOPY %s",
+                        dec->version < 2  ? "in a version 1 stream"
+                        : dec->seen_state ? "after DEVICE_STATE"
+                                          : "twice");
+    }
+    info.npages = vg_get_le64(p);
+    info.pending = vg_get_le64(p + 8);
+    memcpy(info.token, p + 16, MIG_POSTCOPY_TOKEN);
+    memcpy(info.addr, p + 32, MIG_POSTCOPY_ADDR);
+    alen = strnlen(info.addr, MIG_POSTCOPY_ADDR);
+    if (info.npages != dec->npages || info.pending > info.npages) {
+        return dec_fail(dec, ERANGE,
+                        "POSTCOPY of %" PRIu64 " pending of %" PRIu64
+                        " pages, VRAM has %" PRIu64,
+                        info.pending, info.npages, dec->npages);
+    }
+    if (alen == 0 || alen == MIG_POSTCOPY_ADDR) {
+        return dec_fail(dec, EINVAL, "POSTCOPY address is %s",
+                        alen ? "not NUL-terminated" : "empty");
+    }
+    if (vg_get_le32(p + 140)) {
+        return dec_fail(dec, EINVAL, "POSTCOPY reserved bytes %#x, expected 0",
+                        vg_get_le32(p + 140));
+    }
+    if (!dec->sink.postcopy) {
+        return dec_fail(dec, ENOTSUP,
+                        "POSTCOPY: this destination cannot fetch pages");
+    }
+    ret = dec->sink.postcopy(dec->sink.opaque, &info, &se);
+    if (ret < 0) {
+        return dec_sink_failed(dec, ret, &se);
+    }
+    dec->seen_postcopy = true;
+    return 0;
+}
+
 static int dec_end(struct mig_dec *dec, const uint8_t *p)
 {
     uint64_t digest = XXH3_64bits_digest(dec->digest);
@@ -601,6 +667,8 @@ static int dec_dispatch(struct mig_dec *dec, const uint8_t *p, uint32_t len)
         return dec_zeros(dec, p);
     case MIG_REC_DEVICE_STATE:
         return dec_state(dec, p, len);
+    case MIG_REC_POSTCOPY:
+        return dec_postcopy(dec, p);
     default: /* MIG_REC_END: rec_bounds admits no other type */
         return dec_end(dec, p);
     }

@@ -49,12 +49,16 @@ enum mig_rec_type {
     MIG_REC_ZEROS = 3,
     MIG_REC_DEVICE_STATE = 4,
     MIG_REC_END = 5,
+    MIG_REC_POSTCOPY = 6,
 };
 
 #define MIG_REC_HDR_SIZE    16u
-#define MIG_HEADER_SIZE     32u /* HEADER payload */
-#define MIG_RUN_HDR_SIZE    16u /* PAGES payload before the data; ZEROS */
-#define MIG_END_SIZE        24u /* END payload */
+#define MIG_HEADER_SIZE     32u  /* HEADER payload */
+#define MIG_RUN_HDR_SIZE    16u  /* PAGES payload before the data; ZEROS */
+#define MIG_END_SIZE        24u  /* END payload */
+#define MIG_POSTCOPY_SIZE   144u /* POSTCOPY payload */
+#define MIG_POSTCOPY_TOKEN  16u
+#define MIG_POSTCOPY_ADDR   108u /* a UNIX socket path, NUL included */
 #define MIG_RUN_MAX_BYTES   (2u * 1024 * 1024) /* PAGES data per record */
 #define MIG_STATE_MAX       4096u              /* DEVICE_STATE payload */
 #define MIG_REC_MAX_PAYLOAD (MIG_RUN_HDR_SIZE + MIG_RUN_MAX_BYTES)
@@ -72,6 +76,20 @@ struct mig_stream_config {
     uint64_t vram_size;
     uint32_t page_size;
     uint32_t features;
+};
+
+/*
+ * A post-copy switchover (POSTCOPY, version 2 streams, at most one,
+ * after the page data and before DEVICE_STATE): @pending pages of the
+ * device's @npages are not in the stream; the destination fetches them
+ * from the source's page server at @addr (NUL-terminated), which admits
+ * whoever shows @token (pc-wire.h).
+ */
+struct mig_postcopy_info {
+    uint64_t npages;
+    uint64_t pending;
+    uint8_t token[MIG_POSTCOPY_TOKEN];
+    char addr[MIG_POSTCOPY_ADDR];
 };
 
 /* "HEADER", "PAGES", ...; "unknown" otherwise. */
@@ -118,6 +136,8 @@ size_t mig_enc_zeros(struct mig_enc *enc, uint64_t first, uint64_t count,
                      uint8_t *buf);
 size_t mig_enc_state(struct mig_enc *enc, const void *blob, uint32_t len,
                      uint8_t *buf);
+size_t mig_enc_postcopy(struct mig_enc *enc,
+                        const struct mig_postcopy_info *info, uint8_t *buf);
 size_t mig_enc_end(struct mig_enc *enc, uint8_t *buf);
 
 /* Stream bytes encoded so far. */
@@ -144,6 +164,10 @@ struct mig_dec_sink {
      * decoder hashes them itself. */
     void (*hash_pages)(void *opaque, const uint8_t *data, uint64_t count,
                        uint64_t *hashes);
+    /* Optional: a POSTCOPY record, checked (NULL: the record fails the
+     * stream, this destination cannot fetch pages). */
+    int (*postcopy)(void *opaque, const struct mig_postcopy_info *info,
+                    struct vg_error *err);
 };
 
 struct mig_dec;

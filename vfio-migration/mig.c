@@ -29,7 +29,7 @@ static bool in_precopy(enum mig_state s)
     return s == MIG_STATE_PRE_COPY || s == MIG_STATE_PRE_COPY_P2P;
 }
 
-#define STATS_JSON_MAX 4096
+#define STATS_JSON_MAX 8192
 
 double mig_now_ms(void)
 {
@@ -176,6 +176,18 @@ static void session_started(struct mig *m)
     m->stats.stream_version = 0;
     m->stats.have_checksums = false;
     m->checksums_due = false;
+    m->stats.postcopy = false;
+    m->stats.postcopy_pages = 0;
+    m->stats.postcopy_served = 0;
+    m->stats.postcopy_fetched = 0;
+    m->stats.postcopy_faults = 0;
+    m->stats.postcopy_zero_faults = 0;
+    m->stats.postcopy_waits = 0;
+    m->stats.postcopy_ms = 0;
+    m->stats.postcopy_max_fault_ms = 0;
+    m->stats.postcopy_on_demand = false;
+    m->stats.postcopy_done = false;
+    m->stats.postcopy_verified = false;
 }
 
 static int arc_quiesce(void *opaque, struct vg_error *err)
@@ -337,7 +349,10 @@ int mig_new(const struct mig_config *cfg, struct mig **out,
         cfg->stream_version ? cfg->stream_version : MIG_STREAM_VERSION;
     m->nonzero = calloc((size_t)(m->npages + 63) / 64, 8);
     m->stats_path = cfg->stats_path ? strdup(cfg->stats_path) : NULL;
-    if (!m->nonzero || (cfg->stats_path && !m->stats_path)) {
+    m->runtime_dir = cfg->runtime_dir ? strdup(cfg->runtime_dir) : NULL;
+    m->client_uffd = -1;
+    if (!m->nonzero || (cfg->stats_path && !m->stats_path) ||
+        (cfg->runtime_dir && !m->runtime_dir)) {
         mig_free(m);
         return vg_error_set(err, ENOMEM, "migration state");
     }
@@ -363,11 +378,14 @@ void mig_free(struct mig *m)
     }
     mig_save_close(m);
     mig_load_close(m);
+    mig_postcopy_free(m);
+    mig_client_gone(m);
     if (m->nonzero) {
         mig_stats_flush(m, NULL);
     }
     free(m->nonzero);
     free(m->stats_path);
+    free(m->runtime_dir);
     free(m);
 }
 
@@ -385,8 +403,11 @@ enum mig_state mig_state(const struct mig *m)
 
 int mig_set_state(struct mig *m, uint32_t target, struct vg_error *err)
 {
-    int ret = mig_fsm_set(&m->fsm, target, err);
+    int ret = mig_postcopy_check_arc(m, (enum mig_state)target, err);
 
+    if (ret == 0) {
+        ret = mig_fsm_set(&m->fsm, target, err);
+    }
     if (ret < 0 && err) {
         mig_note_error(m, err->msg);
     }
@@ -512,7 +533,8 @@ void mig_gpu_step(struct mig *m, uint64_t budget)
 {
     double t0 = mig_now_ms();
 
-    if (mig_rounds_step_wait_ms(&m->rounds, t0) > 0) {
+    if (mig_postcopy_holds_engines(m) ||
+        mig_rounds_step_wait_ms(&m->rounds, t0) > 0) {
         return;
     }
     vgpu_step(m->gpu, budget);
@@ -524,6 +546,9 @@ int mig_gpu_wait_ms(const struct mig *m)
 {
     double w = mig_rounds_step_wait_ms(&m->rounds, mig_now_ms());
 
+    if (mig_postcopy_holds_engines(m)) {
+        return 5; /* the engines wait for the pages */
+    }
     return w > 0 ? (int)w + 1 : 0;
 }
 
@@ -562,11 +587,33 @@ static void hex_or_null(bool have, uint64_t v, char *out, size_t size)
     }
 }
 
+/* The post-copy statistics as a JSON object, null if there was none. */
+static void postcopy_json(const struct mig_stats *st, char *out, size_t size)
+{
+    if (!st->postcopy) {
+        snprintf(out, size, "null");
+        return;
+    }
+    snprintf(out, size,
+             "{\"pages\": %" PRIu64 ", \"served\": %" PRIu64
+             ", \"fetched\": %" PRIu64 ", \"faults\": %" PRIu64
+             ", \"zero_faults\": %" PRIu64 ", \"waits\": %" PRIu64
+             ", \"ms\": %.3f, \"max_fault_ms\": %.3f, \"on_demand\": %s"
+             ", \"done\": %s, \"verified\": %s}",
+             st->postcopy_pages, st->postcopy_served, st->postcopy_fetched,
+             st->postcopy_faults, st->postcopy_zero_faults, st->postcopy_waits,
+             st->postcopy_ms, st->postcopy_max_fault_ms,
+             st->postcopy_on_demand ? "true" : "false",
+             st->postcopy_done ? "true" : "false",
+             st->postcopy_verified ? "true" : "false");
+}
+
 int mig_stats_json(const struct mig *m, char *buf, size_t size,
                    struct vg_error *err)
 {
     const struct mig_stats *st = &m->stats;
     char error[VG_ERROR_MAX * 2], vram[24], state[24], ms[32], backend[320];
+    char postcopy[640];
     int n;
 
     json_escape(st->last_error, error, sizeof(error));
@@ -579,6 +626,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
     } else {
         snprintf(ms, sizeof(ms), "%.3f", st->device_stopcopy_ms);
     }
+    postcopy_json(st, postcopy, sizeof(postcopy));
     n = snprintf(
         buf, size,
         "{\n  \"state\": \"%s\",\n  \"backend\": \"%s\""
@@ -600,7 +648,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"load_writes\": %" PRIu64 ",\n  \"load_write_ms\": %.3f"
         ",\n  \"shm_bytes\": %" PRIu64 ",\n  \"in_place_bytes\": %" PRIu64
         ",\n  \"gpu_direct_bytes\": %" PRIu64 ",\n  \"stream_version\": %u"
-        ",\n  \"last_error\": \"%s\"\n}\n",
+        ",\n  \"postcopy\": %s,\n  \"last_error\": \"%s\"\n}\n",
         mig_state_name(m->fsm.state), backend, st->migrations_started,
         st->bytes_sent, st->bytes_received, st->precopy_bytes,
         st->stopcopy_bytes, st->rounds, mig_precopy_mode_name(m->precopy),
@@ -612,7 +660,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->cpu_log_pages, st->stopcopy_reads, st->stopcopy_read_ms,
         st->precopy_reads, st->precopy_read_ms, st->load_writes,
         st->load_write_ms, st->shm_bytes, st->in_place_bytes,
-        st->gpu_direct_bytes, st->stream_version, error);
+        st->gpu_direct_bytes, st->stream_version, postcopy, error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

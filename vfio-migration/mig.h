@@ -60,6 +60,9 @@ struct mig_config {
     enum mig_track_mode track;     /* --dirty-track */
     unsigned hash_threads;         /* 0: 2 */
     unsigned stream_version;       /* written as a source; 0: the newest */
+    /* Where a post-copy source's page server puts its socket; NULL: no
+     * post-copy (mig_postcopy_capable() is false). */
+    const char *runtime_dir;
 };
 
 /* Counters: "total" ones over the process lifetime, the others for the
@@ -99,6 +102,19 @@ struct mig_stats {
     bool bar2_logged;               /* the client logs guest writes to BAR2 */
     uint64_t cpu_log_pages;         /* pages its logs reported, this session */
     char last_error[VG_ERROR_MAX];
+    /* Post-copy (mig-postcopy.c), of the last migration: */
+    bool postcopy;                 /* it switched over in post-copy */
+    uint64_t postcopy_pages;       /* pages left to the page channel */
+    uint64_t postcopy_served;      /* source: pages the page server sent */
+    uint64_t postcopy_fetched;     /* destination: pages received so far */
+    uint64_t postcopy_faults;      /* ...faults on missing pages */
+    uint64_t postcopy_zero_faults; /* ...faults on pages of zeros */
+    uint64_t postcopy_waits;       /* ...device accesses that waited */
+    double postcopy_ms;            /* ...load end to the last page */
+    double postcopy_max_fault_ms;  /* ...longest wait of a fault */
+    bool postcopy_on_demand;       /* ...the VM ran before every page was in */
+    bool postcopy_done;            /* every page is at the destination */
+    bool postcopy_verified;        /* ...and the digests of both ends match */
 };
 
 struct mig;
@@ -177,6 +193,40 @@ int mig_gpu_wait_ms(const struct mig *m);
  * source's checksums after STOP_COPY -> STOP (VRAM is unchanged until the
  * device runs again).  Call it whenever there is no request to serve. */
 void mig_idle(struct mig *m);
+
+/*
+ * Post-copy (mig-postcopy.c; docs/postcopy.md).  A source that is told
+ * the coming stop-copy is a post-copy switchover (VFIO_USER_MIG_POSTCOPY:
+ * mig_postcopy_prepare, in PRE_COPY or PRE_COPY_P2P) sends the device
+ * state and a POSTCOPY record in place of the pages still dirty, and
+ * serves those from a page server; once a destination has fetched any,
+ * the device refuses to run here again until it has them all.  A
+ * destination whose stream has a POSTCOPY record fetches the pages while
+ * the VM runs: the client's userfaultfd (mig_note_client_uffd) serves
+ * the guest's accesses through its mappings of VRAM, the engines wait
+ * until every page is in, trapped accesses wait for their pages
+ * (mig_vram_wait), and the device cannot leave RUNNING for another
+ * migration until then.
+ */
+bool mig_postcopy_capable(const struct mig *m);
+int mig_postcopy_prepare(struct mig *m, struct vg_error *err);
+/* The client's mapping of VRAM [@vram_off, +@size) at @vaddr. */
+struct mig_client_area {
+    uint64_t vram_off;
+    uint64_t size;
+    uint64_t vaddr;
+};
+/* The client's userfaultfd @fd (taken over) over its mappings @areas. */
+void mig_note_client_uffd(struct mig *m, int fd,
+                          const struct mig_client_area *areas, unsigned n);
+/* The client is gone: its userfaultfd is closed. */
+void mig_client_gone(struct mig *m);
+/* Wait until VRAM [@off, +@len) is here (post-copy destination). */
+int mig_vram_wait(struct mig *m, uint64_t off, uint64_t len,
+                  struct vg_error *err);
+/* Notice the end of a post-copy (statistics, checksums, stats file):
+ * returns the ms until it should be called again, -1 if none runs. */
+int mig_postcopy_poll(struct mig *m);
 
 /* Rewrite the stats file now (no-op without one). */
 int mig_stats_flush(struct mig *m, struct vg_error *err);

@@ -292,6 +292,9 @@ static int migr_member(struct json *j, const char *key, int depth, void *opaque)
     if (strcmp(key, "data_shm") == 0) {
         return json_bool(j, &mc->data_shm);
     }
+    if (strcmp(key, "postcopy") == 0) {
+        return json_bool(j, &mc->postcopy);
+    }
     return json_value(j, depth);
 }
 
@@ -383,6 +386,10 @@ static int format_migr(const struct vfu_migr_caps *client,
     if (client->data_shm && ours->data_shm) {
         n += (size_t)snprintf(members + n, sizeof(members) - n,
                               ",\"data_shm\":true");
+    }
+    if (client->postcopy && ours->postcopy) {
+        n += (size_t)snprintf(members + n, sizeof(members) - n,
+                              ",\"postcopy\":true");
     }
     if (n == 0) {
         return snprintf(buf, size, "%s", "");

@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -23,6 +25,9 @@
 int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
                   struct vg_error *err)
 {
+    char dir[PATH_MAX];
+    const char *slash =
+        cfg->socket_path ? strrchr(cfg->socket_path, '/') : NULL;
     struct mig_config mc = {
         .gpu = srv->gpu,
         .stats_path = cfg->stats_path,
@@ -33,6 +38,13 @@ int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
         .stream_version = cfg->stream_version,
     };
 
+    /* A post-copy page server's socket goes beside ours. */
+    if (cfg->socket_path && !cfg->no_postcopy) {
+        snprintf(dir, sizeof(dir), "%.*s",
+                 slash ? (int)(slash - cfg->socket_path) : 1,
+                 slash ? cfg->socket_path : ".");
+        mc.runtime_dir = dir[0] ? dir : "/";
+    }
     srv->shm_fd = -1;
     /* The destination must offer the features the source's guest saw. */
     vgpu_bar0_read(srv->gpu, VGPU_REG_FEATURES, &mc.features, 4);
@@ -453,6 +465,27 @@ int vfu_handle_precopy_info(struct vfu_server *srv, const uint8_t *p,
     if (ret == 0) {
         memcpy(vfu_payload(srv), &info, sizeof(info));
         r->len = sizeof(info);
+    }
+    return ret;
+}
+
+int vfu_handle_mig_postcopy(struct vfu_server *srv, const uint8_t *p,
+                            size_t len, struct vfu_reply *r,
+                            struct vg_error *err)
+{
+    struct vfu_mig_postcopy reply = {sizeof(reply), 0};
+    int ret;
+
+    if (!srv->postcopy) {
+        return vg_error_set(err, ENOTSUP, "postcopy was not negotiated");
+    }
+    ret = vfu_parse_mig_postcopy(p, len, err);
+    if (ret == 0) {
+        ret = mig_postcopy_prepare(srv->mig, err);
+    }
+    if (ret == 0) {
+        memcpy(vfu_payload(srv), &reply, sizeof(reply));
+        r->len = sizeof(reply);
     }
     return ret;
 }

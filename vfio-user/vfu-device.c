@@ -8,10 +8,13 @@
 #include "vfu-server-int.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "vfu-dma.h"
+#include "vfu-mig-msg.h"
 
 #define STEP_BUDGET (1u << 20)
 
@@ -82,6 +85,7 @@ void vfu_device_release(struct vfu_server *srv)
 /* Not in STOP, STOP_COPY, RESUMING or ERROR: the device is stopped there. */
 void vfu_device_step(struct vfu_server *srv)
 {
+    mig_postcopy_poll(srv->mig);
     if (vgpu_runnable(srv->gpu)) {
         mig_gpu_step(srv->mig, STEP_BUDGET);
     }
@@ -89,7 +93,10 @@ void vfu_device_step(struct vfu_server *srv)
 
 int vfu_device_wait_ms(const struct vfu_server *srv)
 {
-    return vgpu_runnable(srv->gpu) ? mig_gpu_wait_ms(srv->mig) : -1;
+    int gpu = vgpu_runnable(srv->gpu) ? mig_gpu_wait_ms(srv->mig) : -1;
+    int postcopy = mig_postcopy_poll(srv->mig);
+
+    return gpu < 0 || (postcopy >= 0 && postcopy < gpu) ? postcopy : gpu;
 }
 
 int vfu_handle_reset(struct vfu_server *srv, const uint8_t *p, size_t len,
@@ -128,6 +135,56 @@ int vfu_handle_dma_map(struct vfu_server *srv, const uint8_t *p, size_t len,
                        srv->rx.nfds ? srv->rx.fds[0] : -1, m.offset,
                        m.flags & VFIO_DMA_MAP_FLAG_READ,
                        m.flags & VFIO_DMA_MAP_FLAG_WRITE, err);
+}
+
+/* Whether @fd is a userfaultfd (anon inode "[userfaultfd]"). */
+static bool is_userfaultfd(int fd)
+{
+    char link[64], target[64];
+    ssize_t n;
+
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    n = readlink(link, target, sizeof(target) - 1);
+    if (n < 0) {
+        return false;
+    }
+    target[n] = '\0';
+    return strcmp(target, "anon_inode:[userfaultfd]") == 0;
+}
+
+int vfu_handle_region_uffd(struct vfu_server *srv, const uint8_t *p, size_t len,
+                           struct vfu_reply *r, struct vg_error *err)
+{
+    struct vfu_uffd_area areas[VFU_UFFD_MAX_AREAS];
+    struct mig_client_area vram[VFU_UFFD_MAX_AREAS];
+    struct vfu_region_uffd reply = {sizeof(reply), 0, 0, 0};
+    uint32_t n, nvram = 0;
+    int ret;
+
+    if (!srv->postcopy) {
+        return vg_error_set(err, ENOTSUP, "postcopy was not negotiated");
+    }
+    ret = vfu_parse_region_uffd(p, len, srv->region_size, VFIO_PCI_NUM_REGIONS,
+                                areas, &n, err);
+    if (ret < 0) {
+        return ret;
+    }
+    if (srv->rx.nfds != 1 || !is_userfaultfd(srv->rx.fds[0])) {
+        return vg_error_set(err, EINVAL,
+                            "REGION_UFFD needs one userfaultfd (%u fds came)",
+                            srv->rx.nfds);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (areas[i].region == VGPU_BAR_VRAM) { /* BAR2 offset = VRAM's */
+            vram[nvram++] = (struct mig_client_area){
+                areas[i].offset, areas[i].size, areas[i].vaddr};
+        }
+    }
+    mig_note_client_uffd(srv->mig, srv->rx.fds[0], vram, nvram);
+    srv->rx.fds[0] = -1; /* taken over */
+    memcpy(vfu_payload(srv), &reply, 8);
+    r->len = 8;
+    return 0;
 }
 
 int vfu_handle_dma_unmap(struct vfu_server *srv, const uint8_t *p, size_t len,
@@ -274,6 +331,9 @@ static int region_access(struct vfu_server *srv, const struct vfu_region_rw *rw,
     case VGPU_BAR_VRAM:
         if (write && vram_busy(srv, err) < 0) {
             return -EBUSY;
+        }
+        if (mig_vram_wait(srv->mig, rw->offset, rw->count, err) < 0) {
+            return -EIO;
         }
         if ((write
                  ? vgpu_bar2_write(srv->gpu, rw->offset, data, rw->count)

@@ -25,6 +25,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
                  .precopy_info = true,
                  .region_dirty_log = true,
                  .data_shm = true,
+                 .postcopy = true,
                  .pgsize = DMA_PGSIZE,
                  .max_bitmap_size = MAX_XFER},
     };
@@ -38,6 +39,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
     }
     ours.migr.region_dirty_log &= !srv->no_region_log;
     ours.migr.data_shm &= !srv->no_data_shm;
+    ours.migr.postcopy &= !srv->no_postcopy && mig_postcopy_capable(srv->mig);
     ret = vfu_parse_version(p, len, &req, err);
     if (ret < 0) {
         return ret;
@@ -69,6 +71,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
         req.caps.migr.region_dirty_log && ours.migr.region_dirty_log;
     mig_note_bar2_logged(srv->mig, srv->region_log);
     srv->data_shm = req.caps.migr.data_shm && ours.migr.data_shm;
+    srv->postcopy = req.caps.migr.postcopy && ours.migr.postcopy;
     vg_info("client negotiated vfio-user %u.%u", VFU_VERSION_MAJOR,
             VFU_VERSION_MINOR);
     return 0;
@@ -98,6 +101,8 @@ static const struct {
     [VFU_CMD_MIG_DATA_SHM] = {vfu_handle_mig_data_shm, false},
     [VFU_CMD_MIG_DATA_READ_SHM] = {vfu_handle_mig_data_read_shm, false},
     [VFU_CMD_MIG_DATA_WRITE_SHM] = {vfu_handle_mig_data_write_shm, false},
+    [VFU_CMD_REGION_UFFD] = {vfu_handle_region_uffd, true},
+    [VFU_CMD_MIG_POSTCOPY] = {vfu_handle_mig_postcopy, false},
 };
 
 static int dispatch(struct vfu_server *srv, uint16_t cmd, const uint8_t *p,

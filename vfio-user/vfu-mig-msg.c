@@ -196,6 +196,69 @@ int vfu_parse_precopy_info(const void *p, size_t len, struct vg_error *err)
     return 0;
 }
 
+int vfu_parse_mig_postcopy(const void *p, size_t len, struct vg_error *err)
+{
+    struct vfu_mig_postcopy req;
+
+    if (len != sizeof(req)) {
+        return vg_error_set(err, EINVAL, "payload is %zu bytes, expected %zu",
+                            len, sizeof(req));
+    }
+    memcpy(&req, p, sizeof(req));
+    if (req.argsz != sizeof(req) || req.flags != 0) {
+        return vg_error_set(err, EINVAL, "argsz %u flags %#x invalid",
+                            req.argsz, req.flags);
+    }
+    return 0;
+}
+
+static int uffd_area_check(const struct vfu_uffd_area *a, uint32_t i,
+                           const uint64_t *region_size, uint32_t nregions,
+                           struct vg_error *err)
+{
+    if (a->region >= nregions || a->reserved || a->size == 0 ||
+        a->offset > region_size[a->region] ||
+        a->size > region_size[a->region] - a->offset ||
+        a->vaddr + a->size < a->vaddr) {
+        return vg_error_set(err, EINVAL,
+                            "area %u: region %u %#" PRIx64 "+%#" PRIx64
+                            " at %#" PRIx64 " is not inside a region",
+                            i, a->region, a->offset, a->size, a->vaddr);
+    }
+    return 0;
+}
+
+int vfu_parse_region_uffd(const void *p, size_t len,
+                          const uint64_t *region_size, uint32_t nregions,
+                          struct vfu_uffd_area *areas, uint32_t *n,
+                          struct vg_error *err)
+{
+    struct vfu_region_uffd h;
+    const uint8_t *at = (const uint8_t *)p + sizeof(h);
+
+    if (len < sizeof(h)) {
+        return vg_error_set(err, EINVAL, "payload is %zu bytes, expected %zu+",
+                            len, sizeof(h));
+    }
+    memcpy(&h, p, sizeof(h));
+    if (h.flags || h.reserved || h.nr_areas == 0 ||
+        h.nr_areas > VFU_UFFD_MAX_AREAS ||
+        len != sizeof(h) + (size_t)h.nr_areas * sizeof(*areas) ||
+        h.argsz != len) {
+        return vg_error_set(err, EINVAL,
+                            "argsz %u flags %#x areas %u for %zu bytes invalid",
+                            h.argsz, h.flags, h.nr_areas, len);
+    }
+    for (uint32_t i = 0; i < h.nr_areas; i++) {
+        memcpy(&areas[i], at + i * sizeof(*areas), sizeof(*areas));
+        if (uffd_area_check(&areas[i], i, region_size, nregions, err) < 0) {
+            return -EINVAL;
+        }
+    }
+    *n = h.nr_areas;
+    return 0;
+}
+
 int vfu_parse_region_dirty_log(const void *p, size_t len, uint64_t region_size,
                                struct vfu_region_dirty_log *out,
                                const uint64_t **bitmap, struct vg_error *err)

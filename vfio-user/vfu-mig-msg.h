@@ -64,6 +64,16 @@ int vfu_parse_mig_shm_io(const void *p, size_t len, uint32_t slots,
                          struct vg_error *err);
 /* MIG_GET_PRECOPY_INFO: exactly argsz and flags, argsz >= 24, flags 0. */
 int vfu_parse_precopy_info(const void *p, size_t len, struct vg_error *err);
+/* MIG_POSTCOPY: exactly a struct vfu_mig_postcopy, argsz 8, flags 0. */
+int vfu_parse_mig_postcopy(const void *p, size_t len, struct vg_error *err);
+/* REGION_UFFD: the header, flags and reserved 0, argsz the payload size,
+ * 1..VFU_UFFD_MAX_AREAS areas (copied into @areas, *@n of them), each of
+ * non-zero size, reserved 0, inside its region (@region_size, by index,
+ * of @nregions) and not wrapping the client's address space. */
+int vfu_parse_region_uffd(const void *p, size_t len,
+                          const uint64_t *region_size, uint32_t nregions,
+                          struct vfu_uffd_area *areas, uint32_t *n,
+                          struct vg_error *err);
 /* REGION_DIRTY_LOG: argsz == @len, flags 0, pgsize a power of two from 512
  * to 1 GiB, offset and size (> 0) multiples of it, [offset, +size) within
  * [0, @region_size), and exactly the bitmap that covers it after the

@@ -42,6 +42,11 @@ enum vfu_command {
     VFU_CMD_MIG_DATA_SHM = 21,
     VFU_CMD_MIG_DATA_READ_SHM = 22,
     VFU_CMD_MIG_DATA_WRITE_SHM = 23,
+    /* vgmig extension, negotiated with "postcopy" (docs/postcopy.md): the
+     * client's userfaultfd over its mmaps of regions, and the client's
+     * word that the coming stop-copy is a post-copy switchover */
+    VFU_CMD_REGION_UFFD = 24,
+    VFU_CMD_MIG_POSTCOPY = 25,
 };
 
 /* Header flags */
@@ -236,6 +241,34 @@ struct vfu_region_dirty_log {
     uint64_t size;
 };
 
+/* REGION_UFFD request, with one fd (a userfaultfd of the client, API
+ * done): the client's mmaps of regions, nr_areas entries following. */
+struct vfu_region_uffd {
+    uint32_t argsz;
+    uint32_t flags;
+    uint32_t nr_areas;
+    uint32_t reserved;
+};
+
+struct vfu_uffd_area {
+    uint32_t region;
+    uint32_t reserved;
+    uint64_t offset; /* in the region */
+    uint64_t size;
+    uint64_t vaddr; /* in the client's address space */
+};
+
+/* MIG_POSTCOPY request and reply. */
+struct vfu_mig_postcopy {
+    uint32_t argsz;
+    uint32_t flags;
+};
+
+#define VFU_UFFD_MAX_AREAS 16u
+
+_Static_assert(sizeof(struct vfu_region_uffd) == 16, "region uffd");
+_Static_assert(sizeof(struct vfu_uffd_area) == 32, "uffd area");
+_Static_assert(sizeof(struct vfu_mig_postcopy) == 8, "mig postcopy");
 _Static_assert(sizeof(struct vfu_hdr) == 16, "vfio-user header");
 _Static_assert(sizeof(struct vfu_region_dirty_log) == 32, "region dirty log");
 _Static_assert(sizeof(struct vfu_device_feature) == 8, "feature header");

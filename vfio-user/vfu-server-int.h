@@ -53,6 +53,7 @@ struct vfu_server {
     bool no_migration;  /* --no-migration: no migration features */
     bool no_region_log; /* --no-region-log: refuse REGION_DIRTY_LOG */
     bool no_data_shm;   /* --no-data-shm: refuse data_shm */
+    bool no_postcopy;   /* --no-postcopy: refuse postcopy */
     unsigned shm_slots; /* --data-slots: slots of the data_shm area */
     uint64_t region_size[VFIO_PCI_NUM_REGIONS];
     uint32_t irq_count[NUM_IRQS];
@@ -76,6 +77,7 @@ struct vfu_server {
     bool precopy_info; /* the client negotiated MIG_GET_PRECOPY_INFO */
     bool region_log;   /* ... and REGION_DIRTY_LOG (it logs BAR2 writes) */
     bool data_shm;     /* ... and MIG_DATA_SHM, MIG_DATA_{READ,WRITE}_SHM */
+    bool postcopy;     /* ... and REGION_UFFD, MIG_POSTCOPY */
 
     /* Data plane: the shared memory area of MIG_DATA_SHM (NULL until the
      * client asks for it, freed on disconnect).  The client may write it
@@ -182,6 +184,11 @@ int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
 int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
                                   size_t len, struct vfu_reply *r,
                                   struct vg_error *err);
+int vfu_handle_region_uffd(struct vfu_server *srv, const uint8_t *p, size_t len,
+                           struct vfu_reply *r, struct vg_error *err);
+int vfu_handle_mig_postcopy(struct vfu_server *srv, const uint8_t *p,
+                            size_t len, struct vfu_reply *r,
+                            struct vg_error *err);
 int vfu_handle_region_dirty_log(struct vfu_server *srv, const uint8_t *p,
                                 size_t len, struct vfu_reply *r,
                                 struct vg_error *err);

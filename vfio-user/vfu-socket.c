@@ -155,4 +155,5 @@ void vfu_client_close(struct vfu_server *srv)
     vfu_rx_reset(&srv->rx);
     vfu_data_release(srv);
     vfu_device_release(srv);
+    mig_client_gone(srv->mig);
 }

@@ -137,6 +137,12 @@ uint32_t vgpu_page_size(const struct vgpu *gpu)
     return gpu->page_size;
 }
 
+void vgpu_prealloc_end(struct vgpu *gpu)
+{
+    vgpu_prealloc_stop(gpu->prealloc);
+    gpu->prealloc = NULL;
+}
+
 uint8_t *vgpu_vram(struct vgpu *gpu)
 {
     return gpu->be->base;

@@ -60,6 +60,9 @@ uint32_t vgpu_page_size(const struct vgpu *gpu);
 /* VRAM base in this process (CPU backend), for hashing and migration;
  * NULL when VRAM is not mapped here (cuda): then use the calls below. */
 uint8_t *vgpu_vram(struct vgpu *gpu);
+/* Stop preallocating VRAM (vgpu_config.prealloc), joining the thread: a
+ * post-copy destination is about to leave holes that must stay holes. */
+void vgpu_prealloc_end(struct vgpu *gpu);
 /* File descriptor backing VRAM for BAR2 mmap (memfd), or -1 if the backend
  * cannot be mapped (then BAR2 is trapped through vgpu_bar2_*). */
 int vgpu_vram_fd(const struct vgpu *gpu);

@@ -114,7 +114,21 @@ struct dst {
      * records it did, and whether it gets page 0 of each wrong. */
     bool sink_hashes, wrong_hash;
     unsigned sink_hashed;
+    /* POSTCOPY records received (none without a postcopy sink). */
+    bool no_postcopy_sink;
+    unsigned postcopies;
+    struct mig_postcopy_info pc;
 };
+
+static int dst_postcopy(void *o, const struct mig_postcopy_info *info,
+                        struct vg_error *err)
+{
+    struct dst *d = o;
+
+    d->pc = *info;
+    d->postcopies++;
+    return 0;
+}
 
 static void dst_hash_pages(void *o, const uint8_t *data, uint64_t count,
                            uint64_t *hashes)
@@ -173,14 +187,19 @@ static int dst_state(void *o, const uint8_t *blob, uint32_t len,
 static int decode(const struct mig_stream_config *c, const uint8_t *data,
                   size_t len, size_t chunk, struct dst *d, struct vg_error *err)
 {
-    struct mig_dec_sink sink = {d, dst_pages, dst_zeros, dst_state,
-                                d->sink_hashes ? dst_hash_pages : NULL};
+    struct mig_dec_sink sink = {d,
+                                dst_pages,
+                                dst_zeros,
+                                dst_state,
+                                d->sink_hashes ? dst_hash_pages : NULL,
+                                d->no_postcopy_sink ? NULL : dst_postcopy};
     struct mig_dec *dec;
     size_t off = 0;
     int ret;
 
     memset(d->vram, 0xee, VRAM);
     d->hashed = d->unhashed = d->in_place = d->sink_hashed = 0;
+    d->postcopies = 0;
     g_assert_cmpint(mig_dec_new(c, &sink, &dec, err), ==, 0);
     while (off < len) {
         size_t n = chunk ? chunk : (size_t)g_test_rand_int_range(1, 70000);
@@ -345,21 +364,28 @@ static void test_pages_v2_layout(void)
 }
 
 /* Decoding @b must fail with @code and a message containing @what. */
-static void expect_fail(const struct mig_stream_config *c, struct sb *b,
-                        int code, const char *what)
+static void expect_fail_dst(const struct mig_stream_config *c, struct sb *b,
+                            struct dst *d, int code, const char *what)
 {
-    static struct dst d;
     struct vg_error err = {0};
     size_t chunks[] = {1, 7, 4096, 0, b->len}; /* whole: in place */
 
     for (unsigned i = 0; i < G_N_ELEMENTS(chunks); i++) {
-        g_assert_cmpint(decode(c, b->data, b->len, chunks[i], &d, &err), ==,
+        g_assert_cmpint(decode(c, b->data, b->len, chunks[i], d, &err), ==,
                         -code);
         if (!strstr(err.msg, what)) {
             g_error("expected \"%s\" in \"%s\"", what, err.msg);
         }
     }
     g_test_message("%s", err.msg);
+}
+
+static void expect_fail(const struct mig_stream_config *c, struct sb *b,
+                        int code, const char *what)
+{
+    static struct dst d;
+
+    expect_fail_dst(c, b, &d, code, what);
 }
 
 /* A record checksummed the other version's way is refused. */
@@ -622,10 +648,116 @@ static void test_bad_record_header(void)
     sb_fini(&b);
 }
 
+static struct mig_postcopy_info pc_info(void)
+{
+    struct mig_postcopy_info info = {.npages = NPAGES, .pending = 7};
+
+    memset(info.token, 0x3d, sizeof(info.token));
+    g_strlcpy(info.addr, "/run/vgmig/vgpu-pages-1-0.sock", sizeof(info.addr));
+    return info;
+}
+
+/* HEADER, a page, POSTCOPY @info, and (if @rest) the state and END. */
+static void build_postcopy(struct sb *b, const struct mig_postcopy_info *info,
+                           bool rest)
+{
+    static uint8_t page[PAGE];
+    uint8_t state[8] = {1};
+
+    add_header(b);
+    sb_add(b, mig_enc_pages(b->enc, 2, 1, page, b->rec));
+    sb_add(b, mig_enc_postcopy(b->enc, info, b->rec));
+    if (rest) {
+        sb_add(b, mig_enc_state(b->enc, state, sizeof(state), b->rec));
+        sb_add(b, mig_enc_end(b->enc, b->rec));
+    }
+}
+
+/* A POSTCOPY record reaches the sink as sent; every rule about it holds:
+ * its VRAM, its address, once, before DEVICE_STATE, no page data after
+ * it, only in version 2, only where the destination can fetch pages. */
+static void test_postcopy(void)
+{
+    static struct dst d;
+    struct mig_postcopy_info info = pc_info(), got;
+    uint8_t raw[MIG_POSTCOPY_SIZE], page[PAGE] = {0}, state[8] = {1};
+    struct vg_error err = {0};
+    struct sb b;
+
+    sb_init(&b);
+    build_postcopy(&b, &info, true);
+    g_assert_cmpint(decode(&cfg, b.data, b.len, 0, &d, &err), ==, 0);
+    g_assert_cmpuint(d.postcopies, ==, 1);
+    got = d.pc;
+    g_assert_cmpuint(got.npages, ==, NPAGES);
+    g_assert_cmpuint(got.pending, ==, 7);
+    g_assert_cmpmem(got.token, 16, info.token, 16);
+    g_assert_cmpstr(got.addr, ==, info.addr);
+    d.no_postcopy_sink = true;
+    expect_fail_dst(&cfg, &b, &d, ENOTSUP, "cannot fetch pages");
+    sb_fini(&b);
+
+    sb_init(&b); /* twice */
+    build_postcopy(&b, &info, false);
+    sb_add(&b, mig_enc_postcopy(b.enc, &info, b.rec));
+    expect_fail(&cfg, &b, EINVAL, "POSTCOPY twice");
+    sb_fini(&b);
+
+    sb_init(&b); /* page data after it */
+    build_postcopy(&b, &info, false);
+    sb_add(&b, mig_enc_pages(b.enc, 3, 1, page, b.rec));
+    expect_fail(&cfg, &b, EINVAL, "page data after POSTCOPY");
+    sb_fini(&b);
+
+    sb_init(&b); /* after DEVICE_STATE */
+    add_header(&b);
+    sb_add(&b, mig_enc_state(b.enc, state, sizeof(state), b.rec));
+    sb_add(&b, mig_enc_postcopy(b.enc, &info, b.rec));
+    expect_fail(&cfg, &b, EINVAL, "POSTCOPY after DEVICE_STATE");
+    sb_fini(&b);
+
+    sb_init_version(&b, 1);
+    build_postcopy(&b, &info, false);
+    expect_fail(&cfg, &b, EINVAL, "POSTCOPY in a version 1 stream");
+    sb_fini(&b);
+
+    info.npages = NPAGES + 1; /* another VRAM */
+    sb_init(&b);
+    build_postcopy(&b, &info, false);
+    expect_fail(&cfg, &b, ERANGE, "VRAM has");
+    sb_fini(&b);
+    info = pc_info();
+    info.pending = NPAGES + 1;
+    sb_init(&b);
+    build_postcopy(&b, &info, false);
+    expect_fail(&cfg, &b, ERANGE, "POSTCOPY of");
+    sb_fini(&b);
+
+    /* An address without its NUL, and reserved bytes set. */
+    info = pc_info();
+    sb_init(&b);
+    add_header(&b);
+    mig_enc_postcopy(b.enc, &info, b.rec);
+    memcpy(raw, b.rec + MIG_REC_HDR_SIZE, sizeof(raw));
+    memset(raw + 32, 'a', MIG_POSTCOPY_ADDR);
+    sb_raw(&b, MIG_REC_POSTCOPY, raw, sizeof(raw));
+    expect_fail(&cfg, &b, EINVAL, "not NUL-terminated");
+    b.len = 0;
+    add_header(&b);
+    mig_enc_postcopy(b.enc, &info, b.rec);
+    memcpy(raw, b.rec + MIG_REC_HDR_SIZE, sizeof(raw));
+    raw[140] = 1;
+    sb_raw(&b, MIG_REC_POSTCOPY, raw, sizeof(raw));
+    expect_fail(&cfg, &b, EINVAL, "reserved bytes");
+    sb_fini(&b);
+    g_assert_cmpstr(mig_rec_name(MIG_REC_POSTCOPY), ==, "POSTCOPY");
+}
+
 static void test_bad_config(void)
 {
     struct mig_stream_config c = {VRAM, 3000, 0};
-    struct mig_dec_sink sink = {NULL, dst_pages, dst_zeros, dst_state, NULL};
+    struct mig_dec_sink sink = {NULL,      dst_pages, dst_zeros,
+                                dst_state, NULL,      NULL};
     struct mig_dec *dec;
     struct mig_enc *enc;
     struct vg_error err;
@@ -716,5 +848,6 @@ int main(int argc, char **argv)
                     test_after_end_and_digest);
     g_test_add_func("/mig-stream/bad-record-header", test_bad_record_header);
     g_test_add_func("/mig-stream/bad-config", test_bad_config);
+    g_test_add_func("/mig-stream/postcopy", test_postcopy);
     return g_test_run();
 }
