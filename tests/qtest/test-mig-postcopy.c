@@ -1,0 +1,167 @@
+/*
+ * test-mig-postcopy -- post-copy migration of a vGPU VM: VRAM on demand.
+ *
+ * The source is held in pre-copy while the guest CPU rewrites parts of
+ * VRAM through BAR2 and the engines FILL others, then switched over with
+ * migrate-start-postcopy.  The destination runs before its VRAM is all
+ * there: its server fetches the pages the switchover left behind from the
+ * source's page server, the ones QEMU touches first on demand.  The whole
+ * of the destination's VRAM, read through BAR2 while the pages arrive,
+ * must equal the source's (read through the source's BAR2 once the source
+ * stopped, plus a COPY the destination's engines ran first), the
+ * checksums of the pages must match, and the pages' digest must be
+ * verified.
+ * A server that refuses post-copy (--no-postcopy) makes QEMU refuse the
+ * migration with its reason, and the source keeps running intact.
+ */
+#include "mig-test.h"
+
+#define HOLD_BANDWIDTH (16 << 20)
+#define MIB            (1ull << 20)
+/* A COPY the destination runs first: from filled MiBs to zero ones. */
+#define COPY_SRC (40 * MIB)
+#define COPY_DST (56 * MIB)
+#define COPY_LEN (4 * MIB)
+
+/* Poll callback: stop once pre-copy has sent VRAM data. */
+static int transferring(const struct vg_mig_info *info, void *opaque,
+                        struct vg_error *err)
+{
+    return !strcmp(info->status, "active") && info->vfio_transferred > 0;
+}
+
+static void set_postcopy(struct vg_qmp *qmp)
+{
+    VGT_OK(vg_mig_set_capability(qmp, "postcopy-ram", true, VGT_ERR));
+}
+
+/* Dirty VRAM while pre-copy runs: CPU stores through BAR2 into MiBs
+ * 0-15 and an engine FILL of MiB 20-23. */
+static void dirty_vram(struct mt *t, uint32_t round)
+{
+    for (uint64_t mib = 0; mib < 16; mib++) {
+        uint64_t v = 0x5000000000000000ull | round << 16 | mib;
+
+        VGT_OK(vg_qtest_writeq(t->src.qemu->qt,
+                               t->gpu.vram_addr + mib * MIB + round * 4096, v,
+                               VGT_ERR));
+    }
+    {
+        struct vgpu_cmd fill = vgpu_cmd_make(VGPU_OP_FILL, 20 * MIB, 4 * MIB,
+                                             0xc0de0000u | round, 0, 0, 0);
+        mt_run(&t->gpu, &fill, 1);
+    }
+}
+
+static bool postcopy_done(const struct vg_stats *st, void *opaque)
+{
+    g_autofree char *done = vg_stats_str(st, "postcopy_done");
+
+    return done && strcmp(done, "true") == 0 && st->vram_checksum[0];
+}
+
+static void test_postcopy(void)
+{
+    struct mt t;
+    struct vg_mig_info info;
+    struct vg_stats s, d;
+    g_autofree uint8_t *src_vram = g_malloc(VGT_VRAM_SIZE);
+    g_autofree uint8_t *dst_vram = g_malloc(VGT_VRAM_SIZE);
+    g_autofree char *verified = NULL, *on_demand = NULL;
+    int64_t pages, fetched, served;
+    struct vgpu_cmd copy =
+        vgpu_cmd_make(VGPU_OP_COPY, COPY_DST, COPY_SRC, COPY_LEN, 0, 0, 0);
+
+    mt_start_src(&t, "postcopy", NULL);
+    mt_fill_vram(&t);
+    set_postcopy(t.src.qemu->qmp);
+    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
+    set_postcopy(t.dst.qemu->qmp);
+    mt_listen(&t);
+    mt_hold(&t, HOLD_BANDWIDTH);
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+    VGT_OK(vg_mig_poll(t.src.qemu->qmp, MT_MIG_TIMEOUT_MS, transferring, NULL,
+                       &info, VGT_ERR));
+    for (uint32_t round = 1; round <= 8; round++) {
+        dirty_vram(&t, round);
+        g_usleep(50 * 1000);
+    }
+    VGT_OK(vg_qmp_execute(t.src.qemu->qmp, "migrate-start-postcopy", NULL, NULL,
+                          VGT_ERR));
+    VGT_OK(mt_release(&t, VGT_ERR));
+    mt_migrate_wait(&t, NULL, NULL, &info);
+    mt_attach_dst(&t);
+    /* The engines first: a COPY out of pages that may still be missing
+     * (it waits for them), then every page through BAR2. */
+    mt_run(&t.dgpu, &copy, 1);
+    VGT_OK(vg_qtest_memread(t.dst.qemu->qt, t.dgpu.vram_addr, dst_vram,
+                            VGT_VRAM_SIZE, VGT_ERR));
+    VGT_OK(vg_qtest_memread(t.src.qemu->qt, t.gpu.vram_addr, src_vram,
+                            VGT_VRAM_SIZE, VGT_ERR));
+    memcpy(src_vram + COPY_DST, src_vram + COPY_SRC, COPY_LEN);
+    for (uint64_t off = 0; off < VGT_VRAM_SIZE; off += VGT_PAGE_SIZE) {
+        if (memcmp(src_vram + off, dst_vram + off, VGT_PAGE_SIZE) != 0) {
+            MT_FAIL("destination VRAM differs at 0x%" G_GINT64_MODIFIER "x",
+                    off);
+        }
+    }
+    VGT_OK(vg_stats_wait(t.dst.stats, postcopy_done, NULL, MT_STATS_TIMEOUT_MS,
+                         &d, VGT_ERR));
+    VGT_OK(vg_stats_wait(t.src.stats, postcopy_done, NULL, MT_STATS_TIMEOUT_MS,
+                         &s, VGT_ERR));
+    pages = mt_stat_int(&s, "postcopy_pages");
+    served = mt_stat_int(&s, "postcopy_served");
+    fetched = mt_stat_int(&d, "postcopy_fetched");
+    verified = vg_stats_str(&d, "postcopy_verified");
+    on_demand = vg_stats_str(&d, "postcopy_on_demand");
+    g_test_message("post-copy: %" G_GINT64_FORMAT
+                   " pages left behind, %" G_GINT64_FORMAT
+                   " fetched (%" G_GINT64_FORMAT
+                   " faults), in %.1f ms; stop-copy sent %" G_GINT64_FORMAT
+                   " bytes, downtime %" G_GINT64_FORMAT " ms",
+                   pages, fetched, mt_stat_int(&d, "postcopy_faults"),
+                   mt_stat_double(&d, "postcopy_ms"),
+                   mt_stat_int(&s, "stopcopy_bytes"), info.downtime_ms);
+    g_assert_cmpint(pages, >, 0); /* the dirtied MiBs at least */
+    g_assert_cmpint(mt_stat_int(&d, "postcopy_pages"), ==, pages);
+    g_assert_cmpint(fetched, ==, pages);
+    g_assert_cmpint(served, ==, pages);
+    g_assert_cmpint(mt_stat_int(&s, "final_dirty_bytes"), ==, 0);
+    g_assert_cmpstr(verified, ==, "true");
+    g_assert_cmpstr(on_demand, ==, "true");
+    mt_fence(&t.dgpu, 0x5eed);
+    vg_stats_clear(&s);
+    vg_stats_clear(&d);
+    mt_stop(&t);
+}
+
+/* A server without post-copy: QEMU refuses with its reason; the source
+ * runs on with VRAM intact. */
+static void test_refused(void)
+{
+    static const char *const no_pc[] = {"--no-postcopy", NULL};
+    g_autofree uint8_t *before = NULL;
+    struct mt t;
+    struct vg_error err = {0};
+
+    mt_start_src(&t, "postcopy-refused", no_pc);
+    mt_fill_vram(&t);
+    before = mt_vram_samples(&t.gpu);
+    set_postcopy(t.src.qemu->qmp);
+    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
+    set_postcopy(t.dst.qemu->qmp);
+    mt_listen(&t);
+    g_assert_cmpint(vg_mig_start(t.src.qemu->qmp, t.uri, &err), <, 0);
+    g_test_message("refused: %s", err.msg);
+    g_assert_nonnull(strstr(err.msg, "not supported with postcopy"));
+    mt_assert_source_intact(&t, before, 0x77);
+    mt_stop(&t);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/mig/postcopy/vram-on-demand", test_postcopy);
+    g_test_add_func("/mig/postcopy/refused-without-server", test_refused);
+    return g_test_run();
+}
