@@ -11,10 +11,16 @@
  * stopped, plus a COPY the destination's engines ran first), the
  * checksums of the pages must match, and the pages' digest must be
  * verified.
+ * A guest CPU writing VRAM faster than a slow link drains it, which
+ * pre-copy never gets past, switches over at migrate-start-postcopy with
+ * QEMU's default downtime limit (the device's data counts as can_postcopy,
+ * patch 0039), and the destination holds VRAM as filled plus every write
+ * made before the stop.
  * A server that refuses post-copy (--no-postcopy) makes QEMU refuse the
  * migration with its reason, and the source keeps running intact.
  */
 #include "mig-test.h"
+#include "qclient/cpu-writer.h"
 
 #define HOLD_BANDWIDTH (16 << 20)
 #define MIB            (1ull << 20)
@@ -135,6 +141,106 @@ static void test_postcopy(void)
     mt_stop(&t);
 }
 
+#define SLOW_LINK      (32ll << 20) /* max-bandwidth of the writing case */
+#define QEMU_DT_MS     300          /* QEMU's default downtime-limit */
+#define WRITE_SLICE_MS 60
+
+struct writing {
+    struct vg_cpu_writer *w;
+    gint64 postcopy_at_us;
+    bool started;
+    struct vg_qmp *qmp;
+};
+
+/* Poll callback: write while pre-copy runs; ask for post-copy once it
+ * has had a second. */
+static int write_then_postcopy(const struct vg_mig_info *info, void *opaque,
+                               struct vg_error *err)
+{
+    struct writing *wr = opaque;
+    int ret;
+
+    if (strcmp(info->status, "active") != 0) {
+        return 0;
+    }
+    ret = vg_cpu_writer_run(wr->w, WRITE_SLICE_MS, err);
+    if (ret >= 0 && !wr->started &&
+        g_get_monotonic_time() > wr->postcopy_at_us) {
+        wr->started = true;
+        ret =
+            vg_qmp_execute(wr->qmp, "migrate-start-postcopy", NULL, NULL, err);
+    }
+    return ret < 0 ? ret : 0;
+}
+
+static void test_beyond_link(void)
+{
+    struct vg_cpu_writer_opts wo = {
+        .rate = 35000,
+        .min_len = 8,
+        .max_len = 64,
+        .hot_bytes = 4 * MIB,
+        .hot_percent = 60,
+        .straddle_percent = 10,
+        .batch = 256,
+        .seed = 0x9057c0b1,
+    };
+    g_autofree uint8_t *img = g_malloc(VGT_VRAM_SIZE);
+    g_autofree uint8_t *vram = g_malloc(VGT_VRAM_SIZE);
+    struct writing wr = {0};
+    struct vg_cpu_writer_counts c;
+    struct vg_mig_info info;
+    struct vg_stats d;
+    uint64_t diff = 0;
+    struct mt t;
+
+    mt_start_src(&t, "postcopy-writes", NULL);
+    mt_fill_vram(&t);
+    VGT_OK(vg_qtest_memread(t.src.qemu->qt, t.gpu.vram_addr, img, VGT_VRAM_SIZE,
+                            VGT_ERR));
+    set_postcopy(t.src.qemu->qmp);
+    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
+    set_postcopy(t.dst.qemu->qmp);
+    mt_listen(&t);
+    VGT_OK(vg_mig_set_parameter(t.src.qemu->qmp, "downtime-limit", QEMU_DT_MS,
+                                VGT_ERR));
+    VGT_OK(vg_mig_set_parameter(t.src.qemu->qmp, "max-bandwidth", SLOW_LINK,
+                                VGT_ERR));
+    VGT_OK(vg_mig_set_parameter(t.src.qemu->qmp, "avail-switchover-bandwidth",
+                                0, VGT_ERR));
+    wo.qt = t.src.qemu->qt;
+    wo.qmp = t.src.qemu->qmp;
+    wo.vram_addr = t.gpu.vram_addr;
+    wo.vram_size = VGT_VRAM_SIZE;
+    wo.page_size = VGT_PAGE_SIZE;
+    VGT_OK(vg_cpu_writer_new(&wo, &wr.w, VGT_ERR));
+    wr.qmp = t.src.qemu->qmp;
+    wr.postcopy_at_us = g_get_monotonic_time() + G_USEC_PER_SEC;
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+    mt_migrate_wait(&t, write_then_postcopy, &wr, &info);
+    g_assert_true(wr.started);
+    g_assert_cmpint(vg_cpu_writer_stopped(wr.w, VGT_ERR), ==, 1);
+    mt_attach_dst(&t);
+    VGT_OK(vg_qtest_memread(t.dst.qemu->qt, t.dgpu.vram_addr, vram,
+                            VGT_VRAM_SIZE, VGT_ERR));
+    vg_cpu_writer_counts(wr.w, &c);
+    g_test_message("%" G_GUINT64_FORMAT " writes before the stop (%.0f/s), "
+                   "downtime %" G_GINT64_FORMAT " ms",
+                   c.before, c.rate, info.downtime_ms);
+    g_assert_cmpuint(c.before, >, 0);
+    if (vg_cpu_writer_match(wr.w, img, vram, &diff) < 0) {
+        MT_FAIL("destination VRAM lost guest writes: first difference at "
+                "0x%" G_GINT64_MODIFIER "x",
+                diff);
+    }
+    VGT_OK(vg_stats_wait(t.dst.stats, postcopy_done, NULL, MT_STATS_TIMEOUT_MS,
+                         &d, VGT_ERR));
+    g_assert_cmpint(mt_stat_int(&d, "postcopy_pages"), >, 0);
+    vg_stats_clear(&d);
+    vg_cpu_writer_free(wr.w);
+    mt_stop(&t);
+}
+
 /* A server without post-copy: QEMU refuses with its reason; the source
  * runs on with VRAM intact. */
 static void test_refused(void)
@@ -162,6 +268,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/mig/postcopy/vram-on-demand", test_postcopy);
+    g_test_add_func("/mig/postcopy/writes-beyond-link", test_beyond_link);
     g_test_add_func("/mig/postcopy/refused-without-server", test_refused);
     return g_test_run();
 }
