@@ -111,6 +111,11 @@ static void usage(FILE *out)
         "                         behind from a socket beside --socket, and a\n"
         "                         destination fetches them while the VM runs\n"
         "                         (docs/postcopy.md)\n"
+        "      --postcopy-listen HOST  serve those pages on TCP at HOST (a\n"
+        "                         name or address of this host that the\n"
+        "                         destination's server can reach; port\n"
+        "                         picked by the kernel) instead of a UNIX\n"
+        "                         socket, for a destination on another host\n"
         "      --data-slots N     slots of 4 MiB in that area, 2 to 64\n"
         "                         (default 8): QEMU reads into a free one\n"
         "                         and lends it to a migration channel until\n"
@@ -227,6 +232,7 @@ struct options {
     bool no_region_log;
     bool no_data_shm;
     bool no_postcopy;
+    const char *postcopy_listen;
     unsigned data_slots; /* 0: the server's default */
     enum mig_precopy_mode precopy;
     enum mig_track_mode track;
@@ -244,6 +250,7 @@ enum {
     OPT_NO_REGION_LOG,
     OPT_NO_DATA_SHM,
     OPT_NO_POSTCOPY,
+    OPT_POSTCOPY_LISTEN,
     OPT_DATA_SLOTS,
     OPT_MIGRATION_THREADS,
     OPT_STREAM_VERSION,
@@ -384,6 +391,9 @@ static int parse_opt(int c, struct options *o)
     case OPT_NO_POSTCOPY:
         o->no_postcopy = true;
         return 0;
+    case OPT_POSTCOPY_LISTEN:
+        o->postcopy_listen = optarg;
+        return optarg[0] ? 0 : -1;
     case OPT_DATA_SLOTS:
         return parse_uint_opt("data-slots", "number", optarg,
                               VFU_DATA_SLOTS_MIN, VFU_DATA_SLOTS_MAX,
@@ -422,6 +432,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"no-region-log", no_argument, NULL, OPT_NO_REGION_LOG},
         {"no-data-shm", no_argument, NULL, OPT_NO_DATA_SHM},
         {"no-postcopy", no_argument, NULL, OPT_NO_POSTCOPY},
+        {"postcopy-listen", required_argument, NULL, OPT_POSTCOPY_LISTEN},
         {"data-slots", required_argument, NULL, OPT_DATA_SLOTS},
         {"migration-threads", required_argument, NULL, OPT_MIGRATION_THREADS},
         {"stream-version", required_argument, NULL, OPT_STREAM_VERSION},
@@ -523,6 +534,7 @@ int main(int argc, char **argv)
         .no_region_log = o.no_region_log,
         .no_data_shm = o.no_data_shm,
         .no_postcopy = o.no_postcopy,
+        .postcopy_listen = o.postcopy_listen,
         .data_slots = o.data_slots,
         .precopy = o.precopy,
         .track = o.track,

@@ -40,8 +40,9 @@ struct mig {
     struct mig_load *load;
     struct mig_stats stats;
     /* Post-copy (mig-postcopy.c) */
-    char *runtime_dir; /* NULL: not capable */
-    int client_uffd;   /* -1: none */
+    char *runtime_dir;     /* NULL: not capable */
+    char *postcopy_listen; /* TCP host of the page server, or NULL */
+    int client_uffd;       /* -1: none */
     struct mig_client_area *client_areas;
     unsigned client_nareas;
     struct pc_src *pc_src; /* serving the last switchover's pages */

@@ -79,6 +79,7 @@ int mig_postcopy_serve(struct mig *m, const uint64_t *pending,
         .page_size = m->scfg.page_size,
         .pending = pending,
         .dir = m->runtime_dir,
+        .tcp_host = m->postcopy_listen,
     };
     struct pc_src_stats st;
     int ret;

@@ -350,9 +350,12 @@ int mig_new(const struct mig_config *cfg, struct mig **out,
     m->nonzero = calloc((size_t)(m->npages + 63) / 64, 8);
     m->stats_path = cfg->stats_path ? strdup(cfg->stats_path) : NULL;
     m->runtime_dir = cfg->runtime_dir ? strdup(cfg->runtime_dir) : NULL;
+    m->postcopy_listen =
+        cfg->postcopy_listen ? strdup(cfg->postcopy_listen) : NULL;
     m->client_uffd = -1;
     if (!m->nonzero || (cfg->stats_path && !m->stats_path) ||
-        (cfg->runtime_dir && !m->runtime_dir)) {
+        (cfg->runtime_dir && !m->runtime_dir) ||
+        (cfg->postcopy_listen && !m->postcopy_listen)) {
         mig_free(m);
         return vg_error_set(err, ENOMEM, "migration state");
     }
@@ -386,6 +389,7 @@ void mig_free(struct mig *m)
     free(m->nonzero);
     free(m->stats_path);
     free(m->runtime_dir);
+    free(m->postcopy_listen);
     free(m);
 }
 
@@ -587,22 +591,23 @@ static void hex_or_null(bool have, uint64_t v, char *out, size_t size)
     }
 }
 
-/* The post-copy statistics as a JSON object, null if there was none. */
+/* The post-copy statistics as JSON members, after a comma. */
 static void postcopy_json(const struct mig_stats *st, char *out, size_t size)
 {
-    if (!st->postcopy) {
-        snprintf(out, size, "null");
-        return;
-    }
     snprintf(out, size,
-             "{\"pages\": %" PRIu64 ", \"served\": %" PRIu64
-             ", \"fetched\": %" PRIu64 ", \"faults\": %" PRIu64
-             ", \"zero_faults\": %" PRIu64 ", \"waits\": %" PRIu64
-             ", \"ms\": %.3f, \"max_fault_ms\": %.3f, \"on_demand\": %s"
-             ", \"done\": %s, \"verified\": %s}",
-             st->postcopy_pages, st->postcopy_served, st->postcopy_fetched,
-             st->postcopy_faults, st->postcopy_zero_faults, st->postcopy_waits,
-             st->postcopy_ms, st->postcopy_max_fault_ms,
+             ",\n  \"postcopy\": %s,\n  \"postcopy_pages\": %" PRIu64
+             ",\n  \"postcopy_served\": %" PRIu64
+             ",\n  \"postcopy_fetched\": %" PRIu64
+             ",\n  \"postcopy_faults\": %" PRIu64
+             ",\n  \"postcopy_zero_faults\": %" PRIu64
+             ",\n  \"postcopy_waits\": %" PRIu64
+             ",\n  \"postcopy_ms\": %.3f,\n  \"postcopy_max_fault_ms\": %.3f"
+             ",\n  \"postcopy_on_demand\": %s,\n  \"postcopy_done\": %s"
+             ",\n  \"postcopy_verified\": %s",
+             st->postcopy ? "true" : "false", st->postcopy_pages,
+             st->postcopy_served, st->postcopy_fetched, st->postcopy_faults,
+             st->postcopy_zero_faults, st->postcopy_waits, st->postcopy_ms,
+             st->postcopy_max_fault_ms,
              st->postcopy_on_demand ? "true" : "false",
              st->postcopy_done ? "true" : "false",
              st->postcopy_verified ? "true" : "false");
@@ -648,7 +653,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"load_writes\": %" PRIu64 ",\n  \"load_write_ms\": %.3f"
         ",\n  \"shm_bytes\": %" PRIu64 ",\n  \"in_place_bytes\": %" PRIu64
         ",\n  \"gpu_direct_bytes\": %" PRIu64 ",\n  \"stream_version\": %u"
-        ",\n  \"postcopy\": %s,\n  \"last_error\": \"%s\"\n}\n",
+        "%s,\n  \"last_error\": \"%s\"\n}\n",
         mig_state_name(m->fsm.state), backend, st->migrations_started,
         st->bytes_sent, st->bytes_received, st->precopy_bytes,
         st->stopcopy_bytes, st->rounds, mig_precopy_mode_name(m->precopy),

@@ -63,6 +63,9 @@ struct mig_config {
     /* Where a post-copy source's page server puts its socket; NULL: no
      * post-copy (mig_postcopy_capable() is false). */
     const char *runtime_dir;
+    /* NULL: the page server listens on a UNIX socket in runtime_dir; else
+     * on TCP at this host name or address (another host can reach it). */
+    const char *postcopy_listen;
 };
 
 /* Counters: "total" ones over the process lifetime, the others for the

@@ -19,7 +19,6 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -84,22 +83,14 @@ static void bit_put(uint64_t *bm, uint64_t i, bool v)
 
 static int dst_connect(struct pc_dst *d, struct vg_error *err)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     struct pc_hello h = {.magic = PC_MAGIC, .version = PC_VERSION};
     struct iovec iov = {&h, sizeof(h)};
-    size_t n = strnlen(d->cfg.address, sizeof(d->cfg.address));
 
-    if (n == 0 || n >= sizeof(sa.sun_path)) {
-        return vg_error_set(err, EINVAL, "bad page server address");
+    d->sock = pc_connect(d->cfg.address, err);
+    if (d->sock < 0) {
+        return d->sock;
     }
-    memcpy(sa.sun_path, d->cfg.address, n);
     memcpy(h.token, d->cfg.token, PC_TOKEN_SIZE);
-    d->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (d->sock < 0 ||
-        connect(d->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        return vg_error_set(err, errno, "page server %s: %s", d->cfg.address,
-                            strerror(errno));
-    }
     return pc_send(d->sock, &iov, 1, err);
 }
 

@@ -17,6 +17,9 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -32,7 +35,8 @@ struct pc_src {
     uint64_t npages;
     uint32_t page_size;
     uint64_t *pending;
-    char path[PC_ADDR_MAX];
+    char path[PC_ADDR_MAX]; /* the address: a path, or "tcp:HOST:PORT" */
+    bool unix_socket;       /* @path is a socket file to remove */
     uint8_t token[PC_TOKEN_SIZE];
     int listen_fd;
     int stop_fd; /* eventfd: pc_src_free() asks the thread to end */
@@ -194,6 +198,11 @@ static int accept_destination(struct pc_src *s)
         if (fd < 0) {
             continue;
         }
+        if (!s->unix_socket) {
+            int one = 1;
+
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        }
         if (admit(s, fd)) {
             return fd;
         }
@@ -228,7 +237,8 @@ static void *src_thread(void *opaque)
     return NULL;
 }
 
-static int make_socket(struct pc_src *s, const char *dir, struct vg_error *err)
+static int make_unix_socket(struct pc_src *s, const char *dir,
+                            struct vg_error *err)
 {
     static unsigned seq;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -247,6 +257,49 @@ static int make_socket(struct pc_src *s, const char *dir, struct vg_error *err)
         listen(s->listen_fd, 4) < 0) {
         return vg_error_set(err, errno, "page server socket %s: %s", s->path,
                             strerror(errno));
+    }
+    s->unix_socket = true;
+    return 0;
+}
+
+/* Listen on @host, port picked by the kernel; the address is
+ * "tcp:HOST:PORT" with the host as given (an IPv6 address bracketed). */
+static int make_tcp_socket(struct pc_src *s, const char *host,
+                           struct vg_error *err)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE},
+                    *ai = NULL;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    int rc = getaddrinfo(host, "0", &hints, &ai), one = 1, port;
+
+    if (rc) {
+        return vg_error_set(err, EINVAL, "page server host '%s': %s", host,
+                            gai_strerror(rc));
+    }
+    s->listen_fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    rc = s->listen_fd < 0 ||
+         setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) <
+             0 ||
+         bind(s->listen_fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
+         listen(s->listen_fd, 4) < 0 ||
+         getsockname(s->listen_fd, (struct sockaddr *)&ss, &len) < 0;
+    freeaddrinfo(ai);
+    if (rc) {
+        return vg_error_set(err, errno, "page server on %s: %s", host,
+                            strerror(errno));
+    }
+    port =
+        ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                       : ((struct sockaddr_in *)&ss)->sin_port);
+    rc = snprintf(s->path, sizeof(s->path),
+                  strchr(host, ':') ? "tcp:[%s]:%d" : "tcp:%s:%d", host, port);
+    if (rc < 0 || (size_t)rc >= sizeof(s->path)) {
+        return vg_error_set(err, ENAMETOOLONG,
+                            "page server host '%s' is too "
+                            "long",
+                            host);
     }
     return 0;
 }
@@ -271,7 +324,8 @@ static int src_init(struct pc_src *s, const struct pc_src_config *cfg,
     if (s->stop_fd < 0) {
         return vg_error_set(err, errno, "eventfd: %s", strerror(errno));
     }
-    return make_socket(s, cfg->dir, err);
+    return cfg->tcp_host ? make_tcp_socket(s, cfg->tcp_host, err)
+                         : make_unix_socket(s, cfg->dir, err);
 }
 
 int pc_src_start(const struct pc_src_config *cfg, struct pc_src **out,
@@ -325,6 +379,8 @@ void pc_src_free(struct pc_src *s)
     }
     if (s->listen_fd >= 0) {
         close(s->listen_fd);
+    }
+    if (s->unix_socket) {
         unlink(s->path);
     }
     if (s->stop_fd >= 0) {

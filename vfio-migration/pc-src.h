@@ -25,7 +25,10 @@ struct pc_src_config {
     uint64_t npages;
     uint32_t page_size;
     const uint64_t *pending; /* pages the destination lacks (copied) */
-    const char *dir;         /* where the socket goes */
+    const char *dir;         /* where a UNIX socket goes */
+    const char *tcp_host;    /* NULL: a UNIX socket in @dir; else listen on
+                                TCP at this host name or address, on a port
+                                the kernel picks */
 };
 
 struct pc_src_stats {
@@ -45,7 +48,8 @@ int pc_src_start(const struct pc_src_config *cfg, struct pc_src **out,
  * thread, remove the socket and free; NULL is ignored. */
 void pc_src_free(struct pc_src *s);
 
-/* The socket's path and the token, for the POSTCOPY record. */
+/* The socket's address ("/path", or "tcp:HOST:PORT") and the token, for
+ * the POSTCOPY record. */
 const char *pc_src_address(const struct pc_src *s);
 void pc_src_token(const struct pc_src *s, uint8_t token[PC_TOKEN_SIZE]);
 void pc_src_get_stats(struct pc_src *s, struct pc_src_stats *st);

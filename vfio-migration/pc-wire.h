@@ -3,8 +3,8 @@
  *
  * After a post-copy switchover the source server holds the pages the
  * destination has not got yet.  The destination server connects to the
- * address the stream's POSTCOPY record named (a UNIX socket of the source
- * server) and, on that one connection, in host byte order:
+ * address the stream's POSTCOPY record named (a UNIX socket path, or
+ * "tcp:HOST:PORT") and, on that one connection, in host byte order:
  *   dst -> src  struct pc_hello (the record's token: nobody else gets in)
  *   src -> dst  struct pc_welcome, then the pending bitmap (npages bits in
  *               64-bit words; XXH3-64 of those bytes in bitmap_hash)
@@ -81,6 +81,8 @@ struct iovec;
 int pc_send(int fd, struct iovec *iov, int n, struct vg_error *err);
 /* Receive exactly @len bytes; -EPIPE if the peer closed first. */
 int pc_recv(int fd, void *buf, uint64_t len, struct vg_error *err);
+/* A stream socket connected to @addr ("/path" or "tcp:HOST:PORT"). */
+int pc_connect(const char *addr, struct vg_error *err);
 /* Bytes of a bitmap of @npages bits in 64-bit words. */
 uint64_t pc_bitmap_bytes(uint64_t npages);
 

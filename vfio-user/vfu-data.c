@@ -36,6 +36,7 @@ int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
         .track = cfg->track,
         .hash_threads = cfg->migration_threads,
         .stream_version = cfg->stream_version,
+        .postcopy_listen = cfg->postcopy_listen,
     };
 
     /* A post-copy page server's socket goes beside ours. */

@@ -16,6 +16,7 @@
  * QEMU's default downtime limit (the device's data counts as can_postcopy,
  * patch 0039), and the destination holds VRAM as filled plus every write
  * made before the stop.
+ * The same over a TCP page channel (--postcopy-listen), as between hosts.
  * A server that refuses post-copy (--no-postcopy) makes QEMU refuse the
  * migration with its reason, and the source keeps running intact.
  */
@@ -66,7 +67,8 @@ static bool postcopy_done(const struct vg_stats *st, void *opaque)
     return done && strcmp(done, "true") == 0 && st->vram_checksum[0];
 }
 
-static void test_postcopy(void)
+/* @data: the source server's extra arguments (NULL-terminated). */
+static void test_postcopy(gconstpointer data)
 {
     struct mt t;
     struct vg_mig_info info;
@@ -78,7 +80,7 @@ static void test_postcopy(void)
     struct vgpu_cmd copy =
         vgpu_cmd_make(VGPU_OP_COPY, COPY_DST, COPY_SRC, COPY_LEN, 0, 0, 0);
 
-    mt_start_src(&t, "postcopy", NULL);
+    mt_start_src(&t, "postcopy", data);
     mt_fill_vram(&t);
     set_postcopy(t.src.qemu->qmp);
     mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
@@ -266,8 +268,12 @@ static void test_refused(void)
 
 int main(int argc, char **argv)
 {
+    static const char *const tcp[] = {"--postcopy-listen", "127.0.0.1", NULL};
+
     g_test_init(&argc, &argv, NULL);
-    g_test_add_func("/mig/postcopy/vram-on-demand", test_postcopy);
+    g_test_add_data_func("/mig/postcopy/vram-on-demand", NULL, test_postcopy);
+    g_test_add_data_func("/mig/postcopy/vram-on-demand-tcp", tcp,
+                         test_postcopy);
     g_test_add_func("/mig/postcopy/writes-beyond-link", test_beyond_link);
     g_test_add_func("/mig/postcopy/refused-without-server", test_refused);
     return g_test_run();

@@ -73,11 +73,13 @@ static bool is_pending(const struct fixture *f, uint64_t p)
     return f->pending[p / 64] >> (p % 64) & 1;
 }
 
-static void fixture_init(struct fixture *f)
+static void fixture_init_on(struct fixture *f, const char *tcp_host)
 {
     struct vg_error err = {0};
-    struct pc_src_config sc = {
-        .npages = NPAGES, .page_size = PS, .dir = g_get_tmp_dir()};
+    struct pc_src_config sc = {.npages = NPAGES,
+                               .page_size = PS,
+                               .dir = g_get_tmp_dir(),
+                               .tcp_host = tcp_host};
 
     memset(f, 0, sizeof(*f));
     side_init(&f->src);
@@ -101,6 +103,11 @@ static void fixture_init(struct fixture *f)
     sc.vram = f->src.map;
     sc.pending = f->pending;
     g_assert_cmpint(pc_src_start(&sc, &f->server, &err), ==, 0);
+}
+
+static void fixture_init(struct fixture *f)
+{
+    fixture_init_on(f, NULL);
 }
 
 static void fixture_free(struct fixture *f)
@@ -246,6 +253,30 @@ static void test_without_uffd(void)
     fixture_free(&f);
 }
 
+/* The page server on TCP (another host's destination): same pages. */
+static void test_tcp(void)
+{
+    struct fixture f;
+    struct vg_error err = {0};
+    struct pc_dst *d;
+    struct pc_dst_stats st;
+
+    fixture_init_on(&f, "127.0.0.1");
+    g_assert_true(g_str_has_prefix(pc_src_address(f.server), "tcp:127.0.0.1:"));
+    struct pc_dst_config c = dst_config(&f, -1, NULL);
+    g_assert_cmpint(pc_dst_start(&c, &d, &err), ==, 0);
+    pc_dst_get_stats(d, &st);
+    g_assert_true(st.done && st.verified);
+    check_dst(&f, f.dst.map);
+    pc_dst_free(d);
+    fixture_free(&f);
+    /* A host that does not resolve, and an address without a port. */
+    g_assert_true(pc_connect("tcp:no-such-host.invalid:1", &err) < 0);
+    g_assert_nonnull(strstr(err.msg, "no-such-host.invalid"));
+    g_assert_true(pc_connect("tcp:127.0.0.1", &err) < 0);
+    g_assert_nonnull(strstr(err.msg, "no HOST:PORT"));
+}
+
 static void test_wrong_token(void)
 {
     struct fixture f;
@@ -298,6 +329,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/postcopy/on-demand", test_on_demand);
     g_test_add_func("/postcopy/without-uffd", test_without_uffd);
+    g_test_add_func("/postcopy/tcp", test_tcp);
     g_test_add_func("/postcopy/wrong-token", test_wrong_token);
     g_test_add_func("/postcopy/bad-request", test_bad_request);
     return g_test_run();
