@@ -22,7 +22,9 @@
  * gives the VM two vGPUs, each served by its own vgpu-server: the guest
  * drives both (vgpu-guest --all-devices, a workload and a model each) and
  * checks every page of both after every hop; each vGPU's two servers
- * must agree on its VRAM.
+ * must agree on its VRAM.  The postcopy case switches over with
+ * migrate-start-postcopy at once: the guest runs on the destination while
+ * its server fetches VRAM, the pages the vCPU touches first on demand.
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -74,6 +76,7 @@ struct gm {
     int64_t mig_start_us; /* g_get_real_time() at the last "migrate" */
     GArray *pauses;       /* struct hop_pause of every hop */
     bool ram_check;       /* compare guest RAM on both sides at each hop */
+    bool postcopy;        /* switch over with migrate-start-postcopy at once */
     int64_t pages;        /* model pages, from the ready line */
 };
 
@@ -180,6 +183,7 @@ struct force {
     struct vg_qmp *qmp;
     int64_t t0_ms;
     bool forced;
+    bool postcopy, postcopy_asked;
 };
 
 static int force_cb(const struct vg_mig_info *info, void *opaque,
@@ -188,6 +192,14 @@ static int force_cb(const struct vg_mig_info *info, void *opaque,
     struct force *f = opaque;
     int rc = 0;
 
+    if (f->postcopy) { /* switch over at the first sample, no forcing */
+        if (!f->postcopy_asked && !strcmp(info->status, "active")) {
+            f->postcopy_asked = true;
+            rc = vg_qmp_execute(f->qmp, "migrate-start-postcopy", NULL, NULL,
+                                err);
+        }
+        return rc;
+    }
     if (!f->forced && !strcmp(info->status, "active") &&
         vg_now_ms() - f->t0_ms > FORCE_AFTER_MS) {
         f->forced = true;
@@ -270,12 +282,17 @@ static void compare_ram(struct gm *t)
 static void migrate(struct gm *t, struct vg_mig_info *info, bool *forced)
 {
     struct vg_qmp *sq = t->src.qemu->qmp;
-    struct force f = {.qmp = sq};
+    struct force f = {.qmp = sq, .postcopy = t->postcopy};
     g_autofree char *uri = NULL;
     char state[VG_MIG_STATUS_MAX];
 
     ack_caps(sq);
     ack_caps(t->dst.qemu->qmp);
+    if (t->postcopy) {
+        GT_OK(vg_mig_set_capability(sq, "postcopy-ram", true, GT_ERR));
+        GT_OK(vg_mig_set_capability(t->dst.qemu->qmp, "postcopy-ram", true,
+                                    GT_ERR));
+    }
     GT_OK(vg_mig_set_parameter(sq, "max-bandwidth", BANDWIDTH, GT_ERR));
     GT_OK(vg_mig_set_parameter(sq, "downtime-limit", DOWNTIME_MS, GT_ERR));
     GT_OK(vg_mig_incoming(t->dst.qemu->qmp, &uri, GT_ERR));
@@ -303,6 +320,42 @@ static void migrate(struct gm *t, struct vg_mig_info *info, bool *forced)
 static bool stats_done(const struct vg_stats *st, void *opaque)
 {
     return st->vram_checksum[0] && !g_ascii_strcasecmp(st->state, opaque);
+}
+
+/* A post-copy destination has every page (its checksum follows). */
+static bool postcopy_done(const struct vg_stats *st, void *opaque)
+{
+    g_autofree char *done = vg_stats_str(st, "postcopy_done");
+
+    return stats_done(st, opaque) && done && !strcmp(done, "true");
+}
+
+/* After a post-copy hop: every page left behind came, and their digest
+ * matched the source's.  The destination's VRAM checksum is taken when
+ * the last page is in, while the guest runs: it may differ from the
+ * source's, and the guest's own check of every page judges it. */
+static void check_postcopy(struct gm *t, unsigned dev)
+{
+    g_autofree char *verified = NULL;
+    struct vg_stats s, d;
+    int64_t pages = -1, fetched = -1, faults = -1;
+
+    GT_OK(vg_stats_wait(t->src.stats[dev], stats_done, "stop", STATS_TIMEOUT_MS,
+                        &s, GT_ERR));
+    GT_OK(vg_stats_wait(t->dst.stats[dev], postcopy_done, "running",
+                        STATS_TIMEOUT_MS, &d, GT_ERR));
+    GT_OK(vg_stats_int(&s, "postcopy_pages", &pages, GT_ERR));
+    GT_OK(vg_stats_int(&d, "postcopy_fetched", &fetched, GT_ERR));
+    GT_OK(vg_stats_int(&d, "postcopy_faults", &faults, GT_ERR));
+    verified = vg_stats_str(&d, "postcopy_verified");
+    g_test_message("vGPU %u: post-copy left %" G_GINT64_FORMAT
+                   " pages behind; %" G_GINT64_FORMAT
+                   " fetched, %" G_GINT64_FORMAT " on a guest fault",
+                   dev, pages, fetched, faults);
+    g_assert_cmpint(fetched, ==, pages);
+    g_assert_cmpstr(verified, ==, "true");
+    vg_stats_clear(&s);
+    vg_stats_clear(&d);
 }
 
 /* The two servers of vGPU @dev agree on its VRAM at switchover. */
@@ -604,7 +657,11 @@ static void hop(struct gm *t)
     migrate(t, &info, &forced);
     t->hop++;
     for (unsigned d = 0; d < t->nvgpu; d++) {
-        check_stats(t, d);
+        if (t->postcopy) {
+            check_postcopy(t, d);
+        } else {
+            check_stats(t, d);
+        }
     }
     if (t->nvgpu) {
         check_after(t);
@@ -634,11 +691,13 @@ static unsigned hops(void)
 
 /* Boot with @nvgpu vGPUs, migrate @hops times, check the checker (with a
  * vGPU), stop. */
-static void run_case(const char *tag, const char *guest_args, unsigned hops,
-                     unsigned nvgpu, bool ram_check)
+static void run_case_pc(const char *tag, const char *guest_args, unsigned hops,
+                        unsigned nvgpu, bool ram_check, bool postcopy)
 {
-    struct gm t = {
-        .guest_args = guest_args, .nvgpu = nvgpu, .ram_check = ram_check};
+    struct gm t = {.guest_args = guest_args,
+                   .nvgpu = nvgpu,
+                   .ram_check = ram_check,
+                   .postcopy = postcopy};
 
     t.hbs = g_array_new(FALSE, FALSE, sizeof(struct hb));
     t.pauses = g_array_new(FALSE, FALSE, sizeof(struct hop_pause));
@@ -665,6 +724,12 @@ static void run_case(const char *tag, const char *guest_args, unsigned hops,
     g_array_free(t.hbs, TRUE);
     g_array_free(t.pauses, TRUE);
     gt_image_clear(&t.img);
+}
+
+static void run_case(const char *tag, const char *guest_args, unsigned hops,
+                     unsigned nvgpu, bool ram_check)
+{
+    run_case_pc(tag, guest_args, hops, nvgpu, ram_check, false);
 }
 
 /* Every device engine and guest CPU stores at once. */
@@ -710,6 +775,16 @@ static void test_two_vgpus(void)
              hops(), 2, false);
 }
 
+/* Post-copy: switched over at once, the guest runs on the destination
+ * while VRAM arrives, its vCPU's touches of missing pages fetched on
+ * demand; every engine and CPU stores, every page checked after each
+ * hop. */
+static void test_postcopy(void)
+{
+    run_case_pc("guest-postcopy", "--profile,all,--seed,17," HEARTBEAT_ARG,
+                hops(), 1, false, true);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -718,5 +793,6 @@ int main(int argc, char **argv)
     g_test_add_func("/guest/migrate/ram-identical", test_ram_identical);
     g_test_add_func("/guest/migrate/no-vgpu", test_no_vgpu);
     g_test_add_func("/guest/migrate/two-vgpus", test_two_vgpus);
+    g_test_add_func("/guest/migrate/postcopy", test_postcopy);
     return g_test_run();
 }
