@@ -106,7 +106,7 @@ struct mode {
     const char *name;
     const char *precopy;
     const char *track;
-    bool postcopy; /* postcopy-ram, switched over at once (see poll_cb) */
+    bool postcopy; /* postcopy-ram, switched over at once (see migrate) */
 };
 
 enum {
@@ -209,7 +209,6 @@ struct run {
     gint64 pass_us;           /* when pre-copy had moved one VRAM's worth */
     struct vg_cpu_writer *cw; /* cpu-writes workloads */
     uint8_t *image;           /* their VRAM before the first write */
-    bool postcopy_asked;      /* migrate-start-postcopy was sent */
     struct bench_rate rate;   /* of the bytes moved while active */
 };
 
@@ -235,7 +234,8 @@ static void usage(FILE *f)
         "Modes: stop-copy (--precopy=none), precopy-notrack (iterative, "
         "none),\n"
         "gmig (one-shot, hash), ours (iterative, hybrid), postcopy (ours\n"
-        "with postcopy-ram, switched over at the first sample: VRAM then\n"
+        "with postcopy-ram, switched over at once (migrate-start-postcopy "
+        "right after migrate): VRAM then\n"
         "comes on demand while the VM runs on the destination).\n"
         "\n"
         "Options:\n"
@@ -885,15 +885,8 @@ static int poll_cb(const struct vg_mig_info *info, void *opaque,
         return 0;
     }
     ret = tick(r, err);
-    if (ret == 0 && modes[r->c->mode].postcopy) {
-        /* Switch over at once: every page then crosses once, most of
-         * them after the VM runs on the destination. */
-        if (!r->postcopy_asked) {
-            r->postcopy_asked = true;
-            ret = vg_qmp_execute(r->src.qemu->qmp, "migrate-start-postcopy",
-                                 NULL, NULL, err);
-        }
-    } else if (ret == 0 && !r->c->forced && force_due(r, info)) {
+    if (ret == 0 && !modes[r->c->mode].postcopy && !r->c->forced &&
+        force_due(r, info)) {
         r->c->forced = true;
         ret = bench_mig_set_params(r->src.qemu->qmp, FORCE_DT_MS, FORCE_SW_BW,
                                    err);
@@ -951,6 +944,12 @@ static int migrate(struct run *r, struct vg_error *err)
     if (ret == 0) {
         ret = vg_mig_start(r->src.qemu->qmp, uri, err);
     }
+    if (ret == 0 && modes[r->c->mode].postcopy) {
+        /* Switch over at once: every page then crosses once, most of them
+         * after the VM runs on the destination. */
+        ret = vg_qmp_execute(r->src.qemu->qmp, "migrate-start-postcopy", NULL,
+                             NULL, err);
+    }
     if (ret == 0) {
         ret =
             vg_mig_wait_completed(r->src.qemu->qmp, (int)r->force_ms + WAIT_MS,
@@ -968,6 +967,17 @@ static int migrate(struct run *r, struct vg_error *err)
 static bool stats_done(const struct vg_stats *st, void *opaque)
 {
     return st->vram_checksum[0] && !g_ascii_strcasecmp(st->state, opaque);
+}
+
+/* As stats_done, and a post-copy's page channel is over (if there was
+ * one): the source counts the pages it served when the channel ends. */
+static bool stats_done_all(const struct vg_stats *st, void *opaque)
+{
+    g_autofree char *pc = vg_stats_str(st, "postcopy");
+    g_autofree char *done = vg_stats_str(st, "postcopy_done");
+
+    return stats_done(st, opaque) &&
+           (!pc || strcmp(pc, "true") != 0 || (done && !strcmp(done, "true")));
 }
 
 static int64_t stat_or(const struct vg_stats *st, const char *name)
@@ -1082,8 +1092,8 @@ static int verify_more(struct run *r, unsigned i, struct vg_error *err)
 static int verify(struct run *r, struct vg_error *err)
 {
     struct vg_stats s = {0}, d = {0};
-    int ret = vg_stats_wait(r->src.stats[0], stats_done, "stop", STATS_WAIT_MS,
-                            &s, err);
+    int ret = vg_stats_wait(r->src.stats[0], stats_done_all, "stop",
+                            STATS_WAIT_MS, &s, err);
 
     if (ret == 0) {
         ret = vg_stats_wait(r->dst.stats[0], stats_done, "running",
@@ -1797,8 +1807,9 @@ static void md_postcopy(GString *s, const struct cell *cells, unsigned n)
 
     g_string_append(
         s, "\n## Post-copy\n\nThe postcopy cells turn postcopy-ram on and "
-           "send migrate-start-postcopy at the first sample of the "
-           "migration: the destination runs while its server fetches the "
+           "send migrate-start-postcopy right after migrate (at the first "
+           "iteration QEMU switches over): the destination runs while its "
+           "server fetches the "
            "pages from the source's page server, those the VM touches "
            "first on demand (docs/postcopy.md).  Against each cell: the "
            "idle post-copy cell of its size, the pre-copy mode with the "

@@ -136,7 +136,9 @@ static void usage(FILE *out)
         "                         no-dma-log (DMA logging starts, stops and\n"
         "                         reports as usual but never marks the guest\n"
         "                         pages the device writes, so a migration\n"
-        "                         can lose them)\n"
+        "                         can lose them), or postcopy-delay:MS (the\n"
+        "                         post-copy page server waits MS ms, 1 to\n"
+        "                         10000, before each reply: a slow source)\n"
         "  -h, --help             show this help and exit\n"
         "\n"
         "MIGRATION\n"
@@ -206,7 +208,17 @@ static void usage(FILE *out)
         "bytes read or written, those that moved through the client's\n"
         "shared memory area, negotiated as data_shm, not the socket);\n"
         "gpu_direct_bytes (of those, the bytes a GPU copied to or from\n"
-        "the area itself, without a staging copy);\n"
+        "the area itself, without a staging copy); postcopy (true when the\n"
+        "last migration switched over in post-copy), postcopy_pages (the\n"
+        "pages it left to the page channel), postcopy_served (source:\n"
+        "pages sent on it), postcopy_fetched, postcopy_faults,\n"
+        "postcopy_zero_faults and postcopy_waits (destination: pages\n"
+        "received, guest faults on missing pages and on pages of zeros,\n"
+        "device accesses that waited), postcopy_ms and\n"
+        "postcopy_max_fault_ms (from the load's end to the last page, and\n"
+        "the longest a fault waited), postcopy_on_demand (the VM ran before\n"
+        "the last page came), postcopy_done and postcopy_verified (every\n"
+        "page is in; their digest matched the source's);\n"
         "last_error (\"\" if none).\n"
         "\n"
         "SIZE is a number with an optional K, M, G or T suffix (powers of\n"
@@ -305,8 +317,20 @@ static int parse_fault(const char *spec, struct mig_fault *f)
 {
     static const char prefix[] = "corrupt-stream:";
 
+    static const char delay[] = "postcopy-delay:";
+    char *end;
+
     if (strcmp(spec, "no-dma-log") == 0) {
         f->no_dma_log = true;
+        return 0;
+    }
+    if (strncmp(spec, delay, sizeof(delay) - 1) == 0) {
+        unsigned long ms = strtoul(spec + sizeof(delay) - 1, &end, 10);
+
+        if (end == spec + sizeof(delay) - 1 || *end || ms < 1 || ms > 10000) {
+            return -1;
+        }
+        f->postcopy_delay_ms = (unsigned)ms;
         return 0;
     }
     if (strncmp(spec, prefix, sizeof(prefix) - 1) != 0) {
@@ -501,6 +525,11 @@ static void warn_faults(const struct mig_fault *f)
     if (f->no_dma_log) {
         vg_warn("TEST ONLY fault injection: no-dma-log (device writes to "
                 "guest RAM are not DMA-logged)");
+    }
+    if (f->postcopy_delay_ms) {
+        vg_warn("TEST ONLY fault injection: the post-copy page server waits "
+                "%u ms before each reply",
+                f->postcopy_delay_ms);
     }
 }
 

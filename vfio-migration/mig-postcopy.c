@@ -80,6 +80,7 @@ int mig_postcopy_serve(struct mig *m, const uint64_t *pending,
         .pending = pending,
         .dir = m->runtime_dir,
         .tcp_host = m->postcopy_listen,
+        .delay_ms = m->fault.postcopy_delay_ms,
     };
     struct pc_src_stats st;
     int ret;

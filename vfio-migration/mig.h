@@ -49,6 +49,7 @@ struct mig_fault {
     uint64_t session; /* 0: every saving session, else only this one
                          (1 for the server's first) */
     bool no_dma_log;  /* DMA logging never marks the pages the device wrote */
+    unsigned postcopy_delay_ms; /* the page server waits before each reply */
 };
 
 struct mig_config {

@@ -34,6 +34,7 @@ struct pc_src {
     const uint8_t *vram;
     uint64_t npages;
     uint32_t page_size;
+    unsigned delay_ms;
     uint64_t *pending;
     char path[PC_ADDR_MAX]; /* the address: a path, or "tcp:HOST:PORT" */
     bool unix_socket;       /* @path is a socket file to remove */
@@ -109,6 +110,9 @@ static int serve_pages(struct pc_src *s, const struct pc_req *req,
                             " outside VRAM (%" PRIu64 " pages, %" PRIu64
                             " at most)",
                             req->count, req->first, s->npages, max ? max : 1);
+    }
+    if (s->delay_ms) {
+        usleep(s->delay_ms * 1000u);
     }
     d.hash = XXH3_64bits(data, len);
     pthread_mutex_lock(&s->lock);
@@ -340,6 +344,7 @@ int pc_src_start(const struct pc_src_config *cfg, struct pc_src **out,
     s->vram = cfg->vram;
     s->npages = cfg->npages;
     s->page_size = cfg->page_size;
+    s->delay_ms = cfg->delay_ms;
     s->listen_fd = s->stop_fd = s->conn_fd = -1;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->ended_cond, NULL);

@@ -26,6 +26,7 @@ struct pc_src_config {
     uint32_t page_size;
     const uint64_t *pending; /* pages the destination lacks (copied) */
     const char *dir;         /* where a UNIX socket goes */
+    unsigned delay_ms;       /* test only: wait before each reply */
     const char *tcp_host;    /* NULL: a UNIX socket in @dir; else listen on
                                 TCP at this host name or address, on a port
                                 the kernel picks */

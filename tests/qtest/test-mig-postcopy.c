@@ -20,6 +20,8 @@
  * A server that refuses post-copy (--no-postcopy) makes QEMU refuse the
  * migration with its reason, and the source keeps running intact.
  */
+#include <signal.h>
+
 #include "mig-test.h"
 #include "qclient/cpu-writer.h"
 
@@ -243,6 +245,65 @@ static void test_beyond_link(void)
     mt_stop(&t);
 }
 
+static bool has_error(const struct vg_stats *st, void *opaque)
+{
+    return st->last_error[0] != '\0';
+}
+
+/* A slow source (each page reply 40 ms late): a page the destination
+ * reads first comes on demand, ahead of the pass; then the source server
+ * dies with pages still missing.  The VM is lost as with RAM post-copy,
+ * but the destination says why and its QEMU and server live on. */
+static void test_source_lost(void)
+{
+    static const char *const slow[] = {"--fault", "postcopy-delay:40", NULL};
+    struct mt t;
+    struct vg_mig_info info;
+    struct vg_stats d;
+    uint64_t word = 0, want = 0;
+
+    mt_start_src(&t, "postcopy-lost", slow);
+    mt_fill_vram(&t);
+    set_postcopy(t.src.qemu->qmp);
+    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
+    set_postcopy(t.dst.qemu->qmp);
+    mt_listen(&t);
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+    VGT_OK(vg_qmp_execute(t.src.qemu->qmp, "migrate-start-postcopy", NULL, NULL,
+                          VGT_ERR));
+    mt_migrate_wait(&t, NULL, NULL, &info);
+    mt_attach_dst(&t);
+    /* The last filled MiB: at the end of the pass, fetched on demand. */
+    VGT_OK(vg_qtest_readq(t.src.qemu->qt,
+                          t.gpu.vram_addr + (MT_FILLED_MIB - 1) * MIB, &want,
+                          VGT_ERR));
+    VGT_OK(vg_qtest_readq(t.dst.qemu->qt,
+                          t.dgpu.vram_addr + (MT_FILLED_MIB - 1) * MIB, &word,
+                          VGT_ERR));
+    g_assert_cmphex(word, ==, want);
+    VGT_OK(vg_proc_kill(&t.src.srv->proc, SIGKILL, VGT_TIMEOUT_MS, VGT_ERR));
+    VGT_OK(vg_stats_wait(t.dst.stats, has_error, NULL, MT_STATS_TIMEOUT_MS, &d,
+                         VGT_ERR));
+    g_test_message("destination: %s; %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
+                   " pages in, %" G_GINT64_FORMAT " on a fault",
+                   d.last_error, mt_stat_int(&d, "postcopy_fetched"),
+                   mt_stat_int(&d, "postcopy_pages"),
+                   mt_stat_int(&d, "postcopy_faults"));
+    g_assert_nonnull(strstr(d.last_error, "page channel"));
+    g_assert_cmpint(mt_stat_int(&d, "postcopy_faults"), >=, 1);
+    g_assert_cmpint(mt_stat_int(&d, "postcopy_fetched"), <,
+                    mt_stat_int(&d, "postcopy_pages"));
+    {
+        g_autofree char *done = vg_stats_str(&d, "postcopy_done");
+
+        g_assert_cmpstr(done, ==, "false");
+    }
+    vg_stats_clear(&d);
+    g_assert_true(vg_proc_alive(&t.dst.qemu->proc));
+    g_assert_true(vg_proc_alive(&t.dst.srv->proc));
+    mt_stop(&t);
+}
+
 /* A server without post-copy: QEMU refuses with its reason; the source
  * runs on with VRAM intact. */
 static void test_refused(void)
@@ -275,6 +336,7 @@ int main(int argc, char **argv)
     g_test_add_data_func("/mig/postcopy/vram-on-demand-tcp", tcp,
                          test_postcopy);
     g_test_add_func("/mig/postcopy/writes-beyond-link", test_beyond_link);
+    g_test_add_func("/mig/postcopy/source-lost", test_source_lost);
     g_test_add_func("/mig/postcopy/refused-without-server", test_refused);
     return g_test_run();
 }
