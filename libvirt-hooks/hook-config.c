@@ -26,6 +26,7 @@ void vgh_config_defaults(struct vgh_config *cfg)
     snprintf(cfg->qemu_group, sizeof(cfg->qemu_group), "libvirt-qemu");
     cfg->start_timeout = 10;
     cfg->stop_timeout = 5;
+    cfg->postcopy_timeout = 60;
     snprintf(cfg->server_log_level, sizeof(cfg->server_log_level), "info");
 }
 
@@ -124,6 +125,17 @@ static int set_key(struct vgh_config *cfg, const char *key, const char *value,
     }
     if (strcmp(key, "server_prealloc") == 0) {
         return set_bool(&cfg->server_prealloc, value, err);
+    }
+    if (strcmp(key, "postcopy_listen") == 0) {
+        if (strpbrk(value, " \t/")) {
+            return vg_error_set(err, EINVAL,
+                                "'%s' is not a host name or address", value);
+        }
+        return set_string(cfg->postcopy_listen, sizeof(cfg->postcopy_listen),
+                          value, false, err);
+    }
+    if (strcmp(key, "postcopy_timeout") == 0) {
+        return set_seconds(&cfg->postcopy_timeout, value, err);
     }
     return vg_error_set(err, EINVAL, "unknown key '%s'", key);
 }

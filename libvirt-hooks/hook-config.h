@@ -19,6 +19,12 @@
  *   stop_timeout    seconds between SIGTERM and SIGKILL             [5]
  *   server_log_level  the servers' --log-level                   [info]
  *   server_prealloc   yes: start the servers with --prealloc       [no]
+ *   postcopy_listen   the servers' --postcopy-listen: an address of this
+ *                   host that other hosts reach, where a post-copy source
+ *                   serves the pages it left behind; empty: a UNIX socket,
+ *                   for destinations on this host only               []
+ *   postcopy_timeout  seconds a stopping server may still serve a
+ *                   post-copy destination before SIGKILL            [60]
  */
 #ifndef VGMIG_HOOK_CONFIG_H
 #define VGMIG_HOOK_CONFIG_H
@@ -47,7 +53,9 @@ struct vgh_config {
     unsigned start_timeout;
     unsigned stop_timeout;
     char server_log_level[16];
-    bool server_prealloc; /* the servers' --prealloc */
+    bool server_prealloc;     /* the servers' --prealloc */
+    char postcopy_listen[64]; /* the servers' --postcopy-listen, or "" */
+    unsigned postcopy_timeout;
 };
 
 /* Fill @cfg with the defaults. */

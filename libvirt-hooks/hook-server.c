@@ -213,13 +213,27 @@ static bool is_our_server(pid_t pid, const char *socket)
     return false;
 }
 
+/* Whether the statistics at @stats say the server still serves the pages
+ * a post-copy left behind to a destination (its VM's only copy). */
+static bool serving_postcopy(const char *stats)
+{
+    g_autofree char *text = NULL;
+
+    if (!stats || !g_file_get_contents(stats, &text, NULL, NULL)) {
+        return false;
+    }
+    return strstr(text, "\"postcopy\": true") &&
+           strstr(text, "\"postcopy_done\": false");
+}
+
 /*
- * SIGTERM, then SIGKILL after the timeout; true once it is gone.  Unless
- * @spawned (started by this very run), @pid must first prove to be the
- * server of @socket.
+ * SIGTERM, then SIGKILL after the timeout (postcopy_timeout while the
+ * server's statistics @stats say it serves a post-copy destination);
+ * true once it is gone.  Unless @spawned (started by this very run), @pid
+ * must first prove to be the server of @socket.
  */
 static bool terminate(const struct vgh_config *cfg, pid_t pid,
-                      const char *socket, bool spawned)
+                      const char *socket, const char *stats, bool spawned)
 {
     unsigned waited = 0;
 
@@ -228,7 +242,9 @@ static bool terminate(const struct vgh_config *cfg, pid_t pid,
     }
     kill(pid, SIGTERM);
     while (alive(pid)) {
-        if (waited >= cfg->stop_timeout * 1000u) {
+        if (waited >= cfg->stop_timeout * 1000u &&
+            (waited >= cfg->postcopy_timeout * 1000u ||
+             !serving_postcopy(stats))) {
             kill(pid, SIGKILL);
             for (unsigned i = 0; i < 250 && alive(pid); i++) {
                 sleep_ms(POLL_MS);
@@ -265,7 +281,7 @@ static int stop_recorded(const struct vgh_config *cfg,
         unlink(state_file); /* unreadable: nothing we can act on */
         return 0;
     }
-    if (!terminate(cfg, st.pid, st.socket, spawned)) {
+    if (!terminate(cfg, st.pid, st.socket, st.stats, spawned)) {
         int ret = vg_error_set(err, EBUSY,
                                "vgpu-server pid %d of %s does not exit even "
                                "after SIGKILL",
@@ -599,13 +615,22 @@ static int start_one(const struct vgh_config *cfg, const struct vgh_domain *dom,
             st.stats,
             cfg->server_prealloc ? "--prealloc" : NULL,
             NULL,
+            NULL,
+            NULL,
         };
+        unsigned n = cfg->server_prealloc ? 14 : 13;
+
+        if (cfg->postcopy_listen[0]) {
+            argv[n++] = "--postcopy-listen";
+            argv[n] = (char *)cfg->postcopy_listen;
+        }
         vgh_note(cfg, dom,
                  "vGPU %u: starting %s --socket %s --vram %s --page-size %s "
-                 "--backend %s%s as uid %u gid %u",
+                 "--backend %s%s%s%s as uid %u gid %u",
                  idx, cfg->server, st.socket, vram, page, v->backend,
-                 cfg->server_prealloc ? " --prealloc" : "", (unsigned)uid,
-                 (unsigned)gid);
+                 cfg->server_prealloc ? " --prealloc" : "",
+                 cfg->postcopy_listen[0] ? " --postcopy-listen " : "",
+                 cfg->postcopy_listen, (unsigned)uid, (unsigned)gid);
         st.pid = spawn_server(cfg, argv, log_fd, uid, gid, err);
     }
     close(log_fd);

@@ -66,6 +66,7 @@ if [ "$1" = --init ]; then
 # written by tests/libvirt/lv-hosts.sh
 server = $dir/bin/vgpu-server
 start_timeout = 60
+postcopy_listen = $addr
 EOF
     cat >/etc/libvirt/libvirtd.conf <<EOF
 listen_tls = 0

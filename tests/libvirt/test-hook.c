@@ -221,6 +221,8 @@ static void test_config(void)
     g_assert_cmpuint(cfg.max_vram, ==, 0);
     g_assert_cmpuint(cfg.start_timeout, ==, 10);
     g_assert_false(cfg.server_prealloc);
+    g_assert_cmpstr(cfg.postcopy_listen, ==, "");
+    g_assert_cmpuint(cfg.postcopy_timeout, ==, 60);
     g_assert_true(vgh_config_has_backend(&cfg, "cpu"));
     g_assert_false(vgh_config_has_backend(&cfg, "cuda"));
 
@@ -230,10 +232,14 @@ static void test_config(void)
                                      "server=/opt/vgpu-server\n"
                                      "start_timeout = 3\n"
                                      "server_log_level = debug\n"
-                                     "server_prealloc = yes\n",
+                                     "server_prealloc = yes\n"
+                                     "postcopy_listen = 10.0.0.7\n"
+                                     "postcopy_timeout = 90\n",
                                      "t.conf", &cfg, &err),
                     ==, 0);
     g_assert_true(cfg.server_prealloc);
+    g_assert_cmpstr(cfg.postcopy_listen, ==, "10.0.0.7");
+    g_assert_cmpuint(cfg.postcopy_timeout, ==, 90);
     g_assert_cmpuint(cfg.max_vram, ==, 512u << 20);
     g_assert_true(vgh_config_has_backend(&cfg, "cuda"));
     g_assert_cmpstr(cfg.server, ==, "/opt/vgpu-server");
@@ -252,6 +258,10 @@ static void test_config(void)
     g_assert_cmpint(
         vgh_config_parse("stop_timeout = 0\n", "t.conf", &cfg, &err), ==,
         -EINVAL);
+    g_assert_cmpint(
+        vgh_config_parse("postcopy_listen = /run/x\n", "t.conf", &cfg, &err),
+        ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "not a host name or address"));
     g_assert_cmpint(vgh_config_parse("just words\n", "t.conf", &cfg, &err), ==,
                     -EINVAL);
     g_assert_cmpint(
@@ -554,6 +564,41 @@ static void test_server_prealloc(void)
     rig_finish(&r);
 }
 
+/* postcopy_listen: the server gets --postcopy-listen with that address,
+ * with and without --prealloc. */
+#define LISTEN_ARGS                                                            \
+    "--postcopy-listen\0"                                                      \
+    "127.0.0.1"
+static void test_server_postcopy_listen(void)
+{
+    struct vg_error err = {0};
+    struct rig r;
+
+    if (!rig_init(&r, NULL)) {
+        return;
+    }
+    snprintf(r.cfg.postcopy_listen, sizeof(r.cfg.postcopy_listen), "127.0.0.1");
+    for (int prealloc = 0; prealloc < 2; prealloc++) {
+        g_autofree char *cmdline = NULL, *path = NULL;
+        gsize len = 0;
+        pid_t pid;
+
+        r.cfg.server_prealloc = prealloc;
+        g_assert_cmpint(
+            vgh_servers_start(&r.cfg, &r.dom, r.dom.uid, r.dom.gid, &err), ==,
+            0);
+        pid = rig_pid(&r);
+        path = g_strdup_printf("/proc/%d/cmdline", (int)pid);
+        g_assert_true(g_file_get_contents(path, &cmdline, &len, NULL));
+        g_assert_true(memmem(cmdline, len, LISTEN_ARGS, sizeof(LISTEN_ARGS)) !=
+                      NULL);
+        g_assert_cmpint(vgh_servers_stop(&r.cfg, &r.dom, &err), ==, 0);
+        wait_gone(pid);
+        assert_gone(&r, pid);
+    }
+    rig_finish(&r);
+}
+
 /* Two vGPUs whose sockets share a directory: a server each, and stopping
  * them removes both sockets, both records and the directory. */
 static void test_server_two_vgpus(void)
@@ -700,6 +745,8 @@ int main(int argc, char **argv)
     g_test_add_func("/hook/server/start-stop", test_server_start_stop);
     g_test_add_func("/hook/server/two-vgpus", test_server_two_vgpus);
     g_test_add_func("/hook/server/prealloc", test_server_prealloc);
+    g_test_add_func("/hook/server/postcopy-listen",
+                    test_server_postcopy_listen);
     g_test_add_func("/hook/server/restart-after-kill",
                     test_server_restart_after_kill);
     g_test_add_func("/hook/server/start-fails", test_server_start_fails);
