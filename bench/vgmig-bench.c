@@ -1784,7 +1784,12 @@ static void md_postcopy_row(GString *s, const struct cell *cells, unsigned n,
     g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
     md_size(s, c->vram);
     g_string_append_printf(s, " | %" PRId64 " |", c->downtime_ms);
-    md_num(s, idle ? (double)(c->downtime_ms - idle->downtime_ms) : -1, 0);
+    if (idle) {
+        g_string_append_printf(s, " %+" PRId64 " |",
+                               c->downtime_ms - idle->downtime_ms);
+    } else {
+        g_string_append(s, " - |");
+    }
     if (pre) {
         g_string_append_printf(s, " %" PRId64 " (%s) |", pre->downtime_ms,
                                modes[pre->mode].name);
