@@ -48,6 +48,7 @@ struct mig {
     struct pc_src *pc_src; /* serving the last switchover's pages */
     struct pc_dst *pc_dst; /* fetching the last stream's pages */
     bool pc_noted;         /* its end is in the statistics */
+    double pc_progress_ms; /* the statistics last showed its progress */
 };
 
 /* Milliseconds of CLOCK_MONOTONIC. */
@@ -150,8 +151,9 @@ int mig_postcopy_fetch(struct mig *m, const struct mig_postcopy_info *info,
  * not run; a destination still fetching may not start a migration. */
 int mig_postcopy_check_arc(struct mig *m, enum mig_state to,
                            struct vg_error *err);
-/* The engines wait for the pages (destination still fetching). */
-bool mig_postcopy_holds_engines(const struct mig *m);
+/* Pages are still arriving (destination): a held engine command is
+ * retried every few ms. */
+bool mig_postcopy_fetching(const struct mig *m);
 /* End and free what post-copy left (waiting up to a minute for a
  * destination that is still fetching from this source). */
 void mig_postcopy_free(struct mig *m);

@@ -16,6 +16,9 @@
 #include "pc-dst.h"
 #include "pc-src.h"
 
+/* How often a destination's statistics show the pages arriving. */
+#define PROGRESS_MS 100.0
+
 /* How long a stopping server waits for a destination still fetching. */
 #define SERVE_GRACE_MS 60000
 
@@ -105,6 +108,14 @@ int mig_postcopy_serve(struct mig *m, const uint64_t *pending,
 
 /* ------------------------------------------------------------ destination */
 
+/* The engines' gate (vgpu_set_vram_gate) while pages arrive. */
+static bool vram_ready(void *opaque, uint64_t off, uint64_t len)
+{
+    struct mig *m = opaque;
+
+    return !m->pc_dst || pc_dst_ready(m->pc_dst, off, len);
+}
+
 int mig_postcopy_fetch(struct mig *m, const struct mig_postcopy_info *info,
                        struct vg_error *err)
 {
@@ -142,12 +153,15 @@ int mig_postcopy_fetch(struct mig *m, const struct mig_postcopy_info *info,
     if (ret < 0 && cfg.uffd >= 0) {
         close(cfg.uffd);
     }
+    if (ret == 0 && !pc_dst_done(m->pc_dst)) {
+        vgpu_set_vram_gate(m->gpu, vram_ready, m); /* per command */
+    }
     free(areas);
     m->pc_noted = false;
     return ret;
 }
 
-bool mig_postcopy_holds_engines(const struct mig *m)
+bool mig_postcopy_fetching(const struct mig *m)
 {
     return m->pc_dst && !pc_dst_done(m->pc_dst);
 }
@@ -200,10 +214,17 @@ int mig_postcopy_poll(struct mig *m)
         struct pc_dst_stats st;
 
         pc_dst_get_stats(m->pc_dst, &st);
+        if (!st.done && !st.error[0] &&
+            mig_now_ms() - m->pc_progress_ms >= PROGRESS_MS) {
+            m->pc_progress_ms = mig_now_ms(); /* progress, for operators */
+            note_dst(m);
+            mig_stats_flush(m, NULL);
+        }
         if (st.done || st.error[0]) {
             note_dst(m);
             m->pc_noted = true;
             if (st.done) {
+                vgpu_set_vram_gate(m->gpu, NULL, NULL);
                 mig_take_checksums(m, NULL, NULL);
             }
             mig_stats_flush(m, NULL);
@@ -263,6 +284,9 @@ void mig_postcopy_free(struct mig *m)
     }
     if (m->pc_dst) {
         note_dst(m);
+    }
+    if (m->pc_dst) {
+        vgpu_set_vram_gate(m->gpu, NULL, NULL);
     }
     pc_src_free(m->pc_src);
     pc_dst_free(m->pc_dst);

@@ -537,8 +537,7 @@ void mig_gpu_step(struct mig *m, uint64_t budget)
 {
     double t0 = mig_now_ms();
 
-    if (mig_postcopy_holds_engines(m) ||
-        mig_rounds_step_wait_ms(&m->rounds, t0) > 0) {
+    if (mig_rounds_step_wait_ms(&m->rounds, t0) > 0) {
         return;
     }
     vgpu_step(m->gpu, budget);
@@ -550,8 +549,8 @@ int mig_gpu_wait_ms(const struct mig *m)
 {
     double w = mig_rounds_step_wait_ms(&m->rounds, mig_now_ms());
 
-    if (mig_postcopy_holds_engines(m)) {
-        return 5; /* the engines wait for the pages */
+    if (mig_postcopy_fetching(m)) {
+        return 5; /* a command may wait for its pages */
     }
     return w > 0 ? (int)w + 1 : 0;
 }

@@ -207,10 +207,10 @@ void mig_idle(struct mig *m);
  * the device refuses to run here again until it has them all.  A
  * destination whose stream has a POSTCOPY record fetches the pages while
  * the VM runs: the client's userfaultfd (mig_note_client_uffd) serves
- * the guest's accesses through its mappings of VRAM, the engines wait
- * until every page is in, trapped accesses wait for their pages
- * (mig_vram_wait), and the device cannot leave RUNNING for another
- * migration until then.
+ * the guest's accesses through its mappings of VRAM, an engine command
+ * waits for the pages it reads or writes (vgpu_set_vram_gate), trapped
+ * accesses wait for theirs (mig_vram_wait), and the device cannot leave
+ * RUNNING for another migration until every page is in.
  */
 bool mig_postcopy_capable(const struct mig *m);
 int mig_postcopy_prepare(struct mig *m, struct vg_error *err);

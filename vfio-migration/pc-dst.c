@@ -43,6 +43,7 @@ struct pc_dst {
     uint8_t *buf;        /* one reply's pages */
     uint64_t *pending;   /* not installed yet */
     uint64_t *requested; /* asked for, not installed yet */
+    uint64_t *queued;    /* in the urgent queue */
     uint64_t *wanted;    /* pending at the start, for the digest */
     uint64_t *page_hash; /* of each page received */
     uint64_t left;       /* pending pages */
@@ -262,6 +263,7 @@ static bool next_run(struct pc_dst *d, uint64_t *first, uint32_t *count,
 
         d->urgent_head = (d->urgent_head + 1) % URGENT_MAX;
         d->urgent_len--;
+        bit_put(d->queued, u.page, false);
         *count = run_from(d, u.page);
         if (*count) {
             *first = u.page;
@@ -291,15 +293,19 @@ static bool next_run(struct pc_dst *d, uint64_t *first, uint32_t *count,
     return false;
 }
 
-/* Under the lock: ask for page @p before the background pass. */
-static void push_urgent(struct pc_dst *d, uint64_t p)
+/* Under the lock: ask for page @p before the background pass; false if
+ * it is asked for already (or the queue is full: the pass brings it). */
+static bool push_urgent(struct pc_dst *d, uint64_t p)
 {
-    if (d->urgent_len == URGENT_MAX || bit(d->requested, p)) {
-        return; /* the pass or the request in flight brings it */
+    if (d->urgent_len == URGENT_MAX || bit(d->requested, p) ||
+        bit(d->queued, p)) {
+        return false;
     }
     d->urgent[(d->urgent_head + d->urgent_len) % URGENT_MAX] =
         (struct urgent){p, now_ms()};
     d->urgent_len++;
+    bit_put(d->queued, p, true);
+    return true;
 }
 
 /* -------------------------------------------------------------- the end */
@@ -522,12 +528,13 @@ static int dst_alloc(struct pc_dst *d, const struct pc_dst_config *cfg,
     d->buf = malloc((uint64_t)run_max(d) * cfg->page_size);
     d->pending = calloc(1, bytes);
     d->requested = calloc(1, bytes);
+    d->queued = calloc(1, bytes);
     d->wanted = calloc(1, bytes);
     d->page_hash = calloc(cfg->npages, 8);
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->arrived, NULL);
-    if (!d->areas || !d->buf || !d->pending || !d->requested || !d->wanted ||
-        !d->page_hash) {
+    if (!d->areas || !d->buf || !d->pending || !d->requested || !d->queued ||
+        !d->wanted || !d->page_hash) {
         return vg_error_set(err, ENOMEM, "no memory for post-copy");
     }
     if (cfg->nareas) {
@@ -638,6 +645,7 @@ void pc_dst_free(struct pc_dst *d)
     free(d->buf);
     free(d->pending);
     free(d->requested);
+    free(d->queued);
     free(d->wanted);
     free(d->page_hash);
     free(d);
@@ -676,6 +684,26 @@ int pc_dst_wait(struct pc_dst *d, uint64_t off, uint64_t len,
     }
     pthread_mutex_unlock(&d->lock);
     return ret;
+}
+
+bool pc_dst_ready(struct pc_dst *d, uint64_t off, uint64_t len)
+{
+    uint64_t ps = d->cfg.page_size;
+    uint64_t end = len ? (off + len - 1) / ps + 1 : off / ps;
+    bool ready = true, asked = false;
+
+    end = end < d->cfg.npages ? end : d->cfg.npages;
+    pthread_mutex_lock(&d->lock);
+    for (uint64_t p = off / ps; p < end; p++) {
+        if (bit(d->pending, p)) {
+            ready = false;
+            asked |= push_urgent(d, p);
+        }
+    }
+    /* A command held again for pages it asked for is one wait. */
+    d->stats.waits += asked;
+    pthread_mutex_unlock(&d->lock);
+    return ready;
 }
 
 bool pc_dst_done(struct pc_dst *d)

@@ -13,7 +13,8 @@
  *   - a fault thread turns the client's faults on missing pages into
  *     urgent requests (a fault on a page that is not pending is a page
  *     of zeros, installed at once);
- *   - pc_dst_wait() makes the device's own accesses (engines, trapped BAR
+ *   - pc_dst_ready() holds an engine command whose pages are missing, and
+ *     pc_dst_wait() makes the device's own accesses (trapped BAR
  *     accesses) wait for their pages.
  * Each page is installed once and checked by its reply's hash; at the end
  * a digest of every page received is compared with the source's, the
@@ -77,6 +78,9 @@ void pc_dst_free(struct pc_dst *d);
  * -EIO if the channel failed (those pages can never arrive). */
 int pc_dst_wait(struct pc_dst *d, uint64_t off, uint64_t len,
                 struct vg_error *err);
+/* Whether VRAM [@off, +@len) is all here, without waiting: if not, its
+ * missing pages are asked for first (a held engine command). */
+bool pc_dst_ready(struct pc_dst *d, uint64_t off, uint64_t len);
 /* Every page is here (whether or not the digests matched). */
 bool pc_dst_done(struct pc_dst *d);
 void pc_dst_get_stats(struct pc_dst *d, struct pc_dst_stats *st);

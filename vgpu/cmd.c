@@ -258,3 +258,35 @@ const char *vgpu_error_name(uint32_t code)
 
     return code < sizeof(names) / sizeof(names[0]) ? names[code] : "?";
 }
+
+unsigned vgpu_cmd_vram_ranges(const struct vgpu_cmd *cmd,
+                              struct vgpu_vram_range out[2])
+{
+    const uint64_t *a = cmd->arg;
+
+    switch (cmd->opcode) {
+    case VGPU_OP_FILL:
+        out[0] = (struct vgpu_vram_range){a[0], a[1]};
+        return 1;
+    case VGPU_OP_COPY:
+        out[0] = (struct vgpu_vram_range){a[0], a[2]};
+        out[1] = (struct vgpu_vram_range){a[1], a[2]};
+        return 2;
+    case VGPU_OP_DMA_TO_VRAM:
+        out[0] = (struct vgpu_vram_range){a[0], a[2]};
+        return 1;
+    case VGPU_OP_DMA_FROM_VRAM:
+        out[0] = (struct vgpu_vram_range){a[1], a[2]};
+        return 1;
+    case VGPU_OP_AXPY:
+        out[0] = (struct vgpu_vram_range){a[0], a[2] * 4};
+        out[1] = (struct vgpu_vram_range){a[1], a[2] * 4};
+        return 2;
+    case VGPU_OP_SCATTER_ADD:
+        out[0] = (struct vgpu_vram_range){a[0], a[1] * a[2]};
+        out[1] = (struct vgpu_vram_range){a[3], a[4] * 4};
+        return 2;
+    default: /* NOP, FENCE */
+        return 0;
+    }
+}

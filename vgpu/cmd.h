@@ -38,6 +38,18 @@ void vgpu_cmd_encode(const struct vgpu_cmd *cmd, void *raw);
 bool vgpu_cmd_validate(const struct vgpu_cmd *cmd, uint64_t vram_size,
                        enum vgpu_error_code *code);
 
+/* A range of VRAM a command reads or writes. */
+struct vgpu_vram_range {
+    uint64_t off;
+    uint64_t len;
+};
+
+/* The VRAM ranges a valid command @cmd may read or write (SCATTER_ADD:
+ * its whole table, whose rows depend on data, and its index array) into
+ * @out; returns how many (0 to 2). */
+unsigned vgpu_cmd_vram_ranges(const struct vgpu_cmd *cmd,
+                              struct vgpu_vram_range out[2]);
+
 /* "FILL", "COPY", ...; "?" for an unknown opcode. */
 const char *vgpu_op_name(uint32_t opcode);
 /* "VRAM_RANGE", ...; "?" for an unknown code. */

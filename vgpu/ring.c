@@ -98,6 +98,32 @@ static void job_run(struct vgpu *gpu, uint64_t *budget)
     }
 }
 
+void vgpu_set_vram_gate(struct vgpu *gpu, vgpu_vram_ready_fn ready,
+                        void *opaque)
+{
+    gpu->vram_ready = ready;
+    gpu->vram_ready_opaque = opaque;
+}
+
+/* The gate lets the job in flight touch its VRAM ranges. */
+static bool job_may_run(struct vgpu *gpu)
+{
+    struct vgpu_vram_range r[2];
+    unsigned n;
+
+    if (!gpu->vram_ready) {
+        return true;
+    }
+    n = vgpu_cmd_vram_ranges(&gpu->job.cmd, r);
+    for (unsigned i = 0; i < n; i++) {
+        if (r[i].len && !gpu->vram_ready(gpu->vram_ready_opaque, r[i].off,
+                                         r[i].len)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 bool vgpu_step(struct vgpu *gpu, uint64_t budget)
 {
     if (gpu->stopped) {
@@ -109,7 +135,9 @@ bool vgpu_step(struct vgpu *gpu, uint64_t budget)
                      : UINT64_MAX;
     }
     while (budget > 0) {
-        if (gpu->job_active) {
+        if (gpu->job_active && !job_may_run(gpu)) {
+            break; /* its pages are on their way */
+        } else if (gpu->job_active) {
             job_run(gpu, &budget);
         } else if (ring_can_fetch(gpu)) {
             budget = budget > VGPU_CMD_SIZE ? budget - VGPU_CMD_SIZE : 0;

@@ -40,6 +40,8 @@ struct vgpu {
     struct vgpu_job job;
     struct vgpu_engine_env env;
     struct vgpu_stats stats;
+    vgpu_vram_ready_fn vram_ready; /* vgpu_set_vram_gate() */
+    void *vram_ready_opaque;
     vgpu_write_fn observer; /* vgpu_set_write_observer() */
     void *observer_opaque;
 };

@@ -179,6 +179,17 @@ typedef void (*vgpu_write_fn)(void *opaque, uint64_t off, uint64_t len,
                               bool exact);
 void vgpu_set_write_observer(struct vgpu *gpu, vgpu_write_fn fn, void *opaque);
 
+/*
+ * A gate on the command processor's VRAM (a post-copy destination whose
+ * pages are still arriving): before each slice of a command, @ready is
+ * asked for every VRAM range the command reads or writes
+ * (vgpu_cmd_vram_ranges); false holds the command, and vgpu_step() stops
+ * for now (work stays pending).  @ready NULL removes the gate.
+ */
+typedef bool (*vgpu_vram_ready_fn)(void *opaque, uint64_t off, uint64_t len);
+void vgpu_set_vram_gate(struct vgpu *gpu, vgpu_vram_ready_fn ready,
+                        void *opaque);
+
 /* Device reset: registers to defaults, ring off, error cleared; VRAM and
  * the stopped flag kept. */
 void vgpu_reset(struct vgpu *gpu);

@@ -245,14 +245,17 @@ static void test_beyond_link(void)
     mt_stop(&t);
 }
 
+#define FILL_OFF (60 * MIB)
+
 static bool has_error(const struct vg_stats *st, void *opaque)
 {
     return st->last_error[0] != '\0';
 }
 
 /* A slow source (each page reply 40 ms late): a page the destination
- * reads first comes on demand, ahead of the pass; then the source server
- * dies with pages still missing.  The VM is lost as with RAM post-copy,
+ * reads first comes on demand, ahead of the pass, and an engine FILL
+ * waits for its own pages only; then the source server dies with pages
+ * still missing.  The VM is lost as with RAM post-copy,
  * but the destination says why and its QEMU and server live on. */
 static void test_source_lost(void)
 {
@@ -261,6 +264,8 @@ static void test_source_lost(void)
     struct vg_mig_info info;
     struct vg_stats d;
     uint64_t word = 0, want = 0;
+    struct vgpu_cmd fill =
+        vgpu_cmd_make(VGPU_OP_FILL, FILL_OFF, MIB, 0x7e577e57u, 0, 0, 0);
 
     mt_start_src(&t, "postcopy-lost", slow);
     mt_fill_vram(&t);
@@ -281,6 +286,19 @@ static void test_source_lost(void)
                           t.dgpu.vram_addr + (MT_FILLED_MIB - 1) * MIB, &word,
                           VGT_ERR));
     g_assert_cmphex(word, ==, want);
+    /* An engine command waits only for its own pages: a FILL of a MiB
+     * completes while most of VRAM is still missing. */
+    mt_run(&t.dgpu, &fill, 1);
+    VGT_OK(vg_qtest_readq(t.dst.qemu->qt, t.dgpu.vram_addr + FILL_OFF + 8,
+                          &word, VGT_ERR));
+    g_assert_cmphex(word, ==, 0x7e577e577e577e57ull);
+    VGT_OK(vg_stats_read(t.dst.stats, &d, VGT_ERR));
+    g_test_message("after the FILL: %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
+                   " pages in, %" G_GINT64_FORMAT " device waits",
+                   mt_stat_int(&d, "postcopy_fetched"),
+                   mt_stat_int(&d, "postcopy_pages"),
+                   mt_stat_int(&d, "postcopy_waits"));
+    vg_stats_clear(&d);
     VGT_OK(vg_proc_kill(&t.src.srv->proc, SIGKILL, VGT_TIMEOUT_MS, VGT_ERR));
     VGT_OK(vg_stats_wait(t.dst.stats, has_error, NULL, MT_STATS_TIMEOUT_MS, &d,
                          VGT_ERR));
@@ -291,6 +309,7 @@ static void test_source_lost(void)
                    mt_stat_int(&d, "postcopy_faults"));
     g_assert_nonnull(strstr(d.last_error, "page channel"));
     g_assert_cmpint(mt_stat_int(&d, "postcopy_faults"), >=, 1);
+    g_assert_cmpint(mt_stat_int(&d, "postcopy_waits"), >=, 1);
     g_assert_cmpint(mt_stat_int(&d, "postcopy_fetched"), <,
                     mt_stat_int(&d, "postcopy_pages"));
     {

@@ -216,8 +216,14 @@ static void test_on_demand(void)
         memset(page, 0, PS);
         g_assert_cmpmem(r[2].got, 16, page + 8, 16);
     }
-    /* A device access waits for its pages. */
+    /* A device access waits for its pages; a held command asks and is
+     * ready once they are in. */
     g_assert_cmpint(pc_dst_wait(d, 249ull * PS, 2 * PS, &err), ==, 0);
+    for (int i = 0; i < 5000 && !pc_dst_ready(d, 252ull * PS, PS); i++) {
+        g_usleep(1000);
+    }
+    g_assert_true(pc_dst_ready(d, 252ull * PS, PS));
+    g_assert_true(pc_dst_ready(d, 1ull * PS, PS)); /* never pending */
     wait_done(d);
     pc_dst_get_stats(d, &st);
     g_assert_true(st.on_demand);

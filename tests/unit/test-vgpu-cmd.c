@@ -310,10 +310,51 @@ static void test_names(void)
     g_assert_cmpstr(vgpu_error_name(VGPU_ERR_DEVICE + 1), ==, "?");
 }
 
+/* The VRAM ranges each command touches: what a post-copy destination's
+ * engines wait for. */
+static void test_vram_ranges(void)
+{
+    struct vgpu_vram_range r[2];
+    struct vgpu_cmd c;
+
+    c = vgpu_cmd_make(VGPU_OP_FILL, 0x1000, 0x2000, 7, 0, 0, 0);
+    g_assert_cmpuint(vgpu_cmd_vram_ranges(&c, r), ==, 1);
+    g_assert_cmphex(r[0].off, ==, 0x1000);
+    g_assert_cmphex(r[0].len, ==, 0x2000);
+    c = vgpu_cmd_make(VGPU_OP_COPY, 0x8000, 0x1000, 0x300, 0, 0, 0);
+    g_assert_cmpuint(vgpu_cmd_vram_ranges(&c, r), ==, 2);
+    g_assert_cmphex(r[0].off, ==, 0x8000);
+    g_assert_cmphex(r[1].off, ==, 0x1000);
+    g_assert_cmphex(r[1].len, ==, 0x300);
+    c = vgpu_cmd_make(VGPU_OP_DMA_TO_VRAM, 0x4000, 0x99000, 0x100, 0, 0, 0);
+    g_assert_cmpuint(vgpu_cmd_vram_ranges(&c, r), ==, 1);
+    g_assert_cmphex(r[0].off, ==, 0x4000);
+    c = vgpu_cmd_make(VGPU_OP_DMA_FROM_VRAM, 0x99000, 0x4000, 0x100, 0, 0, 0);
+    g_assert_cmpuint(vgpu_cmd_vram_ranges(&c, r), ==, 1);
+    g_assert_cmphex(r[0].off, ==, 0x4000);
+    g_assert_cmphex(r[0].len, ==, 0x100);
+    c = vgpu_cmd_make(VGPU_OP_AXPY, 0x2000, 0x6000, 16, 0, 0, 0);
+    g_assert_cmpuint(vgpu_cmd_vram_ranges(&c, r), ==, 2);
+    g_assert_cmphex(r[0].len, ==, 64);
+    g_assert_cmphex(r[1].off, ==, 0x6000);
+    /* SCATTER_ADD: the whole table (rows x row bytes) and the indexes. */
+    c = vgpu_cmd_make(VGPU_OP_SCATTER_ADD, 0x10000, 8, 256, 0x9000, 5, 1);
+    g_assert_cmpuint(vgpu_cmd_vram_ranges(&c, r), ==, 2);
+    g_assert_cmphex(r[0].off, ==, 0x10000);
+    g_assert_cmphex(r[0].len, ==, 8 * 256);
+    g_assert_cmphex(r[1].off, ==, 0x9000);
+    g_assert_cmphex(r[1].len, ==, 20);
+    c = vgpu_cmd_make(VGPU_OP_FENCE, 1, 0, 0, 0, 0, 0);
+    g_assert_cmpuint(vgpu_cmd_vram_ranges(&c, r), ==, 0);
+    c = vgpu_cmd_make(VGPU_OP_NOP, 0, 0, 0, 0, 0, 0);
+    g_assert_cmpuint(vgpu_cmd_vram_ranges(&c, r), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/vgpu/cmd/valid-each-opcode", test_valid_each_opcode);
+    g_test_add_func("/vgpu/cmd/vram-ranges", test_vram_ranges);
     g_test_add_func("/vgpu/cmd/bad-opcode", test_bad_opcode);
     g_test_add_func("/vgpu/cmd/flags-reserved-unused",
                     test_flags_reserved_unused);
