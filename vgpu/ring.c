@@ -116,8 +116,8 @@ static bool job_may_run(struct vgpu *gpu)
     }
     n = vgpu_cmd_vram_ranges(&gpu->job.cmd, r);
     for (unsigned i = 0; i < n; i++) {
-        if (r[i].len && !gpu->vram_ready(gpu->vram_ready_opaque, r[i].off,
-                                         r[i].len)) {
+        if (r[i].len &&
+            !gpu->vram_ready(gpu->vram_ready_opaque, r[i].off, r[i].len)) {
             return false;
         }
     }
