@@ -101,6 +101,7 @@ int mig_postcopy_serve(struct mig *m, const uint64_t *pending,
     snprintf(info->addr, sizeof(info->addr), "%s", pc_src_address(m->pc_src));
     m->stats.postcopy = true;
     m->stats.postcopy_pages = st.pending;
+    m->pc_noted = false;
     vg_info("post-copy: %" PRIu64 " pages left to the page server at %s",
             st.pending, info->addr);
     return 0;
@@ -209,6 +210,10 @@ int mig_postcopy_poll(struct mig *m)
         note_src(m);
         m->pc_noted = true;
         mig_stats_flush(m, NULL);
+        if (m->stats.postcopy_done) { /* its socket and thread go */
+            pc_src_free(m->pc_src);
+            m->pc_src = NULL;
+        }
     }
     if (m->pc_dst && !m->pc_noted) {
         struct pc_dst_stats st;
@@ -223,8 +228,10 @@ int mig_postcopy_poll(struct mig *m)
         if (st.done || st.error[0]) {
             note_dst(m);
             m->pc_noted = true;
-            if (st.done) {
+            if (st.done) { /* its channel, threads and userfaultfd go */
                 vgpu_set_vram_gate(m->gpu, NULL, NULL);
+                pc_dst_free(m->pc_dst);
+                m->pc_dst = NULL;
                 mig_take_checksums(m, NULL, NULL);
             }
             mig_stats_flush(m, NULL);
