@@ -726,6 +726,10 @@ static int drive(struct leg *l, struct vg_mig_info *info, struct vg_error *err)
                 l->released = true;
                 rc = set_params(l->sq, RELEASE_DOWNTIME, RELEASE_BW,
                                 RELEASE_SWITCHOVER, err);
+                if (rc == 0 && p->postcopy) {
+                    rc = vg_qmp_execute(l->sq, "migrate-start-postcopy", NULL,
+                                        NULL, err);
+                }
             }
         }
         if (rc == 0 && !strcmp(info->status, "pre-switchover") &&
@@ -867,11 +871,56 @@ static void check_one_side(struct leg *l, int s)
 }
 
 /* Both servers' VRAM checksums of vGPU @d at switchover must agree. */
+/* How long a post-copy destination may take to get every page. */
+#define POSTCOPY_WAIT_MS 30000
+
+/* A destination's statistics after the switchover: a post-copy's pages
+ * are all in (its VRAM checksum is taken then), or there was none. */
+static bool postcopy_over(const struct vg_stats *st, void *opaque)
+{
+    g_autofree char *pc = vg_stats_str(st, "postcopy");
+    g_autofree char *done = vg_stats_str(st, "postcopy_done");
+
+    return !pc || strcmp(pc, "true") != 0 ||
+           (done && !strcmp(done, "true") && st->vram_checksum[0]);
+}
+
+/* After a post-copy switchover: every page came, digest verified. */
+static void check_postcopy(struct leg *l, unsigned d, const struct vg_stats *ds)
+{
+    g_autofree char *pc = vg_stats_str(ds, "postcopy");
+    g_autofree char *ok = vg_stats_str(ds, "postcopy_verified");
+
+    if (!pc || strcmp(pc, "true") != 0) {
+        return; /* QEMU completed before it switched to post-copy */
+    }
+    if (!ok || strcmp(ok, "true") != 0) {
+        l->res->corruption = true;
+        g_snprintf(l->res->corruption_detail, sizeof(l->res->corruption_detail),
+                   "vGPU %u: post-copy pages not verified (%s)", d,
+                   ds->last_error);
+        return;
+    }
+    l->res->postcopy = true;
+}
+
 static void check_checksum(struct leg *l, unsigned d)
 {
     struct vg_stats ss, ds;
     struct leg_result *res = l->res;
+    struct vg_error e = {0};
 
+    if (l->p->postcopy) {
+        if (vg_stats_wait(l->r->side[l->d].stats[d], postcopy_over, NULL,
+                          POSTCOPY_WAIT_MS, &ds, &e) < 0) {
+            res->corruption = true;
+            g_snprintf(res->corruption_detail, sizeof(res->corruption_detail),
+                       "vGPU %u: post-copy did not end: %s", d, e.msg);
+            return;
+        }
+        check_postcopy(l, d, &ds);
+        vg_stats_clear(&ds);
+    }
     if (l->raced_cpu) {
         return; /* CPU writes may have reached the source after its stream */
     }
@@ -962,6 +1011,15 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
     }
     l.sq = r->side[l.s].qemu->qmp;
     rc = side_start(r, l.d, true, err);
+    /* Both sides, before the incoming; a source that was a post-copy
+     * destination keeps the capability until it is turned off. */
+    if (rc == 0) {
+        rc = vg_mig_set_capability(l.sq, "postcopy-ram", p->postcopy, err);
+    }
+    if (rc == 0) {
+        rc = vg_mig_set_capability(r->side[l.d].qemu->qmp, "postcopy-ram",
+                                   p->postcopy, err);
+    }
     if (rc == 0) {
         rc = vg_mig_incoming_on(r->side[l.d].qemu->qmp, nf_addr(&r->nf, l.d),
                                 &uri, err);

@@ -138,6 +138,7 @@ struct leg_plan {
     unsigned drop_ms;       /* FK_DROP: link up again after this; 0: stays
                                down until the connection aborts */
     uint64_t hold_bw;       /* bytes/s while held; 0: 32 MiB/s */
+    bool postcopy; /* no fault: switch over in post-copy when released */
 };
 
 struct leg_result {
@@ -151,6 +152,7 @@ struct leg_result {
     bool source_continued;          /* the source needed "cont" */
     bool lost;                      /* the VM ran nowhere: a failure */
     bool stuck;                     /* the migration did not end in time */
+    bool postcopy; /* it switched over in post-copy, every page came */
     int64_t downtime_ms, total_ms, vfio_bytes, ram_bytes;
     int64_t stream_pre, stream_stop; /* source device stream, -1: unknown */
     bool corruption;

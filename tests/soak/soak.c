@@ -48,6 +48,9 @@ static void usage(FILE *out)
         "                       plan of faults, phases and workloads\n"
         "  -f, --fault-rate P   share of attempts with a fault, 0..1\n"
         "                       (default 0.6)\n"
+        "      --postcopy-rate P  share of the attempts without a fault that\n"
+        "                       switch over in post-copy (migrate-start-\n"
+        "                       postcopy when released), 0..1 (default 0.3)\n"
         "  -k, --faults LIST    comma-separated fault kinds to use (default\n"
         "                       all): cancel, kill-dst-qemu, kill-dst-server,\n"
         "                       kill-src-server, drop-link, slow-link,\n"
@@ -103,6 +106,7 @@ struct opts {
     uint64_t seed;
     bool have_seed;
     double fault_rate;
+    double postcopy_rate; /* of the legs without a fault */
     bool kinds[FK_COUNT];
     const char *vram, *page, *out;
     unsigned ram_mib;
@@ -197,13 +201,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
         OPT_KEEP,
         OPT_STOP,
         OPT_VGPUS,
-        OPT_VM_LEGS
+        OPT_VM_LEGS,
+        OPT_POSTCOPY_RATE
     };
     static const struct option longopts[] = {
         {"migrations", required_argument, NULL, 'n'},
         {"duration", required_argument, NULL, 'd'},
         {"seed", required_argument, NULL, 's'},
         {"fault-rate", required_argument, NULL, 'f'},
+        {"postcopy-rate", required_argument, NULL, OPT_POSTCOPY_RATE},
         {"faults", required_argument, NULL, 'k'},
         {"vram", required_argument, NULL, OPT_VRAM},
         {"vgpus", required_argument, NULL, OPT_VGPUS},
@@ -224,6 +230,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
     *o = (struct opts){.migrations = 20,
                        .fault_rate = 0.6,
+                       .postcopy_rate = 0.3,
                        .vram = "16M",
                        .page = "64K",
                        .out = "build/soak",
@@ -259,6 +266,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case 'f':
             o->fault_rate = strtod(optarg, &end);
             if (*end || o->fault_rate < 0 || o->fault_rate > 1) {
+                goto bad;
+            }
+            break;
+        case OPT_POSTCOPY_RATE:
+            o->postcopy_rate = strtod(optarg, &end);
+            if (*end || !*optarg || o->postcopy_rate < 0 ||
+                o->postcopy_rate > 1) {
                 goto bad;
             }
             break;
@@ -353,6 +367,7 @@ static void plan_leg(const struct opts *o, struct rig *r, GRand *rng,
     }
     if (g_rand_double(rng) >= o->fault_rate) {
         p->kind = FK_NONE;
+        p->postcopy = g_rand_double(rng) < o->postcopy_rate;
         return;
     }
     for (int k = FK_NONE + 1; k < FK_COUNT; k++) {
@@ -403,9 +418,9 @@ static void plan_leg(const struct opts *o, struct rig *r, GRand *rng,
 static void log_leg(unsigned n, const struct rig *r, const struct leg_plan *p,
                     const struct leg_result *res)
 {
-    vg_info("leg %u: %s%s%s (%s) workload %s -> %s%s, now on side %c%s%s%s", n,
-            fault_name(p->kind), p->kind ? " in " : "",
-            p->kind ? phase_name(res->phase_seen) : "",
+    vg_info("leg %u: %s%s%s%s (%s) workload %s -> %s%s, now on side %c%s%s%s",
+            n, fault_name(p->kind), p->postcopy ? " (post-copy)" : "",
+            p->kind ? " in " : "", p->kind ? phase_name(res->phase_seen) : "",
             p->kind ? phase_name(p->phase) : "planned", model_mix_name(p->mix),
             res->skipped ? "skipped" : res->status, res->moved ? ", moved" : "",
             'A' + r->cur, res->corruption ? ", CORRUPTION" : "",
