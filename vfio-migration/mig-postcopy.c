@@ -187,8 +187,17 @@ static void note_dst(struct mig *m)
     m->stats.postcopy_on_demand = st.on_demand;
     m->stats.postcopy_done = st.done;
     m->stats.postcopy_verified = st.verified;
+    m->stats.postcopy_reconnects = st.reconnects;
     if (st.error[0]) {
         mig_note_error(m, st.error);
+    } else if (st.reconnecting) {
+        char msg[VG_ERROR_MAX];
+
+        snprintf(msg, sizeof(msg),
+                 "post-copy: page channel broke (%.400s): "
+                 "reconnecting",
+                 st.channel_error);
+        mig_note_error(m, msg);
     }
 }
 

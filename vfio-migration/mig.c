@@ -188,6 +188,7 @@ static void session_started(struct mig *m)
     m->stats.postcopy_on_demand = false;
     m->stats.postcopy_done = false;
     m->stats.postcopy_verified = false;
+    m->stats.postcopy_reconnects = 0;
 }
 
 static int arc_quiesce(void *opaque, struct vg_error *err)
@@ -602,14 +603,15 @@ static void postcopy_json(const struct mig_stats *st, char *out, size_t size)
              ",\n  \"postcopy_waits\": %" PRIu64
              ",\n  \"postcopy_ms\": %.3f,\n  \"postcopy_max_fault_ms\": %.3f"
              ",\n  \"postcopy_on_demand\": %s,\n  \"postcopy_done\": %s"
-             ",\n  \"postcopy_verified\": %s",
+             ",\n  \"postcopy_verified\": %s"
+             ",\n  \"postcopy_reconnects\": %" PRIu64,
              st->postcopy ? "true" : "false", st->postcopy_pages,
              st->postcopy_served, st->postcopy_fetched, st->postcopy_faults,
              st->postcopy_zero_faults, st->postcopy_waits, st->postcopy_ms,
              st->postcopy_max_fault_ms,
              st->postcopy_on_demand ? "true" : "false",
              st->postcopy_done ? "true" : "false",
-             st->postcopy_verified ? "true" : "false");
+             st->postcopy_verified ? "true" : "false", st->postcopy_reconnects);
 }
 
 int mig_stats_json(const struct mig *m, char *buf, size_t size,

@@ -119,6 +119,8 @@ struct mig_stats {
     bool postcopy_on_demand;       /* ...the VM ran before every page was in */
     bool postcopy_done;            /* every page is at the destination */
     bool postcopy_verified;        /* ...and the digests of both ends match */
+    uint64_t postcopy_reconnects;  /* destination: the channel broke and
+                                      was connected again */
 };
 
 struct mig;

@@ -28,6 +28,9 @@
 #include "uffd.h"
 
 #define URGENT_MAX 4096u
+/* Reconnecting: how often, and for how long at most. */
+#define PC_RETRY_MS    200
+#define PC_RECONNECT_S 600
 
 struct urgent {
     uint64_t page;
@@ -40,14 +43,15 @@ struct pc_dst {
     int sock;
     int stop_fd;
     uint64_t host_page;
-    uint8_t *buf;        /* one reply's pages */
-    uint64_t *pending;   /* not installed yet */
-    uint64_t *requested; /* asked for, not installed yet */
-    uint64_t *queued;    /* in the urgent queue */
-    uint64_t *wanted;    /* pending at the start, for the digest */
-    uint64_t *page_hash; /* of each page received */
-    uint64_t left;       /* pending pages */
-    uint64_t cursor;     /* the background pass: no pending page below */
+    uint8_t *buf;         /* one reply's pages */
+    uint64_t *pending;    /* not installed yet */
+    uint64_t *requested;  /* asked for, not installed yet */
+    uint64_t *queued;     /* in the urgent queue */
+    uint64_t *wanted;     /* pending at the start, for the digest */
+    uint64_t *page_hash;  /* of each page received */
+    uint64_t bitmap_hash; /* of the first welcome's bitmap */
+    uint64_t left;        /* pending pages */
+    uint64_t cursor;      /* the background pass: no pending page below */
     struct urgent urgent[URGENT_MAX];
     unsigned urgent_head, urgent_len;
     pthread_mutex_t lock;
@@ -95,8 +99,10 @@ static int dst_connect(struct pc_dst *d, struct vg_error *err)
     return pc_send(d->sock, &iov, 1, err);
 }
 
-/* The welcome and the bitmap, checked against what the stream said. */
-static int dst_welcome(struct pc_dst *d, struct vg_error *err)
+/* The welcome and the bitmap into @bm (its hash into *@hash), checked
+ * against what the stream said. */
+static int recv_welcome(struct pc_dst *d, uint64_t *bm, uint64_t *hash,
+                        struct vg_error *err)
 {
     uint64_t bytes = pc_bitmap_bytes(d->cfg.npages);
     struct pc_welcome w;
@@ -116,26 +122,58 @@ static int dst_welcome(struct pc_dst *d, struct vg_error *err)
                             w.pending, w.npages, w.page_size, w.magic,
                             d->cfg.pending, d->cfg.npages, d->cfg.page_size);
     }
-    ret = pc_recv(d->sock, d->pending, bytes, err);
+    ret = pc_recv(d->sock, bm, bytes, err);
     if (ret < 0) {
         return ret;
     }
     if (d->cfg.npages % 64) {
-        d->pending[bytes / 8 - 1] &= (1ull << (d->cfg.npages % 64)) - 1;
+        bm[bytes / 8 - 1] &= (1ull << (d->cfg.npages % 64)) - 1;
     }
     for (uint64_t i = 0; i < bytes / 8; i++) {
-        count += (uint64_t)__builtin_popcountll(d->pending[i]);
+        count += (uint64_t)__builtin_popcountll(bm[i]);
     }
-    if (XXH3_64bits(d->pending, bytes) != w.bitmap_hash || count != w.pending) {
+    *hash = XXH3_64bits(bm, bytes);
+    if (*hash != w.bitmap_hash || count != w.pending) {
         return vg_error_set(err, EPROTO,
                             "pending bitmap: %" PRIu64 " pages set, %" PRIu64
                             " announced, or its hash differs",
                             count, w.pending);
     }
-    memcpy(d->wanted, d->pending, bytes);
-    d->left = count;
-    d->stats.pending = count;
     return 0;
+}
+
+/* The first welcome: the pages to fetch. */
+static int dst_welcome(struct pc_dst *d, struct vg_error *err)
+{
+    uint64_t bytes = pc_bitmap_bytes(d->cfg.npages);
+    int ret = recv_welcome(d, d->wanted, &d->bitmap_hash, err);
+
+    if (ret < 0) {
+        return ret;
+    }
+    memcpy(d->pending, d->wanted, bytes);
+    d->left = d->cfg.pending;
+    d->stats.pending = d->cfg.pending;
+    return 0;
+}
+
+/* A welcome after a reconnection: the same source session. */
+static int dst_welcome_again(struct pc_dst *d, struct vg_error *err)
+{
+    uint64_t *bm = malloc(pc_bitmap_bytes(d->cfg.npages));
+    uint64_t hash = 0;
+    int ret;
+
+    if (!bm) {
+        return vg_error_set(err, ENOMEM, "no memory for the bitmap");
+    }
+    ret = recv_welcome(d, bm, &hash, err);
+    free(bm);
+    if (ret == 0 && hash != d->bitmap_hash) {
+        ret = vg_error_set(err, EPROTO,
+                           "the page server offers another set of pages");
+    }
+    return ret;
 }
 
 /* ------------------------------------------------------- installing pages */
@@ -310,17 +348,29 @@ static bool push_urgent(struct pc_dst *d, uint64_t p)
 
 /* -------------------------------------------------------------- the end */
 
-static int finish(struct pc_dst *d, struct vg_error *err)
+/* DONE, and the source's digest in *@fin. */
+static int exchange_done(struct pc_dst *d, struct pc_fin *fin,
+                         struct vg_error *err)
 {
     struct pc_req req = {.op = PC_OP_DONE};
     struct iovec iov = {&req, sizeof(req)};
-    XXH3_state_t *st = XXH3_createState();
-    struct pc_fin fin;
-    uint64_t digest;
     int ret = pc_send(d->sock, &iov, 1, err);
 
-    if (ret == 0) {
-        ret = pc_recv(d->sock, &fin, sizeof(fin), err);
+    return ret < 0 ? ret : pc_recv(d->sock, fin, sizeof(*fin), err);
+}
+
+static int reconnect(struct pc_dst *d, struct vg_error *err);
+static bool recoverable(const struct vg_error *err);
+
+static int finish(struct pc_dst *d, struct vg_error *err)
+{
+    XXH3_state_t *st = XXH3_createState();
+    struct pc_fin fin = {0};
+    uint64_t digest;
+    int ret = exchange_done(d, &fin, err);
+
+    while (ret < 0 && recoverable(err) && reconnect(d, err) == 0) {
+        ret = exchange_done(d, &fin, err);
     }
     XXH3_64bits_reset(st);
     for (uint64_t p = 0; p < d->cfg.npages; p++) {
@@ -357,6 +407,75 @@ static void fail(struct pc_dst *d, const struct vg_error *err)
     pthread_mutex_unlock(&d->lock);
 }
 
+/* A broken channel, not a source that sent something wrong. */
+static bool recoverable(const struct vg_error *err)
+{
+    return err->code != EPROTO && err->code != EBADMSG && err->code != ENOMEM &&
+           err->code != ECANCELED && strncmp(err->msg, "UFFDIO", 6) != 0;
+}
+
+/* Pages [@first, +@count) were asked for on a channel that broke. */
+static void unrequest(struct pc_dst *d, uint64_t first, uint32_t count)
+{
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t i = 0; i < count; i++) {
+        if (bit(d->pending, first + i)) {
+            bit_put(d->requested, first + i, false);
+            push_urgent(d, first + i);
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* True if pc_dst_free() asks the threads to end, within @ms. */
+static bool stop_within(struct pc_dst *d, int ms)
+{
+    struct pollfd pfd = {d->stop_fd, POLLIN, 0};
+
+    return poll(&pfd, 1, ms) > 0;
+}
+
+/* The channel broke (@err says how): connect again with the same token
+ * every PC_RETRY_MS until the source answers (a network cut that heals,
+ * as QEMU's own post-copy recovery expects), for PC_RECONNECT_S at most;
+ * the pages asked for meanwhile go first. */
+static int reconnect(struct pc_dst *d, struct vg_error *err)
+{
+    double until = now_ms() + PC_RECONNECT_S * 1000.0;
+    struct vg_error e = *err;
+
+    vg_warn("post-copy: %s; reconnecting to %s", e.msg, d->cfg.address);
+    pthread_mutex_lock(&d->lock);
+    d->stats.reconnecting = true;
+    snprintf(d->stats.channel_error, sizeof(d->stats.channel_error), "%s",
+             e.msg);
+    pthread_mutex_unlock(&d->lock);
+    for (;;) {
+        if (stop_within(d, PC_RETRY_MS)) {
+            return vg_error_set(err, ECANCELED, "post-copy stopped");
+        }
+        if (d->sock >= 0) {
+            close(d->sock);
+            d->sock = -1;
+        }
+        vg_error_clear(&e);
+        if (dst_connect(d, &e) == 0 && dst_welcome_again(d, &e) == 0) {
+            break;
+        }
+        if (e.code == EPROTO || now_ms() > until) {
+            *err = e;
+            vg_error_prefix(err, "reconnecting for %d s", PC_RECONNECT_S);
+            return -err->code;
+        }
+    }
+    pthread_mutex_lock(&d->lock);
+    d->stats.reconnecting = false;
+    d->stats.reconnects++;
+    pthread_mutex_unlock(&d->lock);
+    vg_info("post-copy: reconnected to %s", d->cfg.address);
+    return 0;
+}
+
 /* Fetch until every page is here. */
 static int fetch_all(struct pc_dst *d, struct vg_error *err)
 {
@@ -378,7 +497,10 @@ static int fetch_all(struct pc_dst *d, struct vg_error *err)
         }
         ret = fetch_run(d, first, count, asked, err);
         if (ret < 0) {
-            return ret;
+            unrequest(d, first, count);
+            if (!recoverable(err) || reconnect(d, err) < 0) {
+                return ret;
+            }
         }
     }
 }

@@ -19,6 +19,9 @@
  * Each page is installed once and checked by its reply's hash; at the end
  * a digest of every page received is compared with the source's, the
  * ranges are unregistered and the channel closed.
+ * A channel that breaks is connected again, with the same token, for up
+ * to ten minutes (a network cut that heals); what was asked for meanwhile
+ * goes first.  A source that answers wrongly fails the post-copy.
  * Without a userfaultfd (or with mappings it cannot cover whole pages of)
  * pc_dst_start() fetches every pending page before it returns.
  */
@@ -53,18 +56,21 @@ struct pc_dst_config {
 };
 
 struct pc_dst_stats {
-    uint64_t pending;         /* pages lacking at the switchover */
-    uint64_t fetched;         /* of those, received so far */
-    uint64_t requests;        /* page requests sent */
-    uint64_t faults;          /* faults on pending pages (urgent requests) */
-    uint64_t zero_faults;     /* faults on pages of zeros */
-    uint64_t waits;           /* device accesses that waited */
-    double elapsed_ms;        /* pc_dst_start() to the last page */
-    double max_fault_ms;      /* longest a faulting access waited */
-    bool on_demand;           /* the VM ran before every page was here */
-    bool done;                /* every page is here */
-    bool verified;            /* ...and the digests matched */
-    char error[VG_ERROR_MAX]; /* why it failed, "" if it did not */
+    uint64_t pending;     /* pages lacking at the switchover */
+    uint64_t fetched;     /* of those, received so far */
+    uint64_t requests;    /* page requests sent */
+    uint64_t faults;      /* faults on pending pages (urgent requests) */
+    uint64_t zero_faults; /* faults on pages of zeros */
+    uint64_t waits;       /* device accesses that waited */
+    double elapsed_ms;    /* pc_dst_start() to the last page */
+    double max_fault_ms;  /* longest a faulting access waited */
+    bool on_demand;       /* the VM ran before every page was here */
+    bool done;            /* every page is here */
+    bool verified;        /* ...and the digests matched */
+    bool reconnecting;    /* the channel broke; connecting again */
+    uint64_t reconnects;  /* times it was connected again */
+    char channel_error[VG_ERROR_MAX]; /* why it last broke */
+    char error[VG_ERROR_MAX];         /* why it failed, "" if it did not */
 };
 
 struct pc_dst;

@@ -214,30 +214,52 @@ static int accept_destination(struct pc_src *s)
     }
 }
 
-static void *src_thread(void *opaque)
+/* Serve the destination on @fd until it has every page (true) or the
+ * channel breaks (false, the error in the statistics). */
+static bool serve_connection(struct pc_src *s, int fd)
 {
-    struct pc_src *s = opaque;
     struct vg_error err = {0};
-    int fd = accept_destination(s);
+    bool again;
 
-    if (fd < 0) {
-        note_end(s, NULL);
-        return NULL;
-    }
     pthread_mutex_lock(&s->lock);
     s->conn_fd = fd;
+    again = s->stats.claimed;
     s->stats.claimed = true;
     pthread_mutex_unlock(&s->lock);
-    vg_info("post-copy: destination connected, %" PRIu64 " pages pending",
-            s->stats.pending);
-    if (serve(s, &err) < 0) {
-        vg_err("post-copy page server: %s", err.msg);
-    } else {
+    vg_info("post-copy: destination %sconnected, %" PRIu64 " pages pending",
+            again ? "re" : "", s->stats.pending);
+    if (serve(s, &err) == 0) {
         vg_info("post-copy: the destination has every page (%" PRIu64
                 " served in %" PRIu64 " requests)",
                 s->stats.pages_served, s->stats.requests);
+        return true;
     }
-    note_end(s, &err);
+    vg_err("post-copy page server: %s", err.msg);
+    pthread_mutex_lock(&s->lock);
+    snprintf(s->stats.error, sizeof(s->stats.error), "%s", err.msg);
+    s->conn_fd = -1;
+    pthread_mutex_unlock(&s->lock);
+    close(fd);
+    return false;
+}
+
+/* Serve destinations that show the token until one has every page; a
+ * channel that breaks waits for the destination to connect again (a
+ * network cut that heals) until pc_src_free(). */
+static void *src_thread(void *opaque)
+{
+    struct pc_src *s = opaque;
+
+    for (;;) {
+        int fd = accept_destination(s);
+
+        if (fd < 0 || serve_connection(s, fd)) {
+            break;
+        }
+        vg_warn("post-copy page server: waiting for the destination to "
+                "connect again");
+    }
+    note_end(s, NULL);
     return NULL;
 }
 
@@ -434,7 +456,7 @@ bool pc_src_wait(struct pc_src *s, int timeout_ms)
             break;
         }
     }
-    ended = s->ended && s->stats.claimed;
+    ended = s->ended && s->stats.finished;
     pthread_mutex_unlock(&s->lock);
     return ended;
 }

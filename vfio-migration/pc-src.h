@@ -9,7 +9,9 @@
  * server runs: the device stays quiesced.  Once a destination got in,
  * the VRAM it was given is the VM's only copy of those pages (claimed):
  * the device must not run here again.  The server ends when the
- * destination has every page (finished) or the channel breaks.
+ * destination has every page (finished) or pc_src_free() stops it; a
+ * channel that breaks waits for the destination to connect again with
+ * the token (a network cut that heals).
  */
 #ifndef PC_SRC_H
 #define PC_SRC_H
@@ -38,7 +40,7 @@ struct pc_src_stats {
     uint64_t requests;
     bool claimed;             /* a destination showed the token */
     bool finished;            /* it said it has every page */
-    char error[VG_ERROR_MAX]; /* why the channel ended early, "" if not */
+    char error[VG_ERROR_MAX]; /* why the channel last broke, "" if never */
 };
 
 struct pc_src;
@@ -54,8 +56,8 @@ void pc_src_free(struct pc_src *s);
 const char *pc_src_address(const struct pc_src *s);
 void pc_src_token(const struct pc_src *s, uint8_t token[PC_TOKEN_SIZE]);
 void pc_src_get_stats(struct pc_src *s, struct pc_src_stats *st);
-/* Wait up to @timeout_ms (< 0: for ever) for the service to end: true if
- * it has (finished, or the channel broke after a destination got in). */
+/* Wait up to @timeout_ms (< 0: for ever) for the destination to have
+ * every page: true if it has. */
 bool pc_src_wait(struct pc_src *s, int timeout_ms);
 
 #endif

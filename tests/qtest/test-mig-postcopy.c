@@ -20,7 +20,10 @@
  * A server that refuses post-copy (--no-postcopy) makes QEMU refuse the
  * migration with its reason, and the source keeps running intact.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include "mig-test.h"
 #include "qclient/cpu-writer.h"
@@ -323,6 +326,101 @@ static void test_source_lost(void)
     mt_stop(&t);
 }
 
+/* Poll callback: stop at status @opaque. */
+static int at_status(const struct vg_mig_info *info, void *opaque,
+                     struct vg_error *err)
+{
+    return !strcmp(info->status, opaque);
+}
+
+/* Wait until @qmp's migration status is @status. */
+static void wait_status(struct vg_qmp *qmp, const char *status)
+{
+    struct vg_mig_info info;
+    int64_t deadline = vg_now_ms() + MT_MIG_TIMEOUT_MS;
+
+    do {
+        VGT_OK(vg_mig_query(qmp, &info, VGT_ERR));
+        if (!strcmp(info.status, status)) {
+            return;
+        }
+        g_usleep(20000);
+    } while (vg_now_ms() < deadline);
+    MT_FAIL("migration status %s, waited for %s", info.status, status);
+}
+
+/* A TCP port of loopback free now. */
+static int free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    g_assert_cmpint(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
+    g_assert_cmpint(getsockname(fd, (struct sockaddr *)&sa, &len), ==, 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+/* QEMU's post-copy recovery with a vGPU: the migration channel is cut
+ * (migrate-pause) while VRAM pages are still on the (slow) source; both
+ * sides pause; migrate-recover and migrate with resume finish it, and the
+ * destination's VRAM equals the source's. */
+static void test_recover(void)
+{
+    static const char *const slow[] = {"--fault", "postcopy-delay:20", NULL};
+    g_autofree uint8_t *src_vram = g_malloc(VGT_VRAM_SIZE);
+    g_autofree uint8_t *dst_vram = g_malloc(VGT_VRAM_SIZE);
+    g_autofree char *recover = NULL, *resume = NULL;
+    struct vg_mig_info info;
+    struct vg_stats d;
+    struct mt t;
+    int port;
+
+    mt_start_src(&t, "postcopy-recover", slow);
+    mt_fill_vram(&t);
+    set_postcopy(t.src.qemu->qmp);
+    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
+    set_postcopy(t.dst.qemu->qmp);
+    mt_listen(&t);
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+    VGT_OK(vg_qmp_execute(t.src.qemu->qmp, "migrate-start-postcopy", NULL, NULL,
+                          VGT_ERR));
+    VGT_OK(vg_mig_poll(t.src.qemu->qmp, MT_MIG_TIMEOUT_MS, at_status,
+                       "postcopy-active", &info, VGT_ERR));
+    VGT_OK(
+        vg_qmp_execute(t.src.qemu->qmp, "migrate-pause", NULL, NULL, VGT_ERR));
+    wait_status(t.src.qemu->qmp, "postcopy-paused");
+    wait_status(t.dst.qemu->qmp, "postcopy-paused");
+    port = free_port();
+    recover = g_strdup_printf("{\"uri\": \"tcp:127.0.0.1:%d\"}", port);
+    VGT_OK(vg_qmp_execute_json(t.dst.qemu->qmp, "migrate-recover", recover,
+                               NULL, VGT_ERR));
+    resume = g_strdup_printf(
+        "{\"uri\": \"tcp:127.0.0.1:%d\", \"resume\": true}", port);
+    VGT_OK(
+        vg_qmp_execute_json(t.src.qemu->qmp, "migrate", resume, NULL, VGT_ERR));
+    mt_migrate_wait(&t, NULL, NULL, &info);
+    mt_attach_dst(&t);
+    VGT_OK(vg_qtest_memread(t.dst.qemu->qt, t.dgpu.vram_addr, dst_vram,
+                            VGT_VRAM_SIZE, VGT_ERR));
+    VGT_OK(vg_qtest_memread(t.src.qemu->qt, t.gpu.vram_addr, src_vram,
+                            VGT_VRAM_SIZE, VGT_ERR));
+    g_assert_true(memcmp(src_vram, dst_vram, VGT_VRAM_SIZE) == 0);
+    VGT_OK(vg_stats_wait(t.dst.stats, postcopy_done, NULL, MT_STATS_TIMEOUT_MS,
+                         &d, VGT_ERR));
+    g_assert_cmpint(mt_stat_int(&d, "postcopy_fetched"), ==,
+                    mt_stat_int(&d, "postcopy_pages"));
+    {
+        g_autofree char *ok = vg_stats_str(&d, "postcopy_verified");
+
+        g_assert_cmpstr(ok, ==, "true");
+    }
+    vg_stats_clear(&d);
+    mt_stop(&t);
+}
+
 /* A server without post-copy: QEMU refuses with its reason; the source
  * runs on with VRAM intact. */
 static void test_refused(void)
@@ -356,6 +454,7 @@ int main(int argc, char **argv)
                          test_postcopy);
     g_test_add_func("/mig/postcopy/writes-beyond-link", test_beyond_link);
     g_test_add_func("/mig/postcopy/source-lost", test_source_lost);
+    g_test_add_func("/mig/postcopy/recover", test_recover);
     g_test_add_func("/mig/postcopy/refused-without-server", test_refused);
     return g_test_run();
 }

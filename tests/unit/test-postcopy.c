@@ -10,7 +10,9 @@
  * returns. */
 #include <errno.h>
 #include <glib.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -259,6 +261,129 @@ static void test_without_uffd(void)
     fixture_free(&f);
 }
 
+/* A proxy between the destination and the page server that cuts its
+ * first connection after @cut_after bytes from the server, as a network
+ * cut would, and forwards the next ones whole. */
+struct proxy {
+    char path[108];
+    const char *server;
+    uint64_t cut_after;
+    int listen_fd;
+    unsigned connections;
+    pthread_t thread;
+};
+
+/* Copy between @a and @b until either closes or @limit bytes came from
+ * @b (0: no limit). */
+static void relay(int a, int b, uint64_t limit)
+{
+    uint64_t from_b = 0;
+    char buf[65536];
+
+    for (;;) {
+        struct pollfd pfd[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+
+        if (poll(pfd, 2, 10000) <= 0) {
+            return;
+        }
+        for (int i = 0; i < 2; i++) {
+            ssize_t n;
+
+            if (!(pfd[i].revents & (POLLIN | POLLHUP))) {
+                continue;
+            }
+            n = read(pfd[i].fd, buf, sizeof(buf));
+            if (n <= 0) {
+                return;
+            }
+            if (i == 1 && limit && from_b + (uint64_t)n > limit) {
+                return; /* the cut */
+            }
+            from_b += i == 1 ? (uint64_t)n : 0;
+            if (write(pfd[!i].fd, buf, (size_t)n) != n) {
+                return;
+            }
+        }
+    }
+}
+
+static void *proxy_thread(void *opaque)
+{
+    struct proxy *px = opaque;
+
+    for (;;) {
+        int c = accept(px->listen_fd, NULL, NULL), srv;
+        struct vg_error err = {0};
+
+        if (c < 0) {
+            return NULL;
+        }
+        srv = pc_connect(px->server, &err);
+        if (srv >= 0) {
+            relay(c, srv, px->connections++ == 0 ? px->cut_after : 0);
+            close(srv);
+        }
+        close(c);
+    }
+}
+
+static void proxy_start(struct proxy *px, const char *server, uint64_t cut)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+    memset(px, 0, sizeof(*px));
+    px->server = server;
+    px->cut_after = cut;
+    snprintf(px->path, sizeof(px->path), "%s/pc-proxy-%d.sock", g_get_tmp_dir(),
+             (int)getpid());
+    g_strlcpy(sa.sun_path, px->path, sizeof(sa.sun_path));
+    unlink(px->path);
+    px->listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    g_assert_cmpint(bind(px->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), ==,
+                    0);
+    g_assert_cmpint(listen(px->listen_fd, 4), ==, 0);
+    g_assert_cmpint(pthread_create(&px->thread, NULL, proxy_thread, px), ==, 0);
+}
+
+static void proxy_stop(struct proxy *px)
+{
+    shutdown(px->listen_fd, SHUT_RDWR);
+    close(px->listen_fd);
+    pthread_join(px->thread, NULL);
+    unlink(px->path);
+}
+
+/* The channel is cut midway: the destination connects again with the
+ * token, the source takes it back, and every page arrives once with
+ * the digest verified. */
+static void test_reconnect(void)
+{
+    struct fixture f;
+    struct vg_error err = {0};
+    struct pc_dst *d;
+    struct pc_dst_stats st;
+    struct pc_src_stats ss;
+    struct proxy px;
+
+    fixture_init(&f);
+    proxy_start(&px, pc_src_address(f.server), 20 * PS);
+    struct pc_dst_config c = dst_config(&f, -1, NULL);
+    g_strlcpy(c.address, px.path, sizeof(c.address));
+    g_assert_cmpint(pc_dst_start(&c, &d, &err), ==, 0);
+    pc_dst_get_stats(d, &st);
+    g_assert_true(st.done && st.verified);
+    g_assert_cmpuint(st.reconnects, ==, 1);
+    g_assert_cmpuint(st.fetched, ==, f.npending);
+    check_dst(&f, f.dst.map);
+    g_assert_true(pc_src_wait(f.server, 5000));
+    pc_src_get_stats(f.server, &ss);
+    g_assert_true(ss.finished);
+    g_assert_cmpuint(px.connections, ==, 2);
+    pc_dst_free(d);
+    proxy_stop(&px);
+    fixture_free(&f);
+}
+
 /* The page server on TCP (another host's destination): same pages. */
 static void test_tcp(void)
 {
@@ -322,10 +447,18 @@ static void test_bad_request(void)
     g_assert_cmpint(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
     g_assert_cmpint(write(fd, &h, sizeof(h)), ==, sizeof(h));
     g_assert_cmpint(write(fd, &req, sizeof(req)), ==, sizeof(req));
-    g_assert_true(pc_src_wait(f.server, 5000));
-    pc_src_get_stats(f.server, &ss);
+    /* The channel ends with the reason; the server waits for the
+     * destination to connect again. */
+    for (int i = 0; i < 5000; i++) {
+        pc_src_get_stats(f.server, &ss);
+        if (ss.error[0]) {
+            break;
+        }
+        g_usleep(1000);
+    }
     g_assert_false(ss.finished);
     g_assert_nonnull(strstr(ss.error, "outside VRAM"));
+    g_assert_false(pc_src_wait(f.server, 0));
     close(fd);
     fixture_free(&f);
 }
@@ -336,6 +469,7 @@ int main(int argc, char **argv)
     g_test_add_func("/postcopy/on-demand", test_on_demand);
     g_test_add_func("/postcopy/without-uffd", test_without_uffd);
     g_test_add_func("/postcopy/tcp", test_tcp);
+    g_test_add_func("/postcopy/reconnect", test_reconnect);
     g_test_add_func("/postcopy/wrong-token", test_wrong_token);
     g_test_add_func("/postcopy/bad-request", test_bad_request);
     return g_test_run();
