@@ -69,6 +69,11 @@
  *    MIG_DATA_READ_SHM or MIG_DATA_WRITE_SHM is checked; a whole
  *    migration through the areas of two servers loads the source's VRAM.
  *
+ *  - postcopy-msgs: REGION_UFFD and MIG_POSTCOPY (patch 0037) are refused
+ *    without the "postcopy" capability, with a descriptor that is not a
+ *    userfaultfd or none, with an area past BAR2, and MIG_POSTCOPY
+ *    outside pre-copy or malformed; the server goes on serving.
+ *
  * (The chmod(2) of the socket path after bind, which would follow a link
  * swapped in between, is a race no test can win reliably; the code no
  * longer does it: the umask around bind makes the socket 0600, which
@@ -80,6 +85,7 @@
 #include <sys/wait.h>
 
 #include "qclient/migrate.h"
+#include "vfio-migration/uffd.h"
 #include "vfu-client.h"
 
 #define H_VRAM     ((uint64_t)64 << 20)
@@ -91,6 +97,9 @@
     "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576,"     \
     "\"migration\":{\"pgsize\":4096,\"precopy_info\":true,"                    \
     "\"region_dirty_log\":true,\"data_shm\":true}}}"
+#define VC_CAPS_PC                                                             \
+    "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576,"     \
+    "\"migration\":{\"pgsize\":4096,\"postcopy\":true}}}"
 #define SHM_SLOTS     8u /* vgpu-server --data-slots default */
 #define SHM_SLOT_SIZE (4u << 20)
 
@@ -1040,6 +1049,76 @@ static void test_vram_write_busy(void)
     sec_stop(&s);
 }
 
+/* ------------------------------------------------------ post-copy */
+
+/* REGION_UFFD and MIG_POSTCOPY from a hostile client: refused without
+ * the capability, with a descriptor that is not a userfaultfd, without
+ * one, with areas outside the regions, and (MIG_POSTCOPY) outside
+ * pre-copy; the server goes on serving, and a real userfaultfd over a
+ * real area is taken. */
+static void test_postcopy_msgs(void)
+{
+    struct {
+        struct vfu_region_uffd h;
+        struct vfu_uffd_area a;
+    } m = {{sizeof(m), 0, 1, 0}, {VGPU_BAR_VRAM, 0, 0, H_VRAM, 0}};
+    struct vfu_mig_postcopy pc = {sizeof(pc), 0};
+    struct vg_error err = {0};
+    uint8_t *mem = NULL;
+    struct conn c;
+    struct sec s;
+    int memfd, uffd;
+
+    sec_start_opts(&s, "hostile-pc", H_VRAM_ARG, "64K", NULL);
+    memfd = memfd_of(4096, &mem);
+    uffd = uffd_open(&err);
+    conn_open_caps(&c, &s, VC_CAPS_EXT); /* not negotiated */
+    g_assert_cmpuint(request_ex(&c, VFU_CMD_REGION_UFFD, &m, sizeof(m), 0,
+                                memfd, NULL, 0, NULL, NULL),
+                     ==, ENOTSUP);
+    g_assert_cmpuint(request(&c, VFU_CMD_MIG_POSTCOPY, &pc, sizeof(pc)), ==,
+                     ENOTSUP);
+    conn_close(&c);
+
+    conn_open_caps(&c, &s, VC_CAPS_PC);
+    m.a.vaddr = (uint64_t)(uintptr_t)map_vram_size(&c, H_VRAM);
+    /* a memfd, no fd at all, an area past BAR2 */
+    g_assert_cmpuint(request_ex(&c, VFU_CMD_REGION_UFFD, &m, sizeof(m), 0,
+                                memfd, NULL, 0, NULL, NULL),
+                     ==, EINVAL);
+    g_assert_cmpuint(request(&c, VFU_CMD_REGION_UFFD, &m, sizeof(m)), ==,
+                     EINVAL);
+    m.a.size = H_VRAM + 4096;
+    g_assert_cmpuint(request(&c, VFU_CMD_REGION_UFFD, &m, sizeof(m)), ==,
+                     EINVAL);
+    m.a.size = H_VRAM;
+    /* MIG_POSTCOPY outside pre-copy, and malformed */
+    g_assert_cmpuint(request(&c, VFU_CMD_MIG_POSTCOPY, &pc, sizeof(pc)), ==,
+                     EINVAL);
+    pc.flags = 2;
+    g_assert_cmpuint(set_state(&c, MIG_STATE_PRE_COPY), ==, 0);
+    g_assert_cmpuint(request(&c, VFU_CMD_MIG_POSTCOPY, &pc, sizeof(pc)), ==,
+                     EINVAL);
+    pc.flags = 0;
+    g_assert_cmpuint(request(&c, VFU_CMD_MIG_POSTCOPY, &pc, sizeof(pc)), ==, 0);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_RUNNING), ==, 0);
+    assert_serving(&c);
+    /* a real userfaultfd over the real mapping */
+    if (uffd >= 0) {
+        g_assert_cmpuint(request_ex(&c, VFU_CMD_REGION_UFFD, &m, sizeof(m), 0,
+                                    uffd, NULL, 0, NULL, NULL),
+                         ==, 0);
+        close(uffd);
+    } else {
+        g_test_message("no userfaultfd here (%s): that case skipped", err.msg);
+    }
+    assert_serving(&c);
+    conn_close(&c);
+    close(memfd);
+    munmap(mem, 4096);
+    sec_stop(&s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1055,5 +1134,6 @@ int main(int argc, char **argv)
     g_test_add_func("/hostile/stats-symlink", test_stats_symlink);
     g_test_add_func("/hostile/vram-write-busy", test_vram_write_busy);
     g_test_add_func("/hostile/data-shm", test_data_shm);
+    g_test_add_func("/hostile/postcopy-msgs", test_postcopy_msgs);
     return g_test_run();
 }

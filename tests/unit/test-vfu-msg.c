@@ -147,6 +147,10 @@ static void test_caps_migration(void)
          "{\"capabilities\":{\"migration\":{\"data_shm\":true}}}"},
         {"{\"capabilities\":{\"migration\":{\"data_shm\":false}}}",
          "{\"capabilities\":{}}"},
+        {"{\"capabilities\":{\"migration\":{\"postcopy\":true}}}",
+         "{\"capabilities\":{\"migration\":{\"postcopy\":true}}}"},
+        {"{\"capabilities\":{\"migration\":{\"postcopy\":false}}}",
+         "{\"capabilities\":{}}"},
     };
     struct vfu_caps ours = {.present = {true, true, true, true},
                             .value = {8, 1024, 4096, 10},
@@ -155,6 +159,7 @@ static void test_caps_migration(void)
                                      .precopy_info = true,
                                      .region_dirty_log = true,
                                      .data_shm = true,
+                                     .postcopy = true,
                                      .pgsize = 4096,
                                      .max_bitmap_size = 1048576}};
     static const char bad[] =
@@ -468,6 +473,80 @@ static void test_region_info_encode(void)
                     ==, -ENOSPC);
 }
 
+/* MIG_POSTCOPY: exactly argsz 8 and flags 0. */
+static void test_mig_postcopy(void)
+{
+    struct vfu_mig_postcopy m = {sizeof(m), 0};
+    struct vg_error err;
+
+    g_assert_cmpint(vfu_parse_mig_postcopy(&m, sizeof(m), &err), ==, 0);
+    g_assert_cmpint(vfu_parse_mig_postcopy(&m, sizeof(m) - 1, &err), ==,
+                    -EINVAL);
+    m.flags = 1;
+    g_assert_cmpint(vfu_parse_mig_postcopy(&m, sizeof(m), &err), ==, -EINVAL);
+    m.flags = 0;
+    m.argsz = 4;
+    g_assert_cmpint(vfu_parse_mig_postcopy(&m, sizeof(m), &err), ==, -EINVAL);
+}
+
+/* REGION_UFFD: the header and its areas, each inside its region and not
+ * wrapping the client's address space; a bad message names what. */
+static void test_region_uffd(void)
+{
+    static const uint64_t sizes[3] = {0x1000, 0, 1u << 20};
+    struct {
+        struct vfu_region_uffd h;
+        struct vfu_uffd_area a[2];
+    } m = {{sizeof(m), 0, 2, 0},
+           {{2, 0, 0, 1u << 20, 0x7f0000000000ull},
+            {0, 0, 0, 0x1000, 0x7f1000000000ull}}};
+    struct vfu_uffd_area out[VFU_UFFD_MAX_AREAS];
+    struct vg_error err;
+    uint32_t n = 0;
+
+    g_assert_cmpint(
+        vfu_parse_region_uffd(&m, sizeof(m), sizes, 3, out, &n, &err), ==, 0);
+    g_assert_cmpuint(n, ==, 2);
+    g_assert_cmphex(out[0].vaddr, ==, 0x7f0000000000ull);
+    /* Short, argsz off, flags, no areas, too many areas. */
+    g_assert_cmpint(vfu_parse_region_uffd(&m, 8, sizes, 3, out, &n, &err), ==,
+                    -EINVAL);
+    g_assert_cmpint(
+        vfu_parse_region_uffd(&m, sizeof(m) - 32, sizes, 3, out, &n, &err), ==,
+        -EINVAL);
+    m.h.flags = 1;
+    g_assert_cmpint(
+        vfu_parse_region_uffd(&m, sizeof(m), sizes, 3, out, &n, &err), ==,
+        -EINVAL);
+    m.h.flags = 0;
+    m.h.nr_areas = VFU_UFFD_MAX_AREAS + 1;
+    g_assert_cmpint(
+        vfu_parse_region_uffd(&m, sizeof(m), sizes, 3, out, &n, &err), ==,
+        -EINVAL);
+    m.h.nr_areas = 2;
+    /* An area past its region, in a region that does not exist or has no
+     * size, and one that wraps the address space. */
+    m.a[1].size = 0x2000;
+    g_assert_cmpint(
+        vfu_parse_region_uffd(&m, sizeof(m), sizes, 3, out, &n, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "area 1"));
+    m.a[1].size = 0x1000;
+    m.a[1].region = 7;
+    g_assert_cmpint(
+        vfu_parse_region_uffd(&m, sizeof(m), sizes, 3, out, &n, &err), ==,
+        -EINVAL);
+    m.a[1].region = 1;
+    g_assert_cmpint(
+        vfu_parse_region_uffd(&m, sizeof(m), sizes, 3, out, &n, &err), ==,
+        -EINVAL);
+    m.a[1].region = 0;
+    m.a[1].vaddr = UINT64_MAX - 0x800;
+    g_assert_cmpint(
+        vfu_parse_region_uffd(&m, sizeof(m), sizes, 3, out, &n, &err), ==,
+        -EINVAL);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -478,6 +557,8 @@ int main(int argc, char **argv)
     g_test_add_func("/vfu-msg/dma", test_dma);
     g_test_add_func("/vfu-msg/region-dirty-log", test_region_dirty_log);
     g_test_add_func("/vfu-msg/mig-shm", test_mig_shm);
+    g_test_add_func("/vfu-msg/mig-postcopy", test_mig_postcopy);
+    g_test_add_func("/vfu-msg/region-uffd", test_region_uffd);
     g_test_add_func("/vfu-msg/info", test_info);
     g_test_add_func("/vfu-msg/irq-set", test_irq_set);
     g_test_add_func("/vfu-msg/region-rw", test_region_rw);
