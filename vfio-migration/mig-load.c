@@ -258,9 +258,10 @@ static int sink_postcopy(void *opaque, const struct mig_postcopy_info *info,
 {
     struct mig *m = opaque;
 
-    if (!vgpu_vram(m->gpu)) {
+    if (!mig_postcopy_capable(m)) {
         return vg_error_set(err, ENOTSUP,
-                            "post-copy needs VRAM mapped in this server");
+                            "this server does not do post-copy (--no-postcopy, "
+                            "no socket, or VRAM not mapped here)");
     }
     m->load->postcopy = true;
     m->load->pc_info = *info;

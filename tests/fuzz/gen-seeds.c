@@ -148,6 +148,7 @@ struct stream_opts {
     bool short_state;     /* a DEVICE_STATE of the wrong size */
     bool truncate;        /* no END record */
     unsigned zeros_flood; /* this many ZEROS of all of VRAM first */
+    bool postcopy;        /* a POSTCOPY record before the state */
     uint32_t version;     /* stream version, 0: MIG_STREAM_VERSION */
 };
 
@@ -183,6 +184,13 @@ static void make_stream(struct buf *b, const struct stream_opts *o)
     }
     put(b, rec, mig_enc_pages(enc, npages - 2, 2, pages + 2 * FUZZ_PAGE, rec));
     put(b, rec, mig_enc_pages(enc, 1, 1, pages + 3 * FUZZ_PAGE, rec));
+    if (o->postcopy) {
+        struct mig_postcopy_info pc = {.npages = npages, .pending = 3};
+
+        memset(pc.token, 0x5c, sizeof(pc.token));
+        snprintf(pc.addr, sizeof(pc.addr), "/nonexistent/vgpu-pages.sock");
+        put(b, rec, mig_enc_postcopy(enc, &pc, rec));
+    }
     if (o->busy) {
         busy_state(blob);
     } else {
@@ -229,6 +237,7 @@ static void stream_seeds(void)
     stream_seed("bad-state-size", fix, 0,
                 &(struct stream_opts){.short_state = true});
     stream_seed("bad-truncated", 0, 5, &(struct stream_opts){.truncate = true});
+    stream_seed("postcopy", fix, 3, &(struct stream_opts){.postcopy = true});
     stream_seed("zeros-flood", fix, 0,
                 &(struct stream_opts){.zeros_flood = 2000});
     stream_seed("zeros-flood-chunked", fix, 8,
