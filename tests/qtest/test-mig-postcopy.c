@@ -47,6 +47,27 @@ static void set_postcopy(struct vg_qmp *qmp)
     VGT_OK(vg_mig_set_capability(qmp, "postcopy-ram", true, VGT_ERR));
 }
 
+/* A source (server arguments @srv_extra) with VRAM filled, and a
+ * destination listening, both with postcopy-ram. */
+static void start_pair(struct mt *t, const char *tag,
+                       const char *const *srv_extra)
+{
+    mt_start_src(t, tag, srv_extra);
+    mt_fill_vram(t);
+    set_postcopy(t->src.qemu->qmp);
+    mt_start_dst_with(t, VGT_VRAM_ARG, NULL, NULL);
+    set_postcopy(t->dst.qemu->qmp);
+    mt_listen(t);
+}
+
+/* Migrate and ask for post-copy at once. */
+static void migrate_postcopy_now(struct mt *t)
+{
+    VGT_OK(vg_mig_start(t->src.qemu->qmp, t->uri, VGT_ERR));
+    VGT_OK(vg_qmp_execute(t->src.qemu->qmp, "migrate-start-postcopy", NULL,
+                          NULL, VGT_ERR));
+}
+
 /* Dirty VRAM while pre-copy runs: CPU stores through BAR2 into MiBs
  * 0-15 and an engine FILL of MiB 20-23. */
 static void dirty_vram(struct mt *t, uint32_t round)
@@ -85,12 +106,7 @@ static void test_postcopy(gconstpointer data)
     struct vgpu_cmd copy =
         vgpu_cmd_make(VGPU_OP_COPY, COPY_DST, COPY_SRC, COPY_LEN, 0, 0, 0);
 
-    mt_start_src(&t, "postcopy", data);
-    mt_fill_vram(&t);
-    set_postcopy(t.src.qemu->qmp);
-    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
-    set_postcopy(t.dst.qemu->qmp);
-    mt_listen(&t);
+    start_pair(&t, "postcopy", data);
     mt_hold(&t, HOLD_BANDWIDTH);
     VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
     VGT_OK(vg_mig_poll(t.src.qemu->qmp, MT_MIG_TIMEOUT_MS, transferring, NULL,
@@ -270,15 +286,8 @@ static void test_source_lost(void)
     struct vgpu_cmd fill =
         vgpu_cmd_make(VGPU_OP_FILL, FILL_OFF, MIB, 0x7e577e57u, 0, 0, 0);
 
-    mt_start_src(&t, "postcopy-lost", slow);
-    mt_fill_vram(&t);
-    set_postcopy(t.src.qemu->qmp);
-    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
-    set_postcopy(t.dst.qemu->qmp);
-    mt_listen(&t);
-    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
-    VGT_OK(vg_qmp_execute(t.src.qemu->qmp, "migrate-start-postcopy", NULL, NULL,
-                          VGT_ERR));
+    start_pair(&t, "postcopy-lost", slow);
+    migrate_postcopy_now(&t);
     mt_migrate_wait(&t, NULL, NULL, &info);
     mt_attach_dst(&t);
     /* The last filled MiB: at the end of the pass, fetched on demand. */
@@ -378,15 +387,8 @@ static void test_recover(void)
     struct mt t;
     int port;
 
-    mt_start_src(&t, "postcopy-recover", slow);
-    mt_fill_vram(&t);
-    set_postcopy(t.src.qemu->qmp);
-    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
-    set_postcopy(t.dst.qemu->qmp);
-    mt_listen(&t);
-    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
-    VGT_OK(vg_qmp_execute(t.src.qemu->qmp, "migrate-start-postcopy", NULL, NULL,
-                          VGT_ERR));
+    start_pair(&t, "postcopy-recover", slow);
+    migrate_postcopy_now(&t);
     VGT_OK(vg_mig_poll(t.src.qemu->qmp, MT_MIG_TIMEOUT_MS, at_status,
                        "postcopy-active", &info, VGT_ERR));
     VGT_OK(
