@@ -229,7 +229,12 @@ static void migrate(const char *from, const char *to)
     assert_backend(&dst, to);
     VGT_OK(vg_stats_int(&sst, "pages_hashed", &hashed, VGT_ERR));
     g_test_message("source hashed %" G_GINT64_FORMAT " pages", hashed);
-    g_assert_cmpint(hashed, >=, VGT_VRAM_SIZE / VGT_PAGE_SIZE);
+    /* A GPU source hashes all of VRAM on the GPU for its baseline; a CPU
+     * source takes round 0's baselines from the pages it sends and hashes
+     * only what the tracker cannot see (docs/dirty-tracking.md). */
+    if (!strcmp(from, "cuda")) {
+        g_assert_cmpint(hashed, >=, VGT_VRAM_SIZE / VGT_PAGE_SIZE);
+    }
     assert_direct(&sst, from, true);
     assert_direct(&dst, to, false);
     check_dst_vram(&r);
