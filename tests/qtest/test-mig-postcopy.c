@@ -342,22 +342,6 @@ static int at_status(const struct vg_mig_info *info, void *opaque,
     return !strcmp(info->status, opaque);
 }
 
-/* Wait until @qmp's migration status is @status. */
-static void wait_status(struct vg_qmp *qmp, const char *status)
-{
-    struct vg_mig_info info;
-    int64_t deadline = vg_now_ms() + MT_MIG_TIMEOUT_MS;
-
-    do {
-        VGT_OK(vg_mig_query(qmp, &info, VGT_ERR));
-        if (!strcmp(info.status, status)) {
-            return;
-        }
-        g_usleep(20000);
-    } while (vg_now_ms() < deadline);
-    MT_FAIL("migration status %s, waited for %s", info.status, status);
-}
-
 /* A TCP port of loopback free now. */
 static int free_port(void)
 {
@@ -393,8 +377,10 @@ static void test_recover(void)
                        "postcopy-active", &info, VGT_ERR));
     VGT_OK(
         vg_qmp_execute(t.src.qemu->qmp, "migrate-pause", NULL, NULL, VGT_ERR));
-    wait_status(t.src.qemu->qmp, "postcopy-paused");
-    wait_status(t.dst.qemu->qmp, "postcopy-paused");
+    VGT_OK(vg_mig_poll(t.src.qemu->qmp, MT_MIG_TIMEOUT_MS, at_status,
+                       "postcopy-paused", &info, VGT_ERR));
+    VGT_OK(vg_mig_poll(t.dst.qemu->qmp, MT_MIG_TIMEOUT_MS, at_status,
+                       "postcopy-paused", &info, VGT_ERR));
     port = free_port();
     recover = g_strdup_printf("{\"uri\": \"tcp:127.0.0.1:%d\"}", port);
     VGT_OK(vg_qmp_execute_json(t.dst.qemu->qmp, "migrate-recover", recover,
