@@ -116,6 +116,15 @@ static void usage(FILE *out)
         "                         destination's server can reach; port\n"
         "                         picked by the kernel) instead of a UNIX\n"
         "                         socket, for a destination on another host\n"
+        "      --no-restore-on-demand  refuse the client's offer to hand a\n"
+        "                         save file over (load-from-file), as a\n"
+        "                         server predating it would: a restore then\n"
+        "                         loads all of VRAM before the VM runs.\n"
+        "                         Without it, a restore (migrate-incoming\n"
+        "                         from a file, virsh restore) runs the VM\n"
+        "                         once the state is in and loads VRAM from\n"
+        "                         the file in the background and on first\n"
+        "                         touch (docs/restore.md)\n"
         "      --data-slots N     slots of 4 MiB in that area, 2 to 64\n"
         "                         (default 8): QEMU reads into a free one\n"
         "                         and lends it to a migration channel until\n"
@@ -138,7 +147,9 @@ static void usage(FILE *out)
         "                         pages the device writes, so a migration\n"
         "                         can lose them), or postcopy-delay:MS (the\n"
         "                         post-copy page server waits MS ms, 1 to\n"
-        "                         10000, before each reply: a slow source)\n"
+        "                         10000, before each reply, and so does a\n"
+        "                         restore on demand before each read of\n"
+        "                         its save file: a slow source)\n"
         "  -h, --help             show this help and exit\n"
         "\n"
         "MIGRATION\n"
@@ -218,7 +229,9 @@ static void usage(FILE *out)
         "postcopy_max_fault_ms (from the load's end to the last page, and\n"
         "the longest a fault waited), postcopy_on_demand (the VM ran before\n"
         "the last page came), postcopy_done and postcopy_verified (every\n"
-        "page is in; their digest matched the source's);\n"
+        "page is in; their digest matched the source's); restore_on_demand\n"
+        "(the last load came from a save file read on demand: the\n"
+        "postcopy_* destination counters describe its pages);\n"
         "last_error (\"\" if none).\n"
         "\n"
         "SIZE is a number with an optional K, M, G or T suffix (powers of\n"
@@ -244,6 +257,7 @@ struct options {
     bool no_region_log;
     bool no_data_shm;
     bool no_postcopy;
+    bool no_restore_on_demand;
     const char *postcopy_listen;
     unsigned data_slots; /* 0: the server's default */
     enum mig_precopy_mode precopy;
@@ -262,6 +276,7 @@ enum {
     OPT_NO_REGION_LOG,
     OPT_NO_DATA_SHM,
     OPT_NO_POSTCOPY,
+    OPT_NO_RESTORE_ON_DEMAND,
     OPT_POSTCOPY_LISTEN,
     OPT_DATA_SLOTS,
     OPT_MIGRATION_THREADS,
@@ -415,6 +430,9 @@ static int parse_opt(int c, struct options *o)
     case OPT_NO_POSTCOPY:
         o->no_postcopy = true;
         return 0;
+    case OPT_NO_RESTORE_ON_DEMAND:
+        o->no_restore_on_demand = true;
+        return 0;
     case OPT_POSTCOPY_LISTEN:
         o->postcopy_listen = optarg;
         return optarg[0] ? 0 : -1;
@@ -456,6 +474,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"no-region-log", no_argument, NULL, OPT_NO_REGION_LOG},
         {"no-data-shm", no_argument, NULL, OPT_NO_DATA_SHM},
         {"no-postcopy", no_argument, NULL, OPT_NO_POSTCOPY},
+        {"no-restore-on-demand", no_argument, NULL, OPT_NO_RESTORE_ON_DEMAND},
         {"postcopy-listen", required_argument, NULL, OPT_POSTCOPY_LISTEN},
         {"data-slots", required_argument, NULL, OPT_DATA_SLOTS},
         {"migration-threads", required_argument, NULL, OPT_MIGRATION_THREADS},
@@ -563,6 +582,7 @@ int main(int argc, char **argv)
         .no_region_log = o.no_region_log,
         .no_data_shm = o.no_data_shm,
         .no_postcopy = o.no_postcopy,
+        .no_restore_on_demand = o.no_restore_on_demand,
         .postcopy_listen = o.postcopy_listen,
         .data_slots = o.data_slots,
         .precopy = o.precopy,

@@ -14,6 +14,7 @@ struct mig_save; /* mig-save.c */
 struct mig_load; /* mig-load.c */
 struct pc_src;   /* pc-src.h */
 struct pc_dst;   /* pc-dst.h */
+struct sf;       /* stream-file.h */
 
 struct mig {
     struct mig_fsm fsm;
@@ -45,10 +46,12 @@ struct mig {
     int client_uffd;       /* -1: none */
     struct mig_client_area *client_areas;
     unsigned client_nareas;
-    struct pc_src *pc_src; /* serving the last switchover's pages */
-    struct pc_dst *pc_dst; /* fetching the last stream's pages */
-    bool pc_noted;         /* its end is in the statistics */
-    double pc_progress_ms; /* the statistics last showed its progress */
+    struct pc_src *pc_src;     /* serving the last switchover's pages */
+    struct pc_dst *pc_dst;     /* fetching the last stream's pages */
+    struct sf *restore;        /* ...from this save file (restore on demand) */
+    bool no_restore_on_demand; /* --no-restore-on-demand */
+    bool pc_noted;             /* its end is in the statistics */
+    double pc_progress_ms;     /* the statistics last showed its progress */
 };
 
 /* Milliseconds of CLOCK_MONOTONIC. */
@@ -147,6 +150,9 @@ int mig_postcopy_serve(struct mig *m, const uint64_t *pending,
 /* Start fetching what a POSTCOPY record said (the device is stopped). */
 int mig_postcopy_fetch(struct mig *m, const struct mig_postcopy_info *info,
                        struct vg_error *err);
+/* Start loading the pages of the save file @file (taken over) while the
+ * VM runs: the restore's VRAM on demand. */
+int mig_restore_fetch(struct mig *m, struct sf *file, struct vg_error *err);
 /* May the FSM go to @to?  A source whose pages a destination fetches may
  * not run; a destination still fetching may not start a migration. */
 int mig_postcopy_check_arc(struct mig *m, enum mig_state to,
@@ -162,6 +168,10 @@ void mig_postcopy_free(struct mig *m);
 int mig_load_open(struct mig *m, struct vg_error *err);
 int mig_load_write(struct mig *m, const uint8_t *data, uint32_t size,
                    struct vg_error *err);
+/* Stream bytes at [@off, +@len) of a save file; the first extent of the
+ * session brings the file (@fd, taken over), the others -1. */
+int mig_load_file(struct mig *m, int fd, uint64_t off, uint64_t len,
+                  struct vg_error *err);
 /* Check the stream is complete, apply the device state, close. */
 int mig_load_finish(struct mig *m, struct vg_error *err);
 void mig_load_close(struct mig *m);

@@ -17,6 +17,13 @@
  * to one page, is kept.  A version 2 stream brings the page hashes
  * (computed by the decoder from the bytes written, on the pool too for
  * such records), so nothing is hashed twice.
+ *
+ * The stream may also come as extents of a save file (mig_load_file(),
+ * a restore).  A version 2 stream is then read on demand: the session
+ * scans it (stream-file.h) and, once it is whole, hands the file to
+ * pc-dst.c, which loads the pages while the VM runs.  Otherwise (a
+ * version 1 stream, --no-restore-on-demand, or a first extent too short
+ * to tell) its bytes are read here and decoded as if written.
  */
 #include "mig-int.h"
 
@@ -25,11 +32,14 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <xxhash.h>
 
 #include "common/hash.h"
+#include "common/le.h"
 #include "common/log.h"
+#include "stream-file.h"
 
 /* One PAGES record being written by the pool. */
 struct load_job {
@@ -54,6 +64,9 @@ struct mig_load {
     uint32_t state_len;
     bool postcopy; /* a POSTCOPY record came: */
     struct mig_postcopy_info pc_info;
+    /* A save file's extents: read on demand (@file), or here (@file_fd). */
+    struct sf *file;
+    int file_fd;
     bool failed; /* a write failed (reported once) */
 };
 
@@ -298,8 +311,89 @@ int mig_load_open(struct mig *m, struct vg_error *err)
         mig_load_close(m);
         return ret;
     }
+    m->load->file_fd = -1;
     vgpu_reset(m->gpu);
     return 0;
+}
+
+/* The first extent: on demand if it starts with a version 2 HEADER. */
+static int file_open(struct mig *m, int fd, uint64_t off, uint64_t len,
+                     struct vg_error *err)
+{
+    struct mig_dec_sink sink = {
+        .opaque = m, .zeros = sink_zeros, .state = sink_state};
+    struct sf_config cfg = {m->scfg, fd, m->fault.postcopy_delay_ms, sink};
+    uint8_t head[MIG_REC_HDR_SIZE + MIG_HEADER_SIZE];
+    bool lazy = mig_restore_capable(m) && len >= sizeof(head) &&
+                pread(fd, head, sizeof(head), (off_t)off) == sizeof(head) &&
+                vg_get_le16(head) == MIG_REC_HEADER &&
+                vg_get_le32(head + MIG_REC_HDR_SIZE + 8) >= 2;
+
+    if (!lazy) {
+        vg_info("migration: loading from a save file before the VM runs");
+        m->load->file_fd = fd;
+        return 0;
+    }
+    vg_info("migration: loading from a save file on demand");
+    m->stats.restore_on_demand = true;
+    return sf_new(&cfg, &m->load->file, err);
+}
+
+/* Read file bytes [@off, +@len) and decode them. */
+static int file_read(struct mig *m, uint64_t off, uint64_t len,
+                     struct vg_error *err)
+{
+    uint8_t *buf = malloc(MIG_REC_MAX);
+    int ret = buf ? 0 : vg_error_set(err, ENOMEM, "save file buffer");
+
+    while (ret == 0 && len) {
+        size_t n = len < MIG_REC_MAX ? (size_t)len : MIG_REC_MAX;
+        ssize_t got = pread(m->load->file_fd, buf, n, (off_t)off);
+
+        if (got <= 0) {
+            ret = vg_error_set(err, got < 0 ? errno : EIO,
+                               "save file: reading offset %" PRIu64 ": %s", off,
+                               got < 0 ? strerror(errno) : "end of file");
+            break;
+        }
+        ret = mig_load_write(m, buf, (uint32_t)got, err);
+        off += (uint64_t)got;
+        len -= (uint64_t)got;
+    }
+    free(buf);
+    return ret;
+}
+
+int mig_load_file(struct mig *m, int fd, uint64_t off, uint64_t len,
+                  struct vg_error *err)
+{
+    struct mig_load *l = m->load;
+    bool opened = l->file || l->file_fd >= 0;
+    int ret = 0;
+
+    if (opened == (fd >= 0)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return vg_error_set(err, EINVAL,
+                            opened ? "a second save file in one load"
+                                   : "file extents before the save file");
+    }
+    if (fd >= 0) {
+        ret = file_open(m, fd, off, len, err);
+    }
+    if (ret == 0 && l->file) {
+        ret = sf_add(l->file, off, len, err);
+        m->stats.bytes_received = sf_bytes(l->file);
+        m->stats.stream_version = 2;
+    } else if (ret == 0) {
+        ret = file_read(m, off, len, err);
+    }
+    if (ret < 0 && !l->failed) {
+        l->failed = true;
+        mig_note_error(m, err->msg);
+    }
+    return ret;
 }
 
 int mig_load_write(struct mig *m, const uint8_t *data, uint32_t size,
@@ -322,18 +416,25 @@ int mig_load_write(struct mig *m, const uint8_t *data, uint32_t size,
 int mig_load_finish(struct mig *m, struct vg_error *err)
 {
     struct mig_load *l = m->load;
-    int ret = mig_dec_finish(l->dec, err);
+    int ret = l->file ? sf_end(l->file, err) : mig_dec_finish(l->dec, err);
 
     if (ret == 0) {
         ret = vgpu_state_load(m->gpu, l->state, l->state_len, err);
     }
-    if (ret == 0 && l->postcopy) {
+    if (ret == 0 && l->file) {
+        vg_info("migration: save file scanned, %" PRIu64
+                " stream bytes; its pages load while the VM runs",
+                m->stats.bytes_received);
+        /* The file is the restore's now; the checksums follow its pages. */
+        ret = mig_restore_fetch(m, l->file, err);
+        l->file = NULL;
+    } else if (ret == 0 && l->postcopy) {
         /* The checksums follow the last page (mig_postcopy_poll). */
         ret = mig_postcopy_fetch(m, &l->pc_info, err);
     } else if (ret == 0) {
         mig_take_checksums(m, l->page_hash, l->hashed);
     }
-    if (ret == 0) {
+    if (ret == 0 && !m->stats.restore_on_demand) {
         vg_info("migration: stream of %" PRIu64 " bytes loaded",
                 mig_dec_bytes(l->dec));
     }
@@ -344,6 +445,10 @@ int mig_load_finish(struct mig *m, struct vg_error *err)
 void mig_load_close(struct mig *m)
 {
     if (m->load) {
+        sf_free(m->load->file);
+        if (m->load->file_fd >= 0) {
+            close(m->load->file_fd);
+        }
         mig_dec_free(m->load->dec);
         dt_pool_free(m->load->pool);
         free(m->load->page_hash);

@@ -1,7 +1,8 @@
 /*
  * mig-postcopy.c -- post-copy in the migration module: the page server of
- * a source (pc-src.c), VRAM on demand on a destination (pc-dst.c), and
- * the rules they impose on the device (mig.h, "Post-copy").
+ * a source (pc-src.c), VRAM on demand on a destination (pc-dst.c) from
+ * the page server or from a save file (a restore), and the rules they
+ * impose on the device (mig.h, "Post-copy").
  */
 #include "mig-int.h"
 
@@ -15,6 +16,7 @@
 #include "common/log.h"
 #include "pc-dst.h"
 #include "pc-src.h"
+#include "stream-file.h"
 
 /* How often a destination's statistics show the pages arriving. */
 #define PROGRESS_MS 100.0
@@ -25,6 +27,12 @@
 bool mig_postcopy_capable(const struct mig *m)
 {
     return m->runtime_dir && vgpu_vram(m->gpu);
+}
+
+bool mig_restore_capable(const struct mig *m)
+{
+    return !m->no_restore_on_demand && vgpu_vram(m->gpu) &&
+           vgpu_vram_fd(m->gpu) >= 0;
 }
 
 int mig_postcopy_prepare(struct mig *m, struct vg_error *err)
@@ -117,48 +125,71 @@ static bool vram_ready(void *opaque, uint64_t off, uint64_t len)
     return !m->pc_dst || pc_dst_ready(m->pc_dst, off, len);
 }
 
-int mig_postcopy_fetch(struct mig *m, const struct mig_postcopy_info *info,
+/* Start VRAM on demand from the source @cfg names (the rest is filled
+ * here); the previous one was freed. */
+static int fetch_start(struct mig *m, struct pc_dst_config *cfg,
                        struct vg_error *err)
 {
     struct pc_dst_area *areas = calloc(m->client_nareas + 1, sizeof(*areas));
-    struct pc_dst_config cfg = {
-        .npages = m->npages,
-        .pending = info->pending,
-        .page_size = m->scfg.page_size,
-        .vram = vgpu_vram(m->gpu),
-        .vram_fd = vgpu_vram_fd(m->gpu),
-        .uffd = -1,
-        .areas = areas,
-        .nareas = m->client_nareas,
-    };
     int ret;
 
     if (!areas) {
         return vg_error_set(err, ENOMEM, "no memory for post-copy");
     }
-    mig_postcopy_free(m);
     for (unsigned i = 0; i < m->client_nareas; i++) {
         areas[i] = (struct pc_dst_area){m->client_areas[i].vaddr,
                                         m->client_areas[i].vram_off,
                                         m->client_areas[i].size};
     }
-    memcpy(cfg.address, info->addr, sizeof(cfg.address));
-    memcpy(cfg.token, info->token, sizeof(cfg.token));
+    cfg->npages = m->npages;
+    cfg->page_size = m->scfg.page_size;
+    cfg->vram = vgpu_vram(m->gpu);
+    cfg->vram_fd = vgpu_vram_fd(m->gpu);
+    cfg->uffd = -1;
+    cfg->areas = areas;
+    cfg->nareas = m->client_nareas;
     if (m->client_uffd >= 0 && m->bar2_shared) {
-        cfg.uffd = dup(m->client_uffd);
+        cfg->uffd = dup(m->client_uffd);
     }
     vgpu_prealloc_end(m->gpu); /* it would fill the holes with zeros */
-    m->stats.postcopy = true;
-    m->stats.postcopy_pages = info->pending;
-    ret = pc_dst_start(&cfg, &m->pc_dst, err);
-    if (ret < 0 && cfg.uffd >= 0) {
-        close(cfg.uffd);
+    ret = pc_dst_start(cfg, &m->pc_dst, err);
+    if (ret < 0 && cfg->uffd >= 0) {
+        close(cfg->uffd);
     }
     if (ret == 0 && !pc_dst_done(m->pc_dst)) {
         vgpu_set_vram_gate(m->gpu, vram_ready, m); /* per command */
     }
     free(areas);
     m->pc_noted = false;
+    return ret;
+}
+
+int mig_postcopy_fetch(struct mig *m, const struct mig_postcopy_info *info,
+                       struct vg_error *err)
+{
+    struct pc_dst_config cfg = {.pending = info->pending};
+
+    mig_postcopy_free(m);
+    memcpy(cfg.address, info->addr, sizeof(cfg.address));
+    memcpy(cfg.token, info->token, sizeof(cfg.token));
+    m->stats.postcopy = true;
+    m->stats.postcopy_pages = info->pending;
+    return fetch_start(m, &cfg, err);
+}
+
+int mig_restore_fetch(struct mig *m, struct sf *file, struct vg_error *err)
+{
+    struct pc_dst_config cfg = {.file = file};
+    struct pc_dst_stats st;
+    int ret;
+
+    mig_postcopy_free(m);
+    m->restore = file;
+    ret = fetch_start(m, &cfg, err);
+    if (ret == 0) {
+        pc_dst_get_stats(m->pc_dst, &st);
+        m->stats.postcopy_pages = st.pending;
+    }
     return ret;
 }
 
@@ -241,6 +272,8 @@ int mig_postcopy_poll(struct mig *m)
                 vgpu_set_vram_gate(m->gpu, NULL, NULL);
                 pc_dst_free(m->pc_dst);
                 m->pc_dst = NULL;
+                sf_free(m->restore); /* and the save file */
+                m->restore = NULL;
                 mig_take_checksums(m, NULL, NULL);
             }
             mig_stats_flush(m, NULL);
@@ -306,6 +339,8 @@ void mig_postcopy_free(struct mig *m)
     }
     pc_src_free(m->pc_src);
     pc_dst_free(m->pc_dst);
+    sf_free(m->restore);
     m->pc_src = NULL;
     m->pc_dst = NULL;
+    m->restore = NULL;
 }

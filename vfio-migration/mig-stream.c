@@ -18,12 +18,93 @@
 /* A PAGES record's headers: record header and run header. */
 #define RUN_HEADERS_SIZE (MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE)
 
-/* Checksum of a record: XXH3-64 of its payload, seeded with header bytes
- * 0..7 (type, flags, length) read as a little-endian u64. */
-static uint64_t rec_checksum(const uint8_t *hdr, const uint8_t *payload,
-                             uint32_t len)
+uint64_t mig_rec_checksum(const uint8_t *hdr, const uint8_t *payload,
+                          uint32_t len)
 {
     return vg_hash(payload, len, vg_get_le64(hdr));
+}
+
+uint64_t mig_pages_checksum(const uint8_t *hdr, const uint8_t *run,
+                            const uint64_t *hashes, uint32_t count)
+{
+    uint8_t buf[MIG_RUN_HDR_SIZE + MIG_RUN_MAX_PAGES * 8];
+
+    count = count < MIG_RUN_MAX_PAGES ? count : MIG_RUN_MAX_PAGES;
+    memcpy(buf, run, MIG_RUN_HDR_SIZE);
+    for (uint32_t i = 0; i < count; i++) {
+        vg_put_le64(buf + MIG_RUN_HDR_SIZE + 8 * i, hashes[i]);
+    }
+    return vg_hash(buf, MIG_RUN_HDR_SIZE + (size_t)count * 8, vg_get_le64(hdr));
+}
+
+bool mig_rec_bounds(uint32_t page_size, uint32_t type, uint32_t *min,
+                    uint32_t *max)
+{
+    switch (type) {
+    case MIG_REC_HEADER:
+        *min = *max = MIG_HEADER_SIZE;
+        return true;
+    case MIG_REC_PAGES:
+        *min = MIG_RUN_HDR_SIZE + page_size;
+        *max = MIG_RUN_HDR_SIZE + MIG_RUN_MAX_BYTES;
+        return true;
+    case MIG_REC_ZEROS:
+        *min = *max = MIG_RUN_HDR_SIZE;
+        return true;
+    case MIG_REC_DEVICE_STATE:
+        *min = 1;
+        *max = MIG_STATE_MAX;
+        return true;
+    case MIG_REC_END:
+        *min = *max = MIG_END_SIZE;
+        return true;
+    case MIG_REC_POSTCOPY:
+        *min = *max = MIG_POSTCOPY_SIZE;
+        return true;
+    default:
+        return false;
+    }
+}
+
+int mig_header_check(const struct mig_stream_config *c, const uint8_t *p,
+                     uint32_t *version, struct vg_error *err)
+{
+    if (memcmp(p, MIG_STREAM_MAGIC, 8) != 0) {
+        return vg_error_set(err, EINVAL,
+                            "bad magic %02x%02x%02x%02x%02x%02x%02x%02x, "
+                            "expected \"%s\"",
+                            p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
+                            MIG_STREAM_MAGIC);
+    }
+    if (vg_get_le32(p + 8) < MIG_STREAM_VERSION_MIN ||
+        vg_get_le32(p + 8) > MIG_STREAM_VERSION) {
+        return vg_error_set(err, EPROTO,
+                            "unknown stream version %u, this device reads "
+                            "versions %u to %u",
+                            vg_get_le32(p + 8), MIG_STREAM_VERSION_MIN,
+                            MIG_STREAM_VERSION);
+    }
+    if (vg_get_le64(p + 16) != c->vram_size) {
+        return vg_error_set(err, EINVAL,
+                            "VRAM size mismatch: stream has %" PRIu64
+                            " bytes, this device has %" PRIu64,
+                            vg_get_le64(p + 16), c->vram_size);
+    }
+    if (vg_get_le32(p + 12) != c->page_size) {
+        return vg_error_set(err, EINVAL,
+                            "page size mismatch: stream has %u bytes, this "
+                            "device has %u",
+                            vg_get_le32(p + 12), c->page_size);
+    }
+    if (vg_get_le32(p + 24) != c->features || vg_get_le32(p + 28) != 0) {
+        return vg_error_set(err, EINVAL,
+                            "features mismatch: stream has %#x (reserved "
+                            "%#x), this device has %#x",
+                            vg_get_le32(p + 24), vg_get_le32(p + 28),
+                            c->features);
+    }
+    *version = vg_get_le32(p + 8);
+    return 0;
 }
 
 const char *mig_rec_name(uint32_t type)
@@ -132,7 +213,7 @@ static size_t rec_seal(struct mig_enc *enc, uint8_t *buf, uint16_t type,
     size_t size = MIG_REC_HDR_SIZE + len;
 
     rec_head(buf, type, len);
-    vg_put_le64(buf + 8, rec_checksum(buf, buf + MIG_REC_HDR_SIZE, len));
+    vg_put_le64(buf + 8, mig_rec_checksum(buf, buf + MIG_REC_HDR_SIZE, len));
     if (type != MIG_REC_END) {
         XXH3_64bits_update(enc->digest, buf, size);
     }
@@ -383,43 +464,13 @@ static int dec_sink_failed(struct mig_dec *dec, int ret, struct vg_error *se)
     return dec_fail(dec, -ret, "%s", se->msg);
 }
 
-/* Payload bounds of @type: [*min, *max]. */
-static bool rec_bounds(const struct mig_dec *dec, uint32_t type, uint32_t *min,
-                       uint32_t *max)
-{
-    switch (type) {
-    case MIG_REC_HEADER:
-        *min = *max = MIG_HEADER_SIZE;
-        return true;
-    case MIG_REC_PAGES:
-        *min = MIG_RUN_HDR_SIZE + dec->cfg.page_size;
-        *max = MIG_RUN_HDR_SIZE + MIG_RUN_MAX_BYTES;
-        return true;
-    case MIG_REC_ZEROS:
-        *min = *max = MIG_RUN_HDR_SIZE;
-        return true;
-    case MIG_REC_DEVICE_STATE:
-        *min = 1;
-        *max = MIG_STATE_MAX;
-        return true;
-    case MIG_REC_END:
-        *min = *max = MIG_END_SIZE;
-        return true;
-    case MIG_REC_POSTCOPY:
-        *min = *max = MIG_POSTCOPY_SIZE;
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* The record header is in: check type, flags and length. */
 static int dec_rec_header(struct mig_dec *dec)
 {
     uint32_t type = vg_get_le16(dec->rec), flags = vg_get_le16(dec->rec + 2);
     uint32_t len = vg_get_le32(dec->rec + 4), min, max;
 
-    if (!rec_bounds(dec, type, &min, &max)) {
+    if (!mig_rec_bounds(dec->cfg.page_size, type, &min, &max)) {
         return dec_fail(dec, EINVAL, "unknown record type %u", type);
     }
     if (flags) {
@@ -439,45 +490,14 @@ static int dec_rec_header(struct mig_dec *dec)
 
 static int dec_header(struct mig_dec *dec, const uint8_t *p)
 {
-    const struct mig_stream_config *c = &dec->cfg;
+    struct vg_error e = {0};
 
     if (dec->seen_header) {
         return dec_fail(dec, EINVAL, "duplicate HEADER");
     }
-    if (memcmp(p, MIG_STREAM_MAGIC, 8) != 0) {
-        return dec_fail(dec, EINVAL,
-                        "bad magic %02x%02x%02x%02x%02x%02x%02x%02x, expected "
-                        "\"%s\"",
-                        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
-                        MIG_STREAM_MAGIC);
+    if (mig_header_check(&dec->cfg, p, &dec->version, &e) < 0) {
+        return dec_fail(dec, e.code, "%s", e.msg);
     }
-    if (vg_get_le32(p + 8) < MIG_STREAM_VERSION_MIN ||
-        vg_get_le32(p + 8) > MIG_STREAM_VERSION) {
-        return dec_fail(dec, EPROTO,
-                        "unknown stream version %u, this device reads "
-                        "versions %u to %u",
-                        vg_get_le32(p + 8), MIG_STREAM_VERSION_MIN,
-                        MIG_STREAM_VERSION);
-    }
-    if (vg_get_le64(p + 16) != c->vram_size) {
-        return dec_fail(dec, EINVAL,
-                        "VRAM size mismatch: stream has %" PRIu64
-                        " bytes, this device has %" PRIu64,
-                        vg_get_le64(p + 16), c->vram_size);
-    }
-    if (vg_get_le32(p + 12) != c->page_size) {
-        return dec_fail(dec, EINVAL,
-                        "page size mismatch: stream has %u bytes, this device "
-                        "has %u",
-                        vg_get_le32(p + 12), c->page_size);
-    }
-    if (vg_get_le32(p + 24) != c->features || vg_get_le32(p + 28) != 0) {
-        return dec_fail(dec, EINVAL,
-                        "features mismatch: stream has %#x (reserved %#x), "
-                        "this device has %#x",
-                        vg_get_le32(p + 24), vg_get_le32(p + 28), c->features);
-    }
-    dec->version = vg_get_le32(p + 8);
     dec->seen_header = true;
     return 0;
 }
@@ -683,7 +703,7 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
     uint32_t count;
 
     if (!hashed_pages(dec)) {
-        *sum = rec_checksum(dec->rec, p, len);
+        *sum = mig_rec_checksum(dec->rec, p, len);
         return 0;
     }
     if (pages_shape(dec, p, len) < 0) {

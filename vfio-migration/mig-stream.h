@@ -95,6 +95,21 @@ struct mig_postcopy_info {
 /* "HEADER", "PAGES", ...; "unknown" otherwise. */
 const char *mig_rec_name(uint32_t type);
 
+/* The pieces of the decoder's checks, for readers of a stream held
+ * elsewhere (stream-file.h).  mig_rec_bounds: payload bounds of a record
+ * type, false for an unknown type.  mig_header_check: a HEADER payload
+ * against this device (*@version on success).  mig_rec_checksum: the
+ * checksum of a record whose header is @hdr; mig_pages_checksum: that of
+ * a version 2 PAGES record from its run header and page hashes. */
+bool mig_rec_bounds(uint32_t page_size, uint32_t type, uint32_t *min,
+                    uint32_t *max);
+int mig_header_check(const struct mig_stream_config *cfg, const uint8_t *p,
+                     uint32_t *version, struct vg_error *err);
+uint64_t mig_rec_checksum(const uint8_t *hdr, const uint8_t *payload,
+                          uint32_t len);
+uint64_t mig_pages_checksum(const uint8_t *hdr, const uint8_t *run,
+                            const uint64_t *hashes, uint32_t count);
+
 /* ---------------------------------------------------------------- encoder */
 
 struct mig_enc;

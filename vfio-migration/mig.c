@@ -189,6 +189,7 @@ static void session_started(struct mig *m)
     m->stats.postcopy_done = false;
     m->stats.postcopy_verified = false;
     m->stats.postcopy_reconnects = 0;
+    m->stats.restore_on_demand = false;
 }
 
 static int arc_quiesce(void *opaque, struct vg_error *err)
@@ -351,6 +352,7 @@ int mig_new(const struct mig_config *cfg, struct mig **out,
     m->nonzero = calloc((size_t)(m->npages + 63) / 64, 8);
     m->stats_path = cfg->stats_path ? strdup(cfg->stats_path) : NULL;
     m->runtime_dir = cfg->runtime_dir ? strdup(cfg->runtime_dir) : NULL;
+    m->no_restore_on_demand = cfg->no_restore_on_demand;
     m->postcopy_listen =
         cfg->postcopy_listen ? strdup(cfg->postcopy_listen) : NULL;
     m->client_uffd = -1;
@@ -444,6 +446,26 @@ int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
     } else {
         m->stats.precopy_reads++;
         m->stats.precopy_read_ms += mig_now_ms() - t0;
+    }
+    return ret;
+}
+
+int mig_write_file(struct mig *m, int fd, uint64_t off, uint64_t len,
+                   struct vg_error *err)
+{
+    int ret;
+
+    if (m->fsm.state != MIG_STATE_RESUMING) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return vg_error_set(err, EINVAL, "migration data refused in %s",
+                            mig_state_name(m->fsm.state));
+    }
+    ret = mig_load_file(m, fd, off, len, err);
+    m->stats.load_writes++;
+    if (ret < 0) {
+        mig_fsm_fail(&m->fsm, "bad migration stream");
     }
     return ret;
 }
@@ -604,14 +626,16 @@ static void postcopy_json(const struct mig_stats *st, char *out, size_t size)
              ",\n  \"postcopy_ms\": %.3f,\n  \"postcopy_max_fault_ms\": %.3f"
              ",\n  \"postcopy_on_demand\": %s,\n  \"postcopy_done\": %s"
              ",\n  \"postcopy_verified\": %s"
-             ",\n  \"postcopy_reconnects\": %" PRIu64,
+             ",\n  \"postcopy_reconnects\": %" PRIu64
+             ",\n  \"restore_on_demand\": %s",
              st->postcopy ? "true" : "false", st->postcopy_pages,
              st->postcopy_served, st->postcopy_fetched, st->postcopy_faults,
              st->postcopy_zero_faults, st->postcopy_waits, st->postcopy_ms,
              st->postcopy_max_fault_ms,
              st->postcopy_on_demand ? "true" : "false",
              st->postcopy_done ? "true" : "false",
-             st->postcopy_verified ? "true" : "false", st->postcopy_reconnects);
+             st->postcopy_verified ? "true" : "false", st->postcopy_reconnects,
+             st->restore_on_demand ? "true" : "false");
 }
 
 int mig_stats_json(const struct mig *m, char *buf, size_t size,
@@ -619,7 +643,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
 {
     const struct mig_stats *st = &m->stats;
     char error[VG_ERROR_MAX * 2], vram[24], state[24], ms[32], backend[320];
-    char postcopy[640];
+    char postcopy[768];
     int n;
 
     json_escape(st->last_error, error, sizeof(error));

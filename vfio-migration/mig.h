@@ -67,6 +67,8 @@ struct mig_config {
     /* NULL: the page server listens on a UNIX socket in runtime_dir; else
      * on TCP at this host name or address (another host can reach it). */
     const char *postcopy_listen;
+    /* Load a save file's stream before the VM runs, never on demand. */
+    bool no_restore_on_demand;
 };
 
 /* Counters: "total" ones over the process lifetime, the others for the
@@ -121,6 +123,9 @@ struct mig_stats {
     bool postcopy_verified;        /* ...and the digests of both ends match */
     uint64_t postcopy_reconnects;  /* destination: the channel broke and
                                       was connected again */
+    /* A restore whose save file is read on demand; the postcopy_* counters
+     * of a destination describe its pages. */
+    bool restore_on_demand;
 };
 
 struct mig;
@@ -230,6 +235,16 @@ void mig_client_gone(struct mig *m);
 /* Wait until VRAM [@off, +@len) is here (post-copy destination). */
 int mig_vram_wait(struct mig *m, uint64_t off, uint64_t len,
                   struct vg_error *err);
+/*
+ * Restore on demand (docs/restore.md).  In RESUMING the stream may come
+ * as extents of a save file (mig_write_file; the first brings the file).
+ * A version 2 stream is scanned, not read: once it is whole the VM runs
+ * and its pages load in the background and on first touch, as in a
+ * post-copy, from the file.
+ */
+bool mig_restore_capable(const struct mig *m);
+int mig_write_file(struct mig *m, int fd, uint64_t off, uint64_t len,
+                   struct vg_error *err);
 /* Notice the end of a post-copy (statistics, checksums, stats file):
  * returns the ms until it should be called again, -1 if none runs. */
 int mig_postcopy_poll(struct mig *m);

@@ -25,6 +25,7 @@
 
 #include "common/hash.h"
 #include "common/log.h"
+#include "stream-file.h"
 #include "uffd.h"
 
 #define URGENT_MAX 4096u
@@ -157,6 +158,15 @@ static int dst_welcome(struct pc_dst *d, struct vg_error *err)
     return 0;
 }
 
+/* Restore on demand: the pages the save file holds. */
+static void file_welcome(struct pc_dst *d)
+{
+    d->cfg.pending = sf_pending(d->cfg.file, d->wanted);
+    memcpy(d->pending, d->wanted, pc_bitmap_bytes(d->cfg.npages));
+    d->left = d->cfg.pending;
+    d->stats.pending = d->cfg.pending;
+}
+
 /* A welcome after a reconnection: the same source session. */
 static int dst_welcome_again(struct pc_dst *d, struct vg_error *err)
 {
@@ -237,6 +247,18 @@ static int install_run(struct pc_dst *d, uint64_t first, uint32_t count,
     return 0;
 }
 
+/* Read pages [@first, +@count) from the save file and install them. */
+static int read_run(struct pc_dst *d, uint64_t first, uint32_t count,
+                    double asked_ms, struct vg_error *err)
+{
+    int ret = sf_read(d->cfg.file, first, count, d->buf, err);
+
+    pthread_mutex_lock(&d->lock);
+    d->stats.requests++;
+    pthread_mutex_unlock(&d->lock);
+    return ret < 0 ? ret : install_run(d, first, count, asked_ms, err);
+}
+
 /* Ask for pages [@first, +@count) and install them. */
 static int fetch_run(struct pc_dst *d, uint64_t first, uint32_t count,
                      double asked_ms, struct vg_error *err)
@@ -245,7 +267,12 @@ static int fetch_run(struct pc_dst *d, uint64_t first, uint32_t count,
     struct iovec iov = {&req, sizeof(req)};
     uint64_t len = (uint64_t)count * d->cfg.page_size;
     struct pc_data hdr;
-    int ret = pc_send(d->sock, &iov, 1, err);
+    int ret;
+
+    if (d->cfg.file) {
+        return read_run(d, first, count, asked_ms, err);
+    }
+    ret = pc_send(d->sock, &iov, 1, err);
 
     if (ret == 0) {
         ret = pc_recv(d->sock, &hdr, sizeof(hdr), err);
@@ -361,6 +388,23 @@ static int exchange_done(struct pc_dst *d, struct pc_fin *fin,
 
 static int reconnect(struct pc_dst *d, struct vg_error *err);
 static bool recoverable(const struct vg_error *err);
+
+/* Restore on demand: every page is in; the file's digest checked. */
+static int finish_file(struct pc_dst *d, struct vg_error *err)
+{
+    int ret = sf_verify(d->cfg.file, err);
+
+    for (unsigned i = 0; d->cfg.uffd >= 0 && i < d->cfg.nareas; i++) {
+        uffd_unregister(d->cfg.uffd, d->areas[i].vaddr, d->areas[i].size, NULL);
+    }
+    pthread_mutex_lock(&d->lock);
+    d->stats.done = true;
+    d->stats.verified = ret == 0;
+    d->stats.elapsed_ms = now_ms() - d->t0_ms;
+    pthread_cond_broadcast(&d->arrived);
+    pthread_mutex_unlock(&d->lock);
+    return ret;
+}
 
 static int finish(struct pc_dst *d, struct vg_error *err)
 {
@@ -493,12 +537,12 @@ static int fetch_all(struct pc_dst *d, struct vg_error *err)
         }
         pthread_mutex_unlock(&d->lock);
         if (!more) {
-            return finish(d, err);
+            return d->cfg.file ? finish_file(d, err) : finish(d, err);
         }
         ret = fetch_run(d, first, count, asked, err);
         if (ret < 0) {
             unrequest(d, first, count);
-            if (!recoverable(err) || reconnect(d, err) < 0) {
+            if (d->cfg.file || !recoverable(err) || reconnect(d, err) < 0) {
                 return ret;
             }
         }
@@ -709,11 +753,13 @@ int pc_dst_start(const struct pc_dst_config *cfg, struct pc_dst **out,
     }
     d->t0_ms = now_ms();
     ret = dst_alloc(d, cfg, err);
-    if (ret == 0) {
+    if (ret == 0 && cfg->file) {
+        file_welcome(d);
+    } else if (ret == 0) {
         ret = dst_connect(d, err);
-    }
-    if (ret == 0) {
-        ret = dst_welcome(d, err);
+        if (ret == 0) {
+            ret = dst_welcome(d, err);
+        }
     }
     if (ret == 0 && d->cfg.uffd >= 0 && d->cfg.vram_fd >= 0 &&
         areas_usable(d)) {

@@ -24,6 +24,10 @@
  * goes first.  A source that answers wrongly fails the post-copy.
  * Without a userfaultfd (or with mappings it cannot cover whole pages of)
  * pc_dst_start() fetches every pending page before it returns.
+ *
+ * Restore on demand is the same with a save file (stream-file.h) in place
+ * of the page server: the pages are those the file holds, read and
+ * verified record by record, and the end checks the stream's digest.
  */
 #ifndef PC_DST_H
 #define PC_DST_H
@@ -42,11 +46,14 @@ struct pc_dst_area {
     uint64_t size;
 };
 
+struct sf; /* stream-file.h */
+
 struct pc_dst_config {
-    char address[PC_ADDR_MAX]; /* the POSTCOPY record's */
+    struct sf *file;           /* restore: pages from it (borrowed), or */
+    char address[PC_ADDR_MAX]; /* the POSTCOPY record's page server */
     uint8_t token[PC_TOKEN_SIZE];
     uint64_t npages;
-    uint64_t pending; /* what the record promised */
+    uint64_t pending; /* what the record promised (not with @file) */
     uint32_t page_size;
     uint8_t *vram; /* VRAM mapped here */
     int vram_fd;   /* its memfd */

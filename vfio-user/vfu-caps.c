@@ -295,6 +295,9 @@ static int migr_member(struct json *j, const char *key, int depth, void *opaque)
     if (strcmp(key, "postcopy") == 0) {
         return json_bool(j, &mc->postcopy);
     }
+    if (strcmp(key, "load-from-file") == 0) {
+        return json_bool(j, &mc->load_from_file);
+    }
     return json_value(j, depth);
 }
 
@@ -390,6 +393,10 @@ static int format_migr(const struct vfu_migr_caps *client,
     if (client->postcopy && ours->postcopy) {
         n += (size_t)snprintf(members + n, sizeof(members) - n,
                               ",\"postcopy\":true");
+    }
+    if (client->load_from_file && ours->load_from_file) {
+        n += (size_t)snprintf(members + n, sizeof(members) - n,
+                              ",\"load-from-file\":true");
     }
     if (n == 0) {
         return snprintf(buf, size, "%s", "");

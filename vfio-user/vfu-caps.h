@@ -16,7 +16,8 @@
  * pre-copy and sends them with VFIO_USER_REGION_DIRTY_LOG) and "data_shm"
  * (migration data may move through a shared memory area: MIG_DATA_SHM,
  * MIG_DATA_READ_SHM, MIG_DATA_WRITE_SHM) and "postcopy" (REGION_UFFD and
- * MIG_POSTCOPY, docs/postcopy.md).  An object
+ * MIG_POSTCOPY, docs/postcopy.md) and "load-from-file" (MIG_DATA_FILE,
+ * docs/restore.md).  An object
  * with none of these members is left out of the reply.
  */
 #ifndef VFU_CAPS_H
@@ -44,6 +45,7 @@ struct vfu_migr_caps {
     bool region_dirty_log; /* "region_dirty_log": true */
     bool data_shm;         /* "data_shm": true */
     bool postcopy;         /* "postcopy": true */
+    bool load_from_file;   /* "load-from-file": true */
     uint64_t pgsize;
     uint64_t max_bitmap_size;
 };

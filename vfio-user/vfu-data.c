@@ -37,6 +37,7 @@ int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
         .hash_threads = cfg->migration_threads,
         .stream_version = cfg->stream_version,
         .postcopy_listen = cfg->postcopy_listen,
+        .no_restore_on_demand = cfg->no_restore_on_demand,
     };
 
     /* A post-copy page server's socket goes beside ours. */
@@ -488,6 +489,37 @@ int vfu_handle_mig_postcopy(struct vfu_server *srv, const uint8_t *p,
         memcpy(vfu_payload(srv), &reply, sizeof(reply));
         r->len = sizeof(reply);
     }
+    return ret;
+}
+
+int vfu_handle_mig_data_file(struct vfu_server *srv, const uint8_t *p,
+                             size_t len, struct vfu_reply *r,
+                             struct vg_error *err)
+{
+    struct vfu_file_extent ext[VFU_MIG_DATA_FILE_MAX];
+    uint32_t flags = 0, n = 0;
+    int fd = -1, ret;
+
+    if (!srv->load_from_file) {
+        return vg_error_set(err, ENOTSUP, "load-from-file was not negotiated");
+    }
+    ret = vfu_parse_mig_data_file(p, len, &flags, ext, &n, err);
+    if (ret < 0) {
+        return ret;
+    }
+    if (srv->rx.nfds != (flags & VFU_MIG_DATA_FILE_FD ? 1u : 0u)) {
+        return vg_error_set(err, EINVAL, "flags %#x with %u file descriptors",
+                            flags, srv->rx.nfds);
+    }
+    if (flags & VFU_MIG_DATA_FILE_FD) {
+        fd = srv->rx.fds[0];
+        srv->rx.fds[0] = -1; /* taken over */
+    }
+    for (uint32_t i = 0; ret == 0 && i < n; i++) {
+        ret = mig_write_file(srv->mig, i ? -1 : fd, ext[i].offset, ext[i].size,
+                             err);
+    }
+    r->len = 0;
     return ret;
 }
 

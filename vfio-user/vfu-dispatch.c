@@ -26,6 +26,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
                  .region_dirty_log = true,
                  .data_shm = true,
                  .postcopy = true,
+                 .load_from_file = true,
                  .pgsize = DMA_PGSIZE,
                  .max_bitmap_size = MAX_XFER},
     };
@@ -40,6 +41,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
     ours.migr.region_dirty_log &= !srv->no_region_log;
     ours.migr.data_shm &= !srv->no_data_shm;
     ours.migr.postcopy &= !srv->no_postcopy && mig_postcopy_capable(srv->mig);
+    ours.migr.load_from_file &= mig_restore_capable(srv->mig);
     ret = vfu_parse_version(p, len, &req, err);
     if (ret < 0) {
         return ret;
@@ -72,6 +74,8 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
     mig_note_bar2_logged(srv->mig, srv->region_log);
     srv->data_shm = req.caps.migr.data_shm && ours.migr.data_shm;
     srv->postcopy = req.caps.migr.postcopy && ours.migr.postcopy;
+    srv->load_from_file =
+        req.caps.migr.load_from_file && ours.migr.load_from_file;
     vg_info("client negotiated vfio-user %u.%u", VFU_VERSION_MAJOR,
             VFU_VERSION_MINOR);
     return 0;
@@ -103,6 +107,7 @@ static const struct {
     [VFU_CMD_MIG_DATA_WRITE_SHM] = {vfu_handle_mig_data_write_shm, false},
     [VFU_CMD_REGION_UFFD] = {vfu_handle_region_uffd, true},
     [VFU_CMD_MIG_POSTCOPY] = {vfu_handle_mig_postcopy, false},
+    [VFU_CMD_MIG_DATA_FILE] = {vfu_handle_mig_data_file, true},
 };
 
 static int dispatch(struct vfu_server *srv, uint16_t cmd, const uint8_t *p,

@@ -212,6 +212,40 @@ int vfu_parse_mig_postcopy(const void *p, size_t len, struct vg_error *err)
     return 0;
 }
 
+int vfu_parse_mig_data_file(const void *p, size_t len, uint32_t *flags,
+                            struct vfu_file_extent *ext, uint32_t *n,
+                            struct vg_error *err)
+{
+    struct vfu_mig_data_file h;
+    const uint8_t *at = (const uint8_t *)p + sizeof(h);
+
+    if (len < sizeof(h)) {
+        return vg_error_set(err, EINVAL, "payload is %zu bytes, expected %zu+",
+                            len, sizeof(h));
+    }
+    memcpy(&h, p, sizeof(h));
+    if ((h.flags & ~VFU_MIG_DATA_FILE_FD) || h.reserved || h.count == 0 ||
+        h.count > VFU_MIG_DATA_FILE_MAX ||
+        len != sizeof(h) + (size_t)h.count * sizeof(*ext) || h.argsz != len) {
+        return vg_error_set(err, EINVAL,
+                            "argsz %u flags %#x extents %u for %zu bytes "
+                            "invalid",
+                            h.argsz, h.flags, h.count, len);
+    }
+    for (uint32_t i = 0; i < h.count; i++) {
+        memcpy(&ext[i], at + i * sizeof(*ext), sizeof(*ext));
+        if (ext[i].size == 0 || ext[i].offset + ext[i].size < ext[i].offset) {
+            return vg_error_set(err, EINVAL,
+                                "extent %u: %#" PRIx64 "+%#" PRIx64
+                                " is empty or wraps",
+                                i, ext[i].offset, ext[i].size);
+        }
+    }
+    *flags = h.flags;
+    *n = h.count;
+    return 0;
+}
+
 static int uffd_area_check(const struct vfu_uffd_area *a, uint32_t i,
                            const uint64_t *region_size, uint32_t nregions,
                            struct vg_error *err)

@@ -66,6 +66,12 @@ int vfu_parse_mig_shm_io(const void *p, size_t len, uint32_t slots,
 int vfu_parse_precopy_info(const void *p, size_t len, struct vg_error *err);
 /* MIG_POSTCOPY: exactly a struct vfu_mig_postcopy, argsz 8, flags 0. */
 int vfu_parse_mig_postcopy(const void *p, size_t len, struct vg_error *err);
+/* MIG_DATA_FILE: argsz == @len, flags VFU_MIG_DATA_FILE_FD or 0,
+ * reserved 0, 1..VFU_MIG_DATA_FILE_MAX extents, exactly those after the
+ * header, each of size >= 1 not wrapping (copied into @ext, *@n). */
+int vfu_parse_mig_data_file(const void *p, size_t len, uint32_t *flags,
+                            struct vfu_file_extent *ext, uint32_t *n,
+                            struct vg_error *err);
 /* REGION_UFFD: the header, flags and reserved 0, argsz the payload size,
  * 1..VFU_UFFD_MAX_AREAS areas (copied into @areas, *@n of them), each of
  * non-zero size, reserved 0, inside its region (@region_size, by index,

@@ -47,6 +47,9 @@ enum vfu_command {
      * word that the coming stop-copy is a post-copy switchover */
     VFU_CMD_REGION_UFFD = 24,
     VFU_CMD_MIG_POSTCOPY = 25,
+    /* vgmig extension, negotiated with "load-from-file" (docs/restore.md):
+     * migration data as extents of a save file the server reads itself */
+    VFU_CMD_MIG_DATA_FILE = 26,
 };
 
 /* Header flags */
@@ -264,11 +267,30 @@ struct vfu_mig_postcopy {
     uint32_t flags;
 };
 
+/* MIG_DATA_FILE: this header, then @count extents; the first of a load
+ * brings the file (VFU_MIG_DATA_FILE_FD, one fd). */
+struct vfu_mig_data_file {
+    uint32_t argsz; /* 16 + 16 * count */
+    uint32_t flags;
+    uint32_t count; /* 1 .. VFU_MIG_DATA_FILE_MAX */
+    uint32_t reserved;
+};
+
+struct vfu_file_extent {
+    uint64_t offset;
+    uint64_t size; /* >= 1 */
+};
+
+#define VFU_MIG_DATA_FILE_FD  (1u << 0)
+#define VFU_MIG_DATA_FILE_MAX 1024u
+
 #define VFU_UFFD_MAX_AREAS 16u
 
 _Static_assert(sizeof(struct vfu_region_uffd) == 16, "region uffd");
 _Static_assert(sizeof(struct vfu_uffd_area) == 32, "uffd area");
 _Static_assert(sizeof(struct vfu_mig_postcopy) == 8, "mig postcopy");
+_Static_assert(sizeof(struct vfu_mig_data_file) == 16, "mig data file");
+_Static_assert(sizeof(struct vfu_file_extent) == 16, "file extent");
 _Static_assert(sizeof(struct vfu_hdr) == 16, "vfio-user header");
 _Static_assert(sizeof(struct vfu_region_dirty_log) == 32, "region dirty log");
 _Static_assert(sizeof(struct vfu_device_feature) == 8, "feature header");

@@ -74,10 +74,11 @@ struct vfu_server {
 
     /* Set by VERSION on the control loop, read by the data plane;
      * cleared on disconnect. */
-    bool precopy_info; /* the client negotiated MIG_GET_PRECOPY_INFO */
-    bool region_log;   /* ... and REGION_DIRTY_LOG (it logs BAR2 writes) */
-    bool data_shm;     /* ... and MIG_DATA_SHM, MIG_DATA_{READ,WRITE}_SHM */
-    bool postcopy;     /* ... and REGION_UFFD, MIG_POSTCOPY */
+    bool precopy_info;   /* the client negotiated MIG_GET_PRECOPY_INFO */
+    bool region_log;     /* ... and REGION_DIRTY_LOG (it logs BAR2 writes) */
+    bool data_shm;       /* ... and MIG_DATA_SHM, MIG_DATA_{READ,WRITE}_SHM */
+    bool postcopy;       /* ... and REGION_UFFD, MIG_POSTCOPY */
+    bool load_from_file; /* ... and MIG_DATA_FILE */
 
     /* Data plane: the shared memory area of MIG_DATA_SHM (NULL until the
      * client asks for it, freed on disconnect).  The client may write it
@@ -186,6 +187,9 @@ int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
                                   struct vg_error *err);
 int vfu_handle_region_uffd(struct vfu_server *srv, const uint8_t *p, size_t len,
                            struct vfu_reply *r, struct vg_error *err);
+int vfu_handle_mig_data_file(struct vfu_server *srv, const uint8_t *p,
+                             size_t len, struct vfu_reply *r,
+                             struct vg_error *err);
 int vfu_handle_mig_postcopy(struct vfu_server *srv, const uint8_t *p,
                             size_t len, struct vfu_reply *r,
                             struct vg_error *err);

@@ -42,6 +42,7 @@ struct vfu_server_config {
     bool no_region_log;            /* refuse REGION_DIRTY_LOG */
     bool no_data_shm;              /* refuse data_shm */
     bool no_postcopy;              /* refuse postcopy */
+    bool no_restore_on_demand;     /* refuse load-from-file */
     const char *postcopy_listen;   /* TCP host of the page server, or NULL */
     unsigned data_slots;           /* slots of the data_shm area, 0: default */
     enum mig_precopy_mode precopy; /* pre-copy mode (mig-rounds.h) */

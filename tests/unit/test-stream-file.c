@@ -1,0 +1,401 @@
+/*
+ * Unit tests of stream-file (a migration stream read lazily from a save
+ * file): a stream written by the encoder into a temporary file between
+ * bytes of another format (as QEMU frames device data), handed over as
+ * extents cut at random points; the pages read back must be the last
+ * ones the stream wrote, and every damage to the file must be refused
+ * with the error that names it: at the scan for the small records, at
+ * the read of a PAGES record, at the digest for a record no page needs.
+ */
+#include <errno.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vfio-migration/mig-stream.h"
+#include "vfio-migration/stream-file.h"
+
+#define PAGE   4096u
+#define NPAGES 64u
+#define VRAM   (PAGE * NPAGES)
+#define FEAT   3u
+
+static const struct mig_stream_config cfg = {VRAM, PAGE, FEAT};
+
+/* What the sink saw. */
+struct seen {
+    uint8_t zeroed[NPAGES];
+    uint8_t state[64];
+    uint32_t state_len;
+};
+
+static int sink_zeros(void *o, uint64_t first, uint64_t count,
+                      struct vg_error *err)
+{
+    struct seen *s = o;
+
+    (void)err;
+    memset(s->zeroed + first, 1, count);
+    return 0;
+}
+
+static int sink_state(void *o, const uint8_t *blob, uint32_t len,
+                      struct vg_error *err)
+{
+    struct seen *s = o;
+
+    (void)err;
+    g_assert_cmpuint(len, <=, sizeof(s->state));
+    memcpy(s->state, blob, len);
+    s->state_len = len;
+    return 0;
+}
+
+/* The stream, its records' offsets, and the VRAM it leaves. */
+struct stream {
+    GByteArray *bytes;
+    uint8_t vram[VRAM];
+    size_t rec_at[16];
+    unsigned nrec;
+};
+
+static void put(struct stream *st, const uint8_t *buf, size_t n)
+{
+    st->rec_at[st->nrec++] = st->bytes->len;
+    g_byte_array_append(st->bytes, buf, (guint)n);
+}
+
+static void fill(uint8_t *p, uint32_t pages, unsigned seed)
+{
+    for (size_t i = 0; i < (size_t)pages * PAGE; i++) {
+        p[i] = (uint8_t)(i * 7 + seed * 13 + i / PAGE);
+    }
+}
+
+/*
+ * HEADER, PAGES 0+32, PAGES 32+32, ZEROS 8+4, PAGES 10+1 (rewrites a
+ * zeroed page), PAGES 40+2 (rewrites two pages of the second run),
+ * [POSTCOPY], DEVICE_STATE, END.  With @all_again, a last PAGES 32+32
+ * rewrites the second run whole: no page needs the first copy any more.
+ */
+static void build(struct stream *st, uint32_t version, bool all_again)
+{
+    static const uint8_t state[40] = "vgpu device state of forty bytes";
+    struct mig_stream_config c = cfg;
+    struct mig_enc *enc;
+    struct vg_error err;
+    uint8_t *rec = g_malloc(MIG_REC_MAX);
+    uint8_t data[32 * PAGE];
+
+    memset(st, 0, sizeof(*st));
+    st->bytes = g_byte_array_new();
+    g_assert_cmpint(mig_enc_new(version, PAGE, &enc, &err), ==, 0);
+    put(st, rec, mig_enc_header(enc, &c, rec));
+    for (unsigned run = 0; run < 2; run++) {
+        fill(data, 32, run);
+        memcpy(st->vram + run * 32 * PAGE, data, sizeof(data));
+        put(st, rec, mig_enc_pages(enc, run * 32, 32, data, rec));
+    }
+    put(st, rec, mig_enc_zeros(enc, 8, 4, rec));
+    memset(st->vram + 8 * PAGE, 0, 4 * PAGE);
+    fill(data, 1, 7);
+    memcpy(st->vram + 10 * PAGE, data, PAGE);
+    put(st, rec, mig_enc_pages(enc, 10, 1, data, rec));
+    fill(data, 2, 9);
+    memcpy(st->vram + 40 * PAGE, data, 2 * PAGE);
+    put(st, rec, mig_enc_pages(enc, 40, 2, data, rec));
+    if (all_again) {
+        fill(data, 32, 11);
+        memcpy(st->vram + 32 * PAGE, data, 32 * PAGE);
+        put(st, rec, mig_enc_pages(enc, 32, 32, data, rec));
+    }
+    put(st, rec, mig_enc_state(enc, state, sizeof(state), rec));
+    put(st, rec, mig_enc_end(enc, rec));
+    mig_enc_free(enc);
+    g_free(rec);
+}
+
+/* The stream in a file, cut into extents of random sizes with other
+ * bytes between them; the file's fd, and the extents in @off/@len. */
+static int save_file(const struct stream *st, uint64_t *off, uint64_t *len,
+                     unsigned *n, unsigned seed)
+{
+    GRand *r = g_rand_new_with_seed(seed);
+    char path[] = "/tmp/test-stream-file-XXXXXX";
+    int fd = g_mkstemp(path);
+    size_t done = 0;
+    uint64_t at = 0;
+
+    g_assert_cmpint(fd, >=, 0);
+    g_unlink(path);
+    *n = 0;
+    while (done < st->bytes->len) {
+        uint8_t junk[24];
+        size_t take = (size_t)g_rand_int_range(r, 1, 300000);
+
+        take = MIN(take, st->bytes->len - done);
+        memset(junk, 0xa5, sizeof(junk));
+        g_assert_cmpint(pwrite(fd, junk, sizeof(junk), (off_t)at), ==,
+                        sizeof(junk));
+        at += sizeof(junk);
+        g_assert_cmpint(pwrite(fd, st->bytes->data + done, take, (off_t)at), ==,
+                        (ssize_t)take);
+        off[*n] = at;
+        len[*n] = take;
+        (*n)++;
+        at += take;
+        done += take;
+    }
+    g_rand_free(r);
+    return fd;
+}
+
+static struct sf *open_sf(int fd, struct seen *seen)
+{
+    struct sf_config c = {cfg, fd, 0, {.opaque = seen}};
+    struct vg_error err = {0};
+    struct sf *s = NULL;
+
+    c.sink.zeros = sink_zeros;
+    c.sink.state = sink_state;
+    g_assert_cmpint(sf_new(&c, &s, &err), ==, 0);
+    return s;
+}
+
+/* Hand every extent over; the first error, 0 if none. */
+static int add_all(struct sf *s, const uint64_t *off, const uint64_t *len,
+                   unsigned n, struct vg_error *err)
+{
+    for (unsigned i = 0; i < n; i++) {
+        int ret = sf_add(s, off[i], len[i], err);
+
+        if (ret < 0) {
+            return ret;
+        }
+    }
+    return 0;
+}
+
+/* Flip a byte at stream offset @pos in the file. */
+static void damage(int fd, const uint64_t *off, const uint64_t *len, unsigned n,
+                   uint64_t pos)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (pos < len[i]) {
+            uint8_t b;
+
+            g_assert_cmpint(pread(fd, &b, 1, (off_t)(off[i] + pos)), ==, 1);
+            b ^= 0xff;
+            g_assert_cmpint(pwrite(fd, &b, 1, (off_t)(off[i] + pos)), ==, 1);
+            return;
+        }
+        pos -= len[i];
+    }
+    g_assert_not_reached();
+}
+
+static void test_read_back(void)
+{
+    for (unsigned seed = 1; seed <= 8; seed++) {
+        uint64_t off[256], len[256], bm[1];
+        struct stream st;
+        struct seen seen = {0};
+        struct vg_error err = {0};
+        uint8_t *got = g_malloc(VRAM);
+        unsigned n;
+        int fd;
+        struct sf *s;
+
+        build(&st, 2, seed % 2);
+        fd = save_file(&st, off, len, &n, seed);
+        s = open_sf(fd, &seen);
+        g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
+        g_assert_cmpint(sf_end(s, &err), ==, 0);
+        g_assert_cmpuint(sf_bytes(s), ==, st.bytes->len);
+        /* Pages 8, 9, 11 were cleared last: not to be read. */
+        g_assert_cmpuint(sf_pending(s, bm), ==, NPAGES - 3);
+        g_assert_cmpuint(bm[0], ==, ~(uint64_t)0 & ~(0xbull << 8));
+        g_assert_true(seen.zeroed[8] && seen.zeroed[11] && !seen.zeroed[12]);
+        g_assert_cmpuint(seen.state_len, ==, 40);
+        g_assert_cmpmem(seen.state, 8, "vgpu dev", 8);
+        /* Backwards, page by page: a record is read when a page needs it. */
+        for (int p = NPAGES - 1; p >= 0; p--) {
+            if (bm[0] >> p & 1) {
+                g_assert_cmpint(
+                    sf_read(s, (uint64_t)p, 1, got + p * PAGE, &err), ==, 0);
+            } else {
+                memset(got + p * PAGE, 0, PAGE);
+            }
+        }
+        g_assert_cmpmem(got, VRAM, st.vram, VRAM);
+        g_assert_cmpint(sf_read(s, 32, 3, got, &err), ==, 0);
+        g_assert_cmpmem(got, 3 * PAGE, st.vram + 32 * PAGE, 3 * PAGE);
+        g_assert_cmpint(sf_read(s, 9, 1, got, &err), ==, -EINVAL);
+        g_assert_nonnull(strstr(err.msg, "page 9 is not in the save file"));
+        g_assert_cmpint(sf_verify(s, &err), ==, 0);
+        sf_free(s);
+        g_byte_array_free(st.bytes, TRUE);
+        g_free(got);
+    }
+}
+
+/* A damaged page: its record is refused when a page of it is read. */
+static void test_damaged_page(void)
+{
+    uint64_t off[256], len[256];
+    struct stream st;
+    struct seen seen = {0};
+    struct vg_error err = {0};
+    uint8_t page[PAGE];
+    unsigned n;
+    struct sf *s;
+    int fd;
+
+    build(&st, 2, false);
+    fd = save_file(&st, off, len, &n, 3);
+    /* A byte of page 33, in the second PAGES record. */
+    damage(fd, off, len, n, st.rec_at[2] + 32 + PAGE + 100);
+    s = open_sf(fd, &seen);
+    g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
+    g_assert_cmpint(sf_end(s, &err), ==, 0);
+    g_assert_cmpint(sf_read(s, 0, 1, page, &err), ==, 0);
+    g_assert_cmpint(sf_read(s, 50, 1, page, &err), ==, -EBADMSG);
+    g_assert_nonnull(strstr(err.msg, "PAGES record #2"));
+    g_assert_nonnull(strstr(err.msg, "pages 32+32"));
+    g_assert_nonnull(strstr(err.msg, "changed or is damaged"));
+    /* Sticky: nothing more is handed out. */
+    g_assert_cmpint(sf_read(s, 0, 1, page, &err), ==, -EBADMSG);
+    sf_free(s);
+    g_byte_array_free(st.bytes, TRUE);
+}
+
+/* A damaged record that no page needs any more: the digest finds it. */
+static void test_damaged_superseded(void)
+{
+    uint64_t off[256], len[256], bm[1];
+    struct stream st;
+    struct seen seen = {0};
+    struct vg_error err = {0};
+    uint8_t page[PAGE];
+    unsigned n;
+    struct sf *s;
+    int fd;
+
+    build(&st, 2, true);
+    fd = save_file(&st, off, len, &n, 5);
+    damage(fd, off, len, n, st.rec_at[2] + 32 + 5 * PAGE);
+    s = open_sf(fd, &seen);
+    g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
+    g_assert_cmpint(sf_end(s, &err), ==, 0);
+    sf_pending(s, bm);
+    for (unsigned p = 0; p < NPAGES; p++) {
+        if (bm[0] >> p & 1) {
+            g_assert_cmpint(sf_read(s, p, 1, page, &err), ==, 0);
+        }
+    }
+    g_assert_cmpint(sf_verify(s, &err), ==, -EBADMSG);
+    g_assert_nonnull(strstr(err.msg, "PAGES record #2"));
+    sf_free(s);
+    g_byte_array_free(st.bytes, TRUE);
+}
+
+/* Each case: the extents (or the file) made wrong one way, the error. */
+static void expect_scan_fail(const struct stream *st, uint64_t at, int code,
+                             const char *msg, bool at_end)
+{
+    uint64_t off[256], len[256];
+    struct seen seen = {0};
+    struct vg_error err = {0};
+    unsigned n;
+    int fd = save_file(st, off, len, &n, 7);
+    struct sf *s;
+    int ret;
+
+    if (at != UINT64_MAX) {
+        damage(fd, off, len, n, at);
+    }
+    s = open_sf(fd, &seen);
+    ret = add_all(s, off, len, at_end ? n - 1 : n, &err);
+    if (ret == 0) {
+        ret = sf_end(s, &err);
+    }
+    g_test_message("expected \"%s\", got: %s", msg, err.msg);
+    g_assert_cmpint(ret, ==, -code);
+    g_assert_nonnull(strstr(err.msg, msg));
+    sf_free(s);
+}
+
+static void test_bad_files(void)
+{
+    struct stream st, v1;
+
+    build(&st, 2, false);
+    /* The device state's bytes: its checksum. */
+    expect_scan_fail(&st, st.rec_at[6] + 20, EBADMSG,
+                     "DEVICE_STATE record #6 at offset", false);
+    /* A PAGES record's run header: its shape. */
+    expect_scan_fail(&st, st.rec_at[1] + 16 + 12, EINVAL,
+                     "does not match payload length", false);
+    /* A record header's type. */
+    expect_scan_fail(&st, st.rec_at[3], EINVAL, "unknown record type", false);
+    /* The HEADER's VRAM size: its checksum goes first. */
+    expect_scan_fail(&st, 16 + 16, EBADMSG, "HEADER record #0", false);
+    /* No END. */
+    expect_scan_fail(&st, UINT64_MAX, EINVAL, "truncated: no END record", true);
+    /* Version 1 is not read on demand. */
+    build(&v1, 1, false);
+    expect_scan_fail(&v1, UINT64_MAX, ENOTSUP,
+                     "version 1 stream cannot be read on demand", false);
+    g_byte_array_free(st.bytes, TRUE);
+    g_byte_array_free(v1.bytes, TRUE);
+}
+
+static void test_bad_extents(void)
+{
+    uint64_t off[256], len[256];
+    struct stream st;
+    struct seen seen = {0};
+    struct vg_error err = {0};
+    unsigned n;
+    struct sf *s;
+    int fd;
+
+    build(&st, 2, false);
+    fd = save_file(&st, off, len, &n, 9);
+    s = open_sf(fd, &seen);
+    g_assert_cmpint(sf_add(s, off[n - 1] + len[n - 1] - 4, 8, &err), ==,
+                    -ERANGE);
+    g_assert_nonnull(strstr(err.msg, "is not inside the save file"));
+    sf_free(s);
+
+    fd = save_file(&st, off, len, &n, 9);
+    s = open_sf(fd, &seen);
+    g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
+    g_assert_cmpint(sf_add(s, off[0], 4, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "after the END record"));
+    sf_free(s);
+    g_byte_array_free(st.bytes, TRUE);
+
+    {
+        int p[2];
+        struct sf_config c = {cfg, -1, 0, {0}};
+
+        g_assert_cmpint(pipe(p), ==, 0);
+        c.fd = p[0];
+        g_assert_cmpint(sf_new(&c, &s, &err), ==, -EINVAL);
+        g_assert_nonnull(strstr(err.msg, "not a regular file"));
+        close(p[1]);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/stream-file/read-back", test_read_back);
+    g_test_add_func("/stream-file/damaged-page", test_damaged_page);
+    g_test_add_func("/stream-file/damaged-superseded", test_damaged_superseded);
+    g_test_add_func("/stream-file/bad-files", test_bad_files);
+    g_test_add_func("/stream-file/bad-extents", test_bad_extents);
+    return g_test_run();
+}

@@ -1,0 +1,631 @@
+/*
+ * stream-file.c -- a migration stream in a file, read lazily (see
+ * stream-file.h).
+ */
+#include "stream-file.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "common/hash.h"
+#include "common/le.h"
+
+/* latest[]: 0 = not in the stream, SF_ZERO = cleared by ZEROS, else the
+ * index + 1 of the PAGES record that wrote the page last. */
+#define SF_ZERO  UINT32_MAX
+#define SF_HEADS (MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE)
+
+struct sf_extent {
+    uint64_t pos; /* stream offset */
+    uint64_t off; /* file offset */
+    uint64_t len;
+};
+
+struct sf_rec {
+    uint64_t pos;           /* stream offset of its record header */
+    uint8_t head[SF_HEADS]; /* record header (+ a PAGES run header) */
+    uint8_t *bytes;         /* a small record, whole */
+    uint64_t *hashes;       /* a PAGES record's page hashes, once read */
+};
+
+struct sf {
+    struct sf_config cfg;
+    uint64_t npages;
+    uint64_t file_size;
+    struct sf_extent *ext;
+    size_t next, ext_cap;
+    uint64_t total; /* stream bytes handed over */
+    uint64_t scan;  /* stream offset of the next record to scan */
+    struct sf_rec *rec;
+    size_t nrec, rec_cap;
+    uint64_t records; /* records scanned, END excluded */
+    uint32_t *latest;
+    bool seen_header, seen_state, seen_end;
+    uint64_t end_digest;
+    int failed;
+    struct vg_error error;
+    /* The last two PAGES records read, payload whole. */
+    uint8_t *buf[2];
+    size_t buf_rec[2]; /* record index + 1, 0: none */
+    unsigned buf_old;  /* the one to reuse next */
+};
+
+static int __attribute__((format(printf, 4, 5)))
+sf_fail(struct sf *s, struct vg_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!s->failed) {
+        va_start(ap, fmt);
+        vsnprintf(s->error.msg, sizeof(s->error.msg), fmt, ap);
+        va_end(ap);
+        s->error.code = code;
+        s->failed = -code;
+    }
+    if (err) {
+        *err = s->error;
+    }
+    return s->failed;
+}
+
+int sf_new(const struct sf_config *cfg, struct sf **out, struct vg_error *err)
+{
+    uint32_t ps = cfg->stream.page_size;
+    struct sf *s = calloc(1, sizeof(*s));
+    struct stat st;
+
+    if (!s) {
+        close(cfg->fd);
+        return vg_error_set(err, ENOMEM, "save file reader");
+    }
+    s->cfg = *cfg;
+    if (fstat(cfg->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        sf_free(s);
+        return vg_error_set(err, EINVAL, "the save file is not a regular file");
+    }
+    if (ps < MIG_PAGE_SIZE_MIN || ps > MIG_PAGE_SIZE_MAX || (ps & (ps - 1)) ||
+        cfg->stream.vram_size % ps || cfg->stream.vram_size == 0) {
+        sf_free(s);
+        return vg_error_set(err, EINVAL, "save file reader: bad configuration");
+    }
+    s->file_size = (uint64_t)st.st_size;
+    s->npages = cfg->stream.vram_size / ps;
+    s->latest = calloc(s->npages, sizeof(*s->latest));
+    s->buf[0] = malloc(MIG_REC_MAX);
+    s->buf[1] = malloc(MIG_REC_MAX);
+    if (!s->latest || !s->buf[0] || !s->buf[1]) {
+        sf_free(s);
+        return vg_error_set(err, ENOMEM, "save file index of %" PRIu64 " pages",
+                            cfg->stream.vram_size / ps);
+    }
+    *out = s;
+    return 0;
+}
+
+void sf_free(struct sf *s)
+{
+    if (!s) {
+        return;
+    }
+    for (size_t i = 0; i < s->nrec; i++) {
+        free(s->rec[i].bytes);
+        free(s->rec[i].hashes);
+    }
+    if (s->cfg.fd >= 0) {
+        close(s->cfg.fd);
+    }
+    free(s->rec);
+    free(s->ext);
+    free(s->latest);
+    free(s->buf[0]);
+    free(s->buf[1]);
+    free(s);
+}
+
+uint64_t sf_bytes(const struct sf *s)
+{
+    return s->total;
+}
+
+/* ------------------------------------------------------------ reading */
+
+/* The extent holding stream offset @pos (< total). */
+static const struct sf_extent *extent_of(const struct sf *s, uint64_t pos)
+{
+    size_t lo = 0, hi = s->next;
+
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (s->ext[mid].pos <= pos) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return &s->ext[lo];
+}
+
+/* Stream bytes [@pos, +@len) into @dst. */
+static int read_stream(struct sf *s, uint64_t pos, void *dst, size_t len,
+                       struct vg_error *err)
+{
+    uint8_t *out = dst;
+
+    while (len) {
+        const struct sf_extent *e = extent_of(s, pos);
+        uint64_t in = pos - e->pos;
+        size_t n = e->len - in < len ? (size_t)(e->len - in) : len;
+        ssize_t got = pread(s->cfg.fd, out, n, (off_t)(e->off + in));
+
+        if (got <= 0) {
+            return sf_fail(s, err, got < 0 ? errno : EIO,
+                           "save file: reading stream offset %" PRIu64
+                           " at file offset %" PRIu64 ": %s",
+                           pos, e->off + in,
+                           got < 0 ? strerror(errno) : "the file ends there");
+        }
+        out += got;
+        pos += (uint64_t)got;
+        len -= (size_t)got;
+    }
+    return 0;
+}
+
+/* -------------------------------------------------------------- scanning */
+
+/* Fail the stream: "<TYPE> record #<index> at offset <off>: <what>". */
+static int __attribute__((format(printf, 4, 5)))
+rec_fail(struct sf *s, uint32_t type, int code, const char *fmt, ...)
+{
+    char what[VG_ERROR_MAX - 64];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return sf_fail(s, NULL, code,
+                   "%s record #%" PRIu64 " at offset %" PRIu64 ": %s",
+                   mig_rec_name(type), s->records, s->scan, what);
+}
+
+static int add_rec(struct sf *s, const uint8_t *head, uint8_t *bytes)
+{
+    struct sf_rec *r;
+
+    if (s->nrec == s->rec_cap) {
+        size_t cap = s->rec_cap ? 2 * s->rec_cap : 64;
+
+        r = realloc(s->rec, cap * sizeof(*r));
+        if (!r) {
+            free(bytes);
+            return sf_fail(s, NULL, ENOMEM,
+                           "save file: no memory for its "
+                           "record index");
+        }
+        s->rec = r;
+        s->rec_cap = cap;
+    }
+    r = &s->rec[s->nrec++];
+    *r = (struct sf_rec){.pos = s->scan, .bytes = bytes};
+    memcpy(r->head, head, SF_HEADS);
+    return 0;
+}
+
+/* Pages [first, +count) inside VRAM and before DEVICE_STATE. */
+static int scan_range(struct sf *s, uint32_t type, uint64_t first,
+                      uint64_t count)
+{
+    if (s->seen_state) {
+        return rec_fail(s, type, EINVAL, "page data after DEVICE_STATE");
+    }
+    if (count == 0 || first >= s->npages || count > s->npages - first) {
+        return rec_fail(s, type, ERANGE,
+                        "pages %" PRIu64 "+%" PRIu64 " outside VRAM of %" PRIu64
+                        " pages",
+                        first, count, s->npages);
+    }
+    return 0;
+}
+
+/* A PAGES record: located, not read. */
+static int scan_pages(struct sf *s, const uint8_t *hdr, uint32_t len)
+{
+    uint8_t head[SF_HEADS];
+    uint32_t ps = s->cfg.stream.page_size, count;
+    uint64_t first;
+    int ret;
+
+    memcpy(head, hdr, MIG_REC_HDR_SIZE);
+    ret = read_stream(s, s->scan + MIG_REC_HDR_SIZE, head + MIG_REC_HDR_SIZE,
+                      MIG_RUN_HDR_SIZE, NULL);
+    if (ret < 0) {
+        return ret;
+    }
+    first = vg_get_le64(head + 16);
+    count = vg_get_le32(head + 24);
+    if (vg_get_le32(head + 28) || count > MIG_RUN_MAX_BYTES / ps ||
+        len != MIG_RUN_HDR_SIZE + (uint64_t)count * ps) {
+        return rec_fail(s, MIG_REC_PAGES, EINVAL,
+                        "run of %u pages of %u bytes (reserved %#x) does not "
+                        "match payload length %u",
+                        count, ps, vg_get_le32(head + 28), len);
+    }
+    ret = scan_range(s, MIG_REC_PAGES, first, count);
+    if (ret == 0) {
+        ret = add_rec(s, head, NULL);
+    }
+    for (uint32_t i = 0; ret == 0 && i < count; i++) {
+        s->latest[first + i] = (uint32_t)s->nrec;
+    }
+    return ret;
+}
+
+static int scan_header(struct sf *s, const uint8_t *p)
+{
+    struct vg_error e = {0};
+    uint32_t version = 0;
+
+    if (s->seen_header) {
+        return rec_fail(s, MIG_REC_HEADER, EINVAL, "duplicate HEADER");
+    }
+    if (mig_header_check(&s->cfg.stream, p, &version, &e) < 0) {
+        return rec_fail(s, MIG_REC_HEADER, e.code, "%s", e.msg);
+    }
+    if (version < 2) {
+        return rec_fail(s, MIG_REC_HEADER, ENOTSUP,
+                        "a version %u stream cannot be read on demand",
+                        version);
+    }
+    s->seen_header = true;
+    return 0;
+}
+
+static int scan_zeros(struct sf *s, const uint8_t *p)
+{
+    uint64_t first = vg_get_le64(p), count = vg_get_le64(p + 8);
+    struct vg_error e = {0};
+    int ret = scan_range(s, MIG_REC_ZEROS, first, count);
+
+    if (ret == 0 && count > MIG_ZEROS_MAX_PAGES) {
+        return rec_fail(s, MIG_REC_ZEROS, EINVAL,
+                        "zero run of %" PRIu64 " pages exceeds %u per record",
+                        count, MIG_ZEROS_MAX_PAGES);
+    }
+    if (ret == 0 && s->cfg.sink.zeros(s->cfg.sink.opaque, first, count, &e)) {
+        return rec_fail(s, MIG_REC_ZEROS, e.code, "%s", e.msg);
+    }
+    for (uint64_t i = 0; ret == 0 && i < count; i++) {
+        s->latest[first + i] = SF_ZERO;
+    }
+    return ret;
+}
+
+static int scan_state(struct sf *s, const uint8_t *p, uint32_t len)
+{
+    struct vg_error e = {0};
+
+    if (s->seen_state) {
+        return rec_fail(s, MIG_REC_DEVICE_STATE, EINVAL,
+                        "duplicate DEVICE_STATE");
+    }
+    if (s->cfg.sink.state(s->cfg.sink.opaque, p, len, &e) < 0) {
+        return rec_fail(s, MIG_REC_DEVICE_STATE, e.code, "%s", e.msg);
+    }
+    s->seen_state = true;
+    return 0;
+}
+
+static int scan_end(struct sf *s, const uint8_t *p)
+{
+    if (!s->seen_state) {
+        return rec_fail(s, MIG_REC_END, EINVAL, "END before any DEVICE_STATE");
+    }
+    if (vg_get_le64(p + 8) != s->scan || vg_get_le64(p + 16) != s->records) {
+        return rec_fail(s, MIG_REC_END, EINVAL,
+                        "END counts %" PRIu64 " bytes in %" PRIu64
+                        " records, the file has %" PRIu64 " bytes in %" PRIu64,
+                        vg_get_le64(p + 8), vg_get_le64(p + 16), s->scan,
+                        s->records);
+    }
+    s->end_digest = vg_get_le64(p); /* checked by sf_verify() */
+    s->seen_end = true;
+    return 0;
+}
+
+/* A small record, read whole and checked. */
+static int scan_small(struct sf *s, const uint8_t *hdr, uint32_t len)
+{
+    uint32_t type = vg_get_le16(hdr);
+    uint8_t *rec = malloc(MIG_REC_HDR_SIZE + len);
+    const uint8_t *p = rec + MIG_REC_HDR_SIZE;
+    int ret;
+
+    if (!rec) {
+        return sf_fail(s, NULL, ENOMEM, "save file: no memory for a record");
+    }
+    ret = read_stream(s, s->scan, rec, MIG_REC_HDR_SIZE + len, NULL);
+    if (ret == 0 && mig_rec_checksum(rec, p, len) != vg_get_le64(rec + 8)) {
+        ret =
+            rec_fail(s, type, EBADMSG,
+                     "checksum %016" PRIx64 ", computed %016" PRIx64
+                     " over %u payload bytes",
+                     vg_get_le64(rec + 8), mig_rec_checksum(rec, p, len), len);
+    }
+    if (ret == 0) {
+        switch (type) {
+        case MIG_REC_HEADER:
+            ret = scan_header(s, p);
+            break;
+        case MIG_REC_ZEROS:
+            ret = scan_zeros(s, p);
+            break;
+        case MIG_REC_DEVICE_STATE:
+            ret = scan_state(s, p, len);
+            break;
+        case MIG_REC_END:
+            ret = scan_end(s, p);
+            break;
+        default: /* POSTCOPY: what it names is not in the file */
+            ret = rec_fail(s, type, EINVAL, "POSTCOPY in a save file");
+        }
+    }
+    if (ret < 0 || type == MIG_REC_END) {
+        free(rec);
+        return ret;
+    }
+    return add_rec(s, rec, rec);
+}
+
+/* The record at s->scan; *@whole false if not all of it is here yet. */
+static int scan_record(struct sf *s, bool *whole)
+{
+    uint8_t hdr[MIG_REC_HDR_SIZE];
+    uint32_t type, len, min, max;
+    int ret = read_stream(s, s->scan, hdr, sizeof(hdr), NULL);
+
+    if (ret < 0) {
+        return ret;
+    }
+    type = vg_get_le16(hdr);
+    len = vg_get_le32(hdr + 4);
+    if (!mig_rec_bounds(s->cfg.stream.page_size, type, &min, &max)) {
+        return rec_fail(s, type, EINVAL, "unknown record type %u", type);
+    }
+    if (vg_get_le16(hdr + 2) || len < min || len > max) {
+        return rec_fail(s, type, EINVAL,
+                        "flags %#x, payload length %u outside [%u, %u]",
+                        vg_get_le16(hdr + 2), len, min, max);
+    }
+    if (!s->seen_header && type != MIG_REC_HEADER) {
+        return rec_fail(s, type, EINVAL, "the stream must start with HEADER");
+    }
+    *whole = s->total - s->scan >= MIG_REC_HDR_SIZE + (uint64_t)len;
+    if (!*whole) {
+        return 0;
+    }
+    ret = type == MIG_REC_PAGES ? scan_pages(s, hdr, len)
+                                : scan_small(s, hdr, len);
+    if (ret == 0) {
+        s->scan += MIG_REC_HDR_SIZE + (uint64_t)len;
+        s->records += type != MIG_REC_END;
+    }
+    return ret;
+}
+
+static int add_extent(struct sf *s, uint64_t off, uint64_t len)
+{
+    struct sf_extent *e = s->next ? &s->ext[s->next - 1] : NULL;
+
+    if (e && e->off + e->len == off) {
+        e->len += len; /* contiguous in the file */
+        return 0;
+    }
+    if (s->next == s->ext_cap) {
+        size_t cap = s->ext_cap ? 2 * s->ext_cap : 256;
+
+        e = realloc(s->ext, cap * sizeof(*e));
+        if (!e) {
+            return sf_fail(s, NULL, ENOMEM, "save file: no memory for extents");
+        }
+        s->ext = e;
+        s->ext_cap = cap;
+    }
+    s->ext[s->next++] = (struct sf_extent){s->total, off, len};
+    return 0;
+}
+
+int sf_add(struct sf *s, uint64_t off, uint64_t len, struct vg_error *err)
+{
+    bool whole = true;
+    int ret = s->failed;
+
+    if (ret == 0 &&
+        (len == 0 || off > s->file_size || len > s->file_size - off)) {
+        ret = sf_fail(s, NULL, ERANGE,
+                      "extent %" PRIu64 "+%" PRIu64
+                      " is not inside the save file of %" PRIu64 " bytes",
+                      off, len, s->file_size);
+    }
+    if (ret == 0 && s->seen_end) {
+        ret = sf_fail(s, NULL, EINVAL, "%" PRIu64 " bytes after the END record",
+                      len);
+    }
+    if (ret == 0) {
+        ret = add_extent(s, off, len);
+    }
+    if (ret == 0) {
+        s->total += len;
+    }
+    while (ret == 0 && whole && !s->seen_end &&
+           s->total - s->scan >= MIG_REC_HDR_SIZE) {
+        ret = scan_record(s, &whole);
+    }
+    if (ret == 0 && s->seen_end && s->total > s->scan) {
+        ret = sf_fail(s, NULL, EINVAL, "%" PRIu64 " bytes after the END record",
+                      s->total - s->scan);
+    }
+    return ret < 0 ? sf_fail(s, err, -ret, "%s", s->error.msg) : 0;
+}
+
+int sf_end(struct sf *s, struct vg_error *err)
+{
+    if (s->failed) {
+        *err = s->error;
+        return s->failed;
+    }
+    if (!s->seen_end) {
+        return vg_error_set(err, EINVAL,
+                            "migration stream truncated: no END record after "
+                            "%" PRIu64 " bytes in %" PRIu64 " records%s%s",
+                            s->scan, s->records,
+                            s->seen_header ? "" : ", no HEADER",
+                            s->seen_state ? "" : ", no DEVICE_STATE");
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ the pages */
+
+uint64_t sf_pending(const struct sf *s, uint64_t *bm)
+{
+    uint64_t n = 0;
+
+    memset(bm, 0, (s->npages + 63) / 64 * 8);
+    for (uint64_t p = 0; p < s->npages; p++) {
+        if (s->latest[p] && s->latest[p] != SF_ZERO) {
+            bm[p / 64] |= 1ull << (p % 64);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* PAGES record @i, read whole and verified: its payload. */
+static const uint8_t *load_rec(struct sf *s, size_t i, struct vg_error *err)
+{
+    struct sf_rec *r = &s->rec[i];
+    uint32_t ps = s->cfg.stream.page_size, len = vg_get_le32(r->head + 4);
+    uint32_t count = vg_get_le32(r->head + 24);
+    unsigned slot = s->buf_rec[0] == i + 1 ? 0 : s->buf_rec[1] == i + 1 ? 1 : 2;
+    uint8_t *p;
+
+    if (slot < 2) {
+        s->buf_old = !slot;
+        return s->buf[slot];
+    }
+    slot = s->buf_old;
+    s->buf_old = !slot;
+    s->buf_rec[slot] = 0;
+    p = s->buf[slot];
+    if (read_stream(s, r->pos + MIG_REC_HDR_SIZE, p, len, err) < 0) {
+        return NULL;
+    }
+    if (!r->hashes) {
+        r->hashes = malloc((size_t)count * 8);
+        if (!r->hashes) {
+            sf_fail(s, err, ENOMEM, "save file: no memory for page hashes");
+            return NULL;
+        }
+    }
+    for (uint32_t k = 0; k < count; k++) {
+        r->hashes[k] = vg_hash(p + MIG_RUN_HDR_SIZE + (size_t)k * ps, ps, 0);
+    }
+    if (memcmp(p, r->head + MIG_REC_HDR_SIZE, MIG_RUN_HDR_SIZE) != 0 ||
+        mig_pages_checksum(r->head, p, r->hashes, count) !=
+            vg_get_le64(r->head + 8)) {
+        sf_fail(s, err, EBADMSG,
+                "PAGES record #%zu at offset %" PRIu64 " (pages %" PRIu64
+                "+%u): its checksum does not match; the save file changed "
+                "or is damaged",
+                i, r->pos, vg_get_le64(r->head + 16), count);
+        return NULL;
+    }
+    s->buf_rec[slot] = i + 1;
+    return p;
+}
+
+int sf_read(struct sf *s, uint64_t first, uint32_t count, uint8_t *buf,
+            struct vg_error *err)
+{
+    uint32_t ps = s->cfg.stream.page_size;
+
+    if (s->failed) {
+        *err = s->error;
+        return s->failed;
+    }
+    if (s->cfg.delay_ms) {
+        struct timespec ts = {s->cfg.delay_ms / 1000,
+                              (long)(s->cfg.delay_ms % 1000) * 1000000L};
+
+        nanosleep(&ts, NULL);
+    }
+    for (uint32_t k = 0; k < count; k++) {
+        uint64_t p = first + k;
+        uint32_t l = p < s->npages ? s->latest[p] : 0;
+        const uint8_t *data;
+
+        if (l == 0 || l == SF_ZERO) {
+            return vg_error_set(err, EINVAL,
+                                "page %" PRIu64 " is not in the save file", p);
+        }
+        data = load_rec(s, l - 1, err);
+        if (!data) {
+            return -err->code;
+        }
+        memcpy(buf + (size_t)k * ps,
+               data + MIG_RUN_HDR_SIZE +
+                   (size_t)(p - vg_get_le64(s->rec[l - 1].head + 16)) * ps,
+               ps);
+    }
+    return 0;
+}
+
+int sf_verify(struct sf *s, struct vg_error *err)
+{
+    XXH3_state_t *st = XXH3_createState();
+    uint64_t digest;
+    int ret = 0;
+
+    if (!st) {
+        return vg_error_set(err, ENOMEM, "save file: no memory for its digest");
+    }
+    XXH3_64bits_reset(st);
+    for (size_t i = 0; ret == 0 && i < s->nrec; i++) {
+        struct sf_rec *r = &s->rec[i];
+
+        if (r->bytes) {
+            XXH3_64bits_update(st, r->bytes,
+                               MIG_REC_HDR_SIZE + vg_get_le32(r->head + 4));
+            continue;
+        }
+        if (!r->hashes && !load_rec(s, i, err)) {
+            ret = -err->code;
+            break;
+        }
+        XXH3_64bits_update(st, r->head, SF_HEADS);
+        for (uint32_t k = 0; k < vg_get_le32(r->head + 24); k++) {
+            uint8_t le[8];
+
+            vg_put_le64(le, r->hashes[k]);
+            XXH3_64bits_update(st, le, 8);
+        }
+    }
+    digest = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    if (ret == 0 && digest != s->end_digest) {
+        ret = sf_fail(s, err, EBADMSG,
+                      "save file: stream digest %016" PRIx64
+                      ", computed %016" PRIx64,
+                      s->end_digest, digest);
+    }
+    return ret;
+}
