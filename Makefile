@@ -106,6 +106,11 @@ $(O)/vgmig-bench: $(O)/obj/bench/vgmig-bench.o $(O)/obj/bench/bench-mig.o \
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
 
+$(O)/restore-bench: $(O)/obj/bench/restore-bench.o $(O)/libqclient.a \
+                    $(O)/libvgmig.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
+
 $(O)/dt-bench: $(O)/obj/bench/dt-bench.o $(O)/libvgmig.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
@@ -490,12 +495,17 @@ bench-vgpu: $(O)/vgpu-bench
 # allocation on the destination (docs/data-path.md).
 BENCH_ARGS ?= --sizes 256M,1G,4G --big 1G --channels 2 --multi-vgpu 2G \
               --prealloc
+# RESTORE_BENCH_ARGS: the VRAM sizes of the restore-on-demand benchmark
+# (bench/restore-bench.c).
+RESTORE_BENCH_ARGS ?= --sizes 1G,4G
 # BENCH_GUEST_HOPS: migrations of the real-guest pause cell
 # (bench/guest-pause.sh), per case.
 BENCH_GUEST_HOPS ?= 20
 bench: all $(O)/vgmig-bench $(O)/dt-bench $(O)/vgpu-bench guest-image \
-       $(O)/tests/guest/test-guest-migrate
+       $(O)/tests/guest/test-guest-migrate $(O)/restore-bench
 	@mkdir -p $(O)/bench
+	$(TEST_ENV) $(O)/restore-bench $(RESTORE_BENCH_ARGS) \
+	    > $(O)/bench/restore-bench.txt && cat $(O)/bench/restore-bench.txt
 	$(TEST_ENV) bench/guest-pause.sh --hops $(BENCH_GUEST_HOPS) \
 	    --test $(O)/tests/guest/test-guest-migrate \
 	    --log $(O)/bench/guest-pause.log > $(O)/bench/guest-pause.txt && \
@@ -506,7 +516,8 @@ bench: all $(O)/vgmig-bench $(O)/dt-bench $(O)/vgpu-bench guest-image \
 	$(TEST_ENV) $(O)/vgmig-bench $(BENCH_ARGS) --out $(O)/bench \
 	    --doc docs/benchmarks.md --cmdline "make bench BENCH_ARGS='$(BENCH_ARGS)'" \
 	    --append $(O)/bench/vgpu-bench.txt --append $(O)/bench/dt-bench.txt \
-	    --append $(O)/bench/guest-pause.txt
+	    --append $(O)/bench/guest-pause.txt \
+	    --append $(O)/bench/restore-bench.txt
 	gnuplot -e "datafile='$(O)/bench/downtime.dat'; outfile='docs/benchmarks-downtime.png'" \
 	    bench/downtime.gp
 
