@@ -428,7 +428,8 @@ check-cuda: all $(CUDA_TESTS)
 # the build dependencies ($(O)/gpu-pack/gpu-run.sh there; docs/cuda.md).
 gpu-pack: all $(CUDA_TESTS) $(O)/cuda-bench $(O)/vgmig-bench \
           $(O)/tests/qtest/test-mig-basic $(O)/tests/qtest/test-mig-active \
-          $(O)/tests/qtest/test-mig-cpu-writes
+          $(O)/tests/qtest/test-mig-cpu-writes \
+          $(O)/restore-bench
 	tests/cuda/gpu-pack.sh $(O) $(QEMU_BIN) $(QEMU_FIRMWARE_DIR) $(O)/gpu-pack
 
 check-sanitize:

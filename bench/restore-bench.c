@@ -45,6 +45,7 @@ struct result {
     double demand_run_ms; /* on demand: the same */
     double demand_all_ms; /* on demand: to the last page */
     int64_t faults;       /* on demand: guest faults on missing pages */
+    char backend[160];    /* the servers' VRAM backend */
 };
 
 static double now_ms(void)
@@ -277,8 +278,11 @@ static int restore(const char *dir, uint64_t vram, const char *path,
 
         vg_stats_int(&st, "postcopy_faults", &faults, NULL);
         r->demand_run_ms = run_ms;
+        g_autofree char *be = vg_stats_str(&st, "backend");
+
         r->demand_all_ms = now_ms() - t0;
         r->faults = faults;
+        snprintf(r->backend, sizeof(r->backend), "%s", be ? be : "?");
     }
     vg_stats_clear(&st);
     side_free(&s);
@@ -326,10 +330,11 @@ static void report(const struct result *r, unsigned n)
            "saying running; \"all in\" is to the last page of VRAM loaded. "
            "Both restores' VRAM checksums equal the source's.  The file "
            "was just written (page cache).  Measured by `restore-bench` "
-           "(`make bench`).\n\n"
+           "(`make bench`).  VRAM backend: %s.\n\n"
            "| VRAM | save file | everything first: to running | on demand: "
            "to running | ratio | on demand: all in | faults |\n"
-           "|---|---|---|---|---|---|---|\n");
+           "|---|---|---|---|---|---|---|\n",
+           n ? r[0].backend : "-");
     for (unsigned i = 0; i < n; i++) {
         printf("| %" PRIu64 " MiB | %.0f MiB | %.0f ms | %.0f ms | %.1fx | "
                "%.0f ms | %" PRId64 " |\n",

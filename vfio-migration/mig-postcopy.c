@@ -31,8 +31,7 @@ bool mig_postcopy_capable(const struct mig *m)
 
 bool mig_restore_capable(const struct mig *m)
 {
-    return !m->no_restore_on_demand && vgpu_vram(m->gpu) &&
-           vgpu_vram_fd(m->gpu) >= 0;
+    return !m->no_restore_on_demand;
 }
 
 int mig_postcopy_prepare(struct mig *m, struct vg_error *err)
@@ -125,6 +124,15 @@ static bool vram_ready(void *opaque, uint64_t off, uint64_t len)
     return !m->pc_dst || pc_dst_ready(m->pc_dst, off, len);
 }
 
+/* pc-dst's way into VRAM that is not mapped here (a GPU's). */
+static int vram_write(void *opaque, uint64_t off, const void *data,
+                      uint64_t len, struct vg_error *err)
+{
+    struct mig *m = opaque;
+
+    return vgpu_vram_write(m->gpu, off, data, len, err);
+}
+
 /* Start VRAM on demand from the source @cfg names (the rest is filled
  * here); the previous one was freed. */
 static int fetch_start(struct mig *m, struct pc_dst_config *cfg,
@@ -144,6 +152,8 @@ static int fetch_start(struct mig *m, struct pc_dst_config *cfg,
     cfg->npages = m->npages;
     cfg->page_size = m->scfg.page_size;
     cfg->vram = vgpu_vram(m->gpu);
+    cfg->write = vram_write;
+    cfg->write_opaque = m;
     cfg->vram_fd = vgpu_vram_fd(m->gpu);
     cfg->uffd = -1;
     cfg->areas = areas;

@@ -217,22 +217,36 @@ static int install_page(struct pc_dst *d, uint64_t p, const uint8_t *data,
     return 0;
 }
 
-/* Install the @count pages of @data from page @first and account them. */
+/* Put the @count pages in d->buf at page @first: page by page where VRAM
+ * is mapped here, else in one write.  The page server's pages are hashed
+ * for the digest (a file's records were verified as read). */
+static int install_pages(struct pc_dst *d, uint64_t first, uint32_t count,
+                         struct vg_error *err)
+{
+    uint64_t ps = d->cfg.page_size;
+    int ret = 0;
+
+    if (!d->cfg.vram) {
+        ret = d->cfg.write(d->cfg.write_opaque, first * ps, d->buf,
+                           (uint64_t)count * ps, err);
+    }
+    for (uint32_t i = 0; ret == 0 && d->cfg.vram && i < count; i++) {
+        ret = install_page(d, first + i, d->buf + (uint64_t)i * ps, err);
+    }
+    for (uint32_t i = 0; ret == 0 && !d->cfg.file && i < count; i++) {
+        d->page_hash[first + i] = vg_hash(d->buf + (uint64_t)i * ps, ps, 0);
+    }
+    return ret;
+}
+
+/* Install the @count pages of d->buf from page @first and account them. */
 static int install_run(struct pc_dst *d, uint64_t first, uint32_t count,
                        double asked_ms, struct vg_error *err)
 {
-    uint64_t ps = d->cfg.page_size;
+    int ret = install_pages(d, first, count, err);
 
-    for (uint32_t i = 0; i < count; i++) {
-        const uint8_t *data = d->buf + (uint64_t)i * ps;
-        int ret = install_page(d, first + i, data, err);
-
-        if (ret < 0) {
-            return ret;
-        }
-        if (!d->cfg.file) { /* a file's records are verified as read */
-            d->page_hash[first + i] = vg_hash(data, ps, 0);
-        }
+    if (ret < 0) {
+        return ret;
     }
     pthread_mutex_lock(&d->lock);
     for (uint32_t i = 0; i < count; i++) {
@@ -713,10 +727,11 @@ static int dst_alloc(struct pc_dst *d, const struct pc_dst_config *cfg,
     if (d->stop_fd < 0) {
         return vg_error_set(err, errno, "eventfd: %s", strerror(errno));
     }
-    if (!cfg->vram || cfg->page_size == 0 || cfg->page_size % d->host_page) {
+    if ((!cfg->vram && !cfg->write) || cfg->page_size == 0 ||
+        cfg->page_size % d->host_page) {
         return vg_error_set(err, ENOTSUP,
-                            "post-copy needs VRAM mapped in this server, in "
-                            "pages of whole host pages");
+                            "post-copy needs VRAM mapped in this server, or a "
+                            "way to write it, in pages of whole host pages");
     }
     return 0;
 }
@@ -744,6 +759,19 @@ static int start_on_demand(struct pc_dst *d, struct vg_error *err)
     return ret;
 }
 
+/* VRAM not mapped here, every access trapped: only the fetch thread. */
+static int start_trapped(struct pc_dst *d, struct vg_error *err)
+{
+    int ret = -pthread_create(&d->fetch_thread, NULL, fetch_thread, d);
+
+    d->fetch_started = ret == 0;
+    if (ret < 0) {
+        vg_error_set(err, -ret, "post-copy thread: %s", strerror(-ret));
+    }
+    d->stats.on_demand = ret == 0;
+    return ret;
+}
+
 int pc_dst_start(const struct pc_dst_config *cfg, struct pc_dst **out,
                  struct vg_error *err)
 {
@@ -763,8 +791,10 @@ int pc_dst_start(const struct pc_dst_config *cfg, struct pc_dst **out,
             ret = dst_welcome(d, err);
         }
     }
-    if (ret == 0 && d->cfg.uffd >= 0 && d->cfg.vram_fd >= 0 &&
-        areas_usable(d)) {
+    if (ret == 0 && !d->cfg.vram) {
+        ret = start_trapped(d, err);
+    } else if (ret == 0 && d->cfg.uffd >= 0 && d->cfg.vram_fd >= 0 &&
+               areas_usable(d)) {
         ret = start_on_demand(d, err);
     } else if (ret == 0) {
         vg_warn("post-copy: no userfaultfd over the client's VRAM mappings: "

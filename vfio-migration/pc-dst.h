@@ -23,7 +23,10 @@
  * to ten minutes (a network cut that heals); what was asked for meanwhile
  * goes first.  A source that answers wrongly fails the post-copy.
  * Without a userfaultfd (or with mappings it cannot cover whole pages of)
- * pc_dst_start() fetches every pending page before it returns.
+ * pc_dst_start() fetches every pending page before it returns.  Where
+ * VRAM is not mapped here (a GPU's: the client traps every access to it,
+ * which waits with pc_dst_wait()), the fetch thread installs the pages
+ * through @write and no fault thread is needed.
  *
  * Restore on demand is the same with a save file (stream-file.h) in place
  * of the page server: the pages are those the file holds, read and
@@ -55,9 +58,13 @@ struct pc_dst_config {
     uint64_t npages;
     uint64_t pending; /* what the record promised (not with @file) */
     uint32_t page_size;
-    uint8_t *vram; /* VRAM mapped here */
-    int vram_fd;   /* its memfd */
-    int uffd;      /* -1: none; else taken over (closed by pc_dst_free) */
+    uint8_t *vram; /* VRAM mapped here, or NULL: */
+    /* ...pages go through this (from the fetch thread) */
+    int (*write)(void *opaque, uint64_t off, const void *data, uint64_t len,
+                 struct vg_error *err);
+    void *write_opaque;
+    int vram_fd; /* its memfd, -1 if none */
+    int uffd;    /* -1: none; else taken over (closed by pc_dst_free) */
     const struct pc_dst_area *areas;
     unsigned nareas;
 };

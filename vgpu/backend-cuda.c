@@ -87,6 +87,7 @@ struct cuda_be {
     CUdeviceptr d_select, d_hashes, d_zero, d_misc;
     uint64_t *h_hashes, *h_zero; /* pinned */
     pthread_mutex_t host_lock;   /* host[] */
+    pthread_mutex_t op_lock;     /* one call at a time (see "Any thread") */
     struct host_range host[HOST_RANGES];
     bool reads_direct; /* the last read went straight to host memory */
     char desc[160];
@@ -298,6 +299,7 @@ static void cuda_fini(struct vgpu_backend *be)
     }
     vgc_unload(a);
     pthread_mutex_destroy(&c->host_lock);
+    pthread_mutex_destroy(&c->op_lock);
     free(c);
     be->priv = NULL;
 }
@@ -318,6 +320,7 @@ static int cuda_init(struct vgpu_backend *be, struct vg_error *err)
         return vg_error_set(err, ENOMEM, "out of memory");
     }
     pthread_mutex_init(&c->host_lock, NULL);
+    pthread_mutex_init(&c->op_lock, NULL);
     be->priv = c;
     ret = vgc_load(&c->api, err);
     if (ret == 0) {
@@ -897,20 +900,153 @@ int vgc_time_kernels(struct vgpu_backend *be, uint32_t page_size,
     return ret;
 }
 
+/* ---------------------------------------------------------- any thread */
+
+/*
+ * The calls share one stream, the staging buffers and the read-ahead
+ * slots, and each leaves them consistent for the next: any thread may
+ * call (enter() makes the context current for it), one call at a time.
+ * A restore or a post-copy destination installs pages from its own
+ * thread while the engines run on the server's.
+ */
+static void op_lock(const struct vgpu_backend *be)
+{
+    pthread_mutex_lock(&cb(be)->op_lock);
+}
+
+static void op_unlock(const struct vgpu_backend *be)
+{
+    pthread_mutex_unlock(&cb(be)->op_lock);
+}
+
+static int locked_read(struct vgpu_backend *be, uint64_t off, void *dst,
+                       uint64_t len, struct vg_error *err)
+{
+    int ret;
+
+    op_lock(be);
+    ret = cuda_read(be, off, dst, len, err);
+    op_unlock(be);
+    return ret;
+}
+
+static int locked_write(struct vgpu_backend *be, uint64_t off, const void *src,
+                        uint64_t len, struct vg_error *err)
+{
+    int ret;
+
+    op_lock(be);
+    ret = cuda_write(be, off, src, len, err);
+    op_unlock(be);
+    return ret;
+}
+
+static void locked_prefetch(struct vgpu_backend *be, uint64_t off, uint64_t len)
+{
+    op_lock(be);
+    cuda_prefetch(be, off, len);
+    op_unlock(be);
+}
+
+static int locked_host_register(struct vgpu_backend *be, void *ptr,
+                                uint64_t len, struct vg_error *err)
+{
+    int ret;
+
+    op_lock(be);
+    ret = cuda_host_register(be, ptr, len, err);
+    op_unlock(be);
+    return ret;
+}
+
+static void locked_host_unregister(struct vgpu_backend *be, void *ptr)
+{
+    op_lock(be);
+    cuda_host_unregister(be, ptr);
+    op_unlock(be);
+}
+
+static int locked_fill(struct vgpu_backend *be, uint64_t off, uint64_t len,
+                       uint32_t pattern, struct vg_error *err)
+{
+    int ret;
+
+    op_lock(be);
+    ret = cuda_fill(be, off, len, pattern, err);
+    op_unlock(be);
+    return ret;
+}
+
+static int locked_copy(struct vgpu_backend *be, uint64_t dst, uint64_t src,
+                       uint64_t len, struct vg_error *err)
+{
+    int ret;
+
+    op_lock(be);
+    ret = cuda_copy(be, dst, src, len, err);
+    op_unlock(be);
+    return ret;
+}
+
+static int locked_axpy(struct vgpu_backend *be, uint64_t y, uint64_t x,
+                       uint64_t n, float a, struct vg_error *err)
+{
+    int ret;
+
+    op_lock(be);
+    ret = cuda_axpy(be, y, x, n, a, err);
+    op_unlock(be);
+    return ret;
+}
+
+static int locked_add(struct vgpu_backend *be, uint64_t off, uint64_t len,
+                      float v, struct vg_error *err)
+{
+    int ret;
+
+    op_lock(be);
+    ret = cuda_add(be, off, len, v, err);
+    op_unlock(be);
+    return ret;
+}
+
+static int locked_scatter(struct vgpu_backend *be,
+                          const struct vgpu_scatter_args *a, uint64_t first,
+                          uint64_t count, uint64_t *done, struct vg_error *err)
+{
+    int ret;
+
+    op_lock(be);
+    ret = cuda_scatter(be, a, first, count, done, err);
+    op_unlock(be);
+    return ret;
+}
+
+static int locked_hash(struct vgpu_backend *be, const struct vgpu_hash_req *r,
+                       struct vg_error *err)
+{
+    int ret;
+
+    op_lock(be);
+    ret = cuda_hash(be, r, err);
+    op_unlock(be);
+    return ret;
+}
+
 const struct vgpu_backend_ops vgpu_backend_cuda_ops = {
     .name = "cuda",
     .init = cuda_init,
     .fini = cuda_fini,
-    .read = cuda_read,
-    .write = cuda_write,
-    .prefetch = cuda_prefetch,
-    .host_register = cuda_host_register,
-    .host_unregister = cuda_host_unregister,
-    .fill = cuda_fill,
-    .copy = cuda_copy,
-    .axpy = cuda_axpy,
-    .add = cuda_add,
-    .scatter = cuda_scatter,
-    .hash = cuda_hash,
+    .read = locked_read,
+    .write = locked_write,
+    .prefetch = locked_prefetch,
+    .host_register = locked_host_register,
+    .host_unregister = locked_host_unregister,
+    .fill = locked_fill,
+    .copy = locked_copy,
+    .axpy = locked_axpy,
+    .add = locked_add,
+    .scatter = locked_scatter,
+    .hash = locked_hash,
     .describe = cuda_describe,
 };

@@ -10,8 +10,8 @@ usage() {
     cat <<'USAGE'
 Usage: tests/cuda/gpu-pack.sh BUILD_DIR QEMU_BIN FIRMWARE_DIR OUT_DIR
 
-Copy vgpu-server, cuda-bench, vgmig-bench, the CUDA tests and the qtest
-migration tests from BUILD_DIR, QEMU_BIN, the libraries they need (from
+Copy vgpu-server, cuda-bench, vgmig-bench, restore-bench, the CUDA tests
+and the qtest migration tests from BUILD_DIR, QEMU_BIN, the libraries they need (from
 ldd, glibc's own left out) and FIRMWARE_DIR into OUT_DIR, with
 gpu-run.sh.  `make gpu-pack` calls it; docs/cuda.md says how to use it.
 USAGE
@@ -21,7 +21,8 @@ USAGE
 build=$1 qemu=$2 fw=$3 out=$4
 progs="vgpu-server cuda-bench vgmig-bench tests/cuda/test-cuda-backend
        tests/cuda/test-cuda-migrate tests/qtest/test-mig-basic
-       tests/qtest/test-mig-active tests/qtest/test-mig-cpu-writes"
+       tests/qtest/test-mig-active tests/qtest/test-mig-cpu-writes
+       restore-bench"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/fw"
 for p in $progs; do

@@ -10,6 +10,7 @@
 #   qtest     test-mig-basic and test-mig-active with every server on cuda
 #   bench     cuda-bench --size $BENCH_SIZE (16G): hash vs read bandwidth
 #   mbench    vgmig-bench $MBENCH_ARGS with the servers on cuda
+#   rbench    restore-bench $RBENCH_ARGS (1G,4G,16G) with the servers on cuda
 #   stress    $STRESS (200) migrations under guest CPU writes (CPU backend;
 #             $VGMIG_STRESS_SEED picks the sequence)
 # Exit status: the number of steps that failed.
@@ -31,7 +32,7 @@ step() {
     [ $rc -eq 0 ] || failed=$((failed + 1))
 }
 
-[ $# -gt 0 ] || { sed -n '2,15p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,16p' "$0"; exit 2; }
 for s in "$@"; do
     case $s in
     info) nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv ;;
@@ -44,6 +45,11 @@ for s in "$@"; do
     qtest)
         VGMIG_SERVER_BACKEND=cuda step basic 300 "$D/bin/test-mig-basic"
         VGMIG_SERVER_BACKEND=cuda step active 400 "$D/bin/test-mig-active"
+        ;;
+    rbench)
+        # shellcheck disable=SC2086 # RBENCH_ARGS is a list of options
+        VGMIG_SERVER_BACKEND=cuda step rbench 580 "$D/bin/restore-bench" \
+            ${RBENCH_ARGS:---sizes 1G,4G,16G}
         ;;
     stress)
         # The guest CPU writes stress on the CPU backend, STRESS migrations.

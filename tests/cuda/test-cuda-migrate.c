@@ -14,6 +14,11 @@
  * same commands.  Both servers' checksums agree, and the source hashed
  * its pages.  The same runs between a CPU-backed and a CUDA-backed
  * server, both ways: the stream does not depend on the backend.
+ * Restore on demand (docs/restore.md) the same ways: the VM is saved with
+ * "migrate file:" after the batches and restored by a server that reads
+ * the file on demand, slowed on each read so that the engines' DMA of
+ * every MiB waits for pages still in the file; VRAM must equal the
+ * reference and the checksums agree.
  * Skipped (TAP "1..0 # SKIP") without a GPU.
  */
 #include "../qtest/mig-test.h"
@@ -244,6 +249,87 @@ static void migrate(const char *from, const char *to)
     mt_stop(&t);
 }
 
+static bool restore_running(const struct vg_stats *st, void *opaque)
+{
+    g_autofree char *v = vg_stats_str(st, "restore_on_demand");
+
+    return v && strcmp(v, "true") == 0;
+}
+
+static bool restore_done(const struct vg_stats *st, void *opaque)
+{
+    g_autofree char *done = vg_stats_str(st, "postcopy_done");
+
+    return done && strcmp(done, "true") == 0 && st->vram_checksum[0];
+}
+
+/* Save a VM on backend @from to a file, restore it on backend @to. */
+static void save_restore(const char *from, const char *to)
+{
+    const char *src_args[] = {"--backend", from, NULL};
+    const char *dst_args[] = {"--backend", to, "--fault", "postcopy-delay:50",
+                              NULL};
+    struct mt t;
+    struct run r = {&t, g_malloc0(VGT_VRAM_SIZE), 0, false};
+    g_autofree char *path = NULL, *uri = NULL, *args = NULL, *done = NULL;
+    g_autofree char *verified = NULL;
+    struct vg_mig_info info;
+    struct vg_stats sst, dst;
+
+    g_test_message("save on %s, restore on %s", from, to);
+    mt_start_src(&t, "cuda-restore", src_args);
+    setup(&r);
+    for (unsigned k = 1; k <= 3; k++) {
+        run_batch(&r, k);
+    }
+    path = g_strdup_printf("%s/vm.sav", t.dir);
+    uri = g_strdup_printf("file:%s", path);
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, uri, VGT_ERR));
+    mt_migrate_wait(&t, NULL, NULL, &info);
+    VGT_OK(vg_stats_wait(t.src.stats, mt_stats_done, NULL, MT_STATS_TIMEOUT_MS,
+                         &sst, VGT_ERR));
+    mt_start_dst_with(&t, VGT_VRAM_ARG, dst_args, NULL);
+    args = g_strdup_printf("{\"uri\": \"%s\"}", uri);
+    VGT_OK(vg_qmp_execute_json(t.dst.qemu->qmp, "migrate-incoming", args, NULL,
+                               VGT_ERR));
+    mt_attach_dst(&t);
+    VGT_OK(vg_stats_wait(t.dst.stats, restore_running, NULL,
+                         MT_STATS_TIMEOUT_MS, &dst, VGT_ERR));
+    done = vg_stats_str(&dst, "postcopy_done");
+    g_test_message("running: %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
+                   " pages from the file",
+                   mt_stat_int(&dst, "postcopy_fetched"),
+                   mt_stat_int(&dst, "postcopy_pages"));
+    g_assert_cmpstr(done, ==, "false");
+    vg_stats_clear(&dst);
+    check_dst_vram(&r);
+    VGT_OK(vg_stats_wait(t.dst.stats, restore_done, NULL, MT_STATS_TIMEOUT_MS,
+                         &dst, VGT_ERR));
+    verified = vg_stats_str(&dst, "postcopy_verified");
+    assert_backend(&dst, to);
+    g_assert_cmpstr(verified, ==, "true");
+    g_assert_cmpstr(dst.vram_checksum, ==, sst.vram_checksum);
+    vg_stats_clear(&sst);
+    vg_stats_clear(&dst);
+    g_free(r.ref);
+    mt_stop(&t);
+}
+
+static void test_restore_cuda(void)
+{
+    save_restore(ct_backend_name(), ct_dst_backend_name());
+}
+
+static void test_restore_cpu_to_cuda(void)
+{
+    save_restore("cpu", ct_dst_backend_name());
+}
+
+static void test_restore_cuda_to_cpu(void)
+{
+    save_restore(ct_backend_name(), "cpu");
+}
+
 static void test_cuda_to_cuda(void)
 {
     migrate(ct_backend_name(), ct_dst_backend_name());
@@ -267,5 +353,8 @@ int main(int argc, char **argv)
     g_test_add_func("/cuda/migrate/cuda-to-cuda", test_cuda_to_cuda);
     g_test_add_func("/cuda/migrate/cpu-to-cuda", test_cpu_to_cuda);
     g_test_add_func("/cuda/migrate/cuda-to-cpu", test_cuda_to_cpu);
+    g_test_add_func("/cuda/restore/cuda-to-cuda", test_restore_cuda);
+    g_test_add_func("/cuda/restore/cpu-to-cuda", test_restore_cpu_to_cuda);
+    g_test_add_func("/cuda/restore/cuda-to-cpu", test_restore_cuda_to_cpu);
     return g_test_run();
 }
