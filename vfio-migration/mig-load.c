@@ -32,6 +32,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -369,6 +370,7 @@ int mig_load_file(struct mig *m, int fd, uint64_t off, uint64_t len,
 {
     struct mig_load *l = m->load;
     bool opened = l->file || l->file_fd >= 0;
+    struct stat st;
     int ret = 0;
 
     if (opened == (fd >= 0)) {
@@ -378,6 +380,12 @@ int mig_load_file(struct mig *m, int fd, uint64_t off, uint64_t len,
         return vg_error_set(err, EINVAL,
                             opened ? "a second save file in one load"
                                    : "file extents before the save file");
+    }
+    if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        return vg_error_set(err, EINVAL,
+                            "the save file is not a regular "
+                            "file");
     }
     if (fd >= 0) {
         ret = file_open(m, fd, off, len, err);

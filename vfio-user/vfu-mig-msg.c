@@ -228,9 +228,9 @@ int vfu_parse_mig_data_file(const void *p, size_t len, uint32_t *flags,
         h.count > VFU_MIG_DATA_FILE_MAX ||
         len != sizeof(h) + (size_t)h.count * sizeof(*ext) || h.argsz != len) {
         return vg_error_set(err, EINVAL,
-                            "argsz %u flags %#x extents %u for %zu bytes "
-                            "invalid",
-                            h.argsz, h.flags, h.count, len);
+                            "argsz %u flags %#x reserved %#x extents %u for "
+                            "%zu bytes invalid",
+                            h.argsz, h.flags, h.reserved, h.count, len);
     }
     for (uint32_t i = 0; i < h.count; i++) {
         memcpy(&ext[i], at + i * sizeof(*ext), sizeof(*ext));

@@ -35,6 +35,9 @@ static const char *const cmd_names[] = {
     [VFU_CMD_MIG_DATA_SHM] = "MIG_DATA_SHM",
     [VFU_CMD_MIG_DATA_READ_SHM] = "MIG_DATA_READ_SHM",
     [VFU_CMD_MIG_DATA_WRITE_SHM] = "MIG_DATA_WRITE_SHM",
+    [VFU_CMD_REGION_UFFD] = "REGION_UFFD",
+    [VFU_CMD_MIG_POSTCOPY] = "MIG_POSTCOPY",
+    [VFU_CMD_MIG_DATA_FILE] = "MIG_DATA_FILE",
 };
 
 const char *vfu_cmd_name(uint16_t cmd)

@@ -74,6 +74,15 @@
  *    userfaultfd or none, with an area past BAR2, and MIG_POSTCOPY
  *    outside pre-copy or malformed; the server goes on serving.
  *
+ *  - data-file-msgs: MIG_DATA_FILE (patches 0042-0044) is refused without
+ *    the "load-from-file" capability, outside RESUMING, malformed, with
+ *    the FD flag and no fd or an fd and no FD flag, with extents before
+ *    the save file, with an fd that is not a regular file, with extents
+ *    past the end of the file, and with a second file in one load; each
+ *    refusal is logged with its reason, the server keeps no fd of it,
+ *    goes on serving, and then restores a real save file whose extents
+ *    are out of order in the file.
+ *
  * (The chmod(2) of the socket path after bind, which would follow a link
  * swapped in between, is a race no test can win reliably; the code no
  * longer does it: the umask around bind makes the socket 0600, which
@@ -100,6 +109,9 @@
 #define VC_CAPS_PC                                                             \
     "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576,"     \
     "\"migration\":{\"pgsize\":4096,\"postcopy\":true}}}"
+#define VC_CAPS_FILE                                                           \
+    "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576,"     \
+    "\"migration\":{\"pgsize\":4096,\"load-from-file\":true}}}"
 #define SHM_SLOTS     8u /* vgpu-server --data-slots default */
 #define SHM_SLOT_SIZE (4u << 20)
 
@@ -1119,6 +1131,386 @@ static void test_postcopy_msgs(void)
     sec_stop(&s);
 }
 
+/* ------------------------------------------------ load from a file */
+
+/* Connect and negotiate with @json; the server's JSON in @reply. */
+static void conn_open_reply(struct conn *c, const struct sec *s,
+                            const char *json, char *reply, size_t size)
+{
+    struct vfu_version v = {VFU_VERSION_MAJOR, VFU_VERSION_MINOR};
+    uint8_t p[512];
+    size_t n = 0;
+
+    g_assert_cmpuint(strlen(json) + 1, <=, sizeof(p) - sizeof(v));
+    c->fd = connect_path(s->srv->socket);
+    g_assert_cmpint(c->fd, >=, 0);
+    c->id = 0;
+    memcpy(p, &v, sizeof(v));
+    memcpy(p + sizeof(v), json, strlen(json) + 1);
+    g_assert_cmpuint(request_ex(c, VFU_CMD_VERSION, p,
+                                sizeof(v) + strlen(json) + 1, 0, -1, p,
+                                sizeof(p), &n, NULL),
+                     ==, 0);
+    g_assert_cmpuint(n, >, sizeof(v));
+    g_assert_cmpuint(p[n - 1], ==, 0);
+    g_strlcpy(reply, (const char *)p + sizeof(v), size);
+}
+
+/* MIG_DATA_FILE with header flags @flags and the @n extents @ext (argsz
+ * and count right), passing @fd if >= 0; returns the errno. */
+static uint32_t data_file(struct conn *c, uint32_t flags,
+                          const struct vfu_file_extent *ext, uint32_t n, int fd)
+{
+    size_t len = sizeof(struct vfu_mig_data_file) + n * sizeof(*ext);
+    struct vfu_mig_data_file h = {(uint32_t)len, flags, n, 0};
+    g_autofree uint8_t *p = g_malloc(len);
+
+    memcpy(p, &h, sizeof(h));
+    memcpy(p + sizeof(h), ext, n * sizeof(*ext));
+    return request_ex(c, VFU_CMD_MIG_DATA_FILE, p, len, 0, fd, NULL, 0, NULL,
+                      NULL);
+}
+
+static uint32_t data_file1(struct conn *c, uint32_t flags, uint64_t off,
+                           uint64_t size, int fd)
+{
+    struct vfu_file_extent e = {off, size};
+
+    return data_file(c, flags, &e, 1, fd);
+}
+
+/* The server's log line of refused request @id (the last of that id)
+ * says @want. */
+static void assert_refusal(const struct sec *s, uint16_t id, const char *want)
+{
+    g_autofree char *log = vg_proc_log_tail(&s->srv->proc, 1 << 20);
+    g_autofree char *tag = g_strdup_printf(": request %u ", id);
+    g_autofree char *line = NULL;
+    const char *at = g_strrstr(log, tag);
+
+    g_assert_nonnull(at);
+    line = g_strndup(at + 2, strcspn(at + 2, "\n"));
+    g_test_message("%s", line);
+    g_assert_nonnull(strstr(line, want));
+}
+
+/* Descriptors the server has open. */
+static unsigned server_fds(const struct sec *s)
+{
+    g_autofree char *path =
+        g_strdup_printf("/proc/%d/fd", (int)s->srv->proc.pid);
+    GDir *d = g_dir_open(path, 0, NULL);
+    unsigned n = 0;
+
+    g_assert_nonnull(d);
+    while (g_dir_read_name(d)) {
+        n++;
+    }
+    g_dir_close(d);
+    return n;
+}
+
+/* A refused load left the device in ERROR: reset it, resume anew. */
+static void load_again(struct conn *c)
+{
+    g_assert_cmpuint(get_state(c), ==, MIG_STATE_ERROR);
+    g_assert_cmpuint(request(c, VFU_CMD_DEVICE_RESET, NULL, 0), ==, 0);
+    g_assert_cmpuint(get_state(c), ==, MIG_STATE_RUNNING);
+    assert_serving(c);
+    g_assert_cmpuint(set_state(c, MIG_STATE_STOP), ==, 0);
+    g_assert_cmpuint(set_state(c, MIG_STATE_RESUMING), ==, 0);
+}
+
+static bool file_restored(const struct vg_stats *st, void *opaque)
+{
+    g_autofree char *done = vg_stats_str(st, "postcopy_done");
+
+    return done && strcmp(done, "true") == 0 && st->vram_checksum[0];
+}
+
+/* A descriptor of each kind that is not a regular file (@extra: the
+ * other end, if any, to close). */
+static int non_file(unsigned i, const char *dir, int *extra)
+{
+    int p[2];
+
+    *extra = -1;
+    switch (i) {
+    case 0:
+        g_assert_cmpint(pipe2(p, O_CLOEXEC), ==, 0);
+        *extra = p[1];
+        return p[0];
+    case 1:
+        g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM, 0, p), ==, 0);
+        *extra = p[0];
+        return p[1];
+    case 2:
+        return open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    case 3:
+        return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    default:
+        g_assert_not_reached();
+    }
+}
+
+static void test_data_file_msgs(void)
+{
+    /* what the server does with each: refuses it before reading (a
+     * blocking one would hang the server's loop) */
+    static const struct {
+        uint32_t error;
+        const char *says;
+    } non_file_says[] = {
+        {EINVAL, "the save file is not a regular file"},
+        {EINVAL, "the save file is not a regular file"},
+        {EINVAL, "the save file is not a regular file"},
+        {EINVAL, "the save file is not a regular file"},
+    };
+    g_autoptr(GByteArray) stream = g_byte_array_new();
+    g_autoptr(GByteArray) v1 = g_byte_array_new();
+    g_autofree uint8_t *want = g_malloc(H_VRAM);
+    g_autofree uint8_t *file = NULL;
+    g_autofree char *path = NULL, *path_v1 = NULL;
+    char *says;
+    const size_t junk = 4096;
+    struct {
+        struct vfu_mig_data_file h;
+        struct vfu_file_extent e[2];
+    } m;
+    struct vfu_file_extent ext[2];
+    char json[512];
+    struct vg_stats st;
+    size_t len1, size;
+    unsigned fds;
+    struct conn c;
+    struct sec s;
+    uint8_t *vram;
+    int fd, fd_v1;
+
+    sec_start_opts(&s, "hostile-file", H_VRAM_ARG, "64K", NULL);
+
+    /* A save file of this device: its stream in two parts after some
+     * junk, the second part first in the file. */
+    conn_open_caps(&c, &s, VC_CAPS_EXT);
+    vram = map_vram_size(&c, H_VRAM);
+    fill_pattern(vram, H_VRAM / 4, 11);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_PRE_COPY), ==, 0);
+    read_phase(&c, stream);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP_COPY), ==, 0);
+    read_phase(&c, stream);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP), ==, 0);
+    memcpy(want, vram, H_VRAM);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_RUNNING), ==, 0);
+    len1 = stream->len / 3;
+    size = junk + stream->len;
+    file = g_malloc(size);
+    memset(file, 0xee, junk);
+    memcpy(file + junk, stream->data + len1, stream->len - len1);
+    memcpy(file + junk + stream->len - len1, stream->data, len1);
+    path = g_strdup_printf("%s/vm.sav", s.dir);
+    g_assert_true(
+        g_file_set_contents(path, (const char *)file, (gssize)size, NULL));
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    ext[0] = (struct vfu_file_extent){junk + stream->len - len1, len1};
+    ext[1] = (struct vfu_file_extent){junk, stream->len - len1};
+    /* and one of stream version 1, just its HEADER */
+    put_header_ps(v1, 64u << 10, H_VRAM, reg_rd(&c, VGPU_REG_FEATURES));
+    path_v1 = g_strdup_printf("%s/v1.sav", s.dir);
+    g_assert_true(g_file_set_contents(path_v1, (const char *)v1->data,
+                                      (gssize)v1->len, NULL));
+    fd_v1 = open(path_v1, O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(fd_v1, >=, 0);
+
+    /* Not negotiated: neither offered nor served, with or without a
+     * file, which the server does not keep. */
+    fds = server_fds(&s);
+    g_assert_cmpuint(data_file(&c, VFU_MIG_DATA_FILE_FD, ext, 1, fd), ==,
+                     ENOTSUP);
+    assert_refusal(&s, c.id, "load-from-file was not negotiated");
+    g_assert_cmpuint(data_file(&c, 0, ext, 1, -1), ==, ENOTSUP);
+    assert_refusal(&s, c.id, "load-from-file was not negotiated");
+    assert_serving(&c);
+    g_assert_cmpuint(server_fds(&s), ==, fds);
+    munmap(vram, H_VRAM);
+    conn_close(&c);
+    conn_open_reply(&c, &s, VC_CAPS_EXT, json, sizeof(json));
+    g_assert_null(strstr(json, "load-from-file"));
+    conn_close(&c);
+
+    conn_open_reply(&c, &s, VC_CAPS_FILE, json, sizeof(json));
+    g_assert_nonnull(strstr(json, "\"load-from-file\":true"));
+    vram = map_vram_size(&c, H_VRAM);
+    fds = server_fds(&s);
+
+    /* Outside RESUMING: refused, the device left as it is. */
+    g_assert_cmpuint(data_file(&c, VFU_MIG_DATA_FILE_FD, ext, 1, fd), ==,
+                     EINVAL);
+    assert_refusal(&s, c.id, "refused in RUNNING");
+    g_assert_cmpuint(get_state(&c), ==, MIG_STATE_RUNNING);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP), ==, 0);
+    g_assert_cmpuint(data_file(&c, VFU_MIG_DATA_FILE_FD, ext, 1, fd), ==,
+                     EINVAL);
+    assert_refusal(&s, c.id, "refused in STOP");
+    g_assert_cmpuint(get_state(&c), ==, MIG_STATE_STOP);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_RESUMING), ==, 0);
+
+    /* Malformed (each with the file): refused before the load, which
+     * goes on. */
+    m.h = (struct vfu_mig_data_file){sizeof(m.h) + sizeof(m.e[0]),
+                                     VFU_MIG_DATA_FILE_FD, 1, 0};
+    m.e[0] = ext[0];
+    m.e[1] = ext[1];
+    g_assert_cmpuint(request_ex(&c, VFU_CMD_MIG_DATA_FILE, &m, 8, 0, fd, NULL,
+                                0, NULL, NULL),
+                     ==, EINVAL);
+    assert_refusal(&s, c.id, "payload is 8 bytes, expected 16+");
+    m.h.argsz = sizeof(m);
+    g_assert_cmpuint(request_ex(&c, VFU_CMD_MIG_DATA_FILE, &m, 32, 0, fd, NULL,
+                                0, NULL, NULL),
+                     ==, EINVAL);
+    assert_refusal(&s, c.id, "argsz 48 flags 0x1 reserved 0 extents 1 for 32");
+    m.h.argsz = 32;
+    m.h.flags = VFU_MIG_DATA_FILE_FD | 4;
+    g_assert_cmpuint(request_ex(&c, VFU_CMD_MIG_DATA_FILE, &m, 32, 0, fd, NULL,
+                                0, NULL, NULL),
+                     ==, EINVAL);
+    assert_refusal(&s, c.id, "flags 0x5");
+    m.h.flags = VFU_MIG_DATA_FILE_FD;
+    m.h.reserved = 1;
+    g_assert_cmpuint(request_ex(&c, VFU_CMD_MIG_DATA_FILE, &m, 32, 0, fd, NULL,
+                                0, NULL, NULL),
+                     ==, EINVAL);
+    assert_refusal(&s, c.id, "extents 1 for 32 bytes invalid");
+    m.h.reserved = 0;
+    m.h.count = 0;
+    g_assert_cmpuint(request_ex(&c, VFU_CMD_MIG_DATA_FILE, &m, 16, 0, fd, NULL,
+                                0, NULL, NULL),
+                     ==, EINVAL);
+    assert_refusal(&s, c.id, "extents 0 for 16 bytes");
+    m.h.count = 2; /* but one extent */
+    g_assert_cmpuint(request_ex(&c, VFU_CMD_MIG_DATA_FILE, &m, 32, 0, fd, NULL,
+                                0, NULL, NULL),
+                     ==, EINVAL);
+    assert_refusal(&s, c.id, "extents 2 for 32 bytes");
+    {
+        const uint32_t n = VFU_MIG_DATA_FILE_MAX + 1;
+        const size_t len = sizeof(m.h) + n * sizeof(m.e[0]);
+        g_autofree uint8_t *big = g_malloc0(len);
+        struct vfu_mig_data_file h = {(uint32_t)len, VFU_MIG_DATA_FILE_FD, n,
+                                      0};
+
+        memcpy(big, &h, sizeof(h));
+        for (uint32_t i = 0; i < n; i++) {
+            memcpy(big + sizeof(h) + i * sizeof(m.e[0]), &ext[0],
+                   sizeof(ext[0]));
+        }
+        g_assert_cmpuint(request_ex(&c, VFU_CMD_MIG_DATA_FILE, big, len, 0, fd,
+                                    NULL, 0, NULL, NULL),
+                         ==, EINVAL);
+        assert_refusal(&s, c.id, "extents 1025 for 16416 bytes");
+    }
+    m.h.count = 2;
+    m.h.argsz = sizeof(m);
+    m.e[1].size = 0;
+    g_assert_cmpuint(request_ex(&c, VFU_CMD_MIG_DATA_FILE, &m, sizeof(m), 0, fd,
+                                NULL, 0, NULL, NULL),
+                     ==, EINVAL);
+    assert_refusal(&s, c.id, "extent 1: 0x1000+0 is empty or wraps");
+    m.e[1] = (struct vfu_file_extent){UINT64_MAX - 0xfff, 0x2000};
+    g_assert_cmpuint(request_ex(&c, VFU_CMD_MIG_DATA_FILE, &m, sizeof(m), 0, fd,
+                                NULL, 0, NULL, NULL),
+                     ==, EINVAL);
+    assert_refusal(&s, c.id,
+                   "extent 1: 0xfffffffffffff000+0x2000 is empty or wraps");
+    /* the FD flag and no fd, an fd and no FD flag */
+    g_assert_cmpuint(data_file(&c, VFU_MIG_DATA_FILE_FD, ext, 1, -1), ==,
+                     EINVAL);
+    assert_refusal(&s, c.id, "flags 0x1 with 0 file descriptors");
+    g_assert_cmpuint(data_file(&c, 0, ext, 1, fd), ==, EINVAL);
+    assert_refusal(&s, c.id, "flags 0 with 1 file descriptors");
+    g_assert_cmpuint(get_state(&c), ==, MIG_STATE_RESUMING);
+    assert_serving(&c);
+
+    /* Extents before any file: that load fails. */
+    g_assert_cmpuint(data_file(&c, 0, ext, 1, -1), ==, EINVAL);
+    assert_refusal(&s, c.id, "file extents before the save file");
+    load_again(&c);
+
+    /* Not a regular file. */
+    for (unsigned i = 0; i < G_N_ELEMENTS(non_file_says); i++) {
+        int extra, nf = non_file(i, s.dir, &extra);
+
+        g_assert_cmpint(nf, >=, 0);
+        g_assert_cmpuint(data_file1(&c, VFU_MIG_DATA_FILE_FD, 0, 4096, nf), ==,
+                         non_file_says[i].error);
+        assert_refusal(&s, c.id, non_file_says[i].says);
+        close(nf);
+        if (extra >= 0) {
+            close(extra);
+        }
+        load_again(&c);
+    }
+
+    /* Extents past the end of the file: the first, a later one, and (a
+     * version 1 stream, read at once) the first again. */
+    g_assert_cmpuint(data_file1(&c, VFU_MIG_DATA_FILE_FD, ext[0].offset,
+                                ext[0].size + 1, fd),
+                     ==, ERANGE);
+    says = g_strdup_printf("extent %" G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT
+                           " is not inside the save file of %zu bytes",
+                           ext[0].offset, ext[0].size + 1, size);
+    assert_refusal(&s, c.id, says);
+    g_free(says);
+    load_again(&c);
+    g_assert_cmpuint(data_file(&c, VFU_MIG_DATA_FILE_FD, ext, 1, fd), ==, 0);
+    g_assert_cmpuint(data_file1(&c, 0, size - 8, 16, -1), ==, ERANGE);
+    says = g_strdup_printf(
+        "extent %zu+16 is not inside the save file of %zu bytes", size - 8,
+        size);
+    assert_refusal(&s, c.id, says);
+    g_free(says);
+    load_again(&c);
+    g_assert_cmpuint(
+        data_file1(&c, VFU_MIG_DATA_FILE_FD, 0, v1->len + 4096, fd_v1), ==,
+        EIO);
+    assert_refusal(&s, c.id, "save file: reading offset 48: end of file");
+    load_again(&c);
+
+    /* A second file in one load. */
+    g_assert_cmpuint(data_file(&c, VFU_MIG_DATA_FILE_FD, ext, 1, fd), ==, 0);
+    g_assert_cmpuint(get_state(&c), ==, MIG_STATE_RESUMING);
+    g_assert_cmpuint(data_file(&c, VFU_MIG_DATA_FILE_FD, ext + 1, 1, fd), ==,
+                     EINVAL);
+    assert_refusal(&s, c.id, "a second save file in one load");
+    load_again(&c);
+    g_assert_cmpuint(request(&c, VFU_CMD_DEVICE_RESET, NULL, 0), ==, 0);
+    g_assert_cmpuint(get_state(&c), ==, MIG_STATE_RUNNING);
+    /* none of the files refused is still open in the server */
+    g_assert_cmpuint(server_fds(&s), ==, fds);
+
+    /* After all that, the save file restores, its extents out of order
+     * in the file and in two messages. */
+    fill_pattern(vram, H_VRAM, 0x5a);
+    g_assert_false(memcmp(vram, want, H_VRAM) == 0);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP), ==, 0);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_RESUMING), ==, 0);
+    g_assert_cmpuint(data_file(&c, VFU_MIG_DATA_FILE_FD, ext, 1, fd), ==, 0);
+    g_assert_cmpuint(data_file(&c, 0, ext + 1, 1, -1), ==, 0);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP), ==, 0);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_RUNNING), ==, 0);
+    VGT_OK(vg_stats_wait(s.stats, file_restored, NULL, VC_REPLY_TIMEOUT, &st,
+                         VGT_ERR));
+    vg_stats_clear(&st);
+    g_assert_true(memcmp(vram, want, H_VRAM) == 0);
+    assert_serving(&c);
+    close(fd);
+    close(fd_v1);
+    munmap(vram, H_VRAM);
+    conn_close(&c);
+    sec_stop(&s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1135,5 +1527,6 @@ int main(int argc, char **argv)
     g_test_add_func("/hostile/vram-write-busy", test_vram_write_busy);
     g_test_add_func("/hostile/data-shm", test_data_shm);
     g_test_add_func("/hostile/postcopy-msgs", test_postcopy_msgs);
+    g_test_add_func("/hostile/data-file-msgs", test_data_file_msgs);
     return g_test_run();
 }

@@ -116,8 +116,9 @@ static void test_caps_format(void)
 }
 
 /* The "migration" object: answered with the members proposed; the
- * precopy_info and region_dirty_log extensions only when proposed true
- * (and, for the latter, not refused by us). */
+ * precopy_info, region_dirty_log, data_shm, postcopy and load-from-file
+ * extensions only when proposed true (and, for region_dirty_log and
+ * load-from-file, not refused by us). */
 static void test_caps_migration(void)
 {
     static const struct {
@@ -151,6 +152,19 @@ static void test_caps_migration(void)
          "{\"capabilities\":{\"migration\":{\"postcopy\":true}}}"},
         {"{\"capabilities\":{\"migration\":{\"postcopy\":false}}}",
          "{\"capabilities\":{}}"},
+        {"{\"capabilities\":{\"migration\":{\"load-from-file\":true}}}",
+         "{\"capabilities\":{\"migration\":{\"load-from-file\":true}}}"},
+        {"{\"capabilities\":{\"migration\":{\"load-from-file\":false}}}",
+         "{\"capabilities\":{}}"},
+        /* 13: every member at once, each echoed in the reply */
+        {"{\"capabilities\":{\"migration\":{\"pgsize\":4096,"
+         "\"max_bitmap_size\":268435456,\"precopy_info\":true,"
+         "\"region_dirty_log\":true,\"data_shm\":true,\"postcopy\":true,"
+         "\"load-from-file\":true}}}",
+         "{\"capabilities\":{\"migration\":{\"pgsize\":4096,"
+         "\"max_bitmap_size\":1048576,\"precopy_info\":true,"
+         "\"region_dirty_log\":true,\"data_shm\":true,\"postcopy\":true,"
+         "\"load-from-file\":true}}}"},
     };
     struct vfu_caps ours = {.present = {true, true, true, true},
                             .value = {8, 1024, 4096, 10},
@@ -160,6 +174,7 @@ static void test_caps_migration(void)
                                      .region_dirty_log = true,
                                      .data_shm = true,
                                      .postcopy = true,
+                                     .load_from_file = true,
                                      .pgsize = 4096,
                                      .max_bitmap_size = 1048576}};
     static const char bad[] =
@@ -189,6 +204,44 @@ static void test_caps_migration(void)
     g_assert_cmpint(vfu_caps_format(&client, &ours, buf, sizeof(buf), &err), >,
                     0);
     g_assert_null(strstr(buf, "region_dirty_log"));
+
+    /* "load-from-file" only when both sides have it: a server that cannot
+     * restore from a file (no VRAM mapped here) leaves it out, the rest of
+     * the object stays; a client that does not propose it does not get
+     * it. */
+    ours.migr.region_dirty_log = true;
+    ours.migr.load_from_file = false;
+    g_assert_cmpint(
+        vfu_caps_parse(cases[13].json, strlen(cases[13].json), &client, &err),
+        ==, 0);
+    g_assert_true(client.migr.load_from_file);
+    g_assert_cmpint(vfu_caps_format(&client, &ours, buf, sizeof(buf), &err), >,
+                    0);
+    g_assert_null(strstr(buf, "load-from-file"));
+    g_assert_nonnull(strstr(buf, "\"postcopy\":true}}}"));
+    g_assert_cmpint(
+        vfu_caps_parse(cases[11].json, strlen(cases[11].json), &client, &err),
+        ==, 0);
+    g_assert_cmpint(vfu_caps_format(&client, &ours, buf, sizeof(buf), &err), >,
+                    0);
+    g_assert_cmpstr(buf, ==, "{\"capabilities\":{}}");
+    ours.migr.load_from_file = true;
+    g_assert_cmpint(
+        vfu_caps_parse(cases[9].json, strlen(cases[9].json), &client, &err), ==,
+        0);
+    g_assert_false(client.migr.load_from_file);
+    g_assert_cmpint(vfu_caps_format(&client, &ours, buf, sizeof(buf), &err), >,
+                    0);
+    g_assert_null(strstr(buf, "load-from-file"));
+    /* its value must be a boolean */
+    {
+        static const char bad_lff[] =
+            "{\"capabilities\":{\"migration\":{\"load-from-file\":\"yes\"}}}";
+
+        g_assert_cmpint(vfu_caps_parse(bad_lff, strlen(bad_lff), &client, &err),
+                        ==, -EINVAL);
+        g_assert_nonnull(strstr(err.msg, "expected true or false"));
+    }
 }
 
 /* MIG_DATA_SHM and MIG_DATA_{READ,WRITE}_SHM: exact sizes, zero flags,
@@ -489,6 +542,164 @@ static void test_mig_postcopy(void)
     g_assert_cmpint(vfu_parse_mig_postcopy(&m, sizeof(m), &err), ==, -EINVAL);
 }
 
+/* MIG_DATA_FILE: the header and exactly its extents, each non-empty and
+ * not wrapping; a bad message names what. */
+static void test_mig_data_file(void)
+{
+    const size_t hsz = sizeof(struct vfu_mig_data_file);
+    const size_t esz = sizeof(struct vfu_file_extent);
+    const size_t max_len = hsz + (VFU_MIG_DATA_FILE_MAX + 1) * esz;
+    g_autofree uint8_t *m = g_malloc0(max_len);
+    g_autofree struct vfu_file_extent *out =
+        g_new0(struct vfu_file_extent, VFU_MIG_DATA_FILE_MAX);
+    struct vfu_mig_data_file h = {hsz + esz, 0, 1, 0};
+    struct vfu_file_extent e = {0x1000, 0x2000};
+    struct vg_error err;
+    uint32_t flags = 99, n = 0;
+
+    /* One extent, without and with the file. */
+    memcpy(m, &h, hsz);
+    memcpy(m + hsz, &e, esz);
+    g_assert_cmpint(
+        vfu_parse_mig_data_file(m, hsz + esz, &flags, out, &n, &err), ==, 0);
+    g_assert_cmpuint(flags, ==, 0);
+    g_assert_cmpuint(n, ==, 1);
+    g_assert_cmphex(out[0].offset, ==, 0x1000);
+    g_assert_cmphex(out[0].size, ==, 0x2000);
+    h.flags = VFU_MIG_DATA_FILE_FD;
+    memcpy(m, &h, hsz);
+    g_assert_cmpint(
+        vfu_parse_mig_data_file(m, hsz + esz, &flags, out, &n, &err), ==, 0);
+    g_assert_cmpuint(flags, ==, VFU_MIG_DATA_FILE_FD);
+    g_assert_cmpuint(n, ==, 1);
+
+    /* The most extents a message may carry, each copied. */
+    for (uint32_t i = 0; i < VFU_MIG_DATA_FILE_MAX; i++) {
+        struct vfu_file_extent x = {(uint64_t)i << 16, i + 1};
+        memcpy(m + hsz + i * esz, &x, esz);
+    }
+    for (unsigned fd = 0; fd < 2; fd++) {
+        h = (struct vfu_mig_data_file){hsz + VFU_MIG_DATA_FILE_MAX * esz,
+                                       fd ? VFU_MIG_DATA_FILE_FD : 0,
+                                       VFU_MIG_DATA_FILE_MAX, 0};
+        memcpy(m, &h, hsz);
+        n = 0;
+        g_assert_cmpint(
+            vfu_parse_mig_data_file(m, h.argsz, &flags, out, &n, &err), ==, 0);
+        g_assert_cmpuint(flags, ==, h.flags);
+        g_assert_cmpuint(n, ==, VFU_MIG_DATA_FILE_MAX);
+        g_assert_cmphex(out[1023].offset, ==, (uint64_t)1023 << 16);
+        g_assert_cmphex(out[1023].size, ==, 1024);
+    }
+
+    /* Shorter than the header. */
+    g_assert_cmpint(vfu_parse_mig_data_file(m, hsz - 1, &flags, out, &n, &err),
+                    ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "payload is 15 bytes, expected 16+"));
+    g_assert_cmpint(vfu_parse_mig_data_file(m, 0, &flags, out, &n, &err), ==,
+                    -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "payload is 0 bytes"));
+
+    /* argsz not the payload's size. */
+    h = (struct vfu_mig_data_file){hsz + esz + 16, 0, 1, 0};
+    memcpy(m, &h, hsz);
+    memcpy(m + hsz, &e, esz);
+    g_assert_cmpint(
+        vfu_parse_mig_data_file(m, hsz + esz, &flags, out, &n, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(
+        strstr(err.msg, "argsz 48 flags 0 reserved 0 extents 1 for 32 bytes"));
+
+    /* A flag bit not defined. */
+    h = (struct vfu_mig_data_file){hsz + esz, VFU_MIG_DATA_FILE_FD | 2, 1, 0};
+    memcpy(m, &h, hsz);
+    g_assert_cmpint(
+        vfu_parse_mig_data_file(m, hsz + esz, &flags, out, &n, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "flags 0x3"));
+    h.flags = 1u << 31;
+    memcpy(m, &h, hsz);
+    g_assert_cmpint(
+        vfu_parse_mig_data_file(m, hsz + esz, &flags, out, &n, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "flags 0x80000000"));
+
+    /* reserved not zero: the message names it. */
+    h = (struct vfu_mig_data_file){hsz + esz, 0, 1, 1};
+    memcpy(m, &h, hsz);
+    g_assert_cmpint(
+        vfu_parse_mig_data_file(m, hsz + esz, &flags, out, &n, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "reserved 0x1 extents 1 for 32 bytes"));
+
+    /* No extent, one too many. */
+    h = (struct vfu_mig_data_file){hsz, 0, 0, 0};
+    memcpy(m, &h, hsz);
+    g_assert_cmpint(vfu_parse_mig_data_file(m, hsz, &flags, out, &n, &err), ==,
+                    -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "extents 0 for 16 bytes"));
+    h = (struct vfu_mig_data_file){(uint32_t)max_len, 0,
+                                   VFU_MIG_DATA_FILE_MAX + 1, 0};
+    memcpy(m, &h, hsz);
+    g_assert_cmpint(vfu_parse_mig_data_file(m, max_len, &flags, out, &n, &err),
+                    ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "extents 1025 for 16416 bytes"));
+
+    /* The payload not 16 + 16 * count: an extent missing, one extra, a
+     * partial one (argsz always the payload's size). */
+    h = (struct vfu_mig_data_file){hsz + esz, 0, 2, 0};
+    memcpy(m, &h, hsz);
+    g_assert_cmpint(
+        vfu_parse_mig_data_file(m, hsz + esz, &flags, out, &n, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "extents 2 for 32 bytes"));
+    h = (struct vfu_mig_data_file){hsz + 2 * esz, 0, 1, 0};
+    memcpy(m, &h, hsz);
+    g_assert_cmpint(
+        vfu_parse_mig_data_file(m, hsz + 2 * esz, &flags, out, &n, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "extents 1 for 48 bytes"));
+    h = (struct vfu_mig_data_file){hsz + esz + 8, 0, 1, 0};
+    memcpy(m, &h, hsz);
+    g_assert_cmpint(
+        vfu_parse_mig_data_file(m, hsz + esz + 8, &flags, out, &n, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "extents 1 for 40 bytes"));
+
+    /* An empty extent, here the second of two. */
+    h = (struct vfu_mig_data_file){hsz + 2 * esz, 0, 2, 0};
+    memcpy(m, &h, hsz);
+    memcpy(m + hsz, &e, esz);
+    e = (struct vfu_file_extent){0x1000, 0};
+    memcpy(m + hsz + esz, &e, esz);
+    g_assert_cmpint(
+        vfu_parse_mig_data_file(m, hsz + 2 * esz, &flags, out, &n, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "extent 1: 0x1000+0 is empty or wraps"));
+
+    /* An extent whose end wraps past 2^64; one ending exactly there is
+     * fine. */
+    e = (struct vfu_file_extent){UINT64_MAX - 0xfff, 0x2000};
+    memcpy(m + hsz + esz, &e, esz);
+    g_assert_cmpint(
+        vfu_parse_mig_data_file(m, hsz + 2 * esz, &flags, out, &n, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(
+        err.msg, "extent 1: 0xfffffffffffff000+0x2000 is empty or wraps"));
+    e = (struct vfu_file_extent){1, UINT64_MAX};
+    memcpy(m + hsz + esz, &e, esz);
+    g_assert_cmpint(
+        vfu_parse_mig_data_file(m, hsz + 2 * esz, &flags, out, &n, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "extent 1: 0x1+0xffffffffffffffff"));
+    e = (struct vfu_file_extent){UINT64_MAX - 0xfff, 0xfff};
+    memcpy(m + hsz + esz, &e, esz);
+    g_assert_cmpint(
+        vfu_parse_mig_data_file(m, hsz + 2 * esz, &flags, out, &n, &err), ==,
+        0);
+    g_assert_cmpuint(n, ==, 2);
+}
+
 /* REGION_UFFD: the header and its areas, each inside its region and not
  * wrapping the client's address space; a bad message names what. */
 static void test_region_uffd(void)
@@ -559,6 +770,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vfu-msg/mig-shm", test_mig_shm);
     g_test_add_func("/vfu-msg/mig-postcopy", test_mig_postcopy);
     g_test_add_func("/vfu-msg/region-uffd", test_region_uffd);
+    g_test_add_func("/vfu-msg/data-file", test_mig_data_file);
     g_test_add_func("/vfu-msg/info", test_info);
     g_test_add_func("/vfu-msg/irq-set", test_irq_set);
     g_test_add_func("/vfu-msg/region-rw", test_region_rw);
