@@ -59,6 +59,7 @@ void report_leg(struct report *rep, unsigned n, const struct leg_plan *p,
     if (res->moved) {
         rep->migrations++;
         rep->postcopy += res->postcopy;
+        rep->restored += res->restored;
         if (res->downtime_ms >= 0) {
             g_array_append_val(rep->downtime_ms, res->downtime_ms);
         }
@@ -236,6 +237,7 @@ int report_write_json(const struct report *rep, const char *path,
     add_int(b, "legs", rep->legs);
     add_int(b, "migrations", rep->migrations);
     add_int(b, "postcopy_migrations", rep->postcopy);
+    add_int(b, "restored_migrations", rep->restored);
     add_int(b, "vm_boots", rep->generations);
     add_by_vgpus(b, rep);
     add_faults(b, rep);
@@ -309,9 +311,9 @@ void report_print(const struct report *rep, FILE *out)
     fprintf(out,
             "  time %" G_GINT64_FORMAT "m%02" G_GINT64_FORMAT
             "s; %u migration attempts, %u migrations done (VM moved; %u "
-            "in post-copy), %u VM boots\n",
+            "in post-copy, %u through a save file), %u VM boots\n",
             secs / 60, secs % 60, rep->legs, rep->migrations, rep->postcopy,
-            rep->generations);
+            rep->restored, rep->generations);
     print_by_vgpus(rep, out);
     fprintf(out, "  faults injected, by phase they landed in:\n");
     fprintf(out, "    %-16s %6s %6s %6s %6s %6s %6s | %5s %5s %5s\n", "kind",

@@ -28,6 +28,7 @@ struct report {
     unsigned legs;       /* migration attempts */
     unsigned migrations; /* attempts that moved the VM */
     unsigned postcopy;   /* ...of them in post-copy, every page in */
+    unsigned restored;   /* ...through a save file, every page in */
     /* The same by the VM's number of vGPUs. */
     unsigned legs_by_vgpus[RIG_MAX_VGPUS + 1];
     unsigned migrations_by_vgpus[RIG_MAX_VGPUS + 1];

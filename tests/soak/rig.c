@@ -874,34 +874,42 @@ static void check_one_side(struct leg *l, int s)
 /* How long a post-copy destination may take to get every page. */
 #define POSTCOPY_WAIT_MS 30000
 
-/* A destination's statistics after the switchover: a post-copy's pages
- * are all in (its VRAM checksum is taken then), or there was none. */
-static bool postcopy_over(const struct vg_stats *st, void *opaque)
+/* Whether the boolean statistic @name is true. */
+static bool stat_true(const struct vg_stats *st, const char *name)
 {
-    g_autofree char *pc = vg_stats_str(st, "postcopy");
-    g_autofree char *done = vg_stats_str(st, "postcopy_done");
+    g_autofree char *v = vg_stats_str(st, name);
 
-    return !pc || strcmp(pc, "true") != 0 ||
-           (done && !strcmp(done, "true") && st->vram_checksum[0]);
+    return v && !strcmp(v, "true");
 }
 
-/* After a post-copy switchover: every page came, digest verified. */
+/* A destination's statistics after the switchover: the pages of a
+ * post-copy or of a restore on demand are all in (its VRAM checksum is
+ * taken then), or there were none to wait for. */
+static bool postcopy_over(const struct vg_stats *st, void *opaque)
+{
+    return (!stat_true(st, "postcopy") &&
+            !stat_true(st, "restore_on_demand")) ||
+           (stat_true(st, "postcopy_done") && st->vram_checksum[0]);
+}
+
+/* After a post-copy switchover or a restore on demand: every page came,
+ * digest verified. */
 static void check_postcopy(struct leg *l, unsigned d, const struct vg_stats *ds)
 {
-    g_autofree char *pc = vg_stats_str(ds, "postcopy");
-    g_autofree char *ok = vg_stats_str(ds, "postcopy_verified");
+    bool restored = stat_true(ds, "restore_on_demand");
 
-    if (!pc || strcmp(pc, "true") != 0) {
+    if (!stat_true(ds, "postcopy") && !restored) {
         return; /* QEMU completed before it switched to post-copy */
     }
-    if (!ok || strcmp(ok, "true") != 0) {
+    if (!stat_true(ds, "postcopy_verified")) {
         l->res->corruption = true;
         g_snprintf(l->res->corruption_detail, sizeof(l->res->corruption_detail),
-                   "vGPU %u: post-copy pages not verified (%s)", d,
-                   ds->last_error);
+                   "vGPU %u: %s pages not verified (%s)", d,
+                   restored ? "restored" : "post-copy", ds->last_error);
         return;
     }
-    l->res->postcopy = true;
+    l->res->postcopy |= !restored;
+    l->res->restored |= restored;
 }
 
 static void check_checksum(struct leg *l, unsigned d)
@@ -910,12 +918,12 @@ static void check_checksum(struct leg *l, unsigned d)
     struct leg_result *res = l->res;
     struct vg_error e = {0};
 
-    if (l->p->postcopy) {
+    if (l->p->postcopy || l->p->via_file) {
         if (vg_stats_wait(l->r->side[l->d].stats[d], postcopy_over, NULL,
                           POSTCOPY_WAIT_MS, &ds, &e) < 0) {
             res->corruption = true;
             g_snprintf(res->corruption_detail, sizeof(res->corruption_detail),
-                       "vGPU %u: post-copy did not end: %s", d, e.msg);
+                       "vGPU %u: its pages did not all come: %s", d, e.msg);
             return;
         }
         check_postcopy(l, d, &ds);
@@ -990,10 +998,50 @@ static void corrupt_phase(struct leg *l)
     /* else: the stream ended before the offset, nothing was corrupted */
 }
 
+/* A leg through a save file: no return path (a file has none), and the
+ * URI of the file. */
+static int file_leg_setup(struct leg *l, char **uri, struct vg_error *err)
+{
+    struct rig *r = l->r;
+    int rc = vg_mig_set_capability(l->sq, "return-path", false, err);
+
+    if (rc == 0) {
+        rc = vg_mig_set_capability(r->side[l->d].qemu->qmp, "return-path",
+                                   false, err);
+    }
+    *uri = g_strdup_printf("file:%s/leg%u.sav", r->dir, r->started);
+    return rc;
+}
+
+/* The saved VM is in the file: the destination restores it. */
+static int file_leg_restore(struct leg *l, const char *uri,
+                            struct vg_error *err)
+{
+    g_autofree char *args = g_strdup_printf("{\"uri\": \"%s\"}", uri);
+
+    return vg_qmp_execute_json(l->r->side[l->d].qemu->qmp, "migrate-incoming",
+                               args, NULL, err);
+}
+
+/* After a leg through a save file: the side that runs takes the return
+ * path again for live legs, and the file goes (its server holds it open
+ * until every page is in). */
+static void file_leg_end(struct leg *l, const char *uri, int run_on)
+{
+    struct vg_error e = {0};
+
+    if (run_on >= 0 && vg_mig_set_capability(l->r->side[run_on].qemu->qmp,
+                                             "return-path", true, &e) < 0) {
+        vg_warn("leg: %s", e.msg);
+    }
+    unlink(uri + strlen("file:"));
+}
+
 int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
             struct vg_error *err)
 {
     struct leg l = {.r = r, .p = p, .res = res, .s = r->cur, .d = !r->cur};
+    bool via_file = p->via_file && p->kind == FK_NONE && !p->postcopy;
     g_autofree char *uri = NULL;
     struct vg_mig_info info = {0};
     const char *why = NULL;
@@ -1020,7 +1068,9 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
         rc = vg_mig_set_capability(r->side[l.d].qemu->qmp, "postcopy-ram",
                                    p->postcopy, err);
     }
-    if (rc == 0) {
+    if (rc == 0 && via_file) {
+        rc = file_leg_setup(&l, &uri, err);
+    } else if (rc == 0) {
         rc = vg_mig_incoming_on(r->side[l.d].qemu->qmp, nf_addr(&r->nf, l.d),
                                 &uri, err);
     }
@@ -1067,6 +1117,9 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
     if (rc == 0) {
         rc = drive(&l, &info, err);
     }
+    if (rc == 0 && via_file && !strcmp(info.status, "completed")) {
+        rc = file_leg_restore(&l, uri, err);
+    }
     if (rc < 0) {
         vg_error_prefix(err, "leg %c->%c", 'A' + l.s, 'A' + l.d);
         return rc;
@@ -1102,6 +1155,9 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
         vg_warn("leg: %s", e.msg);
     }
     run_on = recover(&l, &info);
+    if (via_file) {
+        file_leg_end(&l, uri, run_on);
+    }
     check_one_side(&l, run_on);
     res->moved = run_on == l.d;
     res->recovered = p->kind != FK_NONE && run_on >= 0 && !res->lost;

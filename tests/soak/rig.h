@@ -139,6 +139,9 @@ struct leg_plan {
                                down until the connection aborts */
     uint64_t hold_bw;       /* bytes/s while held; 0: 32 MiB/s */
     bool postcopy; /* no fault: switch over in post-copy when released */
+    bool via_file; /* no fault: saved to a file ("migrate file:") and
+                      restored from it on the other side, VRAM on demand
+                      (docs/restore.md) */
 };
 
 struct leg_result {
@@ -153,6 +156,8 @@ struct leg_result {
     bool lost;                      /* the VM ran nowhere: a failure */
     bool stuck;                     /* the migration did not end in time */
     bool postcopy; /* it switched over in post-copy, every page came */
+    bool restored; /* it went through a save file read on demand, every
+                      page came and the file's digest matched */
     int64_t downtime_ms, total_ms, vfio_bytes, ram_bytes;
     int64_t stream_pre, stream_stop; /* source device stream, -1: unknown */
     bool corruption;

@@ -51,6 +51,11 @@ static void usage(FILE *out)
         "      --postcopy-rate P  share of the attempts without a fault that\n"
         "                       switch over in post-copy (migrate-start-\n"
         "                       postcopy when released), 0..1 (default 0.3)\n"
+        "      --restore-rate P  share of the other attempts without a\n"
+        "                       fault that go through a save file (migrate\n"
+        "                       file:, then migrate-incoming file: on the\n"
+        "                       other side, VRAM on demand), 0..1 (default\n"
+        "                       0.2)\n"
         "  -k, --faults LIST    comma-separated fault kinds to use (default\n"
         "                       all): cancel, kill-dst-qemu, kill-dst-server,\n"
         "                       kill-src-server, drop-link, slow-link,\n"
@@ -107,6 +112,7 @@ struct opts {
     bool have_seed;
     double fault_rate;
     double postcopy_rate; /* of the legs without a fault */
+    double restore_rate;  /* of the others without a fault */
     bool kinds[FK_COUNT];
     const char *vram, *page, *out;
     unsigned ram_mib;
@@ -202,7 +208,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
         OPT_STOP,
         OPT_VGPUS,
         OPT_VM_LEGS,
-        OPT_POSTCOPY_RATE
+        OPT_POSTCOPY_RATE,
+        OPT_RESTORE_RATE
     };
     static const struct option longopts[] = {
         {"migrations", required_argument, NULL, 'n'},
@@ -210,6 +217,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"seed", required_argument, NULL, 's'},
         {"fault-rate", required_argument, NULL, 'f'},
         {"postcopy-rate", required_argument, NULL, OPT_POSTCOPY_RATE},
+        {"restore-rate", required_argument, NULL, OPT_RESTORE_RATE},
         {"faults", required_argument, NULL, 'k'},
         {"vram", required_argument, NULL, OPT_VRAM},
         {"vgpus", required_argument, NULL, OPT_VGPUS},
@@ -231,6 +239,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
     *o = (struct opts){.migrations = 20,
                        .fault_rate = 0.6,
                        .postcopy_rate = 0.3,
+                       .restore_rate = 0.2,
                        .vram = "16M",
                        .page = "64K",
                        .out = "build/soak",
@@ -273,6 +282,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->postcopy_rate = strtod(optarg, &end);
             if (*end || !*optarg || o->postcopy_rate < 0 ||
                 o->postcopy_rate > 1) {
+                goto bad;
+            }
+            break;
+        case OPT_RESTORE_RATE:
+            o->restore_rate = strtod(optarg, &end);
+            if (*end || !*optarg || o->restore_rate < 0 ||
+                o->restore_rate > 1) {
                 goto bad;
             }
             break;
@@ -368,6 +384,7 @@ static void plan_leg(const struct opts *o, struct rig *r, GRand *rng,
     if (g_rand_double(rng) >= o->fault_rate) {
         p->kind = FK_NONE;
         p->postcopy = g_rand_double(rng) < o->postcopy_rate;
+        p->via_file = !p->postcopy && g_rand_double(rng) < o->restore_rate;
         return;
     }
     for (int k = FK_NONE + 1; k < FK_COUNT; k++) {
@@ -419,7 +436,10 @@ static void log_leg(unsigned n, const struct rig *r, const struct leg_plan *p,
                     const struct leg_result *res)
 {
     vg_info("leg %u: %s%s%s%s (%s) workload %s -> %s%s, now on side %c%s%s%s",
-            n, fault_name(p->kind), p->postcopy ? " (post-copy)" : "",
+            n, fault_name(p->kind),
+            p->postcopy   ? " (post-copy)"
+            : p->via_file ? " (save and restore)"
+                          : "",
             p->kind ? " in " : "", p->kind ? phase_name(res->phase_seen) : "",
             p->kind ? phase_name(p->phase) : "planned", model_mix_name(p->mix),
             res->skipped ? "skipped" : res->status, res->moved ? ", moved" : "",
