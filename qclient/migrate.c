@@ -117,6 +117,28 @@ int vg_mig_incoming_on(struct vg_qmp *dst, const char *host, char **uri,
     return rc;
 }
 
+int vg_mig_recover_on(struct vg_qmp *dst, const char *host, char **uri,
+                      struct vg_error *err)
+{
+    g_autofree char *args = g_strdup_printf("{\"uri\": \"tcp:%s:0\"}", host);
+    JsonNode *ret = NULL;
+    int rc = vg_qmp_execute_json(dst, "migrate-recover", args, NULL, err);
+
+    if (rc == 0) {
+        rc = vg_qmp_execute(dst, "query-migrate", NULL, &ret, err);
+    }
+    if (rc == 0) {
+        rc = socket_uri(ret, uri, err);
+    }
+    if (ret) {
+        json_node_unref(ret);
+    }
+    if (rc < 0) {
+        vg_error_prefix(err, "post-copy recovery");
+    }
+    return rc;
+}
+
 int vg_mig_start(struct vg_qmp *src, const char *uri, struct vg_error *err)
 {
     JsonBuilder *b = json_builder_new();

@@ -69,6 +69,13 @@ int vg_mig_incoming(struct vg_qmp *dst, char **uri, struct vg_error *err);
 int vg_mig_incoming_on(struct vg_qmp *dst, const char *host, char **uri,
                        struct vg_error *err);
 
+/* On a destination whose post-copy paused (postcopy-paused): listen again
+ * with QMP migrate-recover on address @host at a port QEMU picks, and
+ * return "tcp:HOST:PORT" in *@uri (g_free()) for the source's "migrate"
+ * with "resume": true. */
+int vg_mig_recover_on(struct vg_qmp *dst, const char *host, char **uri,
+                      struct vg_error *err);
+
 /* Start migrating to @uri with QMP "migrate". */
 int vg_mig_start(struct vg_qmp *src, const char *uri, struct vg_error *err);
 /* The same with HMP "migrate -d URI" through human-monitor-command; any

@@ -33,7 +33,7 @@ static const char *const fault_names[FK_COUNT] = {
     "corrupt-stream",
 };
 static const char *const phase_names[PH_COUNT + 1] = {
-    "setup", "pre-copy", "stop-copy", "resume", "none",
+    "setup", "pre-copy", "stop-copy", "resume", "post-copy", "none",
 };
 
 const char *fault_name(enum fault_kind k)
@@ -51,7 +51,18 @@ bool rig_fault_applies(const struct rig *r, enum fault_kind k, enum mig_phase p,
 {
     const char *w = NULL;
 
-    switch (k) {
+    if (p == PH_POSTCOPY && k == FK_CORRUPT) {
+        w = "the stream ends at a post-copy switchover; the pages that "
+            "follow come over the page channel, each run checked by its hash "
+            "(tests/unit/test-postcopy)";
+    } else if (p == PH_POSTCOPY && k == FK_CANCEL) {
+        w = "a post-copy cannot be undone: the destination has the VM";
+    } else if (p == PH_POSTCOPY && k != FK_DROP && k != FK_SLOW) {
+        w = "after a post-copy switchover the destination runs the VM with "
+            "pages only the source has: losing either side loses the VM, as "
+            "for RAM (docs/postcopy.md; /mig/postcopy/source-lost)";
+    }
+    switch (w ? FK_NONE : k) {
     case FK_CANCEL:
         if (p == PH_RESUME) {
             w = "the source has completed: migrate_cancel has nothing left "
@@ -414,6 +425,7 @@ static int boot(struct rig *r, int s, uint64_t seed, struct vg_error *err)
         return rc;
     }
     vg_galloc_init(&r->ram, 16ull << 20, (uint64_t)r->o.ram_mib << 20);
+    r->ballast = 0;
     for (unsigned d = 0; rc == 0 && d < r->nvgpu; d++) {
         rc = boot_vgpu(r, s, d, &win, err);
     }
@@ -545,6 +557,8 @@ struct leg {
     int s, d;
     struct vg_qmp *sq; /* source QMP */
     int64_t t0, t_data, t_drop;
+    int64_t t_postcopy; /* first seen postcopy-active */
+    bool postcopy;      /* switch over in post-copy when released */
     bool injected, released, continued, link_down;
     bool raced, raced_cpu; /* a workload step raced the stop (CPU writes) */
 };
@@ -562,6 +576,9 @@ static enum mig_phase phase_of(const char *status)
     }
     if (!strcmp(status, "pre-switchover") || !strcmp(status, "device")) {
         return PH_STOPCOPY;
+    }
+    if (g_str_has_prefix(status, "postcopy")) {
+        return PH_POSTCOPY;
     }
     return PH_COUNT;
 }
@@ -686,6 +703,112 @@ static int work(struct leg *l, enum model_mix mix, struct vg_error *err)
     return rc;
 }
 
+/* How fast QEMU may send RAM in post-copy before a fault there: slow
+ * enough that the fault lands while it is still "postcopy-active". */
+#define POSTCOPY_HOLD_BW   (2ll << 20)
+#define POSTCOPY_SETTLE_MS 300
+#define POSTCOPY_NOTICE_MS 3000
+/* Guest RAM a post-copy leg with a fault dirties first: QEMU's post-copy
+ * of RAM lasts while it goes at POSTCOPY_HOLD_BW (16 s), the window for
+ * the fault.  (Without it, RAM is clean at the switchover and QEMU is at
+ * once in its completion, where a cut fails the migration and restarts
+ * the source: QEMU pauses a post-copy only while RAM is left to send.) */
+#define BALLAST_BYTES (32ull << 20)
+
+/* Dirty the ballast (allocated the first time) with a new byte. */
+static int dirty_ballast(struct leg *l, struct vg_error *err)
+{
+    struct rig *r = l->r;
+    int rc = 0;
+
+    if (!r->ballast) {
+        rc = vg_galloc_alloc(&r->ram, BALLAST_BYTES, 1 << 20, &r->ballast, err);
+    }
+    if (rc == 0) {
+        rc = vg_qtest_memset(r->side[l->s].qemu->qt, r->ballast,
+                             (uint8_t)(0x40 + r->started), BALLAST_BYTES, err);
+    }
+    return rc;
+}
+
+/* The source says postcopy-active from the moment it starts sending the
+ * switchover's package (the device state among it): a fault then fails
+ * the migration and the source runs on.  The destination runs the VM
+ * once the package is loaded and it says postcopy-active too; a fault
+ * lands in post-copy proper a moment after that. */
+static bool postcopy_running(struct leg *l, int64_t now)
+{
+    struct vg_mig_info di = {0};
+
+    if (!l->t_postcopy) {
+        l->t_postcopy = now;
+    }
+    return now >= l->t_postcopy + POSTCOPY_SETTLE_MS &&
+           vg_mig_query(l->r->side[l->d].qemu->qmp, &di, NULL) == 0 &&
+           !strcmp(di.status, "postcopy-active");
+}
+
+/* Wait up to @ms for @qmp's migration to be postcopy-paused; 1 if it
+ * is not by then. */
+static int wait_paused(struct vg_qmp *qmp, int64_t ms, struct vg_error *err)
+{
+    struct vg_mig_info i = {0};
+    int64_t deadline = vg_now_ms() + ms;
+    int rc = 0;
+
+    while (rc == 0 && strcmp(i.status, "postcopy-paused") != 0) {
+        rc = vg_mig_query(qmp, &i, err);
+        if (rc == 0 && strcmp(i.status, "postcopy-paused") != 0) {
+            if (vg_now_ms() > deadline) {
+                return 1;
+            }
+            g_usleep(VG_MIG_POLL_INTERVAL_MS * 1000);
+        }
+    }
+    return rc;
+}
+
+/* The link was cut in post-copy and the source paused: the link comes
+ * back; the destination, which only waits for data and so may not have
+ * seen the cut, is paused too if it has not by itself (migrate-pause, as
+ * an operator would); it listens again (migrate-recover) and the source
+ * resumes to it, as `virsh migrate --postcopy-resume` does. */
+static int postcopy_recover(struct leg *l, struct vg_error *err)
+{
+    struct rig *r = l->r;
+    struct vg_qmp *dq = r->side[l->d].qemu->qmp;
+    g_autofree char *uri = NULL, *resume = NULL;
+    int rc = nf_link(&r->nf, -1, true, err);
+
+    l->link_down = false;
+    if (rc == 0) {
+        rc = wait_paused(dq, POSTCOPY_NOTICE_MS, err);
+    }
+    if (rc == 1) {
+        vg_info("leg: the destination did not notice the cut: migrate-pause");
+        rc = vg_qmp_execute(dq, "migrate-pause", NULL, NULL, err);
+        if (rc == 0 && wait_paused(dq, RUNSTATE_WAIT_MS, err) == 1) {
+            rc = vg_error_set(err, ETIMEDOUT,
+                              "destination not paused after migrate-pause");
+        }
+    }
+    if (rc == 0) {
+        rc = vg_mig_recover_on(dq, nf_addr(&r->nf, l->d), &uri, err);
+    }
+    if (rc == 0) {
+        resume = g_strdup_printf("{\"uri\": \"%s\", \"resume\": true}", uri);
+        rc = vg_qmp_execute_json(l->sq, "migrate", resume, NULL, err);
+    }
+    if (rc == 0) {
+        rc = vg_mig_set_parameter(l->sq, "max-postcopy-bandwidth", 0, err);
+    }
+    vg_info("leg: post-copy recovered over %s", uri ? uri : "(none)");
+    if (rc < 0) {
+        vg_error_prefix(err, "post-copy recovery");
+    }
+    return rc;
+}
+
 /* Workload and fault while the migration runs; returns when it is final
  * (or completed), with the last sample in @info. */
 static int drive(struct leg *l, struct vg_mig_info *info, struct vg_error *err)
@@ -720,13 +843,16 @@ static int drive(struct leg *l, struct vg_mig_info *info, struct vg_error *err)
                     rc = work(l, p->mix, err);
                 }
             }
-            if (rc == 0 && !l->released && now >= l->t0 + p->work_ms &&
+            /* A fault in post-copy wants most of RAM still to send
+             * then: switch over at once. */
+            if (rc == 0 && !l->released &&
+                (now >= l->t0 + p->work_ms || p->phase == PH_POSTCOPY) &&
                 (p->phase != PH_PRECOPY || l->injected || p->kind == FK_NONE ||
                  p->kind == FK_CORRUPT)) {
                 l->released = true;
                 rc = set_params(l->sq, RELEASE_DOWNTIME, RELEASE_BW,
                                 RELEASE_SWITCHOVER, err);
-                if (rc == 0 && p->postcopy) {
+                if (rc == 0 && l->postcopy) {
                     rc = vg_qmp_execute(l->sq, "migrate-start-postcopy", NULL,
                                         NULL, err);
                 }
@@ -744,7 +870,16 @@ static int drive(struct leg *l, struct vg_mig_info *info, struct vg_error *err)
                                          NULL, err);
             }
         }
-        if (rc == 0 && l->link_down && p->drop_ms &&
+        if (rc == 0 && !strcmp(info->status, "postcopy-active") &&
+            p->phase == PH_POSTCOPY && !l->injected &&
+            postcopy_running(l, now)) {
+            rc = inject(l, info->status, err);
+        }
+        if (rc == 0 && !strcmp(info->status, "postcopy-paused") &&
+            l->link_down) {
+            rc = postcopy_recover(l, err);
+        }
+        if (rc == 0 && l->link_down && p->drop_ms && p->phase != PH_POSTCOPY &&
             now >= l->t_drop + p->drop_ms) {
             l->link_down = false;
             rc = nf_link(&r->nf, -1, true, err);
@@ -918,7 +1053,7 @@ static void check_checksum(struct leg *l, unsigned d)
     struct leg_result *res = l->res;
     struct vg_error e = {0};
 
-    if (l->p->postcopy || l->p->via_file) {
+    if (l->postcopy || l->p->via_file) {
         if (vg_stats_wait(l->r->side[l->d].stats[d], postcopy_over, NULL,
                           POSTCOPY_WAIT_MS, &ds, &e) < 0) {
             res->corruption = true;
@@ -1040,8 +1175,13 @@ static void file_leg_end(struct leg *l, const char *uri, int run_on)
 int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
             struct vg_error *err)
 {
-    struct leg l = {.r = r, .p = p, .res = res, .s = r->cur, .d = !r->cur};
-    bool via_file = p->via_file && p->kind == FK_NONE && !p->postcopy;
+    struct leg l = {.r = r,
+                    .p = p,
+                    .res = res,
+                    .s = r->cur,
+                    .d = !r->cur,
+                    .postcopy = p->postcopy || p->phase == PH_POSTCOPY};
+    bool via_file = p->via_file && p->kind == FK_NONE && !l.postcopy;
     g_autofree char *uri = NULL;
     struct vg_mig_info info = {0};
     const char *why = NULL;
@@ -1062,11 +1202,19 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
     /* Both sides, before the incoming; a source that was a post-copy
      * destination keeps the capability until it is turned off. */
     if (rc == 0) {
-        rc = vg_mig_set_capability(l.sq, "postcopy-ram", p->postcopy, err);
+        rc = vg_mig_set_capability(l.sq, "postcopy-ram", l.postcopy, err);
     }
     if (rc == 0) {
         rc = vg_mig_set_capability(r->side[l.d].qemu->qmp, "postcopy-ram",
-                                   p->postcopy, err);
+                                   l.postcopy, err);
+    }
+    if (rc == 0 && p->phase == PH_POSTCOPY) {
+        rc = dirty_ballast(&l, err);
+    }
+    if (rc == 0 && l.postcopy) {
+        rc = vg_mig_set_parameter(
+            l.sq, "max-postcopy-bandwidth",
+            p->phase == PH_POSTCOPY ? POSTCOPY_HOLD_BW : 0, err);
     }
     if (rc == 0 && via_file) {
         rc = file_leg_setup(&l, &uri, err);

@@ -70,7 +70,16 @@ enum fault_kind {
     FK_COUNT
 };
 
-enum mig_phase { PH_SETUP, PH_PRECOPY, PH_STOPCOPY, PH_RESUME, PH_COUNT };
+/* PH_POSTCOPY: switched over in post-copy (postcopy-active), QEMU's RAM
+ * and the vGPU's pages still coming from the source. */
+enum mig_phase {
+    PH_SETUP,
+    PH_PRECOPY,
+    PH_STOPCOPY,
+    PH_RESUME,
+    PH_POSTCOPY,
+    PH_COUNT
+};
 
 /* The most vGPUs of a rig's VM. */
 #define RIG_MAX_VGPUS 4
@@ -117,6 +126,7 @@ struct rig {
     unsigned started;    /* sides started, for file names */
     unsigned generation; /* VMs booted */
     struct vg_galloc ram;
+    uint64_t ballast; /* guest RAM that post-copy legs dirty, 0: none */
     struct vg_vgpu gpu[RIG_MAX_VGPUS];
     struct model model[RIG_MAX_VGPUS];
     unsigned self_fds;    /* this process's fds at steady state */
