@@ -11,7 +11,12 @@
  * destination started with -S for resume, migrate-start-postcopy with
  * QEMU's post-copy RAM rate held down for post-copy, where a dropped link
  * pauses both sides and the rig recovers them with migrate-recover and
- * migrate with resume, as `virsh migrate --postcopy-resume` does).  Every cell
+ * migrate with resume, as `virsh migrate --postcopy-resume` does), and
+ * restore (the VM saved with "migrate file:" and restored on the other
+ * side with "migrate-incoming file:", its server slowed so that the fault
+ * lands while VRAM still comes from the file; a destination killed then
+ * leaves the source to go on, a source server killed then changes
+ * nothing: the restore needs only the file).  Every cell
  * asserts the outcome: the migration's final status, the side the VM runs on
  * (exactly one: query-status of both), the phase the fault landed in, all of
  * VRAM and the DMA buffer equal to the model, the servers' checksums equal
@@ -62,9 +67,11 @@ static struct expect expected(enum fault_kind k, enum mig_phase p)
         return (struct expect){"cancelled", false, false};
     case FK_KILL_DST_QEMU:
     case FK_KILL_DST_SERVER:
-        /* After completion the destination is lost: the source goes on. */
-        return p == PH_RESUME ? (struct expect){"completed", false, true}
-                              : (struct expect){"failed", false, false};
+        /* After completion (a save: the restore) the destination is
+         * lost: the source goes on. */
+        return p == PH_RESUME || p == PH_RESTORE
+                   ? (struct expect){"completed", false, true}
+                   : (struct expect){"failed", false, false};
     case FK_KILL_SRC_SERVER:
         return (struct expect){"completed", true, false};
     case FK_DROP:

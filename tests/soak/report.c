@@ -316,9 +316,9 @@ void report_print(const struct report *rep, FILE *out)
             rep->restored, rep->generations);
     print_by_vgpus(rep, out);
     fprintf(out, "  faults injected, by phase they landed in:\n");
-    fprintf(out, "    %-16s %6s %6s %6s %6s %6s %6s %6s | %5s %5s %5s\n",
-            "kind", "setup", "pre", "stop", "resume", "post", "none", "total",
-            "compl", "fail", "canc");
+    fprintf(out, "    %-16s %6s %6s %6s %6s %6s %6s %6s %6s | %5s %5s %5s\n",
+            "kind", "setup", "pre", "stop", "resume", "post", "restor", "none",
+            "total", "compl", "fail", "canc");
     for (int k = FK_NONE + 1; k < FK_COUNT; k++) {
         fprintf(out, "    %-16s", fault_name(k));
         for (int p = 0; p <= PH_COUNT; p++) {
@@ -328,7 +328,7 @@ void report_print(const struct report *rep, FILE *out)
                 rep->outcome[k][0], rep->outcome[k][1], rep->outcome[k][2],
                 rep->skipped[k][0] ? "  skipped: " : "", rep->skipped[k]);
     }
-    fprintf(out, "    %-16s %48s %6u | %5u %5u %5u\n", "(no fault)", "",
+    fprintf(out, "    %-16s %55s %6u | %5u %5u %5u\n", "(no fault)", "",
             rep->outcome[FK_NONE][0] + rep->outcome[FK_NONE][1] +
                 rep->outcome[FK_NONE][2],
             rep->outcome[FK_NONE][0], rep->outcome[FK_NONE][1],

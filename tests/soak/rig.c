@@ -21,6 +21,9 @@
 #define SETTLE_MS          5000
 #define STATS_WAIT_MS      10000
 #define STOP_MS            10000
+/* A restore's destination in phase restore reads its file this slowly,
+ * so that the fault lands while pages are still in the file. */
+#define RESTORE_SLOW "postcopy-delay:50"
 
 static const char *const fault_names[FK_COUNT] = {
     "none",
@@ -33,7 +36,7 @@ static const char *const fault_names[FK_COUNT] = {
     "corrupt-stream",
 };
 static const char *const phase_names[PH_COUNT + 1] = {
-    "setup", "pre-copy", "stop-copy", "resume", "post-copy", "none",
+    "setup", "pre-copy", "stop-copy", "resume", "post-copy", "restore", "none",
 };
 
 const char *fault_name(enum fault_kind k)
@@ -51,7 +54,15 @@ bool rig_fault_applies(const struct rig *r, enum fault_kind k, enum mig_phase p,
 {
     const char *w = NULL;
 
-    if (p == PH_POSTCOPY && k == FK_CORRUPT) {
+    if (p == PH_RESTORE && (k == FK_DROP || k == FK_SLOW)) {
+        w = "a restore reads a local file: no link to cut or slow";
+    } else if (p == PH_RESTORE && k == FK_CANCEL) {
+        w = "the save has completed, and a restore from a file has nothing "
+            "to cancel";
+    } else if (p == PH_RESTORE && k == FK_CORRUPT) {
+        w = "a damaged save file is /mig/restore/damaged-file and "
+            "/stream-file/*";
+    } else if (p == PH_POSTCOPY && k == FK_CORRUPT) {
         w = "the stream ends at a post-copy switchover; the pages that "
             "follow come over the page channel, each run checked by its hash "
             "(tests/unit/test-postcopy)";
@@ -70,7 +81,7 @@ bool rig_fault_applies(const struct rig *r, enum fault_kind k, enum mig_phase p,
         }
         break;
     case FK_KILL_SRC_SERVER:
-        if (p != PH_RESUME) {
+        if (p != PH_RESUME && p != PH_RESTORE) {
             w = "before the stream is complete the source vgpu-server holds "
                 "the only copy of VRAM and device state: killing it loses "
                 "the vGPU by design";
@@ -146,7 +157,8 @@ static int server_start(struct rig *r, int s, unsigned n, unsigned d,
                         struct vg_error *err)
 {
     struct rig_side *sd = &r->side[s];
-    const char *extra[3] = {NULL, NULL, NULL};
+    const char *extra[5] = {NULL, NULL, NULL, NULL, NULL};
+    unsigned n_extra = 0;
     struct vg_server_opts so = {
         .dir = r->dir,
         .vram = r->o.vram,
@@ -162,10 +174,14 @@ static int server_start(struct rig *r, int s, unsigned n, unsigned d,
     so.name = sd->names[1 + d];
     so.stats_file = sd->stats[d];
     if (r->next_fault && d == r->o.fault_vgpu) {
-        extra[0] = "--fault";
-        extra[1] = r->next_fault;
+        extra[n_extra++] = "--fault";
+        extra[n_extra++] = r->next_fault;
         sd->corrupting = true;
         sd->corrupt_offset = r->next_offset;
+    }
+    if (r->slow_next) {
+        extra[n_extra++] = "--fault";
+        extra[n_extra++] = RESTORE_SLOW;
     }
     return vg_server_start(&so, &sd->srv[d], err);
 }
@@ -195,6 +211,7 @@ static int side_start(struct rig *r, int s, bool incoming, struct vg_error *err)
     }
     g_free(r->next_fault);
     r->next_fault = NULL;
+    r->slow_next = false;
     if (rc < 0) {
         return rc;
     }
@@ -559,6 +576,7 @@ struct leg {
     int64_t t0, t_data, t_drop;
     int64_t t_postcopy; /* first seen postcopy-active */
     bool postcopy;      /* switch over in post-copy when released */
+    bool via_file;      /* through a save file */
     bool injected, released, continued, link_down;
     bool raced, raced_cpu; /* a workload step raced the stop (CPU writes) */
 };
@@ -579,6 +597,9 @@ static enum mig_phase phase_of(const char *status)
     }
     if (g_str_has_prefix(status, "postcopy")) {
         return PH_POSTCOPY;
+    }
+    if (!strcmp(status, "restore")) {
+        return PH_RESTORE;
     }
     return PH_COUNT;
 }
@@ -1027,6 +1048,14 @@ static bool postcopy_over(const struct vg_stats *st, void *opaque)
            (stat_true(st, "postcopy_done") && st->vram_checksum[0]);
 }
 
+/* A restored destination (a fresh server): its VRAM checksum is there,
+ * taken at the end of the load or, on demand, once every page is in. */
+static bool restore_over(const struct vg_stats *st, void *opaque)
+{
+    return st->vram_checksum[0] && (!stat_true(st, "restore_on_demand") ||
+                                    stat_true(st, "postcopy_done"));
+}
+
 /* After a post-copy switchover or a restore on demand: every page came,
  * digest verified. */
 static void check_postcopy(struct leg *l, unsigned d, const struct vg_stats *ds)
@@ -1053,8 +1082,9 @@ static void check_checksum(struct leg *l, unsigned d)
     struct leg_result *res = l->res;
     struct vg_error e = {0};
 
-    if (l->postcopy || l->p->via_file) {
-        if (vg_stats_wait(l->r->side[l->d].stats[d], postcopy_over, NULL,
+    if (l->postcopy || l->via_file) {
+        if (vg_stats_wait(l->r->side[l->d].stats[d],
+                          l->via_file ? restore_over : postcopy_over, NULL,
                           POSTCOPY_WAIT_MS, &ds, &e) < 0) {
             res->corruption = true;
             g_snprintf(res->corruption_detail, sizeof(res->corruption_detail),
@@ -1158,6 +1188,53 @@ static int file_leg_restore(struct leg *l, const char *uri,
                                args, NULL, err);
 }
 
+/* Whether the restored destination's fault vGPU has VRAM still in the
+ * file: its device is still RESUMING (QEMU leaves it there until the VM
+ * runs; the pages load from then on), or it loads them on demand. */
+static bool pages_in_file(struct leg *l)
+{
+    struct vg_stats st = {0};
+    struct vg_error e = {0};
+    bool pending = false;
+
+    if (vg_stats_read(l->r->side[l->d].stats[l->r->o.fault_vgpu], &st, &e) ==
+        0) {
+        pending = !strcmp(st.state, "RESUMING") ||
+                  (stat_true(&st, "restore_on_demand") &&
+                   !stat_true(&st, "postcopy_done"));
+        vg_info("leg: restored: device %s, VRAM %s in the file", st.state,
+                pending ? "still" : "no longer");
+    } else {
+        vg_warn("leg: the restore's statistics: %s", e.msg);
+    }
+    vg_stats_clear(&st);
+    return pending;
+}
+
+/* Phase restore: once the destination has loaded the file's stream (its
+ * pages still coming from the file, slowly), the fault. */
+static int restore_fault(struct leg *l, struct vg_error *err)
+{
+    struct vg_qmp *dq = l->r->side[l->d].qemu->qmp;
+    struct vg_mig_info di = {0};
+    int64_t deadline = vg_now_ms() + RUNSTATE_WAIT_MS;
+    int rc = 0;
+
+    while (rc == 0 && strcmp(di.status, "completed") != 0) {
+        rc = vg_mig_query(dq, &di, err);
+        if (rc == 0 && vg_now_ms() > deadline) {
+            rc = vg_error_set(err, ETIMEDOUT, "restore still '%s'", di.status);
+        } else if (rc == 0 && strcmp(di.status, "completed") != 0) {
+            g_usleep(VG_MIG_POLL_INTERVAL_MS * 1000);
+        }
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    /* "restore" only if the fault vGPU's pages are still coming. */
+    return inject(l, pages_in_file(l) ? "restore" : "completed", err);
+}
+
 /* After a leg through a save file: the side that runs takes the return
  * path again for live legs, and the file goes (its server holds it open
  * until every page is in). */
@@ -1181,7 +1258,10 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
                     .s = r->cur,
                     .d = !r->cur,
                     .postcopy = p->postcopy || p->phase == PH_POSTCOPY};
-    bool via_file = p->via_file && p->kind == FK_NONE && !l.postcopy;
+    bool via_file = (p->via_file && p->kind == FK_NONE && !l.postcopy) ||
+                    p->phase == PH_RESTORE;
+
+    l.via_file = via_file;
     g_autofree char *uri = NULL;
     struct vg_mig_info info = {0};
     const char *why = NULL;
@@ -1198,6 +1278,7 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
         return 0;
     }
     l.sq = r->side[l.s].qemu->qmp;
+    r->slow_next = p->phase == PH_RESTORE;
     rc = side_start(r, l.d, true, err);
     /* Both sides, before the incoming; a source that was a post-copy
      * destination keeps the capability until it is turned off. */
@@ -1267,6 +1348,10 @@ int rig_leg(struct rig *r, const struct leg_plan *p, struct leg_result *res,
     }
     if (rc == 0 && via_file && !strcmp(info.status, "completed")) {
         rc = file_leg_restore(&l, uri, err);
+    }
+    if (rc == 0 && p->phase == PH_RESTORE &&
+        !strcmp(info.status, "completed")) {
+        rc = restore_fault(&l, err);
     }
     if (rc < 0) {
         vg_error_prefix(err, "leg %c->%c", 'A' + l.s, 'A' + l.d);

@@ -71,13 +71,16 @@ enum fault_kind {
 };
 
 /* PH_POSTCOPY: switched over in post-copy (postcopy-active), QEMU's RAM
- * and the vGPU's pages still coming from the source. */
+ * and the vGPU's pages still coming from the source.  PH_RESTORE: the VM
+ * was saved to a file and a destination restored it, its vGPU's pages
+ * still coming from the file (a slowed server, docs/restore.md). */
 enum mig_phase {
     PH_SETUP,
     PH_PRECOPY,
     PH_STOPCOPY,
     PH_RESUME,
     PH_POSTCOPY,
+    PH_RESTORE,
     PH_COUNT
 };
 
@@ -131,6 +134,7 @@ struct rig {
     struct model model[RIG_MAX_VGPUS];
     unsigned self_fds;    /* this process's fds at steady state */
     char *next_fault;     /* --fault for the next server started, or NULL */
+    bool slow_next;       /* ...and postcopy-delay (a restore's reads) */
     uint64_t next_offset; /* its corrupt-stream offset */
     bool have_ref;        /* a migrated-in side was measured */
     /* ... with these fds */
