@@ -275,7 +275,7 @@ static int sink_postcopy(void *opaque, const struct mig_postcopy_info *info,
     if (!mig_postcopy_capable(m)) {
         return vg_error_set(err, ENOTSUP,
                             "this server does not do post-copy (--no-postcopy, "
-                            "no socket, or VRAM not mapped here)");
+                            "or no socket)");
     }
     m->load->postcopy = true;
     m->load->pc_info = *info;

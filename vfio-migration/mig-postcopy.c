@@ -26,7 +26,16 @@
 
 bool mig_postcopy_capable(const struct mig *m)
 {
-    return m->runtime_dir && vgpu_vram(m->gpu);
+    return m->runtime_dir != NULL;
+}
+
+/* The page server's way into VRAM that is not mapped here (a GPU's). */
+static int vram_read(void *opaque, uint64_t off, void *dst, uint64_t len,
+                     struct vg_error *err)
+{
+    struct mig *m = opaque;
+
+    return vgpu_vram_read(m->gpu, off, dst, len, err);
 }
 
 bool mig_restore_capable(const struct mig *m)
@@ -85,6 +94,8 @@ int mig_postcopy_serve(struct mig *m, const uint64_t *pending,
 {
     struct pc_src_config cfg = {
         .vram = vgpu_vram(m->gpu),
+        .read = vram_read,
+        .read_opaque = m,
         .npages = m->npages,
         .page_size = m->scfg.page_size,
         .pending = pending,

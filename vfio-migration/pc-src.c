@@ -32,6 +32,10 @@
 
 struct pc_src {
     const uint8_t *vram;
+    int (*read)(void *opaque, uint64_t off, void *dst, uint64_t len,
+                struct vg_error *err);
+    void *read_opaque;
+    uint8_t *buf; /* a reply's pages, where VRAM is not mapped here */
     uint64_t npages;
     uint32_t page_size;
     unsigned delay_ms;
@@ -60,23 +64,50 @@ static void note_end(struct pc_src *s, const struct vg_error *err)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Pages [@first, +@count) of VRAM (@count * page size at most
+ * PC_REQ_MAX_BYTES where VRAM is not mapped here). */
+static const uint8_t *pages(struct pc_src *s, uint64_t first, uint32_t count,
+                            struct vg_error *err)
+{
+    uint64_t off = first * s->page_size;
+
+    if (s->vram) {
+        return s->vram + off;
+    }
+    if (s->read(s->read_opaque, off, s->buf, (uint64_t)count * s->page_size,
+                err) < 0) {
+        return NULL;
+    }
+    return s->buf;
+}
+
 /* XXH3-64 of the page hashes of the pending pages, in page order. */
-static uint64_t pending_digest(const struct pc_src *s)
+static int pending_digest(struct pc_src *s, uint64_t *digest,
+                          struct vg_error *err)
 {
     XXH3_state_t *st = XXH3_createState();
-    uint64_t d;
+    uint32_t run = PC_REQ_MAX_BYTES / s->page_size;
+    int ret = 0;
 
+    run = run ? run : 1;
     XXH3_64bits_reset(st);
-    for (uint64_t p = 0; p < s->npages; p++) {
-        if (s->pending[p / 64] >> (p % 64) & 1) {
-            uint64_t h = vg_hash(s->vram + p * s->page_size, s->page_size, 0);
+    for (uint64_t p = 0; ret == 0 && p < s->npages; p += run) {
+        uint32_t n = s->npages - p < run ? (uint32_t)(s->npages - p) : run;
+        const uint8_t *data = pages(s, p, n, err);
 
-            XXH3_64bits_update(st, &h, sizeof(h));
+        for (uint32_t i = 0; data && i < n; i++) {
+            if (s->pending[(p + i) / 64] >> ((p + i) % 64) & 1) {
+                uint64_t h =
+                    vg_hash(data + (uint64_t)i * s->page_size, s->page_size, 0);
+
+                XXH3_64bits_update(st, &h, sizeof(h));
+            }
         }
+        ret = data ? 0 : -err->code;
     }
-    d = XXH3_64bits_digest(st);
+    *digest = XXH3_64bits_digest(st);
     XXH3_freeState(st);
-    return d;
+    return ret;
 }
 
 static int send_welcome(struct pc_src *s, struct vg_error *err)
@@ -99,9 +130,9 @@ static int serve_pages(struct pc_src *s, const struct pc_req *req,
 {
     uint64_t max = PC_REQ_MAX_BYTES / s->page_size;
     struct pc_data d = {.first = req->first, .count = req->count};
-    const uint8_t *data = s->vram + req->first * s->page_size;
+    const uint8_t *data;
     uint64_t len = (uint64_t)req->count * s->page_size;
-    struct iovec iov[2] = {{&d, sizeof(d)}, {(void *)data, len}};
+    struct iovec iov[2] = {{&d, sizeof(d)}, {NULL, len}};
 
     if (req->count == 0 || req->count > (max ? max : 1) ||
         req->first >= s->npages || req->count > s->npages - req->first) {
@@ -114,6 +145,11 @@ static int serve_pages(struct pc_src *s, const struct pc_req *req,
     if (s->delay_ms) {
         usleep(s->delay_ms * 1000u);
     }
+    data = pages(s, req->first, req->count, err);
+    if (!data) {
+        return -err->code;
+    }
+    iov[1].iov_base = (void *)data;
     d.hash = XXH3_64bits(data, len);
     pthread_mutex_lock(&s->lock);
     s->stats.requests++;
@@ -124,9 +160,13 @@ static int serve_pages(struct pc_src *s, const struct pc_req *req,
 
 static int serve_done(struct pc_src *s, struct vg_error *err)
 {
-    struct pc_fin fin = {.vram_checksum = pending_digest(s)};
+    struct pc_fin fin = {0};
     struct iovec iov = {&fin, sizeof(fin)};
+    int ret = pending_digest(s, &fin.vram_checksum, err);
 
+    if (ret < 0) {
+        return ret;
+    }
     pthread_mutex_lock(&s->lock);
     s->stats.finished = true;
     pthread_mutex_unlock(&s->lock);
@@ -340,6 +380,12 @@ static int src_init(struct pc_src *s, const struct pc_src_config *cfg,
         return vg_error_set(err, ENOMEM, "no memory for the pending bitmap");
     }
     memcpy(s->pending, cfg->pending, bytes);
+    if (!s->vram &&
+        (!s->read || !(s->buf = malloc(PC_REQ_MAX_BYTES + cfg->page_size)))) {
+        return vg_error_set(err, ENOMEM,
+                            "no way to read VRAM for the page "
+                            "server");
+    }
     for (uint64_t w = 0; w < bytes / 8; w++) {
         s->stats.pending += (uint64_t)__builtin_popcountll(s->pending[w]);
     }
@@ -364,6 +410,8 @@ int pc_src_start(const struct pc_src_config *cfg, struct pc_src **out,
         return vg_error_set(err, ENOMEM, "no memory for the page server");
     }
     s->vram = cfg->vram;
+    s->read = cfg->read;
+    s->read_opaque = cfg->read_opaque;
     s->npages = cfg->npages;
     s->page_size = cfg->page_size;
     s->delay_ms = cfg->delay_ms;
@@ -416,6 +464,7 @@ void pc_src_free(struct pc_src *s)
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->ended_cond);
     free(s->pending);
+    free(s->buf);
     free(s);
 }
 

@@ -23,7 +23,11 @@
 #include "pc-wire.h"
 
 struct pc_src_config {
-    const uint8_t *vram; /* the device's VRAM, mapped here */
+    const uint8_t *vram; /* the device's VRAM, mapped here, or NULL: */
+    /* ...read with this (from the page server's thread; a GPU's VRAM) */
+    int (*read)(void *opaque, uint64_t off, void *dst, uint64_t len,
+                struct vg_error *err);
+    void *read_opaque;
     uint64_t npages;
     uint32_t page_size;
     const uint64_t *pending; /* pages the destination lacks (copied) */

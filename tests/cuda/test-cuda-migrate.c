@@ -14,6 +14,10 @@
  * same commands.  Both servers' checksums agree, and the source hashed
  * its pages.  The same runs between a CPU-backed and a CUDA-backed
  * server, both ways: the stream does not depend on the backend.
+ * Post-copy (docs/postcopy.md) the same ways: switched over at the
+ * release with the batches' pages still on the source, slowed, so that
+ * the destination's DMA of every MiB waits for pages from the page
+ * server; the page server of a GPU source reads its VRAM on demand.
  * Restore on demand (docs/restore.md) the same ways: the VM is saved with
  * "migrate file:" after the batches and restored by a server that reads
  * the file on demand, slowed on each read so that the engines' DMA of
@@ -43,6 +47,7 @@ struct run {
     uint8_t *ref; /* VRAM as the CPU engines compute it */
     unsigned batches;
     bool released;
+    bool postcopy; /* switch over in post-copy at the release */
 };
 
 static uint32_t fbits(float f)
@@ -136,7 +141,13 @@ static int drive(const struct vg_mig_info *info, void *opaque,
         return 0;
     }
     r->released = true;
-    g_test_message("%u batches ran in pre-copy; releasing", r->batches);
+    g_test_message("%u batches ran in pre-copy; releasing%s", r->batches,
+                   r->postcopy ? " in post-copy" : "");
+    if (r->postcopy &&
+        vg_qmp_execute(r->t->src.qemu->qmp, "migrate-start-postcopy", NULL,
+                       NULL, err) < 0) {
+        return -1;
+    }
     return mt_release(r->t, err);
 }
 
@@ -217,7 +228,7 @@ static void migrate(const char *from, const char *to)
     struct vg_mig_info info;
     int64_t hashed = 0;
     struct mt t;
-    struct run r = {&t, g_malloc0(VGT_VRAM_SIZE), 0, false};
+    struct run r = {&t, g_malloc0(VGT_VRAM_SIZE), 0, false, false};
 
     g_test_message("%s -> %s", from, to);
     mt_start_src(&t, "cuda-mig", src_args);
@@ -249,6 +260,77 @@ static void migrate(const char *from, const char *to)
     mt_stop(&t);
 }
 
+static bool postcopy_done(const struct vg_stats *st, void *opaque)
+{
+    g_autofree char *done = vg_stats_str(st, "postcopy_done");
+
+    return done && strcmp(done, "true") == 0 && st->vram_checksum[0];
+}
+
+/* Post-copy from a server with backend @from to one with backend @to. */
+static void postcopy(const char *from, const char *to)
+{
+    const char *src_args[] = {"--backend", from, "--fault", "postcopy-delay:20",
+                              NULL};
+    const char *dst_args[] = {"--backend", to, NULL};
+    struct vg_stats sst, dst;
+    struct vg_mig_info info;
+    struct mt t;
+    struct run r = {&t, g_malloc0(VGT_VRAM_SIZE), 0, false, true};
+    g_autofree char *verified = NULL, *on_demand = NULL;
+    int64_t pages = 0;
+
+    g_test_message("post-copy %s -> %s", from, to);
+    mt_start_src(&t, "cuda-postcopy", src_args);
+    setup(&r);
+    VGT_OK(
+        vg_mig_set_capability(t.src.qemu->qmp, "postcopy-ram", true, VGT_ERR));
+    mt_start_dst_with(&t, VGT_VRAM_ARG, dst_args, NULL);
+    VGT_OK(
+        vg_mig_set_capability(t.dst.qemu->qmp, "postcopy-ram", true, VGT_ERR));
+    mt_listen(&t);
+    mt_hold(&t, HOLD_BW);
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+    mt_migrate_wait(&t, drive, &r, &info);
+    g_assert_cmpuint(r.batches, ==, BATCHES);
+    mt_attach_dst(&t);
+    check_dst_vram(&r);
+    VGT_OK(vg_stats_wait(t.dst.stats, postcopy_done, NULL, MT_STATS_TIMEOUT_MS,
+                         &dst, VGT_ERR));
+    VGT_OK(vg_stats_wait(t.src.stats, postcopy_done, NULL, MT_STATS_TIMEOUT_MS,
+                         &sst, VGT_ERR));
+    VGT_OK(vg_stats_int(&sst, "postcopy_pages", &pages, VGT_ERR));
+    verified = vg_stats_str(&dst, "postcopy_verified");
+    on_demand = vg_stats_str(&dst, "postcopy_on_demand");
+    g_test_message("%" G_GINT64_FORMAT " pages left to the page server; "
+                   "downtime %" G_GINT64_FORMAT " ms",
+                   pages, info.downtime_ms);
+    assert_backend(&sst, from);
+    assert_backend(&dst, to);
+    g_assert_cmpint(pages, >, 0);
+    g_assert_cmpstr(verified, ==, "true");
+    g_assert_cmpstr(on_demand, ==, "true");
+    vg_stats_clear(&sst);
+    vg_stats_clear(&dst);
+    g_free(r.ref);
+    mt_stop(&t);
+}
+
+static void test_postcopy_cuda(void)
+{
+    postcopy(ct_backend_name(), ct_dst_backend_name());
+}
+
+static void test_postcopy_cpu_to_cuda(void)
+{
+    postcopy("cpu", ct_dst_backend_name());
+}
+
+static void test_postcopy_cuda_to_cpu(void)
+{
+    postcopy(ct_backend_name(), "cpu");
+}
+
 static bool restore_running(const struct vg_stats *st, void *opaque)
 {
     g_autofree char *v = vg_stats_str(st, "restore_on_demand");
@@ -270,7 +352,7 @@ static void save_restore(const char *from, const char *to)
     const char *dst_args[] = {"--backend", to, "--fault", "postcopy-delay:50",
                               NULL};
     struct mt t;
-    struct run r = {&t, g_malloc0(VGT_VRAM_SIZE), 0, false};
+    struct run r = {&t, g_malloc0(VGT_VRAM_SIZE), 0, false, false};
     g_autofree char *path = NULL, *uri = NULL, *args = NULL, *done = NULL;
     g_autofree char *verified = NULL;
     struct vg_mig_info info;
@@ -353,6 +435,9 @@ int main(int argc, char **argv)
     g_test_add_func("/cuda/migrate/cuda-to-cuda", test_cuda_to_cuda);
     g_test_add_func("/cuda/migrate/cpu-to-cuda", test_cpu_to_cuda);
     g_test_add_func("/cuda/migrate/cuda-to-cpu", test_cuda_to_cpu);
+    g_test_add_func("/cuda/postcopy/cuda-to-cuda", test_postcopy_cuda);
+    g_test_add_func("/cuda/postcopy/cpu-to-cuda", test_postcopy_cpu_to_cuda);
+    g_test_add_func("/cuda/postcopy/cuda-to-cpu", test_postcopy_cuda_to_cpu);
     g_test_add_func("/cuda/restore/cuda-to-cuda", test_restore_cuda);
     g_test_add_func("/cuda/restore/cpu-to-cuda", test_restore_cpu_to_cuda);
     g_test_add_func("/cuda/restore/cuda-to-cpu", test_restore_cuda_to_cpu);
