@@ -46,9 +46,14 @@ struct mig {
     int client_uffd;       /* -1: none */
     struct mig_client_area *client_areas;
     unsigned client_nareas;
-    struct pc_src *pc_src;     /* serving the last switchover's pages */
-    struct pc_dst *pc_dst;     /* fetching the last stream's pages */
-    struct sf *restore;        /* ...from this save file (restore on demand) */
+    struct pc_src *pc_src; /* serving the last switchover's pages */
+    struct pc_dst *pc_dst; /* fetching the last stream's pages */
+    struct sf *restore;    /* ...from this save file (restore on demand) */
+    /* VRAM and device state as that load delivered them, for its
+     * checksums once the last page is in (the device may run before). */
+    uint64_t *pc_hash;  /* the stream's page hashes, then the fetched */
+    uint64_t *pc_known; /* ...bitmap of the pages in pc_hash */
+    uint8_t pc_state[VGPU_STATE_SIZE];
     bool no_restore_on_demand; /* --no-restore-on-demand */
     bool pc_noted;             /* its end is in the statistics */
     double pc_progress_ms;     /* the statistics last showed its progress */
@@ -62,9 +67,10 @@ uint64_t mig_page_hash(const struct mig *m, uint64_t page);
  * VRAM checksum is XXH3-64 of the array of the pages' mig_page_hash()
  * values, so a destination can hash pages as they arrive: @page_hash has
  * the hash of each page whose bit is set in @known; the others are read
- * now (both NULL: every page is). */
+ * now (both NULL: every page is).  @state: the device state blob to
+ * checksum, NULL: the device's now. */
 void mig_take_checksums(struct mig *m, uint64_t *page_hash,
-                        const uint64_t *known);
+                        const uint64_t *known, const uint8_t *state);
 /* Record @msg as the last error and rewrite the stats file. */
 void mig_note_error(struct mig *m, const char *msg);
 

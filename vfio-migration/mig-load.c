@@ -440,7 +440,15 @@ int mig_load_finish(struct mig *m, struct vg_error *err)
         /* The checksums follow the last page (mig_postcopy_poll). */
         ret = mig_postcopy_fetch(m, &l->pc_info, err);
     } else if (ret == 0) {
-        mig_take_checksums(m, l->page_hash, l->hashed);
+        mig_take_checksums(m, l->page_hash, l->hashed, NULL);
+    }
+    if (ret == 0 && (m->restore || m->pc_dst)) {
+        /* Its checksums follow the last page: of what it delivered. */
+        vgpu_state_save(m->gpu, m->pc_state, sizeof(m->pc_state), NULL);
+        m->pc_hash = l->page_hash;
+        m->pc_known = l->hashed;
+        l->page_hash = NULL;
+        l->hashed = NULL;
     }
     if (ret == 0 && !m->stats.restore_on_demand) {
         vg_info("migration: stream of %" PRIu64 " bytes loaded",

@@ -265,6 +265,22 @@ static void note_src(struct mig *m)
     }
 }
 
+/* Every page is in: the checksums of VRAM as the load delivered it (the
+ * stream's pages and the fetched ones, as they arrived; the rest as they
+ * are) and of the device state it loaded, comparable with the source's
+ * although the device may have run meanwhile. */
+static void take_delivered_checksums(struct mig *m)
+{
+    if (m->pc_hash && m->pc_known) {
+        pc_dst_page_hashes(m->pc_dst, m->pc_hash, m->pc_known);
+    }
+    mig_take_checksums(m, m->pc_hash, m->pc_known, m->pc_state);
+    free(m->pc_hash);
+    free(m->pc_known);
+    m->pc_hash = NULL;
+    m->pc_known = NULL;
+}
+
 int mig_postcopy_poll(struct mig *m)
 {
     if (m->pc_src && !m->pc_noted && pc_src_wait(m->pc_src, 0)) {
@@ -291,11 +307,11 @@ int mig_postcopy_poll(struct mig *m)
             m->pc_noted = true;
             if (st.done) { /* its channel, threads and userfaultfd go */
                 vgpu_set_vram_gate(m->gpu, NULL, NULL);
+                take_delivered_checksums(m);
                 pc_dst_free(m->pc_dst);
                 m->pc_dst = NULL;
                 sf_free(m->restore); /* and the save file */
                 m->restore = NULL;
-                mig_take_checksums(m, NULL, NULL);
             }
             mig_stats_flush(m, NULL);
         }
@@ -361,6 +377,10 @@ void mig_postcopy_free(struct mig *m)
     pc_src_free(m->pc_src);
     pc_dst_free(m->pc_dst);
     sf_free(m->restore);
+    free(m->pc_hash);
+    free(m->pc_known);
+    m->pc_hash = NULL;
+    m->pc_known = NULL;
     m->pc_src = NULL;
     m->pc_dst = NULL;
     m->restore = NULL;

@@ -70,7 +70,7 @@ static bool mig_hash_unknown(struct mig *m, uint64_t *hashes,
 }
 
 void mig_take_checksums(struct mig *m, uint64_t *page_hash,
-                        const uint64_t *known)
+                        const uint64_t *known, const uint8_t *state)
 {
     uint8_t blob[VGPU_STATE_SIZE];
     uint64_t *hashes = page_hash ? page_hash : malloc(m->npages * 8);
@@ -91,7 +91,11 @@ void mig_take_checksums(struct mig *m, uint64_t *page_hash,
         }
         return;
     }
-    vgpu_state_save(m->gpu, blob, sizeof(blob), NULL);
+    if (state) {
+        memcpy(blob, state, sizeof(blob));
+    } else {
+        vgpu_state_save(m->gpu, blob, sizeof(blob), NULL);
+    }
     m->stats.vram_checksum = XXH3_64bits(hashes, m->npages * 8);
     m->stats.device_state_checksum = XXH3_64bits(blob, sizeof(blob));
     if (!page_hash) {
@@ -240,7 +244,7 @@ void mig_idle(struct mig *m)
     }
     m->checksums_due = false;
     if (m->fsm.state == MIG_STATE_STOP) {
-        mig_take_checksums(m, NULL, NULL);
+        mig_take_checksums(m, NULL, NULL, NULL);
         mig_stats_flush(m, NULL);
     }
 }

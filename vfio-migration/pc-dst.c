@@ -218,8 +218,8 @@ static int install_page(struct pc_dst *d, uint64_t p, const uint8_t *data,
 }
 
 /* Put the @count pages in d->buf at page @first: page by page where VRAM
- * is mapped here, else in one write.  The page server's pages are hashed
- * for the digest (a file's records were verified as read). */
+ * is mapped here, else in one write; each page's hash kept (the digest,
+ * the destination's checksum of what arrived). */
 static int install_pages(struct pc_dst *d, uint64_t first, uint32_t count,
                          struct vg_error *err)
 {
@@ -233,7 +233,7 @@ static int install_pages(struct pc_dst *d, uint64_t first, uint32_t count,
     for (uint32_t i = 0; ret == 0 && d->cfg.vram && i < count; i++) {
         ret = install_page(d, first + i, d->buf + (uint64_t)i * ps, err);
     }
-    for (uint32_t i = 0; ret == 0 && !d->cfg.file && i < count; i++) {
+    for (uint32_t i = 0; ret == 0 && i < count; i++) {
         d->page_hash[first + i] = vg_hash(d->buf + (uint64_t)i * ps, ps, 0);
     }
     return ret;
@@ -914,6 +914,18 @@ bool pc_dst_done(struct pc_dst *d)
     done = d->stats.done;
     pthread_mutex_unlock(&d->lock);
     return done;
+}
+
+void pc_dst_page_hashes(struct pc_dst *d, uint64_t *hash, uint64_t *known)
+{
+    pthread_mutex_lock(&d->lock);
+    for (uint64_t p = 0; d->stats.done && p < d->cfg.npages; p++) {
+        if (bit(d->wanted, p)) {
+            hash[p] = d->page_hash[p];
+            bit_put(known, p, true);
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
 }
 
 void pc_dst_get_stats(struct pc_dst *d, struct pc_dst_stats *st)
