@@ -95,12 +95,14 @@ int vg_mig_incoming(struct vg_qmp *dst, char **uri, struct vg_error *err)
     return vg_mig_incoming_on(dst, "127.0.0.1", uri, err);
 }
 
-int vg_mig_incoming_on(struct vg_qmp *dst, const char *host, char **uri,
-                       struct vg_error *err)
+/* QMP @cmd (migrate-incoming, migrate-recover) listening on @host at a
+ * port QEMU picks; the URI it listens on into *@uri. */
+static int listen_on(struct vg_qmp *dst, const char *cmd, const char *host,
+                     char **uri, struct vg_error *err)
 {
     g_autofree char *args = g_strdup_printf("{\"uri\": \"tcp:%s:0\"}", host);
     JsonNode *ret = NULL;
-    int rc = vg_qmp_execute_json(dst, "migrate-incoming", args, NULL, err);
+    int rc = vg_qmp_execute_json(dst, cmd, args, NULL, err);
 
     if (rc == 0) {
         rc = vg_qmp_execute(dst, "query-migrate", NULL, &ret, err);
@@ -111,6 +113,14 @@ int vg_mig_incoming_on(struct vg_qmp *dst, const char *host, char **uri,
     if (ret) {
         json_node_unref(ret);
     }
+    return rc;
+}
+
+int vg_mig_incoming_on(struct vg_qmp *dst, const char *host, char **uri,
+                       struct vg_error *err)
+{
+    int rc = listen_on(dst, "migrate-incoming", host, uri, err);
+
     if (rc < 0) {
         vg_error_prefix(err, "incoming migration");
     }
@@ -120,19 +130,8 @@ int vg_mig_incoming_on(struct vg_qmp *dst, const char *host, char **uri,
 int vg_mig_recover_on(struct vg_qmp *dst, const char *host, char **uri,
                       struct vg_error *err)
 {
-    g_autofree char *args = g_strdup_printf("{\"uri\": \"tcp:%s:0\"}", host);
-    JsonNode *ret = NULL;
-    int rc = vg_qmp_execute_json(dst, "migrate-recover", args, NULL, err);
+    int rc = listen_on(dst, "migrate-recover", host, uri, err);
 
-    if (rc == 0) {
-        rc = vg_qmp_execute(dst, "query-migrate", NULL, &ret, err);
-    }
-    if (rc == 0) {
-        rc = socket_uri(ret, uri, err);
-    }
-    if (ret) {
-        json_node_unref(ret);
-    }
     if (rc < 0) {
         vg_error_prefix(err, "post-copy recovery");
     }

@@ -1133,29 +1133,6 @@ static void test_postcopy_msgs(void)
 
 /* ------------------------------------------------ load from a file */
 
-/* Connect and negotiate with @json; the server's JSON in @reply. */
-static void conn_open_reply(struct conn *c, const struct sec *s,
-                            const char *json, char *reply, size_t size)
-{
-    struct vfu_version v = {VFU_VERSION_MAJOR, VFU_VERSION_MINOR};
-    uint8_t p[512];
-    size_t n = 0;
-
-    g_assert_cmpuint(strlen(json) + 1, <=, sizeof(p) - sizeof(v));
-    c->fd = connect_path(s->srv->socket);
-    g_assert_cmpint(c->fd, >=, 0);
-    c->id = 0;
-    memcpy(p, &v, sizeof(v));
-    memcpy(p + sizeof(v), json, strlen(json) + 1);
-    g_assert_cmpuint(request_ex(c, VFU_CMD_VERSION, p,
-                                sizeof(v) + strlen(json) + 1, 0, -1, p,
-                                sizeof(p), &n, NULL),
-                     ==, 0);
-    g_assert_cmpuint(n, >, sizeof(v));
-    g_assert_cmpuint(p[n - 1], ==, 0);
-    g_strlcpy(reply, (const char *)p + sizeof(v), size);
-}
-
 /* MIG_DATA_FILE with header flags @flags and the @n extents @ext (argsz
  * and count right), passing @fd if >= 0; returns the errno. */
 static uint32_t data_file(struct conn *c, uint32_t flags,

@@ -227,12 +227,14 @@ static inline uint32_t request(struct conn *c, uint16_t cmd,
     return request_ex(c, cmd, payload, len, 0, -1, NULL, 0, NULL, NULL);
 }
 
-/* Connect and negotiate with the capabilities JSON @json. */
-static inline void conn_open_caps(struct conn *c, const struct sec *s,
-                                  const char *json)
+/* Connect and negotiate with the capabilities JSON @json; the server's
+ * JSON into @reply (@size bytes; NULL: not kept). */
+static inline void conn_open_reply(struct conn *c, const struct sec *s,
+                                   const char *json, char *reply, size_t size)
 {
     struct vfu_version v = {VFU_VERSION_MAJOR, VFU_VERSION_MINOR};
     uint8_t p[512];
+    size_t n = 0;
 
     g_assert_cmpuint(strlen(json) + 1, <=, sizeof(p) - sizeof(v));
     c->fd = connect_path(s->srv->socket);
@@ -240,8 +242,22 @@ static inline void conn_open_caps(struct conn *c, const struct sec *s,
     c->id = 0;
     memcpy(p, &v, sizeof(v));
     memcpy(p + sizeof(v), json, strlen(json) + 1);
-    g_assert_cmpuint(
-        request(c, VFU_CMD_VERSION, p, sizeof(v) + strlen(json) + 1), ==, 0);
+    g_assert_cmpuint(request_ex(c, VFU_CMD_VERSION, p,
+                                sizeof(v) + strlen(json) + 1, 0, -1, p,
+                                sizeof(p), &n, NULL),
+                     ==, 0);
+    if (reply) {
+        g_assert_cmpuint(n, >, sizeof(v));
+        g_assert_cmpuint(p[n - 1], ==, 0);
+        g_strlcpy(reply, (const char *)p + sizeof(v), size);
+    }
+}
+
+/* Connect and negotiate with the capabilities JSON @json. */
+static inline void conn_open_caps(struct conn *c, const struct sec *s,
+                                  const char *json)
+{
+    conn_open_reply(c, s, json, NULL, 0);
 }
 
 /* Capabilities with migration and both protocol extensions, as the

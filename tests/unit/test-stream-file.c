@@ -240,25 +240,36 @@ static void test_read_back(void)
     }
 }
 
+/* The stream of build(@all_again) in a file, damaged at byte @plus of
+ * record @rec, scanned whole: the small records are intact. */
+static struct sf *scan_damaged(struct stream *st, bool all_again, unsigned rec,
+                               uint64_t plus, struct seen *seen)
+{
+    uint64_t off[256], len[256];
+    struct vg_error err = {0};
+    struct sf *s;
+    unsigned n;
+    int fd;
+
+    build(st, 2, all_again);
+    fd = save_file(st, off, len, &n, 3 + rec);
+    damage(fd, off, len, n, st->rec_at[rec] + plus);
+    s = open_sf(fd, seen);
+    g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
+    g_assert_cmpint(sf_end(s, &err), ==, 0);
+    return s;
+}
+
 /* A damaged page: its record is refused when a page of it is read. */
 static void test_damaged_page(void)
 {
-    uint64_t off[256], len[256];
     struct stream st;
     struct seen seen = {0};
     struct vg_error err = {0};
     uint8_t page[PAGE];
-    unsigned n;
-    struct sf *s;
-    int fd;
-
-    build(&st, 2, false);
-    fd = save_file(&st, off, len, &n, 3);
     /* A byte of page 33, in the second PAGES record. */
-    damage(fd, off, len, n, st.rec_at[2] + 32 + PAGE + 100);
-    s = open_sf(fd, &seen);
-    g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
-    g_assert_cmpint(sf_end(s, &err), ==, 0);
+    struct sf *s = scan_damaged(&st, false, 2, 32 + PAGE + 100, &seen);
+
     g_assert_cmpint(sf_read(s, 0, 1, page, &err), ==, 0);
     g_assert_cmpint(sf_read(s, 50, 1, page, &err), ==, -EBADMSG);
     g_assert_nonnull(strstr(err.msg, "PAGES record #2"));
@@ -273,21 +284,13 @@ static void test_damaged_page(void)
 /* A damaged record that no page needs any more: the digest finds it. */
 static void test_damaged_superseded(void)
 {
-    uint64_t off[256], len[256], bm[1];
+    uint64_t bm[1];
     struct stream st;
     struct seen seen = {0};
     struct vg_error err = {0};
     uint8_t page[PAGE];
-    unsigned n;
-    struct sf *s;
-    int fd;
+    struct sf *s = scan_damaged(&st, true, 2, 32 + 5 * PAGE, &seen);
 
-    build(&st, 2, true);
-    fd = save_file(&st, off, len, &n, 5);
-    damage(fd, off, len, n, st.rec_at[2] + 32 + 5 * PAGE);
-    s = open_sf(fd, &seen);
-    g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
-    g_assert_cmpint(sf_end(s, &err), ==, 0);
     sf_pending(s, bm);
     for (unsigned p = 0; p < NPAGES; p++) {
         if (bm[0] >> p & 1) {
