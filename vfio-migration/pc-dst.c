@@ -219,7 +219,8 @@ static int install_page(struct pc_dst *d, uint64_t p, const uint8_t *data,
 
 /* Put the @count pages in d->buf at page @first: page by page where VRAM
  * is mapped here, else in one write; each page's hash kept (the digest,
- * the destination's checksum of what arrived). */
+ * the destination's checksum of what arrived; a save file's pages come
+ * with theirs, read_run()). */
 static int install_pages(struct pc_dst *d, uint64_t first, uint32_t count,
                          struct vg_error *err)
 {
@@ -233,7 +234,7 @@ static int install_pages(struct pc_dst *d, uint64_t first, uint32_t count,
     for (uint32_t i = 0; ret == 0 && d->cfg.vram && i < count; i++) {
         ret = install_page(d, first + i, d->buf + (uint64_t)i * ps, err);
     }
-    for (uint32_t i = 0; ret == 0 && i < count; i++) {
+    for (uint32_t i = 0; ret == 0 && !d->cfg.file && i < count; i++) {
         d->page_hash[first + i] = vg_hash(d->buf + (uint64_t)i * ps, ps, 0);
     }
     return ret;
@@ -267,7 +268,8 @@ static int install_run(struct pc_dst *d, uint64_t first, uint32_t count,
 static int read_run(struct pc_dst *d, uint64_t first, uint32_t count,
                     double asked_ms, struct vg_error *err)
 {
-    int ret = sf_read(d->cfg.file, first, count, d->buf, err);
+    int ret =
+        sf_read(d->cfg.file, first, count, d->buf, d->page_hash + first, err);
 
     pthread_mutex_lock(&d->lock);
     d->stats.requests++;

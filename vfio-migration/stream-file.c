@@ -554,7 +554,7 @@ static const uint8_t *load_rec(struct sf *s, size_t i, struct vg_error *err)
 }
 
 int sf_read(struct sf *s, uint64_t first, uint32_t count, uint8_t *buf,
-            struct vg_error *err)
+            uint64_t *hashes, struct vg_error *err)
 {
     uint32_t ps = s->cfg.stream.page_size;
 
@@ -571,7 +571,9 @@ int sf_read(struct sf *s, uint64_t first, uint32_t count, uint8_t *buf,
     for (uint32_t k = 0; k < count; k++) {
         uint64_t p = first + k;
         uint32_t l = p < s->npages ? s->latest[p] : 0;
+        const struct sf_rec *r;
         const uint8_t *data;
+        uint64_t in;
 
         if (l == 0 || l == SF_ZERO) {
             return vg_error_set(err, EINVAL,
@@ -581,10 +583,12 @@ int sf_read(struct sf *s, uint64_t first, uint32_t count, uint8_t *buf,
         if (!data) {
             return -err->code;
         }
-        memcpy(buf + (size_t)k * ps,
-               data + MIG_RUN_HDR_SIZE +
-                   (size_t)(p - vg_get_le64(s->rec[l - 1].head + 16)) * ps,
-               ps);
+        r = &s->rec[l - 1];
+        in = p - vg_get_le64(r->head + 16);
+        memcpy(buf + (size_t)k * ps, data + MIG_RUN_HDR_SIZE + in * ps, ps);
+        if (hashes) {
+            hashes[k] = r->hashes[in];
+        }
     }
     return 0;
 }

@@ -53,9 +53,11 @@ uint64_t sf_bytes(const struct sf *s);
 /* The pages whose content is in the stream (bits of @bm, npages of them,
  * cleared first), and how many. */
 uint64_t sf_pending(const struct sf *s, uint64_t *bm);
-/* Pages [@first, +@count) into @buf: each must be a pending page. */
+/* Pages [@first, +@count) into @buf, and their page hashes (XXH3-64,
+ * seed 0, computed to verify their records) into @hashes unless NULL:
+ * each must be a pending page. */
 int sf_read(struct sf *s, uint64_t first, uint32_t count, uint8_t *buf,
-            struct vg_error *err);
+            uint64_t *hashes, struct vg_error *err);
 /* Every page is read: read the records not read yet and check END's
  * digest. */
 int sf_verify(struct sf *s, struct vg_error *err);

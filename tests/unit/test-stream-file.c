@@ -12,6 +12,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "vfio-migration/mig-stream.h"
 #include "vfio-migration/stream-file.h"
@@ -198,7 +199,7 @@ static void damage(int fd, const uint64_t *off, const uint64_t *len, unsigned n,
 static void test_read_back(void)
 {
     for (unsigned seed = 1; seed <= 8; seed++) {
-        uint64_t off[256], len[256], bm[1];
+        uint64_t off[256], len[256], bm[1], hashes[3];
         struct stream st;
         struct seen seen = {0};
         struct vg_error err = {0};
@@ -223,15 +224,20 @@ static void test_read_back(void)
         for (int p = NPAGES - 1; p >= 0; p--) {
             if (bm[0] >> p & 1) {
                 g_assert_cmpint(
-                    sf_read(s, (uint64_t)p, 1, got + p * PAGE, &err), ==, 0);
+                    sf_read(s, (uint64_t)p, 1, got + p * PAGE, NULL, &err), ==,
+                    0);
             } else {
                 memset(got + p * PAGE, 0, PAGE);
             }
         }
         g_assert_cmpmem(got, VRAM, st.vram, VRAM);
-        g_assert_cmpint(sf_read(s, 32, 3, got, &err), ==, 0);
+        g_assert_cmpint(sf_read(s, 32, 3, got, hashes, &err), ==, 0);
         g_assert_cmpmem(got, 3 * PAGE, st.vram + 32 * PAGE, 3 * PAGE);
-        g_assert_cmpint(sf_read(s, 9, 1, got, &err), ==, -EINVAL);
+        for (unsigned k = 0; k < 3; k++) {
+            g_assert_cmphex(hashes[k], ==,
+                            XXH3_64bits(st.vram + (32 + k) * PAGE, PAGE));
+        }
+        g_assert_cmpint(sf_read(s, 9, 1, got, NULL, &err), ==, -EINVAL);
         g_assert_nonnull(strstr(err.msg, "page 9 is not in the save file"));
         g_assert_cmpint(sf_verify(s, &err), ==, 0);
         sf_free(s);
@@ -270,13 +276,13 @@ static void test_damaged_page(void)
     /* A byte of page 33, in the second PAGES record. */
     struct sf *s = scan_damaged(&st, false, 2, 32 + PAGE + 100, &seen);
 
-    g_assert_cmpint(sf_read(s, 0, 1, page, &err), ==, 0);
-    g_assert_cmpint(sf_read(s, 50, 1, page, &err), ==, -EBADMSG);
+    g_assert_cmpint(sf_read(s, 0, 1, page, NULL, &err), ==, 0);
+    g_assert_cmpint(sf_read(s, 50, 1, page, NULL, &err), ==, -EBADMSG);
     g_assert_nonnull(strstr(err.msg, "PAGES record #2"));
     g_assert_nonnull(strstr(err.msg, "pages 32+32"));
     g_assert_nonnull(strstr(err.msg, "changed or is damaged"));
     /* Sticky: nothing more is handed out. */
-    g_assert_cmpint(sf_read(s, 0, 1, page, &err), ==, -EBADMSG);
+    g_assert_cmpint(sf_read(s, 0, 1, page, NULL, &err), ==, -EBADMSG);
     sf_free(s);
     g_byte_array_free(st.bytes, TRUE);
 }
@@ -294,7 +300,7 @@ static void test_damaged_superseded(void)
     sf_pending(s, bm);
     for (unsigned p = 0; p < NPAGES; p++) {
         if (bm[0] >> p & 1) {
-            g_assert_cmpint(sf_read(s, p, 1, page, &err), ==, 0);
+            g_assert_cmpint(sf_read(s, p, 1, page, NULL, &err), ==, 0);
         }
     }
     g_assert_cmpint(sf_verify(s, &err), ==, -EBADMSG);
