@@ -236,20 +236,14 @@ static int scan_range(struct sf *s, uint32_t type, uint64_t first,
     return 0;
 }
 
-/* A PAGES record: located, not read. */
-static int scan_pages(struct sf *s, const uint8_t *hdr, uint32_t len)
+/* A PAGES record, whose record and run headers are @head: located, not
+ * read. */
+static int scan_pages(struct sf *s, const uint8_t *head, uint32_t len)
 {
-    uint8_t head[SF_HEADS];
     uint32_t ps = s->cfg.stream.page_size, count;
     uint64_t first;
     int ret;
 
-    memcpy(head, hdr, MIG_REC_HDR_SIZE);
-    ret = read_stream(s, s->scan + MIG_REC_HDR_SIZE, head + MIG_REC_HDR_SIZE,
-                      MIG_RUN_HDR_SIZE, NULL);
-    if (ret < 0) {
-        return ret;
-    }
     first = vg_get_le64(head + 16);
     count = vg_get_le32(head + 24);
     if (vg_get_le32(head + 28) || count > MIG_RUN_MAX_BYTES / ps ||
@@ -388,9 +382,13 @@ static int scan_small(struct sf *s, const uint8_t *hdr, uint32_t len)
 /* The record at s->scan; *@whole false if not all of it is here yet. */
 static int scan_record(struct sf *s, bool *whole)
 {
-    uint8_t hdr[MIG_REC_HDR_SIZE];
+    /* One read for the record header and a PAGES record's run header: a
+     * restore scans a record per MiB of VRAM before the VM runs. */
+    uint64_t here = s->total - s->scan;
+    uint8_t hdr[SF_HEADS];
     uint32_t type, len, min, max;
-    int ret = read_stream(s, s->scan, hdr, sizeof(hdr), NULL);
+    int ret =
+        read_stream(s, s->scan, hdr, here < SF_HEADS ? here : SF_HEADS, NULL);
 
     if (ret < 0) {
         return ret;
