@@ -23,7 +23,11 @@
  * and back b -> a without it; then a -> b with `virsh migrate --live
  * --postcopy --postcopy-after-precopy` (the destination's server fetches
  * what the switchover left behind from the source's over the hosts' link,
- * and the guest checks every page) and back without it.
+ * and the guest checks every page) and back without it.  Then a -> b
+ * again, b's servers' page servers slowed down (--fault postcopy-delay),
+ * and back by post-copy: once b's QEMU is gone and VRAM pages are still on
+ * b, every link between the hosts but libvirt's is cut (ss -K in b's
+ * network namespace); a's servers reconnect and get them all.
  *
  * Which path the vGPU's state took is read from QEMU trace events: the
  * domain's XML passes -trace for them to both QEMUs, which log them to
@@ -1361,7 +1365,7 @@ static void test_migrate_parallel_back(void)
  * first pass the VM switches over and runs on b while b's server fetches
  * the rest of VRAM from a's page server over the hosts' link (the hook's
  * postcopy_listen); the guest checks every page on b. */
-static void test_migrate_postcopy(void)
+static void assert_userfaultfd_allowed(void)
 {
     g_autofree char *uffd = NULL;
 
@@ -1372,6 +1376,11 @@ static void test_migrate_postcopy(void)
              "check-libvirt sets it to 1)",
              UFFD_SYSCTL, uffd);
     }
+}
+
+static void test_migrate_postcopy(void)
+{
+    assert_userfaultfd_allowed();
     g_assert_true(dom.on == &lv.a);
     migrate_ok_pc(&lv.b, 0, true);
 }
@@ -1381,6 +1390,184 @@ static void test_migrate_postcopy_back(void)
 {
     g_assert_true(dom.on == &lv.b);
     migrate_ok(&lv.a, 0);
+}
+
+/* ------------------------------------- post-copy, page channels cut -- */
+
+/* Poll (bounded) until @h has no vGPU server, socket or record left. */
+static void wait_nothing_left(const struct host *h)
+{
+    g_autofree char *run = hpath(h, "/run/vgmig");
+
+    for (int i = 0; i < 300; i++) {
+        if (count_servers(h) == 0 && count_entries(run) == 0) {
+            break;
+        }
+        g_usleep(100000);
+    }
+    assert_nothing_left(h);
+}
+
+static unsigned count_str(const char *text, const char *needle)
+{
+    unsigned n = 0;
+
+    for (const char *p = text; (p = strstr(p, needle)); p++) {
+        n++;
+    }
+    return n;
+}
+
+/* `virsh migrate` run in a thread: its exit status and standard error. */
+struct virsh_job {
+    const struct host *h;
+    const char *const *args;
+    GThread *thread;
+    int rc;
+    char *err;
+};
+
+static gpointer virsh_job_run(gpointer opaque)
+{
+    struct virsh_job *j = opaque;
+
+    j->rc = virsh(j->h, NULL, &j->err, j->args);
+    return NULL;
+}
+
+/* Cut every TCP connection of host @h to @peer but libvirt's own (port
+ * 16509), as a network failure would: the kernel aborts them (ss -K) and
+ * both ends get an error.  Returns how many were cut. */
+static unsigned cut_links(const struct host *h, const struct host *peer)
+{
+    g_autofree char *target = g_strdup_printf("--target=%d", (int)h->pid);
+    const char *argv[] = {"nsenter", target,  "-n",  "ss",       "-K",
+                          "-t",      "-n",    "dst", peer->addr, "and",
+                          "not",     "dport", "=",   ":16509",   "and",
+                          "not",     "sport", "=",   ":16509",   NULL};
+    g_autofree char *out = NULL, *err = NULL;
+    g_autoptr(GError) gerr = NULL;
+    int status;
+
+    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL,
+                      NULL, &out, &err, &status, &gerr)) {
+        FAIL("cannot run ss: %s", gerr->message);
+    }
+    g_test_message("ss -K on %c (exit %d):\n%s%s", h->name,
+                   WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err);
+    return count_str(out, "ESTAB");
+}
+
+/* Migrate the domain to b, whose hook starts each vGPU's server with a
+ * page server that waits @delay_ms before each reply (a slow source for
+ * a post-copy back to a). */
+static void migrate_to_slow_pages(unsigned delay_ms)
+{
+    g_autofree char *conf = hpath(&lv.b, "/etc/vgmig/hook.conf");
+    g_autofree char *wrapper =
+        g_strdup_printf("%s/bin/vgpu-server-slow", lv.dir);
+    g_autofree char *script = g_strdup_printf(
+        "#!/bin/sh\nexec %s/bin/vgpu-server --fault postcopy-delay:%u "
+        "\"$@\"\n",
+        lv.dir, delay_ms);
+    g_autofree char *saved = NULL, *slow = NULL;
+
+    g_assert_true(g_file_set_contents(wrapper, script, -1, NULL));
+    g_assert_cmpint(chmod(wrapper, 0755), ==, 0);
+    g_assert_true(g_file_get_contents(conf, &saved, NULL, NULL));
+    slow = g_strdup_printf("%sserver = %s\n", saved, wrapper);
+    g_assert_true(g_file_set_contents(conf, slow, -1, NULL));
+    migrate_ok(&lv.b, 0);
+    g_assert_true(g_file_set_contents(conf, saved, -1, NULL));
+}
+
+/* Whether @h's QEMU log has said, after offset @from, that libvirt
+ * stopped it because the domain migrated. */
+static bool qemu_stopped_migrated(const struct host *h, goffset from)
+{
+    g_autofree char *path = hpath_take(h, qemu_log());
+    g_autofree char *text = NULL;
+    gsize len = 0;
+
+    return g_file_get_contents(path, &text, &len, NULL) &&
+           (goffset)len > from && strstr(text + from, "reason=migrated");
+}
+
+/* Post-copy from b back to a, with b's page server replying every
+ * 800 ms: once QEMU's part is over (RAM all moved, b's QEMU gone) and
+ * VRAM pages are still on b, every link between the hosts but libvirt's
+ * is cut.  a's servers reconnect to b's page servers and get every page
+ * they were missing, `virsh migrate` succeeds (b's hook waits for its
+ * servers to finish serving), and the guest finds its VRAM model
+ * intact. */
+static void test_migrate_postcopy_cut(void)
+{
+    struct host *src, *dst = &lv.a;
+    g_autofree char *dst_uri = virsh_uri(dst);
+    g_autofree char *mig_uri = g_strdup_printf("tcp://%s", dst->addr);
+    const char *const args[] = {
+        "migrate", "--live", "--postcopy",   "--postcopy-after-precopy",
+        DOM,       dst_uri,  "--migrateuri", mig_uri,
+        NULL};
+    struct virsh_job job = {.args = args};
+    g_autofree char *old_log = hpath_take(dst, serial_log());
+    struct console *dcon;
+    goffset src_off;
+
+    assert_userfaultfd_allowed();
+    g_assert_true(dom.on == &lv.a);
+    migrate_to_slow_pages(800);
+    src = dom.on;
+    job.h = src;
+    src_off = qemu_log_size(src);
+    g_unlink(old_log);
+    dcon = console_open(dst);
+    /* A limit no pre-copy meets: libvirt switches after the first pass. */
+    g_free(VIRSH_OK(src, "migrate-setmaxdowntime", DOM, "1"));
+    job.thread = g_thread_new("virsh-migrate", virsh_job_run, &job);
+    for (int i = 0; i < 1200 && !qemu_stopped_migrated(src, src_off); i++) {
+        g_usleep(50000);
+    }
+    g_assert_true(qemu_stopped_migrated(src, src_off));
+    for (unsigned i = 0; i < dom.spec->nvgpu; i++) {
+        g_autofree char *path = hpath_take(dst, stats_path(i));
+        g_autofree char *text = NULL;
+
+        g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+        g_test_message("vGPU %u on %c at the cut: %" G_GINT64_FORMAT
+                       " of %" G_GINT64_FORMAT " pages fetched",
+                       i, dst->name, stat_in(text, "postcopy_fetched"),
+                       stat_in(text, "postcopy_pages"));
+        g_assert_cmpint(stat_in(text, "postcopy_fetched"), <,
+                        stat_in(text, "postcopy_pages"));
+    }
+    g_assert_cmpuint(cut_links(src, dst), >=, dom.spec->nvgpu);
+    g_thread_join(job.thread);
+    g_test_message("virsh migrate --postcopy, page channels cut: exit %d: %s",
+                   job.rc, g_strstrip(job.err));
+    g_assert_cmpint(job.rc, ==, 0);
+    g_free(job.err);
+
+    g_assert_true(is_running_on(dst));
+    g_assert_false(is_running_on(src));
+    wait_nothing_left(src);
+    for (unsigned i = 0; i < dom.spec->nvgpu; i++) {
+        g_autofree char *path = hpath_take(dst, stats_path(i));
+        g_autofree char *text = NULL;
+        g_autofree char *stats = last_stats(src, i);
+
+        assert_postcopy_done(dst, i);
+        g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+        g_assert_cmpint(stat_in(text, "postcopy_reconnects"), >=, 1);
+        g_assert_cmpint(stat_in(stats, "postcopy_served"), >=,
+                        stat_in(stats, "postcopy_pages"));
+    }
+    assert_vgpu_served(dst);
+    g_free(console_wait(dcon, &(guint){0}, "hb", LINE_TIMEOUT_S, NULL));
+    console_close(dom.con);
+    dom.con = dcon;
+    dom.on = dst;
+    guest_verify(dst, dom.con, dom.pages);
 }
 
 static void test_refused(void)
@@ -1417,30 +1604,6 @@ static void test_refused(void)
     guest_verify(&lv.a, dom.con, dom.pages);
 
     g_assert_true(g_file_set_contents(conf, saved, -1, NULL));
-}
-
-static unsigned count_str(const char *text, const char *needle)
-{
-    unsigned n = 0;
-
-    for (const char *p = text; (p = strstr(p, needle)); p++) {
-        n++;
-    }
-    return n;
-}
-
-/* Poll (bounded) until @h has no vGPU server, socket or record left. */
-static void wait_nothing_left(const struct host *h)
-{
-    g_autofree char *run = hpath(h, "/run/vgmig");
-
-    for (int i = 0; i < 300; i++) {
-        if (count_servers(h) == 0 && count_entries(run) == 0) {
-            break;
-        }
-        g_usleep(100000);
-    }
-    assert_nothing_left(h);
 }
 
 /* A migration cancelled midway, after b's hook has started its server:
@@ -1810,6 +1973,7 @@ int main(int argc, char **argv)
     g_test_add_func("/libvirt/migrate-postcopy", test_migrate_postcopy);
     g_test_add_func("/libvirt/migrate-postcopy-back",
                     test_migrate_postcopy_back);
+    g_test_add_func("/libvirt/migrate-postcopy-cut", test_migrate_postcopy_cut);
     g_test_add_func("/libvirt/save-restore", test_save_restore);
     g_test_add_func("/libvirt/save-restore-bypass-cache",
                     test_save_restore_bypass);
