@@ -298,6 +298,9 @@ static int migr_member(struct json *j, const char *key, int depth, void *opaque)
     if (strcmp(key, "load-from-file") == 0) {
         return json_bool(j, &mc->load_from_file);
     }
+    if (strcmp(key, "postcopy-dma") == 0) {
+        return json_bool(j, &mc->postcopy_dma);
+    }
     return json_value(j, depth);
 }
 
@@ -397,6 +400,10 @@ static int format_migr(const struct vfu_migr_caps *client,
     if (client->load_from_file && ours->load_from_file) {
         n += (size_t)snprintf(members + n, sizeof(members) - n,
                               ",\"load-from-file\":true");
+    }
+    if (client->postcopy_dma && ours->postcopy_dma) {
+        n += (size_t)snprintf(members + n, sizeof(members) - n,
+                              ",\"postcopy-dma\":true");
     }
     if (n == 0) {
         return snprintf(buf, size, "%s", "");

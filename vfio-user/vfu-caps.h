@@ -16,7 +16,8 @@
  * pre-copy and sends them with VFIO_USER_REGION_DIRTY_LOG) and "data_shm"
  * (migration data may move through a shared memory area: MIG_DATA_SHM,
  * MIG_DATA_READ_SHM, MIG_DATA_WRITE_SHM) and "postcopy" (REGION_UFFD and
- * MIG_POSTCOPY, docs/postcopy.md) and "load-from-file" (MIG_DATA_FILE,
+ * MIG_POSTCOPY, docs/postcopy.md), "postcopy-dma" (DMA_UFFD) and
+ * "load-from-file" (MIG_DATA_FILE,
  * docs/restore.md).  An object
  * with none of these members is left out of the reply.
  */
@@ -46,6 +47,7 @@ struct vfu_migr_caps {
     bool data_shm;         /* "data_shm": true */
     bool postcopy;         /* "postcopy": true */
     bool load_from_file;   /* "load-from-file": true */
+    bool postcopy_dma;     /* "postcopy-dma": true */
     uint64_t pgsize;
     uint64_t max_bitmap_size;
 };

@@ -78,6 +78,7 @@ void vfu_device_free(struct vfu_server *srv)
 
 void vfu_device_release(struct vfu_server *srv)
 {
+    vfu_dma_uffd_end(srv->dma);
     vfu_dma_unmap_all(srv->dma);
     vfu_irqs_close_all(srv);
 }
@@ -184,6 +185,46 @@ int vfu_handle_region_uffd(struct vfu_server *srv, const uint8_t *p, size_t len,
     srv->rx.fds[0] = -1; /* taken over */
     memcpy(vfu_payload(srv), &reply, 8);
     r->len = 8;
+    return 0;
+}
+
+int vfu_handle_dma_uffd(struct vfu_server *srv, const uint8_t *p, size_t len,
+                        struct vfu_reply *r, struct vg_error *err)
+{
+    static const char *const ops[] = {"", "ADVISE", "LISTEN", "END"};
+    struct vfu_dma_area areas[VFU_DMA_UFFD_MAX_AREAS];
+    struct vfu_dma_uffd req;
+    unsigned n = 0;
+    int ret;
+
+    if (!srv->postcopy_dma) {
+        return vg_error_set(err, ENOTSUP, "postcopy-dma was not negotiated");
+    }
+    ret = vfu_parse_dma_uffd(p, len, &req, err);
+    if (ret < 0) {
+        return ret;
+    }
+    if (req.op == VFU_DMA_UFFD_ADVISE) {
+        ret = vfu_dma_uffd_advise(srv->dma, &r->fd, err);
+    } else if (req.op == VFU_DMA_UFFD_LISTEN) {
+        ret = vfu_dma_uffd_listen(srv->dma, areas, VFU_DMA_UFFD_MAX_AREAS, &n,
+                                  err);
+    } else {
+        vfu_dma_uffd_end(srv->dma);
+    }
+    if (ret < 0) {
+        vg_error_prefix(err, "%s", ops[req.op]);
+        return ret;
+    }
+    _Static_assert(sizeof(areas[0]) == sizeof(struct vfu_dma_uffd_area),
+                   "DMA_UFFD areas as on the wire");
+    req.count = n;
+    req.argsz = (uint32_t)(sizeof(req) + n * sizeof(areas[0]));
+    memcpy(vfu_payload(srv), &req, sizeof(req));
+    memcpy(vfu_payload(srv) + sizeof(req), areas, n * sizeof(areas[0]));
+    r->len = req.argsz;
+    vg_info("post-copy: guest RAM for DMA: %s%s", ops[req.op],
+            req.op == VFU_DMA_UFFD_LISTEN ? " (mappings registered)" : "");
     return 0;
 }
 

@@ -27,6 +27,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
                  .data_shm = true,
                  .postcopy = true,
                  .load_from_file = true,
+                 .postcopy_dma = true,
                  .pgsize = DMA_PGSIZE,
                  .max_bitmap_size = MAX_XFER},
     };
@@ -42,6 +43,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
     ours.migr.data_shm &= !srv->no_data_shm;
     ours.migr.postcopy &= !srv->no_postcopy && mig_postcopy_capable(srv->mig);
     ours.migr.load_from_file &= mig_restore_capable(srv->mig);
+    ours.migr.postcopy_dma &= ours.migr.postcopy;
     ret = vfu_parse_version(p, len, &req, err);
     if (ret < 0) {
         return ret;
@@ -76,6 +78,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
     srv->postcopy = req.caps.migr.postcopy && ours.migr.postcopy;
     srv->load_from_file =
         req.caps.migr.load_from_file && ours.migr.load_from_file;
+    srv->postcopy_dma = req.caps.migr.postcopy_dma && ours.migr.postcopy_dma;
     vg_info("client negotiated vfio-user %u.%u", VFU_VERSION_MAJOR,
             VFU_VERSION_MINOR);
     return 0;
@@ -108,6 +111,7 @@ static const struct {
     [VFU_CMD_REGION_UFFD] = {vfu_handle_region_uffd, true},
     [VFU_CMD_MIG_POSTCOPY] = {vfu_handle_mig_postcopy, false},
     [VFU_CMD_MIG_DATA_FILE] = {vfu_handle_mig_data_file, true},
+    [VFU_CMD_DMA_UFFD] = {vfu_handle_dma_uffd, false},
 };
 
 static int dispatch(struct vfu_server *srv, uint16_t cmd, const uint8_t *p,

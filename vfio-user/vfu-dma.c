@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "vfio-migration/uffd.h"
 
 struct dma_map {
     uint64_t iova;
@@ -34,8 +35,10 @@ struct dma_log {
 };
 
 struct vfu_dma {
-    struct dma_log log; /* n == 0: logging off */
-    bool log_drop;      /* test-only fault: writes are not marked */
+    struct dma_log log;  /* n == 0: logging off */
+    int uffd;            /* DMA_UFFD's userfaultfd, -1 if none */
+    bool uffd_listening; /* the mappings with an fd are registered */
+    bool log_drop;       /* test-only fault: writes are not marked */
     unsigned max;
     unsigned count;
     struct dma_map maps[];
@@ -50,6 +53,7 @@ int vfu_dma_new(unsigned max_maps, struct vfu_dma **out, struct vg_error *err)
         return vg_error_set(err, ENOMEM, "DMA table of %u entries", max_maps);
     }
     dma->max = max_maps;
+    dma->uffd = -1;
     *out = dma;
     return 0;
 }
@@ -58,6 +62,7 @@ void vfu_dma_free(struct vfu_dma *dma)
 {
     if (dma) {
         vfu_dma_log_stop(dma);
+        vfu_dma_uffd_end(dma);
         vfu_dma_unmap_all(dma);
         free(dma);
     }
@@ -417,4 +422,78 @@ int vfu_dma_log_report(struct vfu_dma *dma, uint64_t iova, uint64_t length,
                      page_size, bitmap);
     }
     return 0;
+}
+
+/* ------------------------------------------------ post-copy: DMA_UFFD -- */
+
+int vfu_dma_uffd_advise(struct vfu_dma *dma, int *fd, struct vg_error *err)
+{
+    int ret;
+
+    vfu_dma_uffd_end(dma);
+    ret = uffd_open(err);
+    if (ret < 0) {
+        return ret;
+    }
+    dma->uffd = ret;
+    *fd = ret;
+    return 0;
+}
+
+static void uffd_unregister_maps(struct vfu_dma *dma, unsigned upto)
+{
+    for (unsigned i = 0; i < upto; i++) {
+        if (dma->maps[i].base) {
+            uffd_unregister(dma->uffd, (uintptr_t)dma->maps[i].base,
+                            dma->maps[i].map_len, NULL);
+        }
+    }
+}
+
+int vfu_dma_uffd_listen(struct vfu_dma *dma, struct vfu_dma_area *out,
+                        unsigned max, unsigned *n, struct vg_error *err)
+{
+    unsigned k = 0;
+
+    if (dma->uffd < 0 || dma->uffd_listening) {
+        return vg_error_set(err, EINVAL, "%s",
+                            dma->uffd < 0
+                                ? "no userfaultfd: ADVISE comes first"
+                                : "the mappings are registered already");
+    }
+    for (unsigned i = 0; i < dma->count; i++) {
+        const struct dma_map *m = &dma->maps[i];
+        int ret = 0;
+
+        if (!m->base) {
+            continue;
+        }
+        if (k == max) {
+            ret = vg_error_set(err, E2BIG,
+                               "more than %u DMA mappings of guest RAM", max);
+        } else {
+            ret = uffd_register(dma->uffd, (uintptr_t)m->base, m->map_len, err);
+        }
+        if (ret < 0) {
+            uffd_unregister_maps(dma, i);
+            return ret;
+        }
+        out[k++] = (struct vfu_dma_area){m->iova, m->size, (uintptr_t)m->host};
+    }
+    dma->uffd_listening = true;
+    *n = k;
+    return 0;
+}
+
+void vfu_dma_uffd_end(struct vfu_dma *dma)
+{
+    if (dma->uffd < 0) {
+        return;
+    }
+    if (dma->uffd_listening) {
+        uffd_unregister_maps(dma, dma->count);
+    }
+    close(dma->uffd);
+    dma->uffd = -1;
+    dma->uffd_listening = false;
 }

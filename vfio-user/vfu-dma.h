@@ -44,6 +44,28 @@ unsigned vfu_dma_count(const struct vfu_dma *dma);
  * allowing @write access, else NULL. */
 void *vfu_dma_ptr(struct vfu_dma *dma, uint64_t iova, uint64_t len, bool write);
 
+/*
+ * Post-copy (DMA_UFFD, docs/postcopy.md): on a post-copy destination the
+ * pages of guest RAM not received yet are holes in the mappings.  ADVISE
+ * creates a userfaultfd (*@fd, which stays ours; the client gets a copy);
+ * LISTEN registers every mapping with an fd with it for missing pages, so
+ * that the device's accesses there wait until the client has placed the
+ * page and woken them, and lists them into @out (at most @max, else
+ * -E2BIG); END unregisters them and closes it (also done by ADVISE again,
+ * unmap-all's caller on disconnect, and vfu_dma_free).  Mappings made
+ * after LISTEN are not registered.
+ */
+struct vfu_dma_area {
+    uint64_t iova;
+    uint64_t size;
+    uint64_t vaddr; /* where this process mapped iova */
+};
+
+int vfu_dma_uffd_advise(struct vfu_dma *dma, int *fd, struct vg_error *err);
+int vfu_dma_uffd_listen(struct vfu_dma *dma, struct vfu_dma_area *out,
+                        unsigned max, unsigned *n, struct vg_error *err);
+void vfu_dma_uffd_end(struct vfu_dma *dma);
+
 /* Bounds of DMA logging. */
 #define VFU_DMA_LOG_MAX_RANGES 256u
 #define VFU_DMA_LOG_MAX_PAGES  (1u << 27) /* bits over all ranges */

@@ -262,6 +262,23 @@ static int uffd_area_check(const struct vfu_uffd_area *a, uint32_t i,
     return 0;
 }
 
+int vfu_parse_dma_uffd(const void *p, size_t len, struct vfu_dma_uffd *out,
+                       struct vg_error *err)
+{
+    if (len != sizeof(*out)) {
+        return vg_error_set(err, EINVAL, "payload is %zu bytes, expected %zu",
+                            len, sizeof(*out));
+    }
+    memcpy(out, p, sizeof(*out));
+    if (out->argsz != sizeof(*out) || out->count || out->reserved ||
+        out->op < VFU_DMA_UFFD_ADVISE || out->op > VFU_DMA_UFFD_END) {
+        return vg_error_set(err, EINVAL,
+                            "argsz %u op %u count %u reserved %u invalid",
+                            out->argsz, out->op, out->count, out->reserved);
+    }
+    return 0;
+}
+
 int vfu_parse_region_uffd(const void *p, size_t len,
                           const uint64_t *region_size, uint32_t nregions,
                           struct vfu_uffd_area *areas, uint32_t *n,

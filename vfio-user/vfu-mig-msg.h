@@ -76,6 +76,9 @@ int vfu_parse_mig_data_file(const void *p, size_t len, uint32_t *flags,
  * 1..VFU_UFFD_MAX_AREAS areas (copied into @areas, *@n of them), each of
  * non-zero size, reserved 0, inside its region (@region_size, by index,
  * of @nregions) and not wrapping the client's address space. */
+/* DMA_UFFD: argsz 16, op ADVISE, LISTEN or END, count and reserved 0. */
+int vfu_parse_dma_uffd(const void *p, size_t len, struct vfu_dma_uffd *out,
+                       struct vg_error *err);
 int vfu_parse_region_uffd(const void *p, size_t len,
                           const uint64_t *region_size, uint32_t nregions,
                           struct vfu_uffd_area *areas, uint32_t *n,

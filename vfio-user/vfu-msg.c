@@ -38,6 +38,7 @@ static const char *const cmd_names[] = {
     [VFU_CMD_REGION_UFFD] = "REGION_UFFD",
     [VFU_CMD_MIG_POSTCOPY] = "MIG_POSTCOPY",
     [VFU_CMD_MIG_DATA_FILE] = "MIG_DATA_FILE",
+    [VFU_CMD_DMA_UFFD] = "DMA_UFFD",
 };
 
 const char *vfu_cmd_name(uint16_t cmd)

@@ -50,6 +50,11 @@ enum vfu_command {
     /* vgmig extension, negotiated with "load-from-file" (docs/restore.md):
      * migration data as extents of a save file the server reads itself */
     VFU_CMD_MIG_DATA_FILE = 26,
+    /* vgmig extension, negotiated with "postcopy-dma" (docs/postcopy.md):
+     * on a post-copy destination, the server's accesses to guest RAM
+     * wait, through a userfaultfd of the server's that the client polls,
+     * for the pages not received yet */
+    VFU_CMD_DMA_UFFD = 27,
 };
 
 /* Header flags */
@@ -286,9 +291,36 @@ struct vfu_file_extent {
 
 #define VFU_UFFD_MAX_AREAS 16u
 
+/* DMA_UFFD request (and reply header): @op, count and reserved 0.  The
+ * reply to ADVISE carries the server's userfaultfd; the reply to LISTEN
+ * @count areas following: where the server mapped each DMA region it
+ * registered with it. */
+struct vfu_dma_uffd {
+    uint32_t argsz;
+    uint32_t op;
+    uint32_t count;
+    uint32_t reserved;
+};
+
+struct vfu_dma_uffd_area {
+    uint64_t iova;
+    uint64_t size;
+    uint64_t vaddr;
+};
+
+enum {
+    VFU_DMA_UFFD_ADVISE = 1, /* create the userfaultfd, register nothing */
+    VFU_DMA_UFFD_LISTEN = 2, /* register the mappings of guest RAM */
+    VFU_DMA_UFFD_END = 3,    /* unregister them, close it */
+};
+
+#define VFU_DMA_UFFD_MAX_AREAS 1024u
+
 _Static_assert(sizeof(struct vfu_region_uffd) == 16, "region uffd");
 _Static_assert(sizeof(struct vfu_uffd_area) == 32, "uffd area");
 _Static_assert(sizeof(struct vfu_mig_postcopy) == 8, "mig postcopy");
+_Static_assert(sizeof(struct vfu_dma_uffd) == 16, "dma uffd");
+_Static_assert(sizeof(struct vfu_dma_uffd_area) == 24, "dma uffd area");
 _Static_assert(sizeof(struct vfu_mig_data_file) == 16, "mig data file");
 _Static_assert(sizeof(struct vfu_file_extent) == 16, "file extent");
 _Static_assert(sizeof(struct vfu_hdr) == 16, "vfio-user header");

@@ -79,6 +79,7 @@ struct vfu_server {
     bool data_shm;       /* ... and MIG_DATA_SHM, MIG_DATA_{READ,WRITE}_SHM */
     bool postcopy;       /* ... and REGION_UFFD, MIG_POSTCOPY */
     bool load_from_file; /* ... and MIG_DATA_FILE */
+    bool postcopy_dma;   /* ... and DMA_UFFD */
 
     /* Data plane: the shared memory area of MIG_DATA_SHM (NULL until the
      * client asks for it, freed on disconnect).  The client may write it
@@ -185,6 +186,8 @@ int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
 int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
                                   size_t len, struct vfu_reply *r,
                                   struct vg_error *err);
+int vfu_handle_dma_uffd(struct vfu_server *srv, const uint8_t *p, size_t len,
+                        struct vfu_reply *r, struct vg_error *err);
 int vfu_handle_region_uffd(struct vfu_server *srv, const uint8_t *p, size_t len,
                            struct vfu_reply *r, struct vg_error *err);
 int vfu_handle_mig_data_file(struct vfu_server *srv, const uint8_t *p,

@@ -83,12 +83,19 @@
  *    goes on serving, and then restores a real save file whose extents
  *    are out of order in the file.
  *
+ *  - dma-uffd-msgs: DMA_UFFD (patch 0047) is refused without the
+ *    "postcopy-dma" capability, malformed, LISTEN before ADVISE and twice;
+ *    ADVISE passes a userfaultfd, LISTEN lists the DMA mapping of guest
+ *    RAM where the server mapped it, END closes it (the server's fds are
+ *    back to before) and the server goes on serving.
+ *
  * (The chmod(2) of the socket path after bind, which would follow a link
  * swapped in between, is a race no test can win reliably; the code no
  * longer does it: the umask around bind makes the socket 0600, which
  * test-vfu-robust checks.)
  */
 #include <signal.h>
+#include <stdio.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -109,6 +116,10 @@
 #define VC_CAPS_PC                                                             \
     "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576,"     \
     "\"migration\":{\"pgsize\":4096,\"postcopy\":true}}}"
+#define VC_CAPS_PC_DMA                                                         \
+    "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576,"     \
+    "\"migration\":{\"pgsize\":4096,\"postcopy\":true,"                        \
+    "\"postcopy-dma\":true}}}"
 #define VC_CAPS_FILE                                                           \
     "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576,"     \
     "\"migration\":{\"pgsize\":4096,\"load-from-file\":true}}}"
@@ -1230,6 +1241,82 @@ static int non_file(unsigned i, const char *dir, int *extra)
     }
 }
 
+static uint32_t dma_uffd(struct conn *c, uint32_t op, uint32_t count,
+                         struct vfu_dma_uffd_area *area, int *rfd)
+{
+    struct vfu_dma_uffd m = {sizeof(m), op, count, 0};
+    struct {
+        struct vfu_dma_uffd h;
+        struct vfu_dma_uffd_area a[1];
+    } reply = {0};
+    size_t rlen = 0;
+    uint32_t ret = request_ex(c, VFU_CMD_DMA_UFFD, &m, sizeof(m), 0, -1, &reply,
+                              sizeof(reply), &rlen, rfd);
+
+    if (ret == 0) {
+        g_assert_cmpuint(rlen, ==, reply.h.argsz);
+        g_assert_cmpuint(rlen, ==, sizeof(m) + reply.h.count * sizeof(*area));
+        g_assert_cmpuint(reply.h.op, ==, op);
+        if (area && reply.h.count) {
+            *area = reply.a[0];
+        }
+    }
+    return ret;
+}
+
+static void test_dma_uffd_msgs(void)
+{
+    struct vfu_dma_uffd_area area = {0};
+    uint8_t *mem = NULL;
+    char link[64], target[64] = "";
+    unsigned fds;
+    struct conn c;
+    struct sec s;
+    int memfd, rfd = -1;
+
+    sec_start_opts(&s, "hostile-dma-uffd", H_VRAM_ARG, "64K", NULL);
+    memfd = memfd_of(1 << 20, &mem);
+    conn_open_caps(&c, &s, VC_CAPS_PC); /* postcopy, not postcopy-dma */
+    g_assert_cmpuint(dma_uffd(&c, VFU_DMA_UFFD_ADVISE, 0, NULL, NULL), ==,
+                     ENOTSUP);
+    assert_refusal(&s, c.id, "postcopy-dma was not negotiated");
+    conn_close(&c);
+
+    conn_open_caps(&c, &s, VC_CAPS_PC_DMA);
+    g_assert_cmpuint(dma_map(&c, 1 << 20, 1 << 20, 0, 3, memfd), ==, 0);
+    fds = server_fds(&s);
+    g_assert_cmpuint(dma_uffd(&c, VFU_DMA_UFFD_END + 1, 0, NULL, NULL), ==,
+                     EINVAL);
+    assert_refusal(&s, c.id, "op 4 count 0 reserved 0 invalid");
+    g_assert_cmpuint(dma_uffd(&c, VFU_DMA_UFFD_LISTEN, 1, NULL, NULL), ==,
+                     EINVAL);
+    g_assert_cmpuint(dma_uffd(&c, VFU_DMA_UFFD_LISTEN, 0, NULL, NULL), ==,
+                     EINVAL);
+    assert_refusal(&s, c.id, "LISTEN: no userfaultfd: ADVISE comes first");
+
+    g_assert_cmpuint(dma_uffd(&c, VFU_DMA_UFFD_ADVISE, 0, NULL, &rfd), ==, 0);
+    g_assert_cmpint(rfd, >=, 0);
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", rfd);
+    g_assert_cmpint(readlink(link, target, sizeof(target) - 1), >, 0);
+    g_assert_cmpstr(target, ==, "anon_inode:[userfaultfd]");
+    g_assert_cmpuint(dma_uffd(&c, VFU_DMA_UFFD_LISTEN, 0, &area, NULL), ==, 0);
+    g_assert_cmphex(area.iova, ==, 1 << 20);
+    g_assert_cmphex(area.size, ==, 1 << 20);
+    g_assert_cmphex(area.vaddr, !=, 0);
+    g_assert_cmpuint(dma_uffd(&c, VFU_DMA_UFFD_LISTEN, 0, NULL, NULL), ==,
+                     EINVAL);
+    assert_refusal(&s, c.id, "LISTEN: the mappings are registered already");
+    assert_serving(&c);
+    g_assert_cmpuint(dma_uffd(&c, VFU_DMA_UFFD_END, 0, NULL, NULL), ==, 0);
+    g_assert_cmpuint(server_fds(&s), ==, fds);
+    close(rfd);
+    assert_serving(&c);
+    conn_close(&c);
+    close(memfd);
+    munmap(mem, 1 << 20);
+    sec_stop(&s);
+}
+
 static void test_data_file_msgs(void)
 {
     /* what the server does with each: refuses it before reading (a
@@ -1505,5 +1592,6 @@ int main(int argc, char **argv)
     g_test_add_func("/hostile/data-shm", test_data_shm);
     g_test_add_func("/hostile/postcopy-msgs", test_postcopy_msgs);
     g_test_add_func("/hostile/data-file-msgs", test_data_file_msgs);
+    g_test_add_func("/hostile/dma-uffd-msgs", test_dma_uffd_msgs);
     return g_test_run();
 }

@@ -415,6 +415,68 @@ static void test_recover(void)
 
 /* A server without post-copy: QEMU refuses with its reason; the source
  * runs on with VRAM intact. */
+
+/* Guest RAM pages the destination's device reaches by DMA before they
+ * have arrived: one it writes, one it reads. */
+#define DMA_WRITE_PAGE (200ull << 20)
+#define DMA_READ_PAGE  (201ull << 20)
+#define DMA_LEN        64u
+#define DMA_VRAM       (8 * MIB)
+
+/* Post-copy switched over at once, RAM's post-copy at 1 MiB/s: guest RAM
+ * is still on the source when the destination's engines DMA into one page
+ * and out of another (QEMU 0047, the server's DMA_UFFD).  The written page
+ * must hold the source's bytes around the device's, the read must bring
+ * the source's bytes into VRAM, and the migration must complete: a device
+ * access to a page not received reads zeros and leaves a page QEMU then
+ * cannot place. */
+static void test_dma_into_missing_ram(void)
+{
+    struct mt t;
+    struct vg_mig_info info;
+    uint8_t pat[4096], got[4096], vram[DMA_LEN];
+    struct vgpu_cmd cmds[2];
+
+    for (unsigned i = 0; i < sizeof(pat); i++) {
+        pat[i] = (uint8_t)(0xa5 ^ i ^ (i >> 8));
+    }
+    start_pair(&t, "pc-dma", NULL);
+    VGT_OK(vg_qtest_memwrite(t.src.qemu->qt, DMA_WRITE_PAGE, pat, sizeof(pat),
+                             VGT_ERR));
+    VGT_OK(vg_qtest_memwrite(t.src.qemu->qt, DMA_READ_PAGE, pat, sizeof(pat),
+                             VGT_ERR));
+    VGT_OK(vg_qtest_memread(t.src.qemu->qt, t.gpu.vram_addr + DMA_VRAM, vram,
+                            sizeof(vram), VGT_ERR));
+    VGT_OK(vg_mig_set_parameter(t.src.qemu->qmp, "max-postcopy-bandwidth",
+                                1 << 20, VGT_ERR));
+    mt_hold(&t, 1 << 20);
+    migrate_postcopy_now(&t);
+    VGT_OK(vg_mig_wait_runstate(t.dst.qemu->qmp, "running", VGT_TIMEOUT_MS,
+                                VGT_ERR));
+    VGT_OK(vg_vgpu_attach(t.dst.qemu->qt, &t.dgpu, VGT_ERR));
+    cmds[0] = vgpu_cmd_make(VGPU_OP_DMA_FROM_VRAM, DMA_WRITE_PAGE, DMA_VRAM,
+                            DMA_LEN, 0, 0, 0);
+    cmds[1] = vgpu_cmd_make(VGPU_OP_DMA_TO_VRAM, DMA_VRAM, DMA_READ_PAGE,
+                            DMA_LEN, 0, 0, 0);
+    mt_run(&t.dgpu, cmds, 2);
+
+    VGT_OK(vg_qtest_memread(t.dst.qemu->qt, DMA_WRITE_PAGE, got, sizeof(got),
+                            VGT_ERR));
+    g_assert_cmpmem(got, DMA_LEN, vram, DMA_LEN);
+    g_assert_cmpmem(got + DMA_LEN, sizeof(got) - DMA_LEN, pat + DMA_LEN,
+                    sizeof(pat) - DMA_LEN);
+    VGT_OK(vg_qtest_memread(t.dst.qemu->qt, t.dgpu.vram_addr + DMA_VRAM, got,
+                            DMA_LEN, VGT_ERR));
+    g_assert_cmpmem(got, DMA_LEN, pat, DMA_LEN);
+
+    VGT_OK(vg_mig_set_parameter(t.src.qemu->qmp, "max-postcopy-bandwidth", 0,
+                                VGT_ERR));
+    VGT_OK(mt_release(&t, VGT_ERR));
+    mt_migrate_wait(&t, NULL, NULL, &info);
+    g_assert_cmpstr(info.status, ==, "completed");
+    mt_stop(&t);
+}
+
 static void test_refused(void)
 {
     static const char *const no_pc[] = {"--no-postcopy", NULL};
@@ -448,5 +510,7 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/postcopy/source-lost", test_source_lost);
     g_test_add_func("/mig/postcopy/recover", test_recover);
     g_test_add_func("/mig/postcopy/refused-without-server", test_refused);
+    g_test_add_func("/mig/postcopy/dma-into-missing-ram",
+                    test_dma_into_missing_ram);
     return g_test_run();
 }
