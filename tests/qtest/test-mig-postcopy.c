@@ -474,6 +474,13 @@ static void test_dma_into_missing_ram(void)
     VGT_OK(mt_release(&t, VGT_ERR));
     mt_migrate_wait(&t, NULL, NULL, &info);
     g_assert_cmpstr(info.status, ==, "completed");
+    /* QEMU's fault thread polled the server's userfaultfd as it should
+     * (a blocking one makes poll() report POLLERR, over and over). */
+    {
+        g_autofree char *log = vg_proc_log_tail(&t.dst.qemu->proc, 1 << 20);
+
+        g_assert_null(strstr(log, "POLLERR"));
+    }
     mt_stop(&t);
 }
 
