@@ -313,7 +313,7 @@ check-guest: all guest-image $(GUEST_TESTS)
 # systemd template unit vgpu-server@.service; `make install` with DESTDIR
 # and PREFIX.  The hook's unit test runs with the unit tests; the libvirt
 # test (two libvirt hosts on this machine, tests/libvirt/) in
-# `make check-libvirt`, which .ci/run calls.
+# `make check-libvirt`, which `make check` runs.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 SYSCONFDIR ?= /etc
@@ -416,9 +416,13 @@ check-qtest: all $(QTESTS)
 BUILD_TESTS := tests/build/test-make-default.sh tests/build/test-check-qemu.sh \
                tests/build/test-server-cli.sh tests/build/test-thread-cpu.sh
 
-check: all $(UNIT_TESTS) $(QTESTS) $(CUDA_TESTS) guest-image $(GUEST_TESTS)
+# The libvirt test (save/restore, post-copy, several vGPUs through the real
+# daemons) is part of it: its own target sets the userfaultfd sysctl.
+check: all $(UNIT_TESTS) $(QTESTS) $(CUDA_TESTS) guest-image $(GUEST_TESTS) \
+       $(LIBVIRT_TEST)
 	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(BUILD_TESTS) \
 	    $(UNIT_TESTS) $(QTESTS) $(CUDA_TESTS) $(GUEST_TESTS)
+	$(MAKE) --no-print-directory check-libvirt
 
 .PHONY: check-cuda gpu-pack
 check-cuda: all $(CUDA_TESTS)
