@@ -440,12 +440,21 @@ int vfu_dma_uffd_advise(struct vfu_dma *dma, int *fd, struct vg_error *err)
     return 0;
 }
 
+/* The whole pages of @m's mmap() (an fd offset inside a page makes its
+ * length no multiple of the page). */
+static uint64_t map_pages(const struct dma_map *m)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+
+    return (m->map_len + page - 1) / page * page;
+}
+
 static void uffd_unregister_maps(struct vfu_dma *dma, unsigned upto)
 {
     for (unsigned i = 0; i < upto; i++) {
         if (dma->maps[i].base) {
             uffd_unregister(dma->uffd, (uintptr_t)dma->maps[i].base,
-                            dma->maps[i].map_len, NULL);
+                            map_pages(&dma->maps[i]), NULL);
         }
     }
 }
@@ -472,7 +481,8 @@ int vfu_dma_uffd_listen(struct vfu_dma *dma, struct vfu_dma_area *out,
             ret = vg_error_set(err, E2BIG,
                                "more than %u DMA mappings of guest RAM", max);
         } else {
-            ret = uffd_register(dma->uffd, (uintptr_t)m->base, m->map_len, err);
+            ret =
+                uffd_register(dma->uffd, (uintptr_t)m->base, map_pages(m), err);
         }
         if (ret < 0) {
             uffd_unregister_maps(dma, i);
