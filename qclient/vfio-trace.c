@@ -165,6 +165,8 @@ static int count_event(const char *ev, const char *args, struct trace_phase *ph,
     } else if (!strcmp(ev, "vfio_multifd_precopy_setup")) {
         tr->precopy_setups++;
         ret = arg_int(ev, args, "read size ", &tr->precopy_read_size, err);
+    } else if (!strcmp(ev, "vfio_multifd_stopcopy_read_size")) {
+        ret = arg_int(ev, args, "read size ", &tr->stopcopy_read_size, err);
     } else if (!strcmp(ev, "vfio_multifd_save_precopy_block")) {
         ret = arg_int(ev, args, "data size ", &v, err);
         tr->precopy_buffers++;
@@ -191,6 +193,7 @@ int vg_vfio_trace_parse(const char *text, struct vg_vfio_trace *tr,
     memset(tr, 0, sizeof(*tr));
     tr->data_buffer_size = -1;
     tr->precopy_read_size = -1;
+    tr->stopcopy_read_size = -1;
     tr->max_buffer_idx = -1;
     for (unsigned i = 0; lines[i] && ret == 0; i++) {
         const char *ev, *args;
@@ -225,6 +228,7 @@ static int check_multifd(const struct vg_vfio_trace *src,
 {
     int64_t bs = src->data_buffer_size;
     int64_t pbs = src->precopy_read_size > 0 ? src->precopy_read_size : bs;
+    int64_t sbs = src->stopcopy_read_size > 0 ? src->stopcopy_read_size : bs;
     bool pre = want->multifd_precopy;
     unsigned n = want->devices ? want->devices : 1;
 
@@ -233,9 +237,11 @@ static int check_multifd(const struct vg_vfio_trace *src,
     CHECK("source main-channel stop-copies", src->main_completes, ==, 0);
     CHECK("source save thread bytes", src->thread_read, ==, want->stopcopy);
     CHECK("source data buffer size", bs, >, 0);
+    /* Stop-copy reads as large as pre-copy's (patch 0048). */
+    CHECK("source multifd stop-copy read size", sbs, >=, pbs);
     /* Every read that returned data sent the next one ahead. */
     CHECK("source save thread reads sent ahead", src->thread_read_aheads, >=,
-          div_up(src->thread_read, bs));
+          div_up(src->thread_read, sbs));
     CHECK("source multifd pre-copy setups", src->precopy_setups, ==,
           pre ? n : 0);
     CHECK("source multifd pre-copy bytes", src->precopy_read, ==,
@@ -257,7 +263,7 @@ static int check_multifd(const struct vg_vfio_trace *src,
               dst->max_buffer_idx + 1);
     }
     CHECK("destination multifd data buffers", (int64_t)dst->buffers - n, >=,
-          div_up(want->stopcopy, bs) + (pre ? div_up(want->precopy, pbs) : 0));
+          div_up(want->stopcopy, sbs) + (pre ? div_up(want->precopy, pbs) : 0));
     CHECK("destination main-channel configs", dst->main_configs, ==, 0);
     return 0;
 }

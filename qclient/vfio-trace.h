@@ -58,6 +58,7 @@ struct vg_vfio_trace {
     int64_t main_precopy_read;     /* vfio_save_block outside stop-copy */
     unsigned precopy_setups;       /* vfio_multifd_precopy_setup */
     int64_t precopy_read_size;     /* ... its read size (0022), -1 if none */
+    int64_t stopcopy_read_size;    /* stop-copy thread's read size (0048), -1 */
     unsigned precopy_buffers;      /* vfio_multifd_save_precopy_block */
     int64_t precopy_read;          /* ... their bytes */
     unsigned precopy_loads;        /* vfio_multifd_load_precopy_start */

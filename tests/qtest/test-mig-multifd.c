@@ -232,9 +232,10 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
     mf_trace_log("destination", &dst);
     VGT_OK(vg_vfio_trace_check(&src, &dst, &want, VGT_ERR));
     /* Pre-copy over multifd in the 4 MiB pieces the servers' shared areas
-     * allow (patch 0022); stop-copy in data_buffer_size ones. */
+     * allow (patch 0022), and stop-copy in the same (0048). */
     if (c->want_mf_precopy) {
         g_assert_cmpint(src.precopy_read_size, ==, 4 << 20);
+        g_assert_cmpint(src.stopcopy_read_size, ==, 4 << 20);
     }
     /* Guest RAM is clean after its first round: the source syncs its
      * channels at setup, after that round and at the end, not once per

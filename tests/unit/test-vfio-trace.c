@@ -63,6 +63,7 @@ static const char *const mf_src =
     "vfio_multifd_save_precopy_block  (dev) idx 1 data size 1048576\n"
     "vfio_multifd_save_precopy_block  (dev) idx 2 data size 1048576\n"
     "vfio_save_complete_precopy_thread_start  (dev) x\n"
+    "vfio_multifd_stopcopy_read_size  (dev) read size 1048576\n"
     "vfio_user_mig_data_read_lend  size 1048576 ret 1048576 slot 2\n"
     "vfio_user_mig_data_read_ahead  size 1048576\n"
     "vfio_user_mig_data_read  size 1048576 ret 100\n"
@@ -125,6 +126,13 @@ static void test_check_multifd_precopy(void)
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
     g_assert_nonnull(strstr(err.msg, "reads sent ahead is 1, expected >= 2"));
     src.thread_read_aheads = 2;
+
+    /* ... nor stop-copy reads smaller than pre-copy's (patch 0048). */
+    g_assert_cmpint(src.stopcopy_read_size, ==, 1 << 20);
+    src.stopcopy_read_size = 4096;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "stop-copy read size is 4096"));
+    src.stopcopy_read_size = 1 << 20;
 
     /* The same migration does not show pre-copy on the main channel... */
     want.multifd_precopy = false;
