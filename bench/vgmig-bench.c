@@ -1850,6 +1850,80 @@ static void md_postcopy(GString *s, const struct cell *cells, unsigned n)
     md_target(s, "total bytes moved <= 1.05 x VRAM", bytes, got_most);
 }
 
+/* Issue 15's throughput target at @size: the idle ours cell's device
+ * pre-copy rate at least the RAM anchor's. */
+static void md_target_rate(GString *s, const struct cell *cells, unsigned n,
+                           const struct anchors *an, uint64_t size)
+{
+    const struct cell *c = find_cell(cells, n, WL_IDLE, size, MODE_OURS);
+    double r = c ? over(c->stream_bps, ram_rate(an, size)) : -1;
+    g_autofree char *what = g_strdup_printf(
+        "device pre-copy >= 1.0 x RAM at %" PRIu64 " MiB", size >> 20);
+    g_autofree char *got = r > 0 ? g_strdup_printf("%.3f x", r) : g_strdup("-");
+
+    md_target(s, what, r > 0 ? r >= 1.0 : -1, got);
+}
+
+/* Issue 15's stop-copy target over every verified ours cell that moved
+ * pages in its stop-copy: device stop-copy <= 1.3 x its floor at the RAM
+ * anchor's rate + 5 ms.  Names the cell furthest over or nearest. */
+static void md_target_stopcopy_ram(GString *s, const struct cell *cells,
+                                   unsigned n, const struct anchors *an)
+{
+    const struct cell *worst = NULL;
+    double worst_over = 0;
+    unsigned held = 0, all = 0;
+    g_autofree char *got = NULL;
+
+    for (unsigned i = 0; i < n; i++) {
+        const struct cell *c = &cells[i];
+        double fl = floor_ms(c, ram_rate(an, c->vram));
+
+        if (c->mode != MODE_OURS || !c->verified || c->vgpus != 1 ||
+            c->final_dirty < RATE_MIN_BYTES || fl < 0) {
+            continue;
+        }
+        all++;
+        held += c->stopcopy_ms <= 1.3 * fl + 5;
+        if (!worst || c->stopcopy_ms - (1.3 * fl + 5) > worst_over) {
+            worst = c;
+            worst_over = c->stopcopy_ms - (1.3 * fl + 5);
+        }
+    }
+    got = worst
+              ? g_strdup_printf("held in %u of %u cells; furthest: %s %" PRIu64
+                                " MiB, %.1f ms against %.1f ms",
+                                held, all, wl_names[worst->wl],
+                                worst->vram >> 20, worst->stopcopy_ms,
+                                worst->stopcopy_ms - worst_over)
+              : g_strdup("-");
+    md_target(s,
+              "device stop-copy <= 1.3 x final dirty / RAM rate + 5 ms "
+              "(ours, every cell that moved pages)",
+              all ? held == all : -1, got);
+}
+
+/* Issue 15's targets against the RAM anchors of the same run. */
+static void md_targets_ram(GString *s, const struct cell *cells, unsigned n,
+                           const struct anchors *an)
+{
+    uint64_t g4 = 4ull << 30;
+    const struct cell *idle4 = find_cell(cells, n, WL_IDLE, g4, MODE_OURS);
+    double t = idle4 ? idle_vs_ram(idle4, ram_rate(an, g4)) : -1;
+    g_autofree char *got = t > 0 ? g_strdup_printf("%.2f x", t) : g_strdup("-");
+
+    if (an->n == 0) {
+        return;
+    }
+    g_string_append(s, "\nTargets of the parallel data path (issue 15), "
+                       "against the RAM anchors above:\n\n");
+    md_target_rate(s, cells, n, an, 1ull << 30);
+    md_target_rate(s, cells, n, an, g4);
+    md_target_stopcopy_ram(s, cells, n, an);
+    md_target(s, "idle 4 GiB total time <= 1.3 x (4 GiB / RAM rate)",
+              t > 0 ? t <= 1.3 : -1, got);
+}
+
 static void md_targets(GString *s, const struct cell *cells, unsigned n)
 {
     uint64_t g4 = 4ull << 30;
@@ -2025,6 +2099,7 @@ static int write_doc(const struct bench_opts *o, const struct cell *cells,
     md_ratios(s, cells, n);
     md_rates(s, cells, n, o);
     md_vs_ram(s, cells, n, an);
+    md_targets_ram(s, cells, n, an);
     md_cpu_writes(s, cells, n);
     md_targets(s, cells, n);
     md_postcopy(s, cells, n);
