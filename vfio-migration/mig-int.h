@@ -34,6 +34,9 @@ struct mig {
     bool bar2_shared;   /* a client got the VRAM fd: CPU writes are unseen */
     bool bar2_logged;   /* ... unless the client logs them (REGION_DIRTY_LOG) */
     bool checksums_due; /* saved in STOP_COPY: checksum VRAM once idle */
+    double stats_due_ms;      /* first change not in the stats file yet; 0 */
+    double stats_busy_ms;     /* last request served or change */
+    bool stats_reset;         /* a session reset them: write the file at once */
     uint64_t saves_started;   /* saving sessions since the server started */
     uint64_t direct_base;     /* vgpu_direct_bytes() when the stats reset */
     struct mig_rounds rounds; /* planner and throttle of the session */

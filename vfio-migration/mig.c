@@ -30,6 +30,10 @@ static bool in_precopy(enum mig_state s)
 }
 
 #define STATS_JSON_MAX 8192
+/* The statistics file follows a change once no request has come for
+ * STATS_QUIET_MS, or STATS_STALE_MS after the change at the latest. */
+#define STATS_QUIET_MS 2.0
+#define STATS_STALE_MS 50.0
 
 double mig_now_ms(void)
 {
@@ -194,6 +198,7 @@ static void session_started(struct mig *m)
     m->stats.postcopy_verified = false;
     m->stats.postcopy_reconnects = 0;
     m->stats.restore_on_demand = false;
+    m->stats_reset = true;
 }
 
 static int arc_quiesce(void *opaque, struct vg_error *err)
@@ -237,14 +242,43 @@ static int arc_stopcopy_end(void *opaque, struct vg_error *err)
     return 0;
 }
 
-void mig_idle(struct mig *m)
+/* A change the statistics file should show, written by mig_idle(). */
+static void stats_changed(struct mig *m)
 {
-    if (!m->checksums_due) {
-        return;
+    double now = mig_now_ms();
+
+    if (m->stats_due_ms == 0) {
+        m->stats_due_ms = now;
     }
-    m->checksums_due = false;
-    if (m->fsm.state == MIG_STATE_STOP) {
-        mig_take_checksums(m, NULL, NULL, NULL);
+    m->stats_busy_ms = now;
+}
+
+int mig_idle_wait_ms(const struct mig *m)
+{
+    double now = mig_now_ms(), quiet, stale, left;
+
+    if (m->stats_due_ms == 0) {
+        return -1;
+    }
+    quiet = m->stats_busy_ms + STATS_QUIET_MS - now;
+    stale = m->stats_due_ms + STATS_STALE_MS - now;
+    left = quiet < stale ? quiet : stale;
+    return left > 0 ? (int)left + 1 : 0;
+}
+
+void mig_idle(struct mig *m, bool served)
+{
+    if (served) {
+        m->stats_busy_ms = mig_now_ms();
+    }
+    if (m->checksums_due) {
+        m->checksums_due = false;
+        if (m->fsm.state == MIG_STATE_STOP) {
+            mig_take_checksums(m, NULL, NULL, NULL);
+            mig_stats_flush(m, NULL);
+        }
+    }
+    if (m->stats_due_ms > 0 && mig_idle_wait_ms(m) == 0) {
         mig_stats_flush(m, NULL);
     }
 }
@@ -287,20 +321,26 @@ static void fsm_reset(void *opaque)
     vgpu_set_stopped(m->gpu, false);
 }
 
-/* After every change: ERROR keeps the device quiesced and ends sessions;
- * the stats file follows the state. */
+/* After every change: ERROR keeps the device quiesced and ends sessions.
+ * The stats file shows ERROR and a new session's reset counters at once
+ * (never an earlier session's checksums), other states once idle. */
 static void fsm_changed(void *opaque, enum mig_state from, enum mig_state to)
 {
     struct mig *m = opaque;
 
+    vg_info("migration: device state %s -> %s", mig_state_name(from),
+            mig_state_name(to));
     if (to == MIG_STATE_ERROR) {
         vgpu_set_stopped(m->gpu, true);
         mig_save_close(m);
         mig_load_close(m);
     }
-    vg_info("migration: device state %s -> %s", mig_state_name(from),
-            mig_state_name(to));
-    mig_stats_flush(m, NULL);
+    if (to == MIG_STATE_ERROR || m->stats_reset) {
+        m->stats_reset = false;
+        mig_stats_flush(m, NULL);
+        return;
+    }
+    stats_changed(m);
 }
 
 /*
@@ -741,6 +781,7 @@ int mig_stats_flush(struct mig *m, struct vg_error *err)
     struct vg_error e;
     int n;
 
+    m->stats_due_ms = 0;
     if (!m->stats_path) {
         return 0;
     }

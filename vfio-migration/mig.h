@@ -200,10 +200,19 @@ int mig_region_dirty_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
 void mig_gpu_step(struct mig *m, uint64_t budget);
 int mig_gpu_wait_ms(const struct mig *m);
 
-/* Work deferred until the reply to the last message is out: the
- * source's checksums after STOP_COPY -> STOP (VRAM is unchanged until the
- * device runs again).  Call it whenever there is no request to serve. */
-void mig_idle(struct mig *m);
+/*
+ * Work deferred until the reply to the last message is out: the source's
+ * checksums after STOP_COPY -> STOP (VRAM is unchanged until the device
+ * runs again), and the statistics file after a state change.  The file
+ * is written once no request has been served for a moment, or once its
+ * oldest unwritten change is old enough, so that the state changes of a
+ * switchover do not wait on the file system inside the downtime (errors
+ * are written at once).  Call it with @served after serving a request,
+ * and without whenever the server wakes; mig_idle_wait_ms() says when it
+ * wants the next call without a request (-1: no need).
+ */
+void mig_idle(struct mig *m, bool served);
+int mig_idle_wait_ms(const struct mig *m);
 
 /*
  * Post-copy (mig-postcopy.c; docs/postcopy.md).  A source that is told

@@ -157,5 +157,5 @@ void vfu_serve_request(struct vfu_server *srv)
     if (!(hdr->flags & VFU_FLAG_NO_REPLY)) {
         vfu_send_reply(srv, hdr, ret < 0 ? -ret : 0, &r);
     }
-    mig_idle(srv->mig);
+    mig_idle(srv->mig, true);
 }

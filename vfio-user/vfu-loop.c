@@ -15,13 +15,20 @@
 
 #include "common/log.h"
 
+/* The sooner of two poll timeouts (-1: none). */
+static int sooner(int a, int b)
+{
+    return a < 0 || (b >= 0 && b < a) ? b : a;
+}
+
 /* Wait for the device's next step, else for the message in progress to
- * time out, else for ever. */
+ * time out, and for deferred migration work; else for ever. */
 static int poll_timeout(const struct vfu_server *srv)
 {
     int device = vfu_device_wait_ms(srv);
 
-    return device >= 0 ? device : vfu_rx_wait_ms(srv);
+    return sooner(device >= 0 ? device : vfu_rx_wait_ms(srv),
+                  mig_idle_wait_ms(srv->mig));
 }
 
 /*
@@ -59,6 +66,7 @@ static int loop_once(struct vfu_server *srv, int signal_fd, int *accepted,
         vfu_rx_timeout(srv);
     }
     vfu_device_step(srv);
+    mig_idle(srv->mig, false);
     return 0;
 }
 

@@ -549,11 +549,28 @@ int rig_reboot(struct rig *r, uint64_t seed, unsigned vgpus,
     return boot(r, !s, seed, err);
 }
 
+/* A server writes its statistics file after the state changes of a
+ * switchover once it is idle, 50 ms later at the latest (vgpu-server
+ * --help): a reader that needs the settled state waits this long. */
+#define STATS_SETTLE_MS  100
+#define CHECKSUM_WAIT_MS 3000
+
+/* A saving session's end: the source's checksums are written at once
+ * with its last counters; a new session's start clears them. */
+static bool has_checksum(const struct vg_stats *st, void *opaque)
+{
+    return st->vram_checksum[0] != 0;
+}
+
 int rig_last_stream(struct rig *r, int side, int64_t *pre, int64_t *stop,
                     struct vg_error *err)
 {
+    const char *path = r->side[side].stats[r->o.fault_vgpu];
     struct vg_stats st;
-    int rc = vg_stats_read(r->side[side].stats[r->o.fault_vgpu], &st, err);
+    int rc = vg_stats_wait(path, has_checksum, NULL, CHECKSUM_WAIT_MS, &st,
+                           NULL) == 0
+                 ? 0
+                 : vg_stats_read(path, &st, err);
 
     if (rc == 0) {
         rc = vg_stats_int(&st, "precopy_bytes", pre, err);
@@ -1097,10 +1114,15 @@ static void check_checksum(struct leg *l, unsigned d)
     if (l->raced_cpu) {
         return; /* CPU writes may have reached the source after its stream */
     }
-    if (vg_stats_read(l->r->side[l->s].stats[d], &ss, NULL) < 0) {
+    /* Each server writes its checksums once the reply that took them
+     * is out, and no earlier session's stay in the file meanwhile. */
+    if (vg_stats_wait(l->r->side[l->s].stats[d], has_checksum, NULL,
+                      CHECKSUM_WAIT_MS, &ss, NULL) < 0) {
         return; /* the source server died: nothing to compare */
     }
-    if (vg_stats_read(l->r->side[l->d].stats[d], &ds, NULL) == 0) {
+    if (vg_stats_wait(l->r->side[l->d].stats[d], has_checksum, NULL,
+                      CHECKSUM_WAIT_MS, &ds, NULL) == 0 ||
+        vg_stats_read(l->r->side[l->d].stats[d], &ds, NULL) == 0) {
         if (ss.vram_checksum[0] &&
             strcmp(ss.vram_checksum, ds.vram_checksum) != 0) {
             res->corruption = true;
@@ -1197,6 +1219,7 @@ static bool pages_in_file(struct leg *l)
     struct vg_error e = {0};
     bool pending = false;
 
+    g_usleep(STATS_SETTLE_MS * 1000);
     if (vg_stats_read(l->r->side[l->d].stats[l->r->o.fault_vgpu], &st, &e) ==
         0) {
         pending = !strcmp(st.state, "RESUMING") ||

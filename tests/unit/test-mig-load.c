@@ -103,7 +103,7 @@ static GByteArray *save_sized(struct mig *m, uint32_t size, bool precopy)
     }
     read_out(m, size, out);
     set_state(m, MIG_STATE_STOP);
-    mig_idle(m); /* the source's checksums */
+    mig_idle(m, true); /* the source's checksums */
     return out;
 }
 

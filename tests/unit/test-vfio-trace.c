@@ -259,12 +259,14 @@ static void test_check_two_devices(void)
         "vfio_multifd_save_precopy_block  (a) idx 0 data size 1048576\n"
         "vfio_multifd_save_precopy_block  (b) idx 0 data size 4096\n"
         "vfio_save_complete_precopy_thread_start  (a) x\n"
+        "vfio_multifd_stopcopy_read_size  (a) read size 4194304\n"
         "vfio_save_complete_precopy_thread_start  (b) x\n"
-        "vfio_user_mig_data_read  size 1048576 ret 100\n"
-        "vfio_user_mig_data_read_ahead  size 1048576\n"
+        "vfio_multifd_stopcopy_read_size  (b) read size 4194304\n"
+        "vfio_user_mig_data_read  size 4194304 ret 100\n"
+        "vfio_user_mig_data_read_ahead  size 4194304\n"
         "vfio_save_complete_precopy_thread_end  (a) ret 1\n"
-        "vfio_user_mig_data_read  size 1048576 ret 200\n"
-        "vfio_user_mig_data_read_ahead  size 1048576\n"
+        "vfio_user_mig_data_read  size 4194304 ret 200\n"
+        "vfio_user_mig_data_read_ahead  size 4194304\n"
         "vfio_save_complete_precopy_thread_end  (b) ret 1\n");
     g_autofree char *d =
         g_strdup("multifd_recv_thread_start 0\n"
