@@ -6,19 +6,28 @@
  * reads all of VRAM, vg_hash_pages over every page, and a device-to-device
  * copy of half of VRAM onto the other half.  Prints the median of each as
  * GB/s (bytes read; the copy also as bytes moved, read + written) and the
- * ratio hash / read measured in this run.
+ * ratio hash / read measured in this run.  Then the copies the migration
+ * makes between VRAM and the server's shared area: the backend's read and
+ * write of 4 MiB pieces to and from a registered memfd mapping, each
+ * waited for, as a server's MIG_DATA_READ_SHM and WRITE_SHM do: the PCIe
+ * ceiling of one device's data path.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/size.h"
 #include "vgpu/backend-cuda.h"
 
-#define REPS_MAX 100
+#define REPS_MAX   100
+#define HOST_PIECE (4u << 20)  /* a read or write of the data path */
+#define HOST_AREA  (64u << 20) /* the shared area: 16 pieces */
 
 struct opts {
     uint64_t size;
@@ -35,7 +44,9 @@ static void usage(FILE *f)
             "\n"
             "Time GPU page hashing (XXH3-64, a warp per page) against a\n"
             "kernel that only reads VRAM and a device-to-device copy, in the\n"
-            "same run, on the CUDA backend's VRAM.\n"
+            "same run, on the CUDA backend's VRAM; then the backend's\n"
+            "copies of 4 MiB pieces between VRAM and registered host memory\n"
+            "(the migration's shared area), each waited for.\n"
             "\n"
             "  --size SIZE       VRAM to allocate [16G]\n"
             "  --page-size SIZE  hashing page size, 4K to 2M [64K]\n"
@@ -113,6 +124,93 @@ static double median(double *v, unsigned n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* One pass of HOST_AREA through @be's read (@to_host) or write, a piece
+ * at a time; seconds, or -1 with @err set. */
+static double host_pass(struct vgpu_backend *be, uint8_t *area, bool to_host,
+                        struct vg_error *err)
+{
+    double t0 = now_s();
+
+    for (uint64_t off = 0; off < HOST_AREA; off += HOST_PIECE) {
+        int ret = to_host
+                      ? be->ops->read(be, off, area + off, HOST_PIECE, err)
+                      : be->ops->write(be, off, area + off, HOST_PIECE, err);
+
+        if (ret < 0) {
+            return -1;
+        }
+    }
+    return now_s() - t0;
+}
+
+/* The backend's copies to and from a registered memfd mapping. */
+static int run_host(const struct opts *o, struct vgpu_backend *be)
+{
+    double rd[REPS_MAX], wr[REPS_MAX], gb = HOST_AREA / 1e9;
+    struct vg_error err = {0};
+    int fd = memfd_create("cuda-bench-area", MFD_CLOEXEC);
+    uint8_t *area = MAP_FAILED;
+    bool registered = false;
+    int ret = 1;
+
+    if (fd >= 0 && ftruncate(fd, HOST_AREA) == 0) {
+        area = mmap(NULL, HOST_AREA, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    if (area == MAP_FAILED) {
+        fprintf(stderr, "cuda-bench: shared area: %m\n");
+        goto out;
+    }
+    memset(area, 0x5a, HOST_AREA);
+    if (!be->ops->host_register ||
+        be->ops->host_register(be, area, HOST_AREA, &err) < 0) {
+        fprintf(stderr, "cuda-bench: registering the area: %s\n", err.msg);
+        goto out;
+    }
+    registered = true;
+    for (unsigned i = 0; i <= o->reps; i++) { /* round 0 warms up */
+        double r = host_pass(be, area, true, &err);
+        double w = r < 0 ? -1 : host_pass(be, area, false, &err);
+
+        if (w < 0) {
+            fprintf(stderr, "cuda-bench: host copies: %s\n", err.msg);
+            goto out;
+        }
+        if (i > 0) {
+            rd[i - 1] = r;
+            wr[i - 1] = w;
+        }
+    }
+    printf("VRAM <-> registered host memory, %u MiB pieces, each waited for "
+           "(the data path's copies), median of %u rounds of %u MiB:\n",
+           HOST_PIECE >> 20, o->reps, HOST_AREA >> 20);
+    printf("  VRAM to host (read)  %7.1f GB/s  %.3f ms per piece\n",
+           gb / median(rd, o->reps),
+           median(rd, o->reps) * 1e3 / (HOST_AREA / HOST_PIECE));
+    printf("  host to VRAM (write) %7.1f GB/s  %.3f ms per piece\n",
+           gb / median(wr, o->reps),
+           median(wr, o->reps) * 1e3 / (HOST_AREA / HOST_PIECE));
+    ret = 0;
+out:
+    if (registered) {
+        be->ops->host_unregister(be, area);
+    }
+    if (area != MAP_FAILED) {
+        munmap(area, HOST_AREA);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return ret;
+}
+
 static int run(const struct opts *o, struct vgpu_backend *be)
 {
     double rd[REPS_MAX], hs[REPS_MAX], cp[REPS_MAX];
@@ -177,6 +275,9 @@ int main(int argc, char **argv)
         return 1;
     }
     ret = run(&o, be);
+    if (ret == 0) {
+        ret = run_host(&o, be);
+    }
     vgpu_backend_close(be);
     return ret;
 }
