@@ -460,9 +460,15 @@ static int finish(struct pc_dst *d, struct vg_error *err)
     return ret;
 }
 
+/* Loading stops: an error, or the client exited (its pages' address space
+ * is gone; QEMU quit mid-restore or mid-migration: nothing is wrong here). */
 static void fail(struct pc_dst *d, const struct vg_error *err)
 {
-    vg_err("post-copy: %s", err->msg);
+    if (err->code == ESRCH) {
+        vg_info("post-copy: loading stops: %s", err->msg);
+    } else {
+        vg_err("post-copy: %s", err->msg);
+    }
     pthread_mutex_lock(&d->lock);
     snprintf(d->stats.error, sizeof(d->stats.error), "%s", err->msg);
     pthread_cond_broadcast(&d->arrived);

@@ -106,6 +106,13 @@ int uffd_copy(int fd, uint64_t addr, const void *src, uint64_t len,
             done += (uint64_t)c.copy; /* partial: go on from there */
             continue;
         }
+        if (errno == ESRCH) {
+            return vg_error_set(err, ESRCH,
+                                "UFFDIO_COPY %#" PRIx64 "+%#" PRIx64
+                                ": the address space is gone (its process "
+                                "exited)",
+                                addr + done, len - done);
+        }
         if (errno != EAGAIN) {
             return vg_error_set(err, errno,
                                 "UFFDIO_COPY %#" PRIx64 "+%#" PRIx64 ": %s",

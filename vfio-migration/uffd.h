@@ -26,7 +26,8 @@ int uffd_register(int fd, uint64_t addr, uint64_t len, struct vg_error *err);
 int uffd_unregister(int fd, uint64_t addr, uint64_t len, struct vg_error *err);
 /* Install @len bytes from @src at @addr and wake whoever waits there.
  * Returns 1 if installed, 0 if the range was already there (nothing
- * copied; its waiters are woken), or a negative errno. */
+ * copied; its waiters are woken), or a negative errno: -ESRCH when the
+ * userfaultfd's process has exited (its address space is gone). */
 int uffd_copy(int fd, uint64_t addr, const void *src, uint64_t len,
               struct vg_error *err);
 int uffd_wake(int fd, uint64_t addr, uint64_t len, struct vg_error *err);

@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "vfio-migration/pc-dst.h"
@@ -463,6 +464,76 @@ static void test_bad_request(void)
     fixture_free(&f);
 }
 
+/* A userfaultfd of a child process that then exits, with the address
+ * of the range the child had registered; -1 (skip) without userfaultfd. */
+static int orphan_uffd(uint64_t *addr, struct vg_error *err)
+{
+    int sv[2], fd = -1;
+    char byte = 0;
+    char ctl[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov = {addr, sizeof(*addr)};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl,
+                        .msg_controllen = sizeof(ctl)};
+    pid_t pid;
+
+    g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), ==, 0);
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) { /* the child: a client that registers and exits */
+        void *p = mmap(NULL, 65536, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        uint64_t a = (uint64_t)(uintptr_t)p;
+        int u = uffd_open(err);
+
+        if (u >= 0 && uffd_register(u, a, 65536, err) < 0) {
+            u = -1;
+        }
+        iov.iov_base = &a;
+        if (u < 0) {
+            mh.msg_control = NULL;
+            mh.msg_controllen = 0;
+        } else {
+            struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(c), &u, sizeof(int));
+        }
+        _exit(sendmsg(sv[1], &mh, 0) == sizeof(a) ? 0 : 1);
+    }
+    close(sv[1]);
+    if (recvmsg(sv[0], &mh, 0) == sizeof(*addr) && CMSG_FIRSTHDR(&mh)) {
+        memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
+    }
+    g_assert_cmpint(read(sv[0], &byte, 1), ==, 0); /* the child is gone */
+    close(sv[0]);
+    g_assert_cmpint(waitpid(pid, NULL, 0), ==, pid);
+    return fd;
+}
+
+/* Installing into a client that exited (QEMU quit mid-restore) fails with
+ * ESRCH and says so, which pc-dst logs as the end of loading, not as an
+ * error. */
+static void test_client_exited(void)
+{
+    static uint8_t page[65536];
+    struct vg_error err = {0};
+    uint64_t addr = 0;
+    int fd = orphan_uffd(&addr, &err);
+
+    if (fd < 0) {
+        g_test_skip("no userfaultfd here");
+        return;
+    }
+    g_assert_cmpint(uffd_copy(fd, addr, page, sizeof(page), &err), ==, -ESRCH);
+    g_test_message("%s", err.msg);
+    g_assert_nonnull(strstr(err.msg, "address space is gone"));
+    close(fd);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -472,5 +543,6 @@ int main(int argc, char **argv)
     g_test_add_func("/postcopy/reconnect", test_reconnect);
     g_test_add_func("/postcopy/wrong-token", test_wrong_token);
     g_test_add_func("/postcopy/bad-request", test_bad_request);
+    g_test_add_func("/postcopy/client-exited", test_client_exited);
     return g_test_run();
 }
