@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "vfu-dma.h"
 
 static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
                           struct vfu_reply *r, struct vg_error *err)
@@ -52,6 +53,16 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
         srv->drop = true;
         return vg_error_set(err, ENOTSUP, "protocol major %u unsupported (%u)",
                             req.major, VFU_VERSION_MAJOR);
+    }
+    if (req.caps.migr.postcopy_dma && ours.migr.postcopy_dma) {
+        struct vg_error uffd_err = {0};
+
+        if (vfu_dma_uffd_probe(&uffd_err) < 0) {
+            vg_warn("postcopy-dma not offered (QEMU then refuses post-copy "
+                    "for this device): %s",
+                    uffd_err.msg);
+            ours.migr.postcopy_dma = false;
+        }
     }
     if (req.caps.migr.data_shm && ours.migr.data_shm) {
         struct vg_error shm_err = {0};

@@ -426,6 +426,17 @@ int vfu_dma_log_report(struct vfu_dma *dma, uint64_t iova, uint64_t length,
 
 /* ------------------------------------------------ post-copy: DMA_UFFD -- */
 
+int vfu_dma_uffd_probe(struct vg_error *err)
+{
+    int fd = uffd_open(err);
+
+    if (fd < 0) {
+        return fd;
+    }
+    close(fd);
+    return 0;
+}
+
 int vfu_dma_uffd_advise(struct vfu_dma *dma, int *fd, struct vg_error *err)
 {
     int ret;

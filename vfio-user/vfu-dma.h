@@ -62,6 +62,10 @@ struct vfu_dma_area {
 };
 
 int vfu_dma_uffd_advise(struct vfu_dma *dma, int *fd, struct vg_error *err);
+/* Whether this process may create a userfaultfd at all (ADVISE's first
+ * step): 0, or the error it would get (e.g. no CAP_SYS_PTRACE where
+ * vm.unprivileged_userfaultfd is 0, or a seccomp filter). */
+int vfu_dma_uffd_probe(struct vg_error *err);
 int vfu_dma_uffd_listen(struct vfu_dma *dma, struct vfu_dma_area *out,
                         unsigned max, unsigned *n, struct vg_error *err);
 void vfu_dma_uffd_end(struct vfu_dma *dma);

@@ -90,14 +90,25 @@
  *    inside a page), END closes it (the server's fds are
  *    back to before) and the server goes on serving.
  *
+ *  - dma-uffd-unavailable: a server that may not create a userfaultfd (a
+ *    seccomp filter, inherited from the test's subprocess, refuses the
+ *    system call, as a host without it would) does not offer
+ *    "postcopy-dma", says why in its log, and refuses ADVISE as not
+ *    negotiated, instead of failing ADVISE once a migration has started.
+ *
  * (The chmod(2) of the socket path after bind, which would follow a link
  * swapped in between, is a race no test can win reliably; the code no
  * longer does it: the umask around bind makes the socket 0600, which
  * test-vfu-robust checks.)
  */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -1321,6 +1332,49 @@ static void test_dma_uffd_msgs(void)
     sec_stop(&s);
 }
 
+/* From here on, userfaultfd(2) fails with EPERM in this process and in
+ * every process it starts. */
+static void forbid_userfaultfd(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_userfaultfd, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {G_N_ELEMENTS(f), f};
+
+    g_assert_cmpint(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), ==, 0);
+    g_assert_cmpint(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), ==, 0);
+}
+
+static void test_dma_uffd_unavailable(void)
+{
+    g_autofree char *log = NULL;
+    struct conn c;
+    struct sec s;
+
+    if (!g_test_subprocess()) { /* the filter must not outlive the case */
+        g_test_trap_subprocess(NULL, 60 * G_USEC_PER_SEC,
+                               G_TEST_SUBPROCESS_INHERIT_STDOUT |
+                                   G_TEST_SUBPROCESS_INHERIT_STDERR);
+        g_test_trap_assert_passed();
+        return;
+    }
+    forbid_userfaultfd();
+    sec_start_opts(&s, "hostile-no-uffd", H_VRAM_ARG, "64K", NULL);
+    conn_open_caps(&c, &s, VC_CAPS_PC_DMA);
+    g_assert_cmpuint(dma_uffd(&c, VFU_DMA_UFFD_ADVISE, 0, NULL, NULL), ==,
+                     ENOTSUP);
+    assert_refusal(&s, c.id, "postcopy-dma was not negotiated");
+    log = vg_proc_log_tail(&s.srv->proc, 1 << 20);
+    g_assert_nonnull(strstr(log, "postcopy-dma not offered"));
+    g_assert_nonnull(strstr(log, "userfaultfd: Operation not permitted"));
+    assert_serving(&c);
+    conn_close(&c);
+    sec_stop(&s);
+}
+
 static void test_data_file_msgs(void)
 {
     /* what the server does with each: refuses it before reading (a
@@ -1597,5 +1651,6 @@ int main(int argc, char **argv)
     g_test_add_func("/hostile/postcopy-msgs", test_postcopy_msgs);
     g_test_add_func("/hostile/data-file-msgs", test_data_file_msgs);
     g_test_add_func("/hostile/dma-uffd-msgs", test_dma_uffd_msgs);
+    g_test_add_func("/hostile/dma-uffd-unavailable", test_dma_uffd_unavailable);
     return g_test_run();
 }
