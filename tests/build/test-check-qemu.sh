@@ -14,8 +14,10 @@ fake_build() {
     mkdir -p "$1/tests"
     printf '#!/bin/sh\necho %s\n' "$2" >"$1/qemu-system-x86_64"
     # pass: always; ours: fails on patched; upstream: fails on both;
-    # flaky: fails on its first run only; skips: every subtest skipped.
-    for t in pass ours upstream flaky skips; do
+    # flaky: fails on its first run only; skips: every subtest skipped;
+    # chatty: passes, then logs far more than a pipe holds (as
+    # device-introspect-test does).
+    for t in pass ours upstream flaky skips chatty; do
         cat >"$1/tests/$t" <<EOF
 #!/bin/sh
 v=\$("\$QTEST_QEMU_BINARY") || { echo "not ok 1 no QEMU at \$QTEST_QEMU_BINARY"; exit 1; }
@@ -26,6 +28,7 @@ ours-*) echo "ok 1 /x86/$t" ;;
 flaky-*) if [ -e "$tmp/flaked" ]; then echo "ok 1 /x86/$t"; else
     touch "$tmp/flaked"; echo "not ok 1 /x86/$t"; exit 1; fi ;;
 skips-*) echo "ok 1 /x86/$t # SKIP no accelerator" ;;
+chatty-*) echo "ok 1 /x86/$t"; seq -f '# property %g of a device' 1 50000 ;;
 esac
 echo "1..1"
 EOF
@@ -65,7 +68,7 @@ check() { # DESCRIPTION PATTERN: one line of the runner's TAP matches PATTERN
         echo "not ok $n - $1"; sed 's/^/# /' "$tmp/tap" "$tmp/err"; fi
 }
 
-echo "1..15"
+echo "1..16"
 cq --baseline-dir "$tmp/pristine"
 rc=$?
 check "a passing entry is ok, with its arguments and subtest counts" \
@@ -106,3 +109,8 @@ rc=$?
 status "a skip: line without a reason is refused (exit 2)" [ $rc -eq 2 ]
 status "... with a message that says why" \
     grep -q "a skip line needs a test path and a reason" "$tmp/err"
+
+printf 'chatty\n' >"$tmp/subset"
+cq --baseline-dir "$tmp/pristine"
+check "a pass followed by a long log is a pass, not \"every subtest skipped\"" \
+    '^ok 1 - chatty ('

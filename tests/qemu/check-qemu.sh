@@ -145,7 +145,9 @@ run_entry() {
     rc=$?
     echo "# exit status $rc" >>"$log"
     [ $rc -eq 0 ] && ! grep -q '^not ok' "$log" || return 1
-    grep -v '# SKIP' "$log" | grep -q '^ok ' || return 3
+    # One program, not "grep | grep -q": under pipefail the first grep can
+    # die of SIGPIPE when the second exits early, which read as "skipped".
+    awk '/^ok / && !/# SKIP/ { found = 1 } END { exit !found }' "$log" || return 3
 }
 
 sub_counts() { # LOG: "P passed, S skipped, F failed" of the qtest's own TAP
