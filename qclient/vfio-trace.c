@@ -24,6 +24,8 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "vfio_save_block",
     "vfio_multifd_*",
     "multifd_send_sync_main",
+    "vfio_user_region_log",
+    "vmstate_downtime_checkpoint",
 };
 
 /* Where the event name starts in @line, past a timestamp prefix. */
@@ -93,6 +95,7 @@ static int arg_int(const char *event, const char *args, const char *key,
 struct trace_phase {
     unsigned save_threads, load_threads;
     bool main_complete;
+    bool downtime; /* between src-downtime-start and src-downtime-end */
 };
 
 /* Count event @ev with @args into @tr. */
@@ -179,6 +182,16 @@ static int count_event(const char *ev, const char *args, struct trace_phase *ph,
         tr->recv_channels++;
     } else if (!strcmp(ev, "multifd_send_sync_main")) {
         tr->channel_syncs++;
+    } else if (!strcmp(ev, "vmstate_downtime_checkpoint")) {
+        if (strstr(args, "src-downtime-start")) {
+            ph->downtime = true;
+        } else if (strstr(args, "src-downtime-end")) {
+            ph->downtime = false;
+        }
+    } else if (!strcmp(ev, "vfio_user_region_log") &&
+               strstr(args, "logging 0")) {
+        tr->region_log_stops++;
+        tr->region_log_stops_in_downtime += ph->downtime;
     }
     return ret;
 }
@@ -309,6 +322,9 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
         CHECK("source reads lent", src->lends, ==, 0);
         CHECK("destination slots received into", dst->write_lends, ==, 0);
     }
+    /* Stopping it rebuilds QEMU's flat views: after the downtime (0051). */
+    CHECK("BAR write logs stopped inside the downtime",
+          src->region_log_stops_in_downtime, ==, 0);
     CHECK("source multifd channels", src->send_channels, ==, want->channels);
     CHECK("destination multifd channels", dst->recv_channels, ==,
           want->channels);
@@ -329,7 +345,8 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "%" PRId64
         "), main-channel configs %u, load-ready %u; multifd channels send %u "
         "recv %u; pre-copy: main channel %" PRId64 " bytes, multifd setups %u "
-        "buffers %u bytes %" PRId64 ", loads %u; channel syncs %u",
+        "buffers %u bytes %" PRId64 ", loads %u; channel syncs %u; BAR "
+        "write logs stopped %u (%u in the downtime)",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
         tr->thread_read_aheads, tr->main_completes, tr->main_read,
         tr->data_buffer_size, tr->load_threads, tr->load_threads_done,
@@ -338,5 +355,6 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         tr->write_lends, tr->buffers, tr->max_buffer_idx, tr->main_configs,
         tr->load_ready, tr->send_channels, tr->recv_channels,
         tr->main_precopy_read, tr->precopy_setups, tr->precopy_buffers,
-        tr->precopy_read, tr->precopy_loads, tr->channel_syncs);
+        tr->precopy_read, tr->precopy_loads, tr->channel_syncs,
+        tr->region_log_stops, tr->region_log_stops_in_downtime);
 }

@@ -10,7 +10,8 @@
  * writes acknowledged behind (patch 0029), the source's reads lent to
  * multifd and given back (patch 0031), the destination's slots the
  * channels received into (patch 0034), the config sections on the
- * main channel, and how often the source synced its multifd channels.
+ * main channel, how often the source synced its multifd channels, and
+ * whether the log of guest writes to BAR2 stopped inside the downtime.
  * vg_vfio_trace_check() says whether a source's and a destination's
  * counts show the path a migration should have taken.
  */
@@ -27,7 +28,7 @@
 #define VG_VFIO_FLAG_LOAD_READY "0xffffffffef100006"
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 17
+#define VG_VFIO_TRACE_NEVENTS 19
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -63,6 +64,8 @@ struct vg_vfio_trace {
     int64_t precopy_read;          /* ... their bytes */
     unsigned precopy_loads;        /* vfio_multifd_load_precopy_start */
     unsigned channel_syncs;        /* multifd_send_sync_main */
+    unsigned region_log_stops;     /* BAR write logs stopped (0051)... */
+    unsigned region_log_stops_in_downtime; /* ...of them inside it */
 };
 
 /* The path one migration's device data should have taken. */

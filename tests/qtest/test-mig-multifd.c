@@ -231,6 +231,9 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
     mf_trace_log("source", &src);
     mf_trace_log("destination", &dst);
     VGT_OK(vg_vfio_trace_check(&src, &dst, &want, VGT_ERR));
+    /* QEMU logged the guest's writes to BAR2 and stopped the log after the
+     * downtime (the check above: not inside it, patch 0051). */
+    g_assert_cmpuint(src.region_log_stops, >=, 1);
     /* Pre-copy over multifd in the 4 MiB pieces the servers' shared areas
      * allow (patch 0022), and stop-copy in the same (0048). */
     if (c->want_mf_precopy) {

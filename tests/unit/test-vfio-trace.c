@@ -150,6 +150,41 @@ static void test_check_multifd_precopy(void)
     g_assert_nonnull(strstr(err.msg, "source multifd pre-copy read size"));
 }
 
+/* The log of guest writes to BAR2 stops after the source's downtime (patch
+ * 0051): a stop inside it is reported, one after it is not. */
+static void test_check_region_log_stop(void)
+{
+    const char *const in = "2026-11-26T17:00:00.000001Z "
+                           "vmstate_downtime_checkpoint src-downtime-start\n"
+                           "vfio_user_region_log  region 2 logging 0\n"
+                           "vmstate_downtime_checkpoint src-downtime-end\n";
+    const char *const after = "vfio_user_region_log  region 2 logging 1\n"
+                              "vmstate_downtime_checkpoint src-downtime-start\n"
+                              "vmstate_downtime_checkpoint src-vm-stopped\n"
+                              "vmstate_downtime_checkpoint src-downtime-end\n"
+                              "vfio_user_region_log  region 2 logging 0\n";
+    g_autofree char *t1 = g_strdup(in), *t2 = g_strdup(after);
+    struct vg_vfio_trace src, dst, tr;
+    struct vg_error err = {0};
+
+    parse_both(&src, &dst);
+    g_assert_cmpint(vg_vfio_trace_parse(t1, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.region_log_stops, ==, 1);
+    g_assert_cmpuint(tr.region_log_stops_in_downtime, ==, 1);
+    src.region_log_stops = tr.region_log_stops;
+    src.region_log_stops_in_downtime = tr.region_log_stops_in_downtime;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==,
+                    -EPROTO);
+    g_assert_nonnull(
+        strstr(err.msg, "BAR write logs stopped inside the downtime is 1"));
+
+    g_assert_cmpint(vg_vfio_trace_parse(t2, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.region_log_stops, ==, 1); /* not the start */
+    g_assert_cmpuint(tr.region_log_stops_in_downtime, ==, 0);
+    src.region_log_stops_in_downtime = 0;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
+}
+
 /* Over multifd the source lends the slots it reads into (patch 0031), and
  * multifd gives each back once sent. */
 static void test_check_lends(void)
@@ -313,6 +348,8 @@ int main(int argc, char **argv)
     g_test_add_func("/vfio-trace/check-writes-behind",
                     test_check_writes_behind);
     g_test_add_func("/vfio-trace/check-lends", test_check_lends);
+    g_test_add_func("/vfio-trace/check-region-log-stop",
+                    test_check_region_log_stop);
     g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
     g_test_add_func("/vfio-trace/check-two-devices", test_check_two_devices);
     return g_test_run();
