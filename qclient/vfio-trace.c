@@ -26,6 +26,7 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "multifd_send_sync_main",
     "vfio_user_region_log",
     "vmstate_downtime_checkpoint",
+    "vfio_multifd_*init_data*",
 };
 
 /* Where the event name starts in @line, past a timestamp prefix. */
@@ -188,6 +189,14 @@ static int count_event(const char *ev, const char *args, struct trace_phase *ph,
         } else if (strstr(args, "src-downtime-end")) {
             ph->downtime = false;
         }
+    } else if (!strcmp(ev, "vfio_multifd_init_data_queued") ||
+               !strcmp(ev, "vfio_multifd_load_init_data_queued")) {
+        ret = arg_int(ev, args, "initial data in ", &v, err);
+        tr->init_data_counts++;
+        tr->init_data_packets += v;
+        tr->init_data_waits += strstr(args, "loaded 0") != NULL;
+    } else if (!strcmp(ev, "vfio_multifd_init_data_loaded")) {
+        tr->init_data_approvals++;
     } else if (!strcmp(ev, "vfio_user_region_log") &&
                strstr(args, "logging 0")) {
         tr->region_log_stops++;
@@ -322,6 +331,14 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
         CHECK("source reads lent", src->lends, ==, 0);
         CHECK("destination slots received into", dst->write_lends, ==, 0);
     }
+    /* The destination approved the switchover once it had loaded the
+     * initial data, not when their count came (0052). */
+    CHECK("destination initial data counts", dst->init_data_counts, ==,
+          src->init_data_counts);
+    CHECK("destination initial data packets", dst->init_data_packets, ==,
+          src->init_data_packets);
+    CHECK("destination approvals after loading the initial data",
+          dst->init_data_approvals, ==, dst->init_data_waits);
     /* Stopping it rebuilds QEMU's flat views: after the downtime (0051). */
     CHECK("BAR write logs stopped inside the downtime",
           src->region_log_stops_in_downtime, ==, 0);
@@ -346,7 +363,8 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "), main-channel configs %u, load-ready %u; multifd channels send %u "
         "recv %u; pre-copy: main channel %" PRId64 " bytes, multifd setups %u "
         "buffers %u bytes %" PRId64 ", loads %u; channel syncs %u; BAR "
-        "write logs stopped %u (%u in the downtime)",
+        "write logs stopped %u (%u in the downtime); initial data counts %u "
+        "(%" PRId64 " packets), %u before their packets, %u approved after",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
         tr->thread_read_aheads, tr->main_completes, tr->main_read,
         tr->data_buffer_size, tr->load_threads, tr->load_threads_done,
@@ -356,5 +374,7 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         tr->load_ready, tr->send_channels, tr->recv_channels,
         tr->main_precopy_read, tr->precopy_setups, tr->precopy_buffers,
         tr->precopy_read, tr->precopy_loads, tr->channel_syncs,
-        tr->region_log_stops, tr->region_log_stops_in_downtime);
+        tr->region_log_stops, tr->region_log_stops_in_downtime,
+        tr->init_data_counts, tr->init_data_packets, tr->init_data_waits,
+        tr->init_data_approvals);
 }

@@ -11,7 +11,8 @@
  * multifd and given back (patch 0031), the destination's slots the
  * channels received into (patch 0034), the config sections on the
  * main channel, how often the source synced its multifd channels, and
- * whether the log of guest writes to BAR2 stopped inside the downtime.
+ * whether the log of guest writes to BAR2 stopped inside the downtime, and
+ * when the destination approved the switchover (switchover-ack).
  * vg_vfio_trace_check() says whether a source's and a destination's
  * counts show the path a migration should have taken.
  */
@@ -28,7 +29,7 @@
 #define VG_VFIO_FLAG_LOAD_READY "0xffffffffef100006"
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 19
+#define VG_VFIO_TRACE_NEVENTS 20
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -66,6 +67,14 @@ struct vg_vfio_trace {
     unsigned channel_syncs;        /* multifd_send_sync_main */
     unsigned region_log_stops;     /* BAR write logs stopped (0051)... */
     unsigned region_log_stops_in_downtime; /* ...of them inside it */
+    /* The initial pre-copy data over multifd under switchover-ack (0052):
+     * counts of its packets sent (source) or received (destination), one
+     * per device, and their sum; on the destination, the counts that came
+     * before their packets were loaded, and the approvals once they were. */
+    unsigned init_data_counts;
+    int64_t init_data_packets;
+    unsigned init_data_waits;
+    unsigned init_data_approvals;
 };
 
 /* The path one migration's device data should have taken. */

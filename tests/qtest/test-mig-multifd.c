@@ -116,6 +116,7 @@ struct mf_case {
     /* > 0: QEMU's downtime-limit and its own switchover bandwidth
      * estimate, as by default, instead of mt_start_src()'s. */
     int64_t downtime_limit_ms;
+    bool switchover_ack; /* return-path and switchover-ack on both sides */
 };
 
 /* QEMU arguments: the trace events, and -global for the properties of
@@ -234,6 +235,13 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
     /* QEMU logged the guest's writes to BAR2 and stopped the log after the
      * downtime (the check above: not inside it, patch 0051). */
     g_assert_cmpuint(src.region_log_stops, >=, 1);
+    /* Under switchover-ack the source counted the packets of the initial
+     * data for the destination, which approved once it had loaded them
+     * (the check above; patch 0052). */
+    if (c->switchover_ack && c->want_mf_precopy) {
+        g_assert_cmpuint(src.init_data_counts, ==, 1);
+        g_assert_cmpint(src.init_data_packets, >, 0);
+    }
     /* Pre-copy over multifd in the 4 MiB pieces the servers' shared areas
      * allow (patch 0022), and stop-copy in the same (0048). */
     if (c->want_mf_precopy) {
@@ -269,6 +277,10 @@ static void mf_configure(struct vg_qemu *q, const struct mf_case *c)
 {
     if (c->channels) {
         VGT_OK(vg_mig_set_channels(q->qmp, c->channels, VGT_ERR));
+    }
+    if (c->switchover_ack) {
+        VGT_OK(vg_mig_set_capability(q->qmp, "return-path", true, VGT_ERR));
+        VGT_OK(vg_mig_set_capability(q->qmp, "switchover-ack", true, VGT_ERR));
     }
     if (c->transfer && c->set_at_runtime) {
         mf_qom_set(q, MF_TRANSFER, c->transfer);
@@ -593,7 +605,8 @@ static const struct mf_case cases[] = {
      .want_mf_precopy = true,
      .vram = MF_LARGE_VRAM,
      .vram_size = MF_LARGE_SIZE,
-     .downtime_limit_ms = MF_DEFAULT_DOWNTIME_MS},
+     .downtime_limit_ms = MF_DEFAULT_DOWNTIME_MS,
+     .switchover_ack = true},
     {.tag = "mf-on-stopcopy",
      .channels = 2,
      .transfer = "on",

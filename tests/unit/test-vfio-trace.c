@@ -185,6 +185,66 @@ static void test_check_region_log_stop(void)
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
 }
 
+/* Under switchover-ack the destination approves once it has loaded the
+ * initial data's packets (patch 0052): a count that came before them must
+ * be followed by an approval. */
+/* The initial-data counts of @from's trace into @to. */
+static void copy_init_data(struct vg_vfio_trace *to,
+                           const struct vg_vfio_trace *from)
+{
+    to->init_data_counts = from->init_data_counts;
+    to->init_data_packets = from->init_data_packets;
+    to->init_data_waits = from->init_data_waits;
+    to->init_data_approvals = from->init_data_approvals;
+}
+
+static void test_check_init_data(void)
+{
+    const char *const s = "vfio_multifd_init_data_queued  (dev) initial data "
+                          "in 65 packets\n";
+    const char *const early = "vfio_multifd_load_init_data_queued  (dev) "
+                              "initial data in 65 packets, loaded 0\n";
+    const char *const late = "vfio_multifd_load_init_data_queued  (dev) "
+                             "initial data in 65 packets, loaded 1\n";
+    const char *const approved = "vfio_multifd_init_data_loaded  (dev) "
+                                 "initial data loaded at packet 65\n";
+    g_autofree char *t1 = g_strdup(s), *t2 = g_strdup(early);
+    g_autofree char *t3 = g_strconcat(early, approved, NULL);
+    g_autofree char *t4 = g_strdup(late);
+    struct vg_vfio_trace src, dst, tr;
+    struct vg_error err = {0};
+
+    parse_both(&src, &dst);
+    g_assert_cmpint(vg_vfio_trace_parse(t1, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.init_data_counts, ==, 1);
+    g_assert_cmpint(tr.init_data_packets, ==, 65);
+    copy_init_data(&src, &tr);
+
+    /* The count came before its packets and no approval followed... */
+    g_assert_cmpint(vg_vfio_trace_parse(t2, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.init_data_waits, ==, 1);
+    copy_init_data(&dst, &tr);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==,
+                    -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "approvals after loading the initial "
+                                     "data is 0, expected == 1"));
+    /* ... one did ... */
+    g_assert_cmpint(vg_vfio_trace_parse(t3, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.init_data_approvals, ==, 1);
+    copy_init_data(&dst, &tr);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
+    /* ... or the packets were loaded when the count came. */
+    g_assert_cmpint(vg_vfio_trace_parse(t4, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.init_data_waits, ==, 0);
+    copy_init_data(&dst, &tr);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
+    /* A destination that got no count while the source sent one. */
+    dst.init_data_counts = 0;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==,
+                    -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "initial data counts is 0"));
+}
+
 /* Over multifd the source lends the slots it reads into (patch 0031), and
  * multifd gives each back once sent. */
 static void test_check_lends(void)
@@ -350,6 +410,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vfio-trace/check-lends", test_check_lends);
     g_test_add_func("/vfio-trace/check-region-log-stop",
                     test_check_region_log_stop);
+    g_test_add_func("/vfio-trace/check-init-data", test_check_init_data);
     g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
     g_test_add_func("/vfio-trace/check-two-devices", test_check_two_devices);
     return g_test_run();
