@@ -200,7 +200,7 @@ int mig_postcopy_fetch(struct mig *m, const struct mig_postcopy_info *info,
 
 int mig_restore_fetch(struct mig *m, struct sf *file, struct vg_error *err)
 {
-    struct pc_dst_config cfg = {.file = file};
+    struct pc_dst_config cfg = {.file = file, .threads = mig_threads(m)};
     struct pc_dst_stats st;
     int ret;
 

@@ -29,6 +29,8 @@
 #include "uffd.h"
 
 #define URGENT_MAX 4096u
+/* Restore from a save file: at most this many fetch threads. */
+#define PC_FETCH_THREADS_MAX 16u
 /* Reconnecting: how often, and for how long at most. */
 #define PC_RETRY_MS    200
 #define PC_RECONNECT_S 600
@@ -38,13 +40,26 @@ struct urgent {
     double t_ms; /* when it was asked for */
 };
 
+/* A fetch thread: one run of pages at a time, into its own buffer (a
+ * restore from a save file has several, each with a reader of the file). */
+struct pc_worker {
+    struct pc_dst *d;
+    pthread_t thread;
+    bool started;
+    uint8_t *buf;         /* one run's pages */
+    struct sf_reader *rd; /* restore: its buffers of the file's records */
+};
+
 struct pc_dst {
     struct pc_dst_config cfg;
     struct pc_dst_area *areas;
     int sock;
     int stop_fd;
     uint64_t host_page;
-    uint8_t *buf;         /* one reply's pages */
+    struct pc_worker *workers;
+    unsigned nworkers;
+    unsigned fetching;    /* workers not done fetching */
+    bool failed;          /* a worker failed: the load is over */
     uint64_t *pending;    /* not installed yet */
     uint64_t *requested;  /* asked for, not installed yet */
     uint64_t *queued;     /* in the urgent queue */
@@ -57,8 +72,8 @@ struct pc_dst {
     unsigned urgent_head, urgent_len;
     pthread_mutex_t lock;
     pthread_cond_t arrived;
-    pthread_t fetch_thread, fault_thread;
-    bool fetch_started, fault_started;
+    pthread_t fault_thread;
+    bool fault_started;
     double t0_ms;
     struct pc_dst_stats stats;
 };
@@ -217,34 +232,34 @@ static int install_page(struct pc_dst *d, uint64_t p, const uint8_t *data,
     return 0;
 }
 
-/* Put the @count pages in d->buf at page @first: page by page where VRAM
+/* Put the @count pages in @buf at page @first: page by page where VRAM
  * is mapped here, else in one write; each page's hash kept (the digest,
  * the destination's checksum of what arrived; a save file's pages come
  * with theirs, read_run()). */
-static int install_pages(struct pc_dst *d, uint64_t first, uint32_t count,
-                         struct vg_error *err)
+static int install_pages(struct pc_dst *d, const uint8_t *buf, uint64_t first,
+                         uint32_t count, struct vg_error *err)
 {
     uint64_t ps = d->cfg.page_size;
     int ret = 0;
 
     if (!d->cfg.vram) {
-        ret = d->cfg.write(d->cfg.write_opaque, first * ps, d->buf,
+        ret = d->cfg.write(d->cfg.write_opaque, first * ps, buf,
                            (uint64_t)count * ps, err);
     }
     for (uint32_t i = 0; ret == 0 && d->cfg.vram && i < count; i++) {
-        ret = install_page(d, first + i, d->buf + (uint64_t)i * ps, err);
+        ret = install_page(d, first + i, buf + (uint64_t)i * ps, err);
     }
     for (uint32_t i = 0; ret == 0 && !d->cfg.file && i < count; i++) {
-        d->page_hash[first + i] = vg_hash(d->buf + (uint64_t)i * ps, ps, 0);
+        d->page_hash[first + i] = vg_hash(buf + (uint64_t)i * ps, ps, 0);
     }
     return ret;
 }
 
-/* Install the @count pages of d->buf from page @first and account them. */
-static int install_run(struct pc_dst *d, uint64_t first, uint32_t count,
-                       double asked_ms, struct vg_error *err)
+/* Install the @count pages of @buf from page @first and account them. */
+static int install_run(struct pc_dst *d, const uint8_t *buf, uint64_t first,
+                       uint32_t count, double asked_ms, struct vg_error *err)
 {
-    int ret = install_pages(d, first, count, err);
+    int ret = install_pages(d, buf, first, count, err);
 
     if (ret < 0) {
         return ret;
@@ -265,22 +280,24 @@ static int install_run(struct pc_dst *d, uint64_t first, uint32_t count,
 }
 
 /* Read pages [@first, +@count) from the save file and install them. */
-static int read_run(struct pc_dst *d, uint64_t first, uint32_t count,
+static int read_run(struct pc_worker *w, uint64_t first, uint32_t count,
                     double asked_ms, struct vg_error *err)
 {
+    struct pc_dst *d = w->d;
     int ret =
-        sf_read(d->cfg.file, first, count, d->buf, d->page_hash + first, err);
+        sf_read_with(w->rd, first, count, w->buf, d->page_hash + first, err);
 
     pthread_mutex_lock(&d->lock);
     d->stats.requests++;
     pthread_mutex_unlock(&d->lock);
-    return ret < 0 ? ret : install_run(d, first, count, asked_ms, err);
+    return ret < 0 ? ret : install_run(d, w->buf, first, count, asked_ms, err);
 }
 
 /* Ask for pages [@first, +@count) and install them. */
-static int fetch_run(struct pc_dst *d, uint64_t first, uint32_t count,
+static int fetch_run(struct pc_worker *w, uint64_t first, uint32_t count,
                      double asked_ms, struct vg_error *err)
 {
+    struct pc_dst *d = w->d;
     struct pc_req req = {.op = PC_OP_PAGES, .count = count, .first = first};
     struct iovec iov = {&req, sizeof(req)};
     uint64_t len = (uint64_t)count * d->cfg.page_size;
@@ -288,7 +305,7 @@ static int fetch_run(struct pc_dst *d, uint64_t first, uint32_t count,
     int ret;
 
     if (d->cfg.file) {
-        return read_run(d, first, count, asked_ms, err);
+        return read_run(w, first, count, asked_ms, err);
     }
     ret = pc_send(d->sock, &iov, 1, err);
 
@@ -302,9 +319,9 @@ static int fetch_run(struct pc_dst *d, uint64_t first, uint32_t count,
                            count, first, hdr.count, hdr.first);
     }
     if (ret == 0) {
-        ret = pc_recv(d->sock, d->buf, len, err);
+        ret = pc_recv(d->sock, w->buf, len, err);
     }
-    if (ret == 0 && XXH3_64bits(d->buf, len) != hdr.hash) {
+    if (ret == 0 && XXH3_64bits(w->buf, len) != hdr.hash) {
         ret = vg_error_set(err, EBADMSG,
                            "pages %" PRIu64 "+%u differ from their hash", first,
                            count);
@@ -312,7 +329,7 @@ static int fetch_run(struct pc_dst *d, uint64_t first, uint32_t count,
     pthread_mutex_lock(&d->lock);
     d->stats.requests++;
     pthread_mutex_unlock(&d->lock);
-    return ret < 0 ? ret : install_run(d, first, count, asked_ms, err);
+    return ret < 0 ? ret : install_run(d, w->buf, first, count, asked_ms, err);
 }
 
 /* ------------------------------------------------------ choosing requests */
@@ -471,6 +488,7 @@ static void fail(struct pc_dst *d, const struct vg_error *err)
     }
     pthread_mutex_lock(&d->lock);
     snprintf(d->stats.error, sizeof(d->stats.error), "%s", err->msg);
+    d->failed = true;
     pthread_cond_broadcast(&d->arrived);
     pthread_mutex_unlock(&d->lock);
 }
@@ -544,9 +562,12 @@ static int reconnect(struct pc_dst *d, struct vg_error *err)
     return 0;
 }
 
-/* Fetch until every page is here. */
-static int fetch_all(struct pc_dst *d, struct vg_error *err)
+/* Fetch runs until none is left to ask for (0), another worker failed
+ * (0), or this one fails. */
+static int fetch_runs(struct pc_worker *w, struct vg_error *err)
 {
+    struct pc_dst *d = w->d;
+
     for (;;) {
         uint64_t first;
         uint32_t count;
@@ -555,15 +576,15 @@ static int fetch_all(struct pc_dst *d, struct vg_error *err)
         int ret;
 
         pthread_mutex_lock(&d->lock);
-        more = next_run(d, &first, &count, &asked);
+        more = !d->failed && next_run(d, &first, &count, &asked);
         for (uint32_t i = 0; more && i < count; i++) {
             bit_put(d->requested, first + i, true);
         }
         pthread_mutex_unlock(&d->lock);
         if (!more) {
-            return d->cfg.file ? finish_file(d, err) : finish(d, err);
+            return 0;
         }
-        ret = fetch_run(d, first, count, asked, err);
+        ret = fetch_run(w, first, count, asked, err);
         if (ret < 0) {
             unrequest(d, first, count);
             if (d->cfg.file || !recoverable(err) || reconnect(d, err) < 0) {
@@ -573,20 +594,80 @@ static int fetch_all(struct pc_dst *d, struct vg_error *err)
     }
 }
 
+/* @n workers are done fetching (@failed: with an error); true if the
+ * last of all is, and none failed: every page is here. */
+static bool leave(struct pc_dst *d, unsigned n, bool failed)
+{
+    bool last;
+
+    pthread_mutex_lock(&d->lock);
+    d->fetching -= n;
+    d->failed |= failed;
+    last = d->fetching == 0 && !d->failed;
+    pthread_mutex_unlock(&d->lock);
+    return last;
+}
+
+/* The end of the load, by the last worker to leave. */
+static int finish_load(struct pc_dst *d, struct vg_error *err)
+{
+    return d->cfg.file ? finish_file(d, err) : finish(d, err);
+}
+
+/* Fetch with worker @w; the last worker to be done ends the load.  1 if
+ * this one did, 0 if it left first, < 0 on error. */
+static int fetch_all(struct pc_worker *w, struct vg_error *err)
+{
+    int ret = fetch_runs(w, err);
+
+    if (!leave(w->d, 1, ret < 0)) {
+        return ret;
+    }
+    ret = finish_load(w->d, err);
+    return ret < 0 ? ret : 1;
+}
+
 static void *fetch_thread(void *opaque)
 {
-    struct pc_dst *d = opaque;
+    struct pc_worker *w = opaque;
+    struct pc_dst *d = w->d;
     struct vg_error err = {0};
+    int ret = fetch_all(w, &err);
 
-    if (fetch_all(d, &err) < 0) {
+    if (ret < 0) {
         fail(d, &err);
-    } else {
+    } else if (ret > 0) {
         vg_info("post-copy: %" PRIu64 " pages received in %.1f ms (%" PRIu64
-                " faults, longest wait %.2f ms), digest verified",
+                " faults, longest wait %.2f ms, %u threads), digest verified",
                 d->stats.fetched, d->stats.elapsed_ms, d->stats.faults,
-                d->stats.max_fault_ms);
+                d->stats.max_fault_ms, d->nworkers);
     }
     return NULL;
+}
+
+/* Start every worker's thread.  A worker whose thread cannot start leaves
+ * at once; only the first one must start. */
+static int start_workers(struct pc_dst *d, struct vg_error *err)
+{
+    for (unsigned i = 0; i < d->nworkers; i++) {
+        int ret = -pthread_create(&d->workers[i].thread, NULL, fetch_thread,
+                                  &d->workers[i]);
+
+        if (ret < 0 && i == 0) {
+            return vg_error_set(err, -ret, "post-copy thread: %s",
+                                strerror(-ret));
+        }
+        if (ret < 0) {
+            vg_warn("post-copy: %u of %u fetch threads: %s", i, d->nworkers,
+                    strerror(-ret));
+            if (leave(d, d->nworkers - i, false) && finish_load(d, err) < 0) {
+                fail(d, err);
+            }
+            break;
+        }
+        d->workers[i].started = true;
+    }
+    return 0;
 }
 
 /* ----------------------------------------------------------------- faults */
@@ -715,7 +796,12 @@ static int dst_alloc(struct pc_dst *d, const struct pc_dst_config *cfg,
     d->sock = d->stop_fd = -1;
     d->host_page = (uint64_t)sysconf(_SC_PAGESIZE);
     d->areas = calloc(cfg->nareas ? cfg->nareas : 1, sizeof(*d->areas));
-    d->buf = malloc((uint64_t)run_max(d) * cfg->page_size);
+    d->nworkers =
+        cfg->file && cfg->vram && cfg->threads > 1
+            ? (cfg->threads < PC_FETCH_THREADS_MAX ? cfg->threads
+                                                   : PC_FETCH_THREADS_MAX)
+            : 1;
+    d->workers = calloc(d->nworkers, sizeof(*d->workers));
     d->pending = calloc(1, bytes);
     d->requested = calloc(1, bytes);
     d->queued = calloc(1, bytes);
@@ -723,10 +809,23 @@ static int dst_alloc(struct pc_dst *d, const struct pc_dst_config *cfg,
     d->page_hash = calloc(cfg->npages, 8);
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->arrived, NULL);
-    if (!d->areas || !d->buf || !d->pending || !d->requested || !d->queued ||
-        !d->wanted || !d->page_hash) {
+    if (!d->areas || !d->workers || !d->pending || !d->requested ||
+        !d->queued || !d->wanted || !d->page_hash) {
         return vg_error_set(err, ENOMEM, "no memory for post-copy");
     }
+    for (unsigned i = 0; i < d->nworkers; i++) {
+        struct pc_worker *w = &d->workers[i];
+
+        w->d = d;
+        w->buf = malloc((uint64_t)run_max(d) * cfg->page_size);
+        if (!w->buf) {
+            return vg_error_set(err, ENOMEM, "no memory for post-copy");
+        }
+        if (cfg->file && sf_reader_new(cfg->file, &w->rd, err) < 0) {
+            return -err->code;
+        }
+    }
+    d->fetching = d->nworkers;
     if (cfg->nareas) {
         memcpy(d->areas, cfg->areas, cfg->nareas * sizeof(*d->areas));
     }
@@ -756,12 +855,11 @@ static int start_on_demand(struct pc_dst *d, struct vg_error *err)
         ret = -pthread_create(&d->fault_thread, NULL, fault_thread, d);
         d->fault_started = ret == 0;
     }
-    if (ret == 0) {
-        ret = -pthread_create(&d->fetch_thread, NULL, fetch_thread, d);
-        d->fetch_started = ret == 0;
-    }
     if (ret < 0 && !err->code) {
         vg_error_set(err, -ret, "post-copy threads: %s", strerror(-ret));
+    }
+    if (ret == 0) {
+        ret = start_workers(d, err);
     }
     d->stats.on_demand = ret == 0;
     return ret;
@@ -770,12 +868,8 @@ static int start_on_demand(struct pc_dst *d, struct vg_error *err)
 /* VRAM not mapped here, every access trapped: only the fetch thread. */
 static int start_trapped(struct pc_dst *d, struct vg_error *err)
 {
-    int ret = -pthread_create(&d->fetch_thread, NULL, fetch_thread, d);
+    int ret = start_workers(d, err);
 
-    d->fetch_started = ret == 0;
-    if (ret < 0) {
-        vg_error_set(err, -ret, "post-copy thread: %s", strerror(-ret));
-    }
     d->stats.on_demand = ret == 0;
     return ret;
 }
@@ -808,7 +902,9 @@ int pc_dst_start(const struct pc_dst_config *cfg, struct pc_dst **out,
         vg_warn("post-copy: no userfaultfd over the client's VRAM mappings: "
                 "fetching the %" PRIu64 " pending pages before the VM runs",
                 d->left);
-        ret = fetch_all(d, err);
+        d->fetching = 1; /* worker 0, here */
+        ret = fetch_all(&d->workers[0], err);
+        ret = ret < 0 ? ret : 0;
     }
     if (ret < 0) {
         vg_error_prefix(err, "post-copy");
@@ -832,8 +928,10 @@ void pc_dst_free(struct pc_dst *d)
     if (d->stop_fd >= 0 && write(d->stop_fd, &one, sizeof(one)) < 0) {
         vg_warn("post-copy: cannot signal the fault thread");
     }
-    if (d->fetch_started) {
-        pthread_join(d->fetch_thread, NULL);
+    for (unsigned i = 0; d->workers && i < d->nworkers; i++) {
+        if (d->workers[i].started) {
+            pthread_join(d->workers[i].thread, NULL);
+        }
     }
     if (d->fault_started) {
         pthread_join(d->fault_thread, NULL);
@@ -850,7 +948,11 @@ void pc_dst_free(struct pc_dst *d)
     pthread_mutex_destroy(&d->lock);
     pthread_cond_destroy(&d->arrived);
     free(d->areas);
-    free(d->buf);
+    for (unsigned i = 0; d->workers && i < d->nworkers; i++) {
+        free(d->workers[i].buf);
+        sf_reader_free(d->workers[i].rd);
+    }
+    free(d->workers);
     free(d->pending);
     free(d->requested);
     free(d->queued);

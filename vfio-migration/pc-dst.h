@@ -31,6 +31,9 @@
  * Restore on demand is the same with a save file (stream-file.h) in place
  * of the page server: the pages are those the file holds, read and
  * verified record by record, and the end checks the stream's digest.
+ * With VRAM mapped here, @threads fetch threads read the file at once,
+ * each a run of pages at a time with a reader of its own; the last one
+ * done ends the load.
  */
 #ifndef PC_DST_H
 #define PC_DST_H
@@ -67,6 +70,9 @@ struct pc_dst_config {
     int uffd;    /* -1: none; else taken over (closed by pc_dst_free) */
     const struct pc_dst_area *areas;
     unsigned nareas;
+    /* Restore with VRAM mapped here: threads reading the file (0 or 1:
+     * one; at most 16).  A page server is always read by one. */
+    unsigned threads;
 };
 
 struct pc_dst_stats {

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,15 @@ struct sf_rec {
     uint64_t *hashes;       /* a PAGES record's page hashes, once read */
 };
 
+/* The last two PAGES records read, payload whole, and their page hashes. */
+struct sf_reader {
+    struct sf *s;
+    uint8_t *buf[2];
+    uint64_t *hashes[2];
+    size_t buf_rec[2]; /* record index + 1, 0: none */
+    unsigned buf_old;  /* the one to reuse next */
+};
+
 struct sf {
     struct sf_config cfg;
     uint64_t npages;
@@ -50,19 +60,20 @@ struct sf {
     uint32_t *latest;
     bool seen_header, seen_state, seen_end;
     uint64_t end_digest;
+    /* Guards failed, error and each record's hashes while readers run. */
+    pthread_mutex_t lock;
     int failed;
     struct vg_error error;
-    /* The last two PAGES records read, payload whole. */
-    uint8_t *buf[2];
-    size_t buf_rec[2]; /* record index + 1, 0: none */
-    unsigned buf_old;  /* the one to reuse next */
+    struct sf_reader *own; /* sf_read()'s and sf_verify()'s */
 };
 
 static int __attribute__((format(printf, 4, 5)))
 sf_fail(struct sf *s, struct vg_error *err, int code, const char *fmt, ...)
 {
     va_list ap;
+    int ret;
 
+    pthread_mutex_lock(&s->lock);
     if (!s->failed) {
         va_start(ap, fmt);
         vsnprintf(s->error.msg, sizeof(s->error.msg), fmt, ap);
@@ -73,7 +84,54 @@ sf_fail(struct sf *s, struct vg_error *err, int code, const char *fmt, ...)
     if (err) {
         *err = s->error;
     }
-    return s->failed;
+    ret = s->failed;
+    pthread_mutex_unlock(&s->lock);
+    return ret;
+}
+
+/* The stream's sticky error, if any, into *@err. */
+static int sf_failed(struct sf *s, struct vg_error *err)
+{
+    int ret;
+
+    pthread_mutex_lock(&s->lock);
+    ret = s->failed;
+    if (ret) {
+        *err = s->error;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return ret;
+}
+
+int sf_reader_new(struct sf *s, struct sf_reader **out, struct vg_error *err)
+{
+    size_t nhash = MIG_REC_MAX / s->cfg.stream.page_size + 1;
+    struct sf_reader *rd = calloc(1, sizeof(*rd));
+
+    if (rd) {
+        rd->s = s;
+        for (unsigned i = 0; i < 2; i++) {
+            rd->buf[i] = malloc(MIG_REC_MAX);
+            rd->hashes[i] = malloc(nhash * sizeof(uint64_t));
+        }
+    }
+    if (!rd || !rd->buf[0] || !rd->buf[1] || !rd->hashes[0] || !rd->hashes[1]) {
+        sf_reader_free(rd);
+        return vg_error_set(err, ENOMEM, "save file: no memory for a reader");
+    }
+    *out = rd;
+    return 0;
+}
+
+void sf_reader_free(struct sf_reader *rd)
+{
+    if (rd) {
+        for (unsigned i = 0; i < 2; i++) {
+            free(rd->buf[i]);
+            free(rd->hashes[i]);
+        }
+        free(rd);
+    }
 }
 
 int sf_new(const struct sf_config *cfg, struct sf **out, struct vg_error *err)
@@ -87,6 +145,7 @@ int sf_new(const struct sf_config *cfg, struct sf **out, struct vg_error *err)
         return vg_error_set(err, ENOMEM, "save file reader");
     }
     s->cfg = *cfg;
+    pthread_mutex_init(&s->lock, NULL);
     if (fstat(cfg->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         sf_free(s);
         return vg_error_set(err, EINVAL, "the save file is not a regular file");
@@ -99,9 +158,7 @@ int sf_new(const struct sf_config *cfg, struct sf **out, struct vg_error *err)
     s->file_size = (uint64_t)st.st_size;
     s->npages = cfg->stream.vram_size / ps;
     s->latest = calloc(s->npages, sizeof(*s->latest));
-    s->buf[0] = malloc(MIG_REC_MAX);
-    s->buf[1] = malloc(MIG_REC_MAX);
-    if (!s->latest || !s->buf[0] || !s->buf[1]) {
+    if (!s->latest || sf_reader_new(s, &s->own, err) < 0) {
         sf_free(s);
         return vg_error_set(err, ENOMEM, "save file index of %" PRIu64 " pages",
                             cfg->stream.vram_size / ps);
@@ -125,8 +182,8 @@ void sf_free(struct sf *s)
     free(s->rec);
     free(s->ext);
     free(s->latest);
-    free(s->buf[0]);
-    free(s->buf[1]);
+    sf_reader_free(s->own);
+    pthread_mutex_destroy(&s->lock);
     free(s);
 }
 
@@ -507,39 +564,59 @@ uint64_t sf_pending(const struct sf *s, uint64_t *bm)
     return n;
 }
 
-/* PAGES record @i, read whole and verified: its payload. */
-static const uint8_t *load_rec(struct sf *s, size_t i, struct vg_error *err)
+/* Publish record @r's @count page hashes for sf_verify(), once. */
+static int keep_hashes(struct sf *s, struct sf_rec *r, const uint64_t *hashes,
+                       uint32_t count, struct vg_error *err)
 {
+    bool kept;
+
+    pthread_mutex_lock(&s->lock);
+    if (!r->hashes) {
+        r->hashes = malloc((size_t)count * 8);
+        if (r->hashes) {
+            memcpy(r->hashes, hashes, (size_t)count * 8);
+        }
+    }
+    kept = r->hashes != NULL;
+    pthread_mutex_unlock(&s->lock);
+    return kept ? 0
+                : sf_fail(s, err, ENOMEM,
+                          "save file: no memory for page hashes");
+}
+
+/* PAGES record @i, read whole into one of @rd's buffers and verified: its
+ * payload, and its page hashes in *@hashes. */
+static const uint8_t *load_rec(struct sf_reader *rd, size_t i,
+                               const uint64_t **hashes, struct vg_error *err)
+{
+    struct sf *s = rd->s;
     struct sf_rec *r = &s->rec[i];
     uint32_t ps = s->cfg.stream.page_size, len = vg_get_le32(r->head + 4);
     uint32_t count = vg_get_le32(r->head + 24);
-    unsigned slot = s->buf_rec[0] == i + 1 ? 0 : s->buf_rec[1] == i + 1 ? 1 : 2;
+    unsigned slot = rd->buf_rec[0] == i + 1   ? 0
+                    : rd->buf_rec[1] == i + 1 ? 1
+                                              : 2;
     uint8_t *p;
+    uint64_t *h;
 
     if (slot < 2) {
-        s->buf_old = !slot;
-        return s->buf[slot];
+        rd->buf_old = !slot;
+        *hashes = rd->hashes[slot];
+        return rd->buf[slot];
     }
-    slot = s->buf_old;
-    s->buf_old = !slot;
-    s->buf_rec[slot] = 0;
-    p = s->buf[slot];
+    slot = rd->buf_old;
+    rd->buf_old = !slot;
+    rd->buf_rec[slot] = 0;
+    p = rd->buf[slot];
+    h = rd->hashes[slot];
     if (read_stream(s, r->pos + MIG_REC_HDR_SIZE, p, len, err) < 0) {
         return NULL;
     }
-    if (!r->hashes) {
-        r->hashes = malloc((size_t)count * 8);
-        if (!r->hashes) {
-            sf_fail(s, err, ENOMEM, "save file: no memory for page hashes");
-            return NULL;
-        }
-    }
     for (uint32_t k = 0; k < count; k++) {
-        r->hashes[k] = vg_hash(p + MIG_RUN_HDR_SIZE + (size_t)k * ps, ps, 0);
+        h[k] = vg_hash(p + MIG_RUN_HDR_SIZE + (size_t)k * ps, ps, 0);
     }
     if (memcmp(p, r->head + MIG_REC_HDR_SIZE, MIG_RUN_HDR_SIZE) != 0 ||
-        mig_pages_checksum(r->head, p, r->hashes, count) !=
-            vg_get_le64(r->head + 8)) {
+        mig_pages_checksum(r->head, p, h, count) != vg_get_le64(r->head + 8)) {
         sf_fail(s, err, EBADMSG,
                 "PAGES record #%zu at offset %" PRIu64 " (pages %" PRIu64
                 "+%u): its checksum does not match; the save file changed "
@@ -547,18 +624,23 @@ static const uint8_t *load_rec(struct sf *s, size_t i, struct vg_error *err)
                 i, r->pos, vg_get_le64(r->head + 16), count);
         return NULL;
     }
-    s->buf_rec[slot] = i + 1;
+    if (keep_hashes(s, r, h, count, err) < 0) {
+        return NULL;
+    }
+    rd->buf_rec[slot] = i + 1;
+    *hashes = h;
     return p;
 }
 
-int sf_read(struct sf *s, uint64_t first, uint32_t count, uint8_t *buf,
-            uint64_t *hashes, struct vg_error *err)
+int sf_read_with(struct sf_reader *rd, uint64_t first, uint32_t count,
+                 uint8_t *buf, uint64_t *hashes, struct vg_error *err)
 {
+    struct sf *s = rd->s;
     uint32_t ps = s->cfg.stream.page_size;
+    int ret = sf_failed(s, err);
 
-    if (s->failed) {
-        *err = s->error;
-        return s->failed;
+    if (ret) {
+        return ret;
     }
     if (s->cfg.delay_ms) {
         struct timespec ts = {s->cfg.delay_ms / 1000,
@@ -569,7 +651,7 @@ int sf_read(struct sf *s, uint64_t first, uint32_t count, uint8_t *buf,
     for (uint32_t k = 0; k < count; k++) {
         uint64_t p = first + k;
         uint32_t l = p < s->npages ? s->latest[p] : 0;
-        const struct sf_rec *r;
+        const uint64_t *rec_hashes;
         const uint8_t *data;
         uint64_t in;
 
@@ -577,18 +659,23 @@ int sf_read(struct sf *s, uint64_t first, uint32_t count, uint8_t *buf,
             return vg_error_set(err, EINVAL,
                                 "page %" PRIu64 " is not in the save file", p);
         }
-        data = load_rec(s, l - 1, err);
+        data = load_rec(rd, l - 1, &rec_hashes, err);
         if (!data) {
             return -err->code;
         }
-        r = &s->rec[l - 1];
-        in = p - vg_get_le64(r->head + 16);
+        in = p - vg_get_le64(s->rec[l - 1].head + 16);
         memcpy(buf + (size_t)k * ps, data + MIG_RUN_HDR_SIZE + in * ps, ps);
         if (hashes) {
-            hashes[k] = r->hashes[in];
+            hashes[k] = rec_hashes[in];
         }
     }
     return 0;
+}
+
+int sf_read(struct sf *s, uint64_t first, uint32_t count, uint8_t *buf,
+            uint64_t *hashes, struct vg_error *err)
+{
+    return sf_read_with(s->own, first, count, buf, hashes, err);
 }
 
 int sf_verify(struct sf *s, struct vg_error *err)
@@ -603,13 +690,14 @@ int sf_verify(struct sf *s, struct vg_error *err)
     XXH3_64bits_reset(st);
     for (size_t i = 0; ret == 0 && i < s->nrec; i++) {
         struct sf_rec *r = &s->rec[i];
+        const uint64_t *unused;
 
         if (r->bytes) {
             XXH3_64bits_update(st, r->bytes,
                                MIG_REC_HDR_SIZE + vg_get_le32(r->head + 4));
             continue;
         }
-        if (!r->hashes && !load_rec(s, i, err)) {
+        if (!r->hashes && !load_rec(s->own, i, &unused, err)) {
             ret = -err->code;
             break;
         }

@@ -15,7 +15,9 @@
  * sf_read() reads them: a record is read whole and its checksum verified
  * before any page of it is handed out.  sf_verify() reads what was left
  * (records whose pages were all written again later) and checks the
- * stream digest of END.  One thread at a time; the file is never written.
+ * stream digest of END.  Several threads may read pages at once, each
+ * with a reader of its own (sf_reader_new(), sf_read_with()); everything
+ * else one thread at a time.  The file is never written.
  */
 #ifndef STREAM_FILE_H
 #define STREAM_FILE_H
@@ -58,6 +60,15 @@ uint64_t sf_pending(const struct sf *s, uint64_t *bm);
  * each must be a pending page. */
 int sf_read(struct sf *s, uint64_t first, uint32_t count, uint8_t *buf,
             uint64_t *hashes, struct vg_error *err);
+
+/* A reader's own buffers of the last two records it read whole. */
+struct sf_reader;
+
+int sf_reader_new(struct sf *s, struct sf_reader **out, struct vg_error *err);
+void sf_reader_free(struct sf_reader *rd);
+/* sf_read() through @rd, which no other thread uses meanwhile. */
+int sf_read_with(struct sf_reader *rd, uint64_t first, uint32_t count,
+                 uint8_t *buf, uint64_t *hashes, struct vg_error *err);
 /* Every page is read: read the records not read yet and check END's
  * digest. */
 int sf_verify(struct sf *s, struct vg_error *err);

@@ -246,6 +246,81 @@ static void test_read_back(void)
     }
 }
 
+/* One of several threads reading the pages of a save file at once. */
+struct reader_job {
+    struct sf *s;
+    uint64_t bm;
+    unsigned first; /* every 4th pending page from this one */
+    uint8_t *got;
+    uint64_t *hashes;
+    int ret;
+};
+
+static gpointer read_every_fourth(gpointer opaque)
+{
+    struct reader_job *j = opaque;
+    struct vg_error err = {0};
+    struct sf_reader *rd = NULL;
+
+    j->ret = sf_reader_new(j->s, &rd, &err);
+    for (unsigned p = j->first; j->ret == 0 && p < NPAGES; p += 4) {
+        if (j->bm >> p & 1) {
+            j->ret = sf_read_with(rd, p, 1, j->got + (size_t)p * PAGE,
+                                  j->hashes + p, &err);
+        }
+    }
+    sf_reader_free(rd);
+    return NULL;
+}
+
+/* Four threads with a reader each read every page, interleaved so that
+ * they read the same records; the pages, their hashes and then the
+ * digest all hold. */
+static void test_readers(void)
+{
+    for (unsigned seed = 1; seed <= 8; seed++) {
+        uint64_t off[256], len[256], bm[1];
+        uint64_t *hashes = g_new0(uint64_t, NPAGES);
+        uint8_t *got = g_malloc0(VRAM);
+        struct reader_job jobs[4];
+        GThread *th[4];
+        struct stream st;
+        struct seen seen = {0};
+        struct vg_error err = {0};
+        unsigned n;
+        int fd;
+        struct sf *s;
+
+        build(&st, 2, seed % 2);
+        fd = save_file(&st, off, len, &n, seed);
+        s = open_sf(fd, &seen);
+        g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
+        g_assert_cmpint(sf_end(s, &err), ==, 0);
+        sf_pending(s, bm);
+        for (unsigned i = 0; i < 4; i++) {
+            jobs[i] = (struct reader_job){s, bm[0], i, got, hashes, 0};
+            th[i] = g_thread_new("sf-reader", read_every_fourth, &jobs[i]);
+        }
+        for (unsigned i = 0; i < 4; i++) {
+            g_thread_join(th[i]);
+            g_assert_cmpint(jobs[i].ret, ==, 0);
+        }
+        for (unsigned p = 0; p < NPAGES; p++) {
+            if (bm[0] >> p & 1) {
+                g_assert_cmpmem(got + (size_t)p * PAGE, PAGE,
+                                st.vram + (size_t)p * PAGE, PAGE);
+                g_assert_cmphex(hashes[p], ==,
+                                XXH3_64bits(st.vram + (size_t)p * PAGE, PAGE));
+            }
+        }
+        g_assert_cmpint(sf_verify(s, &err), ==, 0);
+        sf_free(s);
+        g_byte_array_free(st.bytes, TRUE);
+        g_free(got);
+        g_free(hashes);
+    }
+}
+
 /* The stream of build(@all_again) in a file, damaged at byte @plus of
  * record @rec, scanned whole: the small records are intact. */
 static struct sf *scan_damaged(struct stream *st, bool all_again, unsigned rec,
@@ -402,6 +477,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/stream-file/read-back", test_read_back);
+    g_test_add_func("/stream-file/readers", test_readers);
     g_test_add_func("/stream-file/damaged-page", test_damaged_page);
     g_test_add_func("/stream-file/damaged-superseded", test_damaged_superseded);
     g_test_add_func("/stream-file/bad-files", test_bad_files);
