@@ -262,9 +262,15 @@ static void migrate_idle(const struct mode *md, enum idle_how how)
     if (how == IDLE_ROUNDS) {
         g_assert_cmpint(pages, <=, 4 * VGT_PAGE_SIZE);
     }
+    /* Pages not read yet count as non-zero in the estimate: a switchover
+     * inside round 0 (QEMU's defaults on a loaded machine) may estimate
+     * the never-written part of VRAM, which then goes as ZEROS records. */
     if (strcmp(md->precopy, "iterative") == 0) {
         g_assert_cmpint(est * 10, >=, stop * 9);
-        g_assert_cmpint(est * 10, <=, stop * 11);
+        g_assert_cmpint(est * 10, <=,
+                        stop * 11 + (int64_t)(VGT_VRAM_SIZE -
+                                              ((uint64_t)MT_FILLED_MIB << 20)) *
+                                        10);
     }
     vg_stats_clear(&sst);
     vg_stats_clear(&dst);
