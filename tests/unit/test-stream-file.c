@@ -196,23 +196,32 @@ static void damage(int fd, const uint64_t *off, const uint64_t *len, unsigned n,
     g_assert_not_reached();
 }
 
+/* build(2, @seed % 2)'s stream in a save file of @seed's extents, every
+ * extent handed over and the end checked. */
+static struct sf *scanned(unsigned seed, struct stream *st, struct seen *seen)
+{
+    uint64_t off[256], len[256];
+    struct vg_error err = {0};
+    unsigned n;
+    struct sf *s;
+
+    build(st, 2, seed % 2);
+    s = open_sf(save_file(st, off, len, &n, seed), seen);
+    g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
+    g_assert_cmpint(sf_end(s, &err), ==, 0);
+    return s;
+}
+
 static void test_read_back(void)
 {
     for (unsigned seed = 1; seed <= 8; seed++) {
-        uint64_t off[256], len[256], bm[1], hashes[3];
+        uint64_t bm[1], hashes[3];
         struct stream st;
         struct seen seen = {0};
         struct vg_error err = {0};
         uint8_t *got = g_malloc(VRAM);
-        unsigned n;
-        int fd;
-        struct sf *s;
+        struct sf *s = scanned(seed, &st, &seen);
 
-        build(&st, 2, seed % 2);
-        fd = save_file(&st, off, len, &n, seed);
-        s = open_sf(fd, &seen);
-        g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
-        g_assert_cmpint(sf_end(s, &err), ==, 0);
         g_assert_cmpuint(sf_bytes(s), ==, st.bytes->len);
         /* Pages 8, 9, 11 were cleared last: not to be read. */
         g_assert_cmpuint(sf_pending(s, bm), ==, NPAGES - 3);
@@ -279,7 +288,7 @@ static gpointer read_every_fourth(gpointer opaque)
 static void test_readers(void)
 {
     for (unsigned seed = 1; seed <= 8; seed++) {
-        uint64_t off[256], len[256], bm[1];
+        uint64_t bm[1];
         uint64_t *hashes = g_new0(uint64_t, NPAGES);
         uint8_t *got = g_malloc0(VRAM);
         struct reader_job jobs[4];
@@ -287,15 +296,8 @@ static void test_readers(void)
         struct stream st;
         struct seen seen = {0};
         struct vg_error err = {0};
-        unsigned n;
-        int fd;
-        struct sf *s;
+        struct sf *s = scanned(seed, &st, &seen);
 
-        build(&st, 2, seed % 2);
-        fd = save_file(&st, off, len, &n, seed);
-        s = open_sf(fd, &seen);
-        g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
-        g_assert_cmpint(sf_end(s, &err), ==, 0);
         sf_pending(s, bm);
         for (unsigned i = 0; i < 4; i++) {
             jobs[i] = (struct reader_job){s, bm[0], i, got, hashes, 0};
