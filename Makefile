@@ -245,12 +245,23 @@ SOAK_DURATION ?=
 SOAK_SEED ?=
 SOAK_VRAM ?= 16M
 SOAK_ARGS ?=
+# SOAK_GUEST_HOPS: then as many migrations of a real TCG guest with a vGPU
+# (and of the same guest without one), for the pause the guest felt
+# (bench/guest-pause.sh, docs/pause.md); the soak's VMs are qtest.  0: none.
+SOAK_GUEST_HOPS ?= 20
 SOAK_CMD = $(TEST_ENV) $(O)/vgmig-soak --out $(O)/soak
 .PHONY: soak soak-short stress-cpu-writes
-soak: all $(O)/vgmig-soak
+soak: all $(O)/vgmig-soak $(if $(filter-out 0,$(SOAK_GUEST_HOPS)),guest-image \
+      $(O)/tests/guest/test-guest-migrate)
 	$(SOAK_CMD) --migrations $(SOAK_MIGRATIONS) --vram $(SOAK_VRAM) \
 	    $(if $(SOAK_DURATION),--duration $(SOAK_DURATION)) \
 	    $(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(SOAK_ARGS)
+ifneq ($(SOAK_GUEST_HOPS),0)
+	$(TEST_ENV) bench/guest-pause.sh --hops $(SOAK_GUEST_HOPS) \
+	    --test $(O)/tests/guest/test-guest-migrate \
+	    --log $(O)/soak/guest-pause.log > $(O)/soak/guest-pause.txt
+	tee -a $(O)/soak/summary.txt < $(O)/soak/guest-pause.txt
+endif
 soak-short: all $(O)/vgmig-soak
 	$(SOAK_CMD) --migrations 20 --vram 8M $(if $(SOAK_SEED),--seed $(SOAK_SEED))
 
@@ -561,7 +572,8 @@ help:
 	@echo "  bench           live-migration benchmark: sizes x workloads x modes, RAM anchors"
 	@echo "                  (build/bench, docs/benchmarks.md; runs bench-vgpu and bench-hash first)"
 	@echo "  checkpatch      QEMU's scripts/checkpatch.pl on qemu-patches/series"
-	@echo "  soak            ping-pong migrations with random faults (build/soak;"
+	@echo "  soak            ping-pong migrations with random faults, then the pause"
+	@echo "                  a real guest felt over SOAK_GUEST_HOPS hops (build/soak;"
 	@echo "                  SOAK_MIGRATIONS, SOAK_DURATION, SOAK_SEED; docs/soak.md)"
 	@echo "  soak-short      20 of them with 8 MiB of VRAM (run by .ci/run)"
 	@echo "  stress-cpu-writes  STRESS (200) migrations under guest CPU writes,"
