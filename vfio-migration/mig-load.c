@@ -146,8 +146,11 @@ static int write_record(struct mig *m, uint64_t first, uint64_t count,
     return job.failed;
 }
 
-/* One record's pages being hashed by the pool for the decoder. */
+/* One record's pages being hashed by the pool for the decoder (and, for
+ * copy_hash_piece, written to VRAM from @first on). */
 struct hash_job {
+    struct mig *m;
+    uint64_t first;
     const uint8_t *data;
     uint32_t page_size;
     uint64_t count;
@@ -165,19 +168,50 @@ static void hash_piece(void *arg, uint64_t piece)
     }
 }
 
-/* The decoder's page hashes of a record: on the pool where it pays off. */
-static void sink_hash_pages(void *opaque, const uint8_t *data, uint64_t count,
-                            uint64_t *hashes)
+/* Pool job: copy piece @piece of a record into host VRAM and hash each
+ * page there (still in the cache). */
+static void copy_hash_piece(void *arg, uint64_t piece)
+{
+    struct hash_job *job = arg;
+    struct mig *m = job->m;
+    uint32_t ps = job->page_size;
+    uint64_t i, end = mig_piece(piece, ps, job->count, &i);
+
+    vgpu_vram_write(m->gpu, (job->first + i) * ps, job->data + i * ps,
+                    (end - i) * ps, NULL); /* in range: cannot fail */
+    for (; i < end; i++) {
+        job->hashes[i] = mig_page_hash(m, job->first + i);
+    }
+}
+
+/*
+ * The decoder's write_hashed: the record's pages go to VRAM before it
+ * checks them, and their hashes are taken from what was written (host
+ * VRAM: copied and hashed piece by piece on the pool) or while the GPU
+ * copies them.  A record that then fails its check fails the load, and
+ * nothing runs on this VRAM before the load has succeeded.
+ */
+static int sink_write_hashed(void *opaque, uint64_t first, uint64_t count,
+                             const uint8_t *data, uint64_t *hashes,
+                             struct vg_error *err)
 {
     struct mig *m = opaque;
-    struct hash_job job = {
-        .data = data,
-        .page_size = m->scfg.page_size,
-        .count = count,
-        .hashes = hashes,
-    };
+    uint32_t ps = m->scfg.page_size;
+    struct hash_job job = {m, first, data, ps, count, hashes};
+    int ret = pages_ok(m, first, count, err), settled;
 
-    mig_run_pieces(m->load->pool, m->scfg.page_size, count, hash_piece, &job);
+    if (ret < 0 || vgpu_vram(m->gpu)) {
+        if (ret == 0) {
+            mig_run_pieces(m->load->pool, ps, count, copy_hash_piece, &job);
+        }
+        return ret;
+    }
+    ret = vgpu_vram_write_async(m->gpu, first * ps, data, count * ps, err);
+    if (ret == 0) {
+        mig_run_pieces(m->load->pool, ps, count, hash_piece, &job);
+    }
+    settled = vgpu_vram_settle(m->gpu, ret ? NULL : err);
+    return ret ? ret : settled;
 }
 
 static int sink_pages(void *opaque, uint64_t first, uint64_t count,
@@ -187,7 +221,9 @@ static int sink_pages(void *opaque, uint64_t first, uint64_t count,
     struct mig *m = opaque;
     int ret = pages_ok(m, first, count, err);
 
-    if (ret == 0) {
+    if (ret == 0 && !data) { /* sink_write_hashed wrote them */
+        memcpy(m->load->page_hash + first, hashes, count * 8);
+    } else if (ret == 0) {
         ret = write_record(m, first, count, data, hashes, err);
     }
     for (uint64_t i = 0; ret == 0 && i < count; i++) {
@@ -284,8 +320,12 @@ static int sink_postcopy(void *opaque, const struct mig_postcopy_info *info,
 
 int mig_load_open(struct mig *m, struct vg_error *err)
 {
-    struct mig_dec_sink sink = {m,          sink_pages,      sink_zeros,
-                                sink_state, sink_hash_pages, sink_postcopy};
+    struct mig_dec_sink sink = {.opaque = m,
+                                .pages = sink_pages,
+                                .zeros = sink_zeros,
+                                .state = sink_state,
+                                .write_hashed = sink_write_hashed,
+                                .postcopy = sink_postcopy};
     uint8_t *zero;
     int ret;
 

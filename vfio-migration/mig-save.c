@@ -54,6 +54,9 @@ struct mig_save {
     uint8_t *rec;
     size_t len, pos;  /* its size and the bytes read of it */
     uint32_t run_cap; /* pages a PAGES record may hold, to fit there */
+    uint32_t room;    /* bytes from rec to the end of the read's buffer,
+                         0: rec is buf */
+    bool ahead;       /* a read ahead of the next run may be in flight */
     /* In stop-copy, a PAGES record's page data are not copied into @rec:
      * they follow its @ref_at header bytes there, from VRAM at @ref. */
     const uint8_t *ref;
@@ -436,15 +439,72 @@ static void pass_take(struct mig *m, uint64_t p, bool zero)
 }
 
 /* Pages of the pass from @p on that follow each other, below @limit, at
- * most one record's worth. */
-static uint64_t run_span(const struct mig *m, uint64_t p, uint64_t limit)
+ * most @cap (run_span: one record's worth). */
+static uint64_t span_upto(const struct mig *m, uint64_t p, uint64_t limit,
+                          uint32_t cap)
 {
     uint64_t n = 0;
 
-    while (n < run_pages(m) && p + n < limit && mig_bit(m->save->pass, p + n)) {
+    while (n < cap && p + n < limit && mig_bit(m->save->pass, p + n)) {
         n++;
     }
     return n;
+}
+
+static uint64_t run_span(const struct mig *m, uint64_t p, uint64_t limit)
+{
+    return span_upto(m, p, limit, run_pages(m));
+}
+
+/* Pages a PAGES record staged in @room bytes of a read's buffer holds at
+ * most. */
+static uint32_t run_cap_for(const struct mig *m, uint32_t room)
+{
+    uint32_t ps = m->scfg.page_size, full = MIG_RUN_MAX_BYTES / ps;
+
+    return (room - RUN_OVERHEAD) / ps < full ? (room - RUN_OVERHEAD) / ps
+                                             : full;
+}
+
+static bool record_fits(const struct mig *m, uint32_t room);
+
+/* Wait for a read ahead that the next record does not use. */
+static void settle_ahead(struct mig *m)
+{
+    struct mig_save *s = m->save;
+
+    if (s->ahead) {
+        s->ahead = false;
+        if (vgpu_vram_settle(m->gpu, &s->error) < 0) {
+            vg_error_prefix(&s->error, "migration: reading VRAM ahead");
+            s->failed = true;
+        }
+    }
+}
+
+/*
+ * The run at @next comes after the @n pages just read into a PAGES record
+ * (@zero false) staged in the read's buffer: where the next record will
+ * fit there too, start copying its pages out of VRAM to where its page
+ * data will be, so the copy overlaps hashing this record.  Also the
+ * backend's own read-ahead (a staged copy where the buffer is not the
+ * GPU's to reach).
+ */
+static void read_ahead(struct mig *m, uint64_t next, uint64_t limit, uint64_t n,
+                       bool zero)
+{
+    struct mig_save *s = m->save;
+    uint32_t ps = m->scfg.page_size;
+    uint64_t len = RUN_OVERHEAD + n * ps;
+
+    if (!zero && s->room > len && record_fits(m, s->room - (uint32_t)len)) {
+        uint32_t cap = run_cap_for(m, s->room - (uint32_t)len);
+
+        vgpu_vram_read_ahead(m->gpu, next * ps, s->rec + len + RUN_OVERHEAD,
+                             span_upto(m, next, limit, cap) * ps);
+        s->ahead = true;
+    }
+    vgpu_vram_prefetch(m->gpu, next * ps, run_span(m, next, limit) * ps);
 }
 
 /*
@@ -462,6 +522,7 @@ static uint64_t device_run(struct mig *m, uint64_t p, uint64_t limit,
     uint8_t *data = mig_enc_pages_data(s->rec);
     uint64_t span = run_span(m, p, limit), n = 1, next;
 
+    s->ahead = false; /* the read settles it */
     if (vgpu_vram_read(m->gpu, p * ps, data, span * ps, &s->error) < 0) {
         vg_error_prefix(&s->error,
                         "migration: reading pages %" PRIu64 "+%" PRIu64
@@ -476,7 +537,7 @@ static uint64_t device_run(struct mig *m, uint64_t p, uint64_t limit,
     s->cursor = p + n;
     next = pass_next(m, limit);
     if (next < limit) {
-        vgpu_vram_prefetch(m->gpu, next * ps, run_span(m, next, limit) * ps);
+        read_ahead(m, next, limit, n, *zero);
     }
     return n;
 }
@@ -594,6 +655,7 @@ static bool stage_run(struct mig *m)
         p = pass_next(m, limit);
     }
     if (p == limit) {
+        settle_ahead(m);
         return false;
     }
     if (!vgpu_vram(m->gpu)) {
@@ -628,6 +690,9 @@ static bool stage_next(struct mig *m)
     s->pos = 0;
     s->len = 0;
     s->ref = NULL;
+    if (s->phase != SAVE_PRECOPY && s->phase != SAVE_STOPCOPY) {
+        settle_ahead(m); /* no run reads what is ahead */
+    }
     if (s->failed) {
         return false;
     }
@@ -747,15 +812,14 @@ static bool record_fits(const struct mig *m, uint32_t room)
 static bool stage_into(struct mig *m, uint8_t *out, uint32_t room)
 {
     struct mig_save *s = m->save;
-    uint32_t ps = m->scfg.page_size, full = MIG_RUN_MAX_BYTES / ps;
 
     s->rec = s->buf;
-    s->run_cap = full;
+    s->run_cap = MIG_RUN_MAX_BYTES / m->scfg.page_size;
+    s->room = 0;
     if (record_fits(m, room)) {
         s->rec = out;
-        s->run_cap = (room - RUN_OVERHEAD) / ps < full
-                         ? (room - RUN_OVERHEAD) / ps
-                         : full;
+        s->run_cap = run_cap_for(m, room);
+        s->room = room;
     }
     return stage_next(m);
 }
@@ -785,6 +849,7 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
         *got += n;
         account(m, n);
     }
+    settle_ahead(m); /* the buffer goes back to QEMU */
     if (*got > 0 && s->phase == SAVE_PRECOPY) {
         time_stream(s, *got);
     }
@@ -1208,6 +1273,7 @@ void mig_save_close(struct mig *m)
     if (!s) {
         return;
     }
+    settle_ahead(m);
     vgpu_set_write_observer(m->gpu, NULL, NULL);
     dt_free(s->dt);
     dt_pool_free(s->pool);

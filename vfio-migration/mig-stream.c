@@ -374,6 +374,7 @@ struct mig_dec {
      * @rec). */
     const uint8_t *data_at;
     uint64_t in_place; /* page data bytes read so */
+    bool written;      /* the sink wrote this record's pages (write_hashed) */
     /* Version 2: the page hashes of the PAGES record in @rec. */
     uint64_t hashes[MIG_RUN_MAX_PAGES];
     uint8_t hash_le[MIG_RUN_MAX_PAGES * 8];
@@ -562,9 +563,9 @@ static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
         ret = dec_range(dec, first, count);
     }
     if (ret == 0) {
-        ret =
-            dec->sink.pages(dec->sink.opaque, first, count, pages_data(dec, p),
-                            hashed_pages(dec) ? dec->hashes : NULL, &se);
+        ret = dec->sink.pages(dec->sink.opaque, first, count,
+                              dec->written ? NULL : pages_data(dec, p),
+                              hashed_pages(dec) ? dec->hashes : NULL, &se);
         if (ret < 0) {
             return dec_sink_failed(dec, ret, &se);
         }
@@ -710,7 +711,22 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
         return dec->failed;
     }
     count = vg_get_le32(p + 8);
-    if (dec->sink.hash_pages) {
+    if (dec->sink.write_hashed) {
+        struct vg_error se;
+        int ret = dec_range(dec, vg_get_le64(p), count);
+
+        ret = ret ? ret
+                  : dec->sink.write_hashed(dec->sink.opaque, vg_get_le64(p),
+                                           count, pages_data(dec, p),
+                                           dec->hashes, &se);
+        if (ret < 0) {
+            return dec->failed ? dec->failed : dec_sink_failed(dec, ret, &se);
+        }
+        dec->written = true;
+        for (uint32_t i = 0; i < count; i++) {
+            vg_put_le64(dec->hash_le + 8 * i, dec->hashes[i]);
+        }
+    } else if (dec->sink.hash_pages) {
         dec->sink.hash_pages(dec->sink.opaque, pages_data(dec, p), count,
                              dec->hashes);
         for (uint32_t i = 0; i < count; i++) {
@@ -745,7 +761,10 @@ static int dec_record(struct mig_dec *dec)
     const uint8_t *p = dec->rec + MIG_REC_HDR_SIZE;
     uint32_t len = (uint32_t)(dec->want - MIG_REC_HDR_SIZE);
     uint64_t sum = 0;
-    int ret = dec_checksum(dec, p, len, &sum);
+    int ret;
+
+    dec->written = false;
+    ret = dec_checksum(dec, p, len, &sum);
 
     if (ret < 0) {
         return ret;

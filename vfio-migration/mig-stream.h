@@ -164,7 +164,7 @@ uint64_t mig_enc_bytes(const struct mig_enc *enc);
  * (which fails the stream).  Ranges are already checked against VRAM.
  * @hashes: the page hash of each of the @count pages at @data (computed
  * by the decoder from those bytes) in a version 2 stream, NULL in a
- * version 1 stream. */
+ * version 1 stream; @data NULL: write_hashed() wrote them already. */
 struct mig_dec_sink {
     void *opaque;
     int (*pages)(void *opaque, uint64_t first, uint64_t count,
@@ -183,6 +183,17 @@ struct mig_dec_sink {
      * stream, this destination cannot fetch pages). */
     int (*postcopy)(void *opaque, const struct mig_postcopy_info *info,
                     struct vg_error *err);
+    /* Optional, version 2: write the @count pages at @data to [@first,
+     * +@count) before the record's checksum is checked (the range is),
+     * putting the page hash of each page as written into @hashes, so that
+     * the copy and the hashing can overlap.  The decoder then checks the
+     * record with those hashes and calls pages() with @data NULL: the
+     * pages are in.  If the check fails the stream fails, so a sink may
+     * use this only where nothing reads the pages before the stream has
+     * ended well.  NULL: hash_pages(), then pages() with the data. */
+    int (*write_hashed)(void *opaque, uint64_t first, uint64_t count,
+                        const uint8_t *data, uint64_t *hashes,
+                        struct vg_error *err);
 };
 
 struct mig_dec;

@@ -90,6 +90,11 @@ struct cuda_be {
     pthread_mutex_t op_lock;     /* one call at a time (see "Any thread") */
     struct host_range host[HOST_RANGES];
     bool reads_direct; /* the last read went straight to host memory */
+    struct {           /* a copy to or from registered memory in flight */
+        uint64_t off, len;
+        const void *host;
+        bool on, write; /* write_async, else read_ahead */
+    } ahead;
     char desc[160];
 };
 
@@ -408,6 +413,46 @@ static int direct_done(struct vgpu_backend *be, uint64_t len,
     return ret;
 }
 
+/* A direct copy of [@off, +@len) into registered @dst, not waited for. */
+static void cuda_read_ahead(struct vgpu_backend *be, uint64_t off, void *dst,
+                            uint64_t len)
+{
+    struct cuda_be *c = cb(be);
+
+    if (c->ahead.on || len == 0 || !host_direct(c, dst, len) ||
+        enter(c, NULL) < 0) {
+        return;
+    }
+    c->ahead.on =
+        c->api.MemcpyDtoHAsync(dst, c->vram + off, len, c->stream) == 0;
+    c->ahead.off = off;
+    c->ahead.host = dst;
+    c->ahead.len = len;
+    c->ahead.write = false;
+}
+
+/* Wait for a copy in flight; its bytes count as copied directly if @used
+ * (a write_async always is). */
+static int ahead_settle(struct vgpu_backend *be, bool used,
+                        struct vg_error *err)
+{
+    struct cuda_be *c = cb(be);
+    int ret;
+
+    if (!c->ahead.on) {
+        return 0;
+    }
+    c->ahead.on = false;
+    ret = enter(c, err);
+    used = used || c->ahead.write;
+    return ret ? ret : direct_done(be, used ? c->ahead.len : 0, err);
+}
+
+static int cuda_settle(struct vgpu_backend *be, struct vg_error *err)
+{
+    return ahead_settle(be, false, err);
+}
+
 static int cuda_host_register(struct vgpu_backend *be, void *ptr, uint64_t len,
                               struct vg_error *err)
 {
@@ -439,6 +484,7 @@ static void cuda_host_unregister(struct vgpu_backend *be, void *ptr)
 {
     struct cuda_be *c = cb(be);
 
+    ahead_settle(be, false, NULL);
     pthread_mutex_lock(&c->host_lock);
     for (unsigned i = 0; i < HOST_RANGES; i++) {
         if (ptr && c->host[i].ptr == ptr) {
@@ -475,7 +521,15 @@ static int cuda_read(struct vgpu_backend *be, uint64_t off, void *dst,
 {
     struct cuda_be *c = cb(be);
     struct slot *s = slot_covering(c, off, len);
-    int ret = enter(c, err);
+    bool same = c->ahead.on && !c->ahead.write && c->ahead.off == off &&
+                c->ahead.host == dst && c->ahead.len == len;
+    int ret = ahead_settle(be, same, err);
+
+    if (same || ret) {
+        c->reads_direct = c->reads_direct || same;
+        return ret;
+    }
+    ret = enter(c, err);
 
     c->reads_direct = host_direct(c, dst, len);
     if (ret == 0 && s) {
@@ -519,8 +573,9 @@ static int cuda_write(struct vgpu_backend *be, uint64_t off, const void *src,
                       uint64_t len, struct vg_error *err)
 {
     struct cuda_be *c = cb(be);
-    int ret = enter(c, err);
+    int ret = ahead_settle(be, false, err);
 
+    ret = ret ? ret : enter(c, err);
     slots_drop(c, off, len);
     if (ret == 0 && host_direct(c, src, len)) {
         ret =
@@ -550,6 +605,31 @@ static int cuda_write(struct vgpu_backend *be, uint64_t off, const void *src,
             done += n;
         }
     }
+    return ret;
+}
+
+/* A write whose copy straight from registered memory is not waited for. */
+static int cuda_write_async(struct vgpu_backend *be, uint64_t off,
+                            const void *src, uint64_t len, struct vg_error *err)
+{
+    struct cuda_be *c = cb(be);
+    int ret = ahead_settle(be, false, err);
+
+    if (ret || !host_direct(c, src, len)) {
+        return ret ? ret : cuda_write(be, off, src, len, err);
+    }
+    slots_drop(c, off, len);
+    ret = enter(c, err);
+    ret =
+        ret ? ret
+            : check(c,
+                    c->api.MemcpyHtoDAsync(c->vram + off, src, len, c->stream),
+                    "copy to VRAM", err);
+    c->ahead.on = ret == 0;
+    c->ahead.off = off;
+    c->ahead.host = src;
+    c->ahead.len = len;
+    c->ahead.write = true;
     return ret;
 }
 
@@ -941,6 +1021,36 @@ static int locked_write(struct vgpu_backend *be, uint64_t off, const void *src,
     return ret;
 }
 
+static void locked_read_ahead(struct vgpu_backend *be, uint64_t off, void *dst,
+                              uint64_t len)
+{
+    op_lock(be);
+    cuda_read_ahead(be, off, dst, len);
+    op_unlock(be);
+}
+
+static int locked_write_async(struct vgpu_backend *be, uint64_t off,
+                              const void *src, uint64_t len,
+                              struct vg_error *err)
+{
+    int ret;
+
+    op_lock(be);
+    ret = cuda_write_async(be, off, src, len, err);
+    op_unlock(be);
+    return ret;
+}
+
+static int locked_settle(struct vgpu_backend *be, struct vg_error *err)
+{
+    int ret;
+
+    op_lock(be);
+    ret = cuda_settle(be, err);
+    op_unlock(be);
+    return ret;
+}
+
 static void locked_prefetch(struct vgpu_backend *be, uint64_t off, uint64_t len)
 {
     op_lock(be);
@@ -1040,6 +1150,9 @@ const struct vgpu_backend_ops vgpu_backend_cuda_ops = {
     .read = locked_read,
     .write = locked_write,
     .prefetch = locked_prefetch,
+    .read_ahead = locked_read_ahead,
+    .write_async = locked_write_async,
+    .settle = locked_settle,
     .host_register = locked_host_register,
     .host_unregister = locked_host_unregister,
     .fill = locked_fill,

@@ -47,6 +47,15 @@ struct vgpu_backend_ops {
                  uint64_t len, struct vg_error *err);
     /* Hint: [off, off + len) will be read soon; start copying it. */
     void (*prefetch)(struct vgpu_backend *be, uint64_t off, uint64_t len);
+    /* Optional: [off, off + len) will be read into @dst next; where @dst
+     * is registered memory, start copying it there (see
+     * vgpu_vram_read_ahead).  write_async: write, not waiting for a copy
+     * from registered memory.  settle waits for those copies. */
+    void (*read_ahead)(struct vgpu_backend *be, uint64_t off, void *dst,
+                       uint64_t len);
+    int (*write_async)(struct vgpu_backend *be, uint64_t off, const void *src,
+                       uint64_t len, struct vg_error *err);
+    int (*settle)(struct vgpu_backend *be, struct vg_error *err);
     /* Store the 32-bit @pattern over [off, off + len), 4-aligned. */
     int (*fill)(struct vgpu_backend *be, uint64_t off, uint64_t len,
                 uint32_t pattern, struct vg_error *err);

@@ -257,6 +257,34 @@ void vgpu_vram_prefetch(struct vgpu *gpu, uint64_t off, uint64_t len)
     }
 }
 
+void vgpu_vram_read_ahead(struct vgpu *gpu, uint64_t off, void *dst,
+                          uint64_t len)
+{
+    const struct vgpu_backend_ops *ops = gpu->be->ops;
+
+    if (!gpu->be->base && ops->read_ahead && vram_ok(gpu, off, len)) {
+        ops->read_ahead(gpu->be, off, dst, len);
+    }
+}
+
+int vgpu_vram_write_async(struct vgpu *gpu, uint64_t off, const void *src,
+                          uint64_t len, struct vg_error *err)
+{
+    struct vgpu_backend *be = gpu->be;
+
+    if (be->base || !be->ops->write_async || !vram_ok(gpu, off, len)) {
+        return vgpu_vram_write(gpu, off, src, len, err);
+    }
+    return be->ops->write_async(be, off, src, len, err);
+}
+
+int vgpu_vram_settle(struct vgpu *gpu, struct vg_error *err)
+{
+    const struct vgpu_backend_ops *ops = gpu->be->ops;
+
+    return gpu->be->base || !ops->settle ? 0 : ops->settle(gpu->be, err);
+}
+
 int vgpu_host_register(struct vgpu *gpu, void *ptr, uint64_t len,
                        struct vg_error *err)
 {

@@ -84,6 +84,26 @@ int vgpu_vram_write(struct vgpu *gpu, uint64_t off, const void *src,
 int vgpu_vram_clear(struct vgpu *gpu, uint64_t off, uint64_t len,
                     struct vg_error *err);
 void vgpu_vram_prefetch(struct vgpu *gpu, uint64_t off, uint64_t len);
+/*
+ * vgpu_vram_read_ahead: [off, off + len) will be read into @dst next.
+ * Where @dst is registered memory (vgpu_host_register) a GPU starts
+ * copying the range there now, so the copy overlaps the caller's work:
+ * until vgpu_vram_settle or the next vgpu_vram_read returns, the copy
+ * may still write @dst, which the caller must leave alone.  That read of
+ * the same range into the same @dst then only waits for the copy; any
+ * other read waits for it first.  Elsewhere it does nothing.
+ */
+void vgpu_vram_read_ahead(struct vgpu *gpu, uint64_t off, void *dst,
+                          uint64_t len);
+/* As vgpu_vram_write, but a copy straight from registered @src (see
+ * vgpu_host_register) may still be reading it when this returns, so the
+ * caller's work overlaps it: @src must not change until vgpu_vram_settle
+ * returns. */
+int vgpu_vram_write_async(struct vgpu *gpu, uint64_t off, const void *src,
+                          uint64_t len, struct vg_error *err);
+/* Wait for a read ahead not read, or a write_async (0, or the backend's
+ * error). */
+int vgpu_vram_settle(struct vgpu *gpu, struct vg_error *err);
 
 /*
  * @len bytes at @ptr (the migration's shared area) will often be read into

@@ -371,6 +371,62 @@ static void test_host_register(void)
     g_free(plain);
 }
 
+/* A read ahead into registered memory: the read of the same range into
+ * the same place only waits for it (counted as direct), a read of
+ * another range over it lands after it, settle waits for one not read;
+ * a write_async lands once settled, and a read after it sees it. */
+static void test_read_ahead_write_async(void)
+{
+    const size_t size = 8u << 20, mib = 1u << 20;
+    struct vg_error err = {0};
+    struct twin t;
+    int fd = memfd_create("test-area", MFD_CLOEXEC);
+    uint8_t *area;
+    GRand *r = g_rand_new_with_seed(5);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, size), ==, 0);
+    area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    g_assert_true(area != MAP_FAILED);
+    twin_init(&t, 13);
+    g_assert_cmpint(t.be->ops->host_register(t.be, area, size, &err), ==, 0);
+
+    t.be->ops->read_ahead(t.be, 2 * mib, area, 2 * mib);
+    g_assert_cmpint(t.be->ops->read(t.be, 2 * mib, area, 2 * mib, &err), ==, 0);
+    g_assert_cmpmem(area, 2 * mib, t.ref + 2 * mib, 2 * mib);
+    g_assert_cmpuint(t.be->direct_bytes, ==, 2 * mib);
+
+    /* Another range, overlapping in the area: the read's bytes win. */
+    t.be->ops->read_ahead(t.be, 4 * mib, area + mib, 2 * mib);
+    g_assert_cmpint(t.be->ops->read(t.be, 6 * mib, area, 2 * mib, &err), ==, 0);
+    g_assert_cmpmem(area, 2 * mib, t.ref + 6 * mib, 2 * mib);
+    g_assert_cmpmem(area + 2 * mib, mib, t.ref + 5 * mib, mib);
+
+    t.be->ops->read_ahead(t.be, 0, area + 4 * mib, mib);
+    g_assert_cmpint(t.be->ops->settle(t.be, &err), ==, 0);
+    g_assert_cmpmem(area + 4 * mib, mib, t.ref, mib);
+    g_assert_cmpint(t.be->ops->settle(t.be, &err), ==, 0); /* none now */
+
+    fill_random(r, area + 4 * mib, 3 * mib);
+    memcpy(t.ref + mib, area + 4 * mib, 3 * mib);
+    g_assert_cmpint(
+        t.be->ops->write_async(t.be, mib, area + 4 * mib, 3 * mib, &err), ==,
+        0);
+    g_assert_cmpint(t.be->ops->settle(t.be, &err), ==, 0);
+    memset(area + 4 * mib, 0xa5, 3 * mib); /* free again: VRAM keeps it */
+    g_assert_cmpint(t.be->ops->write_async(t.be, 7 * mib, area, mib, &err), ==,
+                    0);
+    memcpy(t.ref + 7 * mib, area, mib);
+    g_assert_cmpint(t.be->ops->read(t.be, 0, area, 8 * mib, &err), ==, 0);
+    g_assert_cmpmem(area, 8 * mib, t.ref, 8 * mib);
+
+    t.be->ops->host_unregister(t.be, area);
+    twin_fini(&t);
+    g_rand_free(r);
+    munmap(area, size);
+    close(fd);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -381,5 +437,7 @@ int main(int argc, char **argv)
     g_test_add_func("/cuda/engines/scatter-add", test_engines_scatter);
     g_test_add_func("/cuda/prefetch", test_prefetch);
     g_test_add_func("/cuda/host-register", test_host_register);
+    g_test_add_func("/cuda/read-ahead-write-async",
+                    test_read_ahead_write_async);
     return g_test_run();
 }

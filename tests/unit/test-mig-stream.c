@@ -114,6 +114,10 @@ struct dst {
      * records it did, and whether it gets page 0 of each wrong. */
     bool sink_hashes, wrong_hash;
     unsigned sink_hashed;
+    /* The sink writes the pages before the check (write_hashed): how
+     * many records it wrote so, and how many pages() then confirmed. */
+    bool writes_first;
+    unsigned written_first, confirmed;
     /* POSTCOPY records received (none without a postcopy sink). */
     bool no_postcopy_sink;
     unsigned postcopies;
@@ -149,6 +153,15 @@ static int dst_pages(void *o, uint64_t first, uint64_t count,
     struct dst *d = o;
 
     g_assert_cmpuint(first + count, <=, NPAGES);
+    if (!data) { /* dst_write_hashed wrote them; the hashes are theirs */
+        g_assert_true(d->writes_first);
+        for (uint64_t i = 0; i < count; i++) {
+            g_assert_cmphex(hashes[i], ==,
+                            XXH3_64bits(d->vram + (first + i) * PAGE, PAGE));
+        }
+        d->confirmed++;
+        return 0;
+    }
     memcpy(d->vram + first * PAGE, data, count * PAGE);
     d->in_place += data >= d->chunk && data < d->chunk + d->chunk_len;
     for (uint64_t i = 0; hashes && i < count; i++) {
@@ -182,6 +195,21 @@ static int dst_state(void *o, const uint8_t *blob, uint32_t len,
     return 0;
 }
 
+static int dst_write_hashed(void *o, uint64_t first, uint64_t count,
+                            const uint8_t *data, uint64_t *hashes,
+                            struct vg_error *err)
+{
+    struct dst *d = o;
+
+    g_assert_cmpuint(first + count, <=, NPAGES);
+    memcpy(d->vram + first * PAGE, data, count * PAGE);
+    for (uint64_t i = 0; i < count; i++) {
+        hashes[i] = XXH3_64bits(d->vram + (first + i) * PAGE, PAGE);
+    }
+    d->written_first++;
+    return 0;
+}
+
 /* Decode @len bytes of @data in chunks (0: random sizes); returns the
  * first error (feed or finish) with its message in @err. */
 static int decode(const struct mig_stream_config *c, const uint8_t *data,
@@ -192,13 +220,15 @@ static int decode(const struct mig_stream_config *c, const uint8_t *data,
                                 dst_zeros,
                                 dst_state,
                                 d->sink_hashes ? dst_hash_pages : NULL,
-                                d->no_postcopy_sink ? NULL : dst_postcopy};
+                                d->no_postcopy_sink ? NULL : dst_postcopy,
+                                d->writes_first ? dst_write_hashed : NULL};
     struct mig_dec *dec;
     size_t off = 0;
     int ret;
 
     memset(d->vram, 0xee, VRAM);
     d->hashed = d->unhashed = d->in_place = d->sink_hashed = 0;
+    d->written_first = d->confirmed = 0;
     d->postcopies = 0;
     g_assert_cmpint(mig_dec_new(c, &sink, &dec, err), ==, 0);
     while (off < len) {
@@ -319,6 +349,43 @@ static void test_sink_hashes(void)
     g_assert_cmpint(decode(&cfg, b.data, b.len, b.len, &d, &err), ==, -EBADMSG);
     g_assert_nonnull(strstr(err.msg, "checksum"));
     d.sink_hashes = d.wrong_hash = false;
+    sb_fini(&b);
+}
+
+/* A sink that writes a record's pages before the check (write_hashed)
+ * gets every PAGES record of a version 2 stream that way, its hashes
+ * check the record, and pages() only confirms them; a page changed on the
+ * way is written but fails the record, and the stream with it.  Version
+ * 1 records carry no page hashes: they go to pages() as before. */
+static void test_write_hashed(void)
+{
+    static uint8_t vram[VRAM];
+    static struct dst d;
+    uint8_t state[100];
+    struct vg_error err = {0};
+    struct sb b;
+
+    sb_init_version(&b, MIG_STREAM_VERSION);
+    build_valid(&b, vram, state);
+    d.writes_first = true;
+    g_assert_cmpint(decode(&cfg, b.data, b.len, 0, &d, &err), ==, 0);
+    g_assert_true(memcmp(d.vram, vram, VRAM) == 0);
+    g_assert_cmpuint(d.written_first, ==, 7);
+    g_assert_cmpuint(d.confirmed, ==, 7);
+    g_assert_cmpuint(d.hashed + d.unhashed, ==, 0);
+    b.data[b.len / 2] ^= 0x40; /* page data of a PAGES record */
+    g_assert_cmpint(decode(&cfg, b.data, b.len, b.len, &d, &err), ==, -EBADMSG);
+    g_assert_nonnull(strstr(err.msg, "checksum"));
+    g_assert_cmpuint(d.written_first, ==, d.confirmed + 1);
+    sb_fini(&b);
+
+    sb_init_version(&b, 1);
+    build_valid(&b, vram, state);
+    g_assert_cmpint(decode(&cfg, b.data, b.len, 0, &d, &err), ==, 0);
+    g_assert_true(memcmp(d.vram, vram, VRAM) == 0);
+    g_assert_cmpuint(d.written_first, ==, 0);
+    g_assert_cmpuint(d.unhashed, ==, 7);
+    d.writes_first = false;
     sb_fini(&b);
 }
 
@@ -756,8 +823,8 @@ static void test_postcopy(void)
 static void test_bad_config(void)
 {
     struct mig_stream_config c = {VRAM, 3000, 0};
-    struct mig_dec_sink sink = {NULL,      dst_pages, dst_zeros,
-                                dst_state, NULL,      NULL};
+    struct mig_dec_sink sink = {NULL, dst_pages, dst_zeros, dst_state,
+                                NULL, NULL,      NULL};
     struct mig_dec *dec;
     struct mig_enc *enc;
     struct vg_error err;
@@ -837,6 +904,7 @@ int main(int argc, char **argv)
     g_test_add_func("/mig-stream/round-trip", test_round_trip);
     g_test_add_func("/mig-stream/pages-by-reference", test_pages_by_reference);
     g_test_add_func("/mig-stream/sink-hashes", test_sink_hashes);
+    g_test_add_func("/mig-stream/write-hashed", test_write_hashed);
     g_test_add_func("/mig-stream/pages-v2-layout", test_pages_v2_layout);
     g_test_add_func("/mig-stream/version-confusion", test_version_confusion);
     g_test_add_func("/mig-stream/bad-header", test_bad_header);
