@@ -30,7 +30,8 @@ int dt_pool_new(unsigned threads, struct dt_pool **out, struct vg_error *err);
 void dt_pool_free(struct dt_pool *pool);
 /*
  * Run @fn(@arg, c) for every c in [0, @nchunks), each exactly once, and
- * return when all calls have returned.  One job at a time per pool.
+ * return when all calls have returned (not waiting for threads that had
+ * no chunk).  One job at a time per pool; @nchunks < 2^32.
  */
 void dt_pool_run(struct dt_pool *pool, uint64_t nchunks, dt_pool_fn *fn,
                  void *arg);

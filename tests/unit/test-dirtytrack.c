@@ -117,6 +117,30 @@ static void test_pool_chunks(void)
     dt_pool_free(NULL);
 }
 
+/* Jobs in quick succession, run and started: no chunk of one job goes
+ * to another or is lost, whichever thread wakes late. */
+static void test_pool_many_jobs(void)
+{
+    struct vg_error err = {0};
+    struct dt_pool *pool;
+
+    g_assert_cmpint(dt_pool_new(5, &pool, &err), ==, 0);
+    for (unsigned i = 0; i < 20000; i++) {
+        unsigned counts[4] = {0}, n = 1 + i % 3;
+
+        if (i % 2) {
+            dt_pool_run(pool, n, count_chunk, counts);
+        } else {
+            dt_pool_start(pool, n, count_chunk, counts);
+            dt_pool_wait(pool);
+        }
+        for (unsigned c = 0; c < G_N_ELEMENTS(counts); c++) {
+            g_assert_cmpuint(counts[c], ==, c < n ? 1 : 0);
+        }
+    }
+    dt_pool_free(pool);
+}
+
 static void test_pool_errors(void)
 {
     struct vg_error err = {0};
@@ -776,6 +800,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/dirtytrack/pool/chunks", test_pool_chunks);
+    g_test_add_func("/dirtytrack/pool/many-jobs", test_pool_many_jobs);
     g_test_add_func("/dirtytrack/pool/errors", test_pool_errors);
     g_test_add_func("/dirtytrack/config-errors", test_config_errors);
     g_test_add_func("/dirtytrack/range-errors", test_range_errors);
