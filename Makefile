@@ -250,6 +250,11 @@ SOAK_ARGS ?=
 # (bench/guest-pause.sh, docs/pause.md); the soak's VMs are qtest.  0: none.
 SOAK_GUEST_HOPS ?= 20
 SOAK_CMD = $(TEST_ENV) $(O)/vgmig-soak --out $(O)/soak
+# $(call guest_pause,HOPS,DIR): the real guest's pause report into
+# DIR/guest-pause.txt, its log into DIR/guest-pause.log.
+guest_pause = $(TEST_ENV) bench/guest-pause.sh --hops $(1) \
+	    --test $(O)/tests/guest/test-guest-migrate \
+	    --log $(2)/guest-pause.log > $(2)/guest-pause.txt
 .PHONY: soak soak-short stress-cpu-writes
 soak: all $(O)/vgmig-soak $(if $(filter-out 0,$(SOAK_GUEST_HOPS)),guest-image \
       $(O)/tests/guest/test-guest-migrate)
@@ -257,9 +262,7 @@ soak: all $(O)/vgmig-soak $(if $(filter-out 0,$(SOAK_GUEST_HOPS)),guest-image \
 	    $(if $(SOAK_DURATION),--duration $(SOAK_DURATION)) \
 	    $(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(SOAK_ARGS)
 ifneq ($(SOAK_GUEST_HOPS),0)
-	$(TEST_ENV) bench/guest-pause.sh --hops $(SOAK_GUEST_HOPS) \
-	    --test $(O)/tests/guest/test-guest-migrate \
-	    --log $(O)/soak/guest-pause.log > $(O)/soak/guest-pause.txt
+	$(call guest_pause,$(SOAK_GUEST_HOPS),$(O)/soak)
 	tee -a $(O)/soak/summary.txt < $(O)/soak/guest-pause.txt
 endif
 soak-short: all $(O)/vgmig-soak
@@ -522,9 +525,7 @@ bench: all $(O)/vgmig-bench $(O)/dt-bench $(O)/vgpu-bench guest-image \
 	@mkdir -p $(O)/bench
 	$(TEST_ENV) $(O)/restore-bench $(RESTORE_BENCH_ARGS) \
 	    > $(O)/bench/restore-bench.txt && cat $(O)/bench/restore-bench.txt
-	$(TEST_ENV) bench/guest-pause.sh --hops $(BENCH_GUEST_HOPS) \
-	    --test $(O)/tests/guest/test-guest-migrate \
-	    --log $(O)/bench/guest-pause.log > $(O)/bench/guest-pause.txt && \
+	$(call guest_pause,$(BENCH_GUEST_HOPS),$(O)/bench) && \
 	    cat $(O)/bench/guest-pause.txt
 	$(O)/vgpu-bench $(VGPU_BENCH_ARGS) > $(O)/bench/vgpu-bench.txt && \
 	    cat $(O)/bench/vgpu-bench.txt
