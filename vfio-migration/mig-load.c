@@ -199,10 +199,12 @@ static int sink_write_hashed(void *opaque, uint64_t first, uint64_t count,
     uint32_t ps = m->scfg.page_size;
     struct hash_job job = {m, first, data, ps, count, hashes};
     int ret = pages_ok(m, first, count, err), settled;
+    double t0 = mig_now_ms(), t1;
 
     if (ret < 0 || vgpu_vram(m->gpu)) {
         if (ret == 0) {
             mig_run_pieces(m->load->pool, ps, count, copy_hash_piece, &job);
+            m->stats.data_hash_ms += mig_now_ms() - t0;
         }
         return ret;
     }
@@ -210,7 +212,10 @@ static int sink_write_hashed(void *opaque, uint64_t first, uint64_t count,
     if (ret == 0) {
         mig_run_pieces(m->load->pool, ps, count, hash_piece, &job);
     }
+    t1 = mig_now_ms();
     settled = vgpu_vram_settle(m->gpu, ret ? NULL : err);
+    m->stats.data_hash_ms += t1 - t0;
+    m->stats.data_copy_ms += mig_now_ms() - t1;
     return ret ? ret : settled;
 }
 
@@ -224,7 +229,10 @@ static int sink_pages(void *opaque, uint64_t first, uint64_t count,
     if (ret == 0 && !data) { /* sink_write_hashed wrote them */
         memcpy(m->load->page_hash + first, hashes, count * 8);
     } else if (ret == 0) {
+        double t0 = mig_now_ms();
+
         ret = write_record(m, first, count, data, hashes, err);
+        m->stats.data_copy_ms += mig_now_ms() - t0;
     }
     for (uint64_t i = 0; ret == 0 && i < count; i++) {
         mig_bit_put(m->load->hashed, first + i, true);

@@ -522,8 +522,13 @@ static uint64_t device_run(struct mig *m, uint64_t p, uint64_t limit,
     uint8_t *data = mig_enc_pages_data(s->rec);
     uint64_t span = run_span(m, p, limit), n = 1, next;
 
+    double t0 = mig_now_ms();
+    int ret;
+
     s->ahead = false; /* the read settles it */
-    if (vgpu_vram_read(m->gpu, p * ps, data, span * ps, &s->error) < 0) {
+    ret = vgpu_vram_read(m->gpu, p * ps, data, span * ps, &s->error);
+    m->stats.data_copy_ms += mig_now_ms() - t0;
+    if (ret < 0) {
         vg_error_prefix(&s->error,
                         "migration: reading pages %" PRIu64 "+%" PRIu64
                         " from VRAM",
@@ -583,7 +588,10 @@ static void save_pages(struct mig *m, const uint8_t *src, uint8_t *dst,
         .track_hash = track ? s->track_hash : NULL,
     };
 
+    double t0 = mig_now_ms();
+
     mig_run_pieces(s->pool, ps, n, save_piece, &job);
+    m->stats.data_hash_ms += mig_now_ms() - t0;
 }
 
 /* Encode the run [@p, +@n) of @zero pages, or with their content at @data,

@@ -177,6 +177,8 @@ static void session_started(struct mig *m)
     m->stats.precopy_read_ms = 0;
     m->stats.load_writes = 0;
     m->stats.load_write_ms = 0;
+    m->stats.data_hash_ms = 0;
+    m->stats.data_copy_ms = 0;
     m->stats.shm_bytes = 0;
     m->stats.in_place_bytes = 0;
     m->stats.gpu_direct_bytes = 0;
@@ -720,6 +722,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"stopcopy_reads\": %" PRIu64 ",\n  \"stopcopy_read_ms\": %.3f"
         ",\n  \"precopy_reads\": %" PRIu64 ",\n  \"precopy_read_ms\": %.3f"
         ",\n  \"load_writes\": %" PRIu64 ",\n  \"load_write_ms\": %.3f"
+        ",\n  \"data_hash_ms\": %.3f,\n  \"data_copy_ms\": %.3f"
         ",\n  \"shm_bytes\": %" PRIu64 ",\n  \"in_place_bytes\": %" PRIu64
         ",\n  \"gpu_direct_bytes\": %" PRIu64 ",\n  \"stream_version\": %u"
         "%s,\n  \"last_error\": \"%s\"\n}\n",
@@ -733,8 +736,9 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->dma_logging ? "true" : "false", st->bar2_logged ? "true" : "false",
         st->cpu_log_pages, st->stopcopy_reads, st->stopcopy_read_ms,
         st->precopy_reads, st->precopy_read_ms, st->load_writes,
-        st->load_write_ms, st->shm_bytes, st->in_place_bytes,
-        st->gpu_direct_bytes, st->stream_version, postcopy, error);
+        st->load_write_ms, st->data_hash_ms, st->data_copy_ms, st->shm_bytes,
+        st->in_place_bytes, st->gpu_direct_bytes, st->stream_version, postcopy,
+        error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

@@ -95,6 +95,11 @@ struct mig_stats {
     double precopy_read_ms;    /* time spent producing their data */
     uint64_t load_writes;      /* MIG_DATA_WRITEs served in RESUMING */
     double load_write_ms;      /* time spent decoding and applying them */
+    /* Of the time in those reads and writes: hashing page data (and, on
+     * host VRAM, copying it as it is hashed) ... */
+    double data_hash_ms;
+    /* ...and waiting for a GPU's copies that the hashing did not hide. */
+    double data_copy_ms;
     uint64_t shm_bytes;      /* of those, through the shared area (data_shm) */
     uint64_t in_place_bytes; /* page data loaded without a copy (version 2
                                 records whole in one write) */

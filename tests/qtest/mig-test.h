@@ -516,6 +516,21 @@ static inline void mt_assert_data_requests(const struct vg_stats *src,
     g_assert_cmpfloat(mt_stat_double(src, "precopy_read_ms") +
                           mt_stat_double(src, "stopcopy_read_ms"),
                       >, 0);
+    /* Their hashing and copy waits are part of that time. */
+    g_assert_cmpfloat(mt_stat_double(src, "data_hash_ms") +
+                          mt_stat_double(src, "data_copy_ms"),
+                      >, 0);
+    g_assert_cmpfloat(mt_stat_double(dst, "data_hash_ms") +
+                          mt_stat_double(dst, "data_copy_ms"),
+                      >, 0);
+    g_assert_cmpfloat(mt_stat_double(src, "data_hash_ms") +
+                          mt_stat_double(src, "data_copy_ms"),
+                      <=,
+                      mt_stat_double(src, "precopy_read_ms") +
+                          mt_stat_double(src, "stopcopy_read_ms"));
+    g_assert_cmpfloat(mt_stat_double(dst, "data_hash_ms") +
+                          mt_stat_double(dst, "data_copy_ms"),
+                      <=, mt_stat_double(dst, "load_write_ms"));
 }
 
 /* Both servers' stats after a completed migration (source device back
