@@ -201,12 +201,13 @@ static int sink_write_hashed(void *opaque, uint64_t first, uint64_t count,
     int ret = pages_ok(m, first, count, err), settled;
     double t0 = mig_now_ms(), t1;
 
-    if (ret < 0 || vgpu_vram(m->gpu)) {
-        if (ret == 0) {
-            mig_run_pieces(m->load->pool, ps, count, copy_hash_piece, &job);
-            m->stats.data_hash_ms += mig_now_ms() - t0;
-        }
+    if (ret < 0) {
         return ret;
+    }
+    if (vgpu_vram(m->gpu)) {
+        mig_run_pieces(m->load->pool, ps, count, copy_hash_piece, &job);
+        m->stats.data_hash_ms += mig_now_ms() - t0;
+        return 0;
     }
     ret = vgpu_vram_write_async(m->gpu, first * ps, data, count * ps, err);
     if (ret == 0) {

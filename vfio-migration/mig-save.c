@@ -466,7 +466,13 @@ static uint32_t run_cap_for(const struct mig *m, uint32_t room)
                                              : full;
 }
 
-static bool record_fits(const struct mig *m, uint32_t room);
+/* Any record fits whole in @room bytes (a PAGES record holding no more
+ * pages than fit). */
+static bool record_fits(const struct mig *m, uint32_t room)
+{
+    return room >= RUN_OVERHEAD + m->scfg.page_size &&
+           room >= MIG_REC_HDR_SIZE + MIG_STATE_MAX;
+}
 
 /* Wait for a read ahead that the next record does not use. */
 static void settle_ahead(struct mig *m)
@@ -803,14 +809,6 @@ static uint32_t staged_piece(const struct mig_save *s, uint32_t max,
     *from = s->ref && s->pos >= s->ref_at ? s->ref + (s->pos - s->ref_at)
                                           : s->rec + s->pos;
     return end - s->pos < max ? (uint32_t)(end - s->pos) : max;
-}
-
-/* Any record fits whole in @room bytes (a PAGES record holding no more
- * pages than fit). */
-static bool record_fits(const struct mig *m, uint32_t room)
-{
-    return room >= RUN_OVERHEAD + m->scfg.page_size &&
-           room >= MIG_REC_HDR_SIZE + MIG_STATE_MAX;
 }
 
 /* Stage the next record into @out where any record fits in its @room

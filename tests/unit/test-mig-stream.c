@@ -331,16 +331,23 @@ static void test_round_trip(void)
 
 /* A sink that hashes the pages itself (on threads of its own, say) is
  * used for version 2 records, and a wrong hash from it fails the record. */
+/* build_valid() into a new stream of @version. */
+static void build_valid_version(struct sb *b, uint32_t version, uint8_t *vram)
+{
+    uint8_t state[100];
+
+    sb_init_version(b, version);
+    build_valid(b, vram, state);
+}
+
 static void test_sink_hashes(void)
 {
     static uint8_t vram[VRAM];
     static struct dst d;
-    uint8_t state[100];
     struct vg_error err = {0};
     struct sb b;
 
-    sb_init_version(&b, MIG_STREAM_VERSION);
-    build_valid(&b, vram, state);
+    build_valid_version(&b, MIG_STREAM_VERSION, vram);
     d.sink_hashes = true;
     g_assert_cmpint(decode(&cfg, b.data, b.len, b.len, &d, &err), ==, 0);
     g_assert_true(memcmp(d.vram, vram, VRAM) == 0);
@@ -361,12 +368,10 @@ static void test_write_hashed(void)
 {
     static uint8_t vram[VRAM];
     static struct dst d;
-    uint8_t state[100];
     struct vg_error err = {0};
     struct sb b;
 
-    sb_init_version(&b, MIG_STREAM_VERSION);
-    build_valid(&b, vram, state);
+    build_valid_version(&b, MIG_STREAM_VERSION, vram);
     d.writes_first = true;
     g_assert_cmpint(decode(&cfg, b.data, b.len, 0, &d, &err), ==, 0);
     g_assert_true(memcmp(d.vram, vram, VRAM) == 0);
@@ -379,8 +384,7 @@ static void test_write_hashed(void)
     g_assert_cmpuint(d.written_first, ==, d.confirmed + 1);
     sb_fini(&b);
 
-    sb_init_version(&b, 1);
-    build_valid(&b, vram, state);
+    build_valid_version(&b, 1, vram);
     g_assert_cmpint(decode(&cfg, b.data, b.len, 0, &d, &err), ==, 0);
     g_assert_true(memcmp(d.vram, vram, VRAM) == 0);
     g_assert_cmpuint(d.written_first, ==, 0);
