@@ -149,6 +149,10 @@ void mig_note_error(struct mig *m, const char *msg)
 void mig_note_dma_logging(struct mig *m, bool on)
 {
     m->stats.dma_logging = on;
+    if (on) { /* the report counters are per logging session */
+        m->stats.dma_log_reports = 0;
+        m->stats.dma_log_reports_idle = 0;
+    }
     mig_stats_flush(m, NULL);
 }
 
@@ -253,6 +257,13 @@ static void stats_changed(struct mig *m)
         m->stats_due_ms = now;
     }
     m->stats_busy_ms = now;
+}
+
+void mig_note_dma_log_report(struct mig *m, bool idle)
+{
+    m->stats.dma_log_reports++;
+    m->stats.dma_log_reports_idle += idle;
+    stats_changed(m);
 }
 
 int mig_idle_wait_ms(const struct mig *m)
@@ -718,7 +729,9 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"pages_hashed\": %" PRIu64 ",\n  \"hash_ms\": %.3f"
         ",\n  \"device_stopcopy_ms\": %s,\n  \"vram_checksum\": %s,"
         "\n  \"device_state_checksum\": %s,\n  \"dma_logging\": %s,"
-        "\n  \"bar2_logged\": %s,\n  \"cpu_log_pages\": %" PRIu64
+        "\n  \"dma_log_reports\": %" PRIu64
+        ",\n  \"dma_log_reports_idle\": %" PRIu64
+        ",\n  \"bar2_logged\": %s,\n  \"cpu_log_pages\": %" PRIu64
         ",\n  \"stopcopy_reads\": %" PRIu64 ",\n  \"stopcopy_read_ms\": %.3f"
         ",\n  \"precopy_reads\": %" PRIu64 ",\n  \"precopy_read_ms\": %.3f"
         ",\n  \"load_writes\": %" PRIu64 ",\n  \"load_write_ms\": %.3f"
@@ -733,7 +746,8 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->stopcopy_estimate_bytes, st->stopcopy_hash_bytes,
         st->throttle_percent, st->throttle_rounds, st->throttle_held_ms,
         st->pages_hashed, st->hash_ms, ms, vram, state,
-        st->dma_logging ? "true" : "false", st->bar2_logged ? "true" : "false",
+        st->dma_logging ? "true" : "false", st->dma_log_reports,
+        st->dma_log_reports_idle, st->bar2_logged ? "true" : "false",
         st->cpu_log_pages, st->stopcopy_reads, st->stopcopy_read_ms,
         st->precopy_reads, st->precopy_read_ms, st->load_writes,
         st->load_write_ms, st->data_hash_ms, st->data_copy_ms, st->shm_bytes,

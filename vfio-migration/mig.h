@@ -110,6 +110,8 @@ struct mig_stats {
     uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */
     uint64_t device_state_checksum; /* XXH3-64 of the state blob */
     bool dma_logging;               /* the client's DMA logging is on */
+    uint64_t dma_log_reports;       /* DMA_LOGGING_REPORTs answered... */
+    uint64_t dma_log_reports_idle;  /* ...of ranges it could not write */
     bool bar2_logged;               /* the client logs guest writes to BAR2 */
     uint64_t cpu_log_pages;         /* pages its logs reported, this session */
     char last_error[VG_ERROR_MAX];
@@ -183,6 +185,9 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
 /* The client started (@on) or stopped DMA logging: the stats say so,
  * and the stats file is rewritten. */
 void mig_note_dma_logging(struct mig *m, bool on);
+/* A DMA log report was answered; @idle: of a range without a writable
+ * accessible mapping, where the device cannot have written. */
+void mig_note_dma_log_report(struct mig *m, bool idle);
 /* The client got the VRAM memfd to map BAR2: the guest CPU may write
  * VRAM unseen from now on (hybrid tracking then hashes every page,
  * unless the client logs those writes). */

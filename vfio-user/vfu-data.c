@@ -217,6 +217,8 @@ static int feature_log_report(struct vfu_server *srv, const uint8_t *p,
     ret = vfu_dma_log_report(srv->dma, rep.iova, rep.length, rep.page_size,
                              (uint64_t *)(out + sizeof(rep)), err);
     if (ret == 0) {
+        mig_note_dma_log_report(srv->mig, !vfu_dma_writable_overlap(
+                                              srv->dma, rep.iova, rep.length));
         memcpy(out, &rep, sizeof(rep));
         feature_reply(srv, p, out, sizeof(rep) + bytes, r);
     }

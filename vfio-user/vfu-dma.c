@@ -233,6 +233,20 @@ void *vfu_dma_ptr(struct vfu_dma *dma, uint64_t iova, uint64_t len, bool write)
     return NULL;
 }
 
+bool vfu_dma_writable_overlap(const struct vfu_dma *dma, uint64_t iova,
+                              uint64_t len)
+{
+    for (unsigned i = 0; i < dma->count; i++) {
+        const struct dma_map *m = &dma->maps[i];
+
+        if (m->host && m->writable && iova < m->iova + m->size &&
+            m->iova < iova + len) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* ------------------------------------------------------------ DMA logging */
 
 static uint64_t clamp_pgsize(uint64_t hint)

@@ -43,6 +43,11 @@ unsigned vfu_dma_count(const struct vfu_dma *dma);
 /* Host pointer for [iova, iova + len) if it lies in one accessible mapping
  * allowing @write access, else NULL. */
 void *vfu_dma_ptr(struct vfu_dma *dma, uint64_t iova, uint64_t len, bool write);
+/* Whether a writable accessible mapping overlaps [iova, iova + len): only
+ * there can the device write, so only there can a DMA log report find a
+ * page dirty. */
+bool vfu_dma_writable_overlap(const struct vfu_dma *dma, uint64_t iova,
+                              uint64_t len);
 
 /*
  * Post-copy (DMA_UFFD, docs/postcopy.md): on a post-copy destination the

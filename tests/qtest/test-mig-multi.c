@@ -19,8 +19,10 @@
  * the source's devices all differ from each other (no device was loaded
  * from another's stream), each source server's log shows the P2P states
  * on the way (PRE_COPY -> PRE_COPY_P2P -> STOP_COPY) and each destination
- * server's log STOP -> RUNNING_P2P -> RUNNING, and every destination vGPU
- * keeps working.  Data-driven: 2 and 4 vGPUs.
+ * server's log STOP -> RUNNING_P2P -> RUNNING, QEMU read each source
+ * device's DMA log but never for memory the server cannot write (the
+ * BARs of all the devices: patch 0055), and every destination vGPU keeps
+ * working.  Data-driven: 2 and 4 vGPUs.
  */
 #include "mig-test.h"
 
@@ -247,7 +249,7 @@ static void mm_assert_logged(struct vg_server *srv, const char *arc)
 static void mm_check_pair(struct mm *t, unsigned d, char *src_vram)
 {
     struct vg_stats sst, dst;
-    int64_t pre = 0, stop = 0;
+    int64_t pre = 0, stop = 0, reports = 0, idle = 0;
 
     VGT_OK(vg_stats_wait(t->src.stats[d], mt_stats_done, "stop",
                          MT_STATS_TIMEOUT_MS, &sst, VGT_ERR));
@@ -255,6 +257,8 @@ static void mm_check_pair(struct mm *t, unsigned d, char *src_vram)
                          MT_STATS_TIMEOUT_MS, &dst, VGT_ERR));
     VGT_OK(vg_stats_int(&sst, "precopy_bytes", &pre, VGT_ERR));
     VGT_OK(vg_stats_int(&sst, "stopcopy_bytes", &stop, VGT_ERR));
+    VGT_OK(vg_stats_int(&sst, "dma_log_reports", &reports, VGT_ERR));
+    VGT_OK(vg_stats_int(&sst, "dma_log_reports_idle", &idle, VGT_ERR));
     g_test_message(
         "vgpu%u: sent %" G_GINT64_FORMAT " bytes (pre-copy %" G_GINT64_FORMAT
         ", stop-copy %" G_GINT64_FORMAT "), VRAM %s / %s, device %s / %s",
@@ -268,6 +272,14 @@ static void mm_check_pair(struct mm *t, unsigned d, char *src_vram)
      * MM_FILLED_MIB in round 0: each sent a good part. */
     g_assert_cmpint(pre, >, 16 << 20);
     g_assert_cmpint(dst.bytes_received, ==, pre + stop);
+    /* QEMU read the device's DMA log of guest RAM, and never of memory
+     * the server cannot write (the other devices' BARs, ROMs). */
+    g_test_message("vgpu%u: %" G_GINT64_FORMAT
+                   " DMA log reports, %" G_GINT64_FORMAT
+                   " of memory it cannot write",
+                   d, reports, idle);
+    g_assert_cmpint(reports, >, 0);
+    g_assert_cmpint(idle, ==, 0);
     g_assert_cmpstr(sst.last_error, ==, "");
     g_assert_cmpstr(dst.last_error, ==, "");
     g_strlcpy(src_vram, sst.vram_checksum, sizeof(sst.vram_checksum));
