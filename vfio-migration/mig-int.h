@@ -34,6 +34,7 @@ struct mig {
     bool bar2_shared;   /* a client got the VRAM fd: CPU writes are unseen */
     bool bar2_logged;   /* ... unless the client logs them (REGION_DIRTY_LOG) */
     bool checksums_due; /* saved in STOP_COPY: checksum VRAM once idle */
+    bool load_retire_due;     /* loaded: checksums, then free it, once idle */
     double stats_due_ms;      /* first change not in the stats file yet; 0 */
     double stats_busy_ms;     /* last request served or change */
     bool stats_reset;         /* a session reset them: write the file at once */
@@ -183,6 +184,9 @@ int mig_load_file(struct mig *m, int fd, uint64_t off, uint64_t len,
                   struct vg_error *err);
 /* Check the stream is complete, apply the device state, close. */
 int mig_load_finish(struct mig *m, struct vg_error *err);
+/* After the reply to the RESUMING -> STOP that mig_load_finish() left
+ * due: take the checksums of what was loaded and free the session. */
+void mig_load_retire(struct mig *m);
 void mig_load_close(struct mig *m);
 
 #endif

@@ -488,6 +488,14 @@ int mig_load_finish(struct mig *m, struct vg_error *err)
     } else if (ret == 0 && l->postcopy) {
         /* The checksums follow the last page (mig_postcopy_poll). */
         ret = mig_postcopy_fetch(m, &l->pc_info, err);
+    } else if (ret == 0 && !m->restore && !m->pc_dst) {
+        /* Checksums and freeing wait for the reply (mig_idle()): with
+         * several devices QEMU moves the next one meanwhile.  The device
+         * stays quiesced until it serves its next request. */
+        vg_info("migration: stream of %" PRIu64 " bytes loaded",
+                mig_dec_bytes(l->dec));
+        m->load_retire_due = true;
+        return 0;
     } else if (ret == 0) {
         mig_take_checksums(m, l->page_hash, l->hashed, NULL);
     }
@@ -507,8 +515,18 @@ int mig_load_finish(struct mig *m, struct vg_error *err)
     return ret;
 }
 
+void mig_load_retire(struct mig *m)
+{
+    if (!m->load_retire_due) {
+        return;
+    }
+    mig_take_checksums(m, m->load->page_hash, m->load->hashed, NULL);
+    mig_load_close(m);
+}
+
 void mig_load_close(struct mig *m)
 {
+    m->load_retire_due = false;
     if (m->load) {
         sf_free(m->load->file);
         if (m->load->file_fd >= 0) {

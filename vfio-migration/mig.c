@@ -291,6 +291,10 @@ void mig_idle(struct mig *m, bool served)
             mig_stats_flush(m, NULL);
         }
     }
+    if (m->load_retire_due) {
+        mig_load_retire(m);
+        stats_changed(m); /* written once quiet: the VM is starting */
+    }
     if (m->stats_due_ms > 0 && mig_idle_wait_ms(m) == 0) {
         mig_stats_flush(m, NULL);
     }
@@ -467,7 +471,10 @@ enum mig_state mig_state(const struct mig *m)
 
 int mig_set_state(struct mig *m, uint32_t target, struct vg_error *err)
 {
-    int ret = mig_postcopy_check_arc(m, (enum mig_state)target, err);
+    int ret;
+
+    mig_load_retire(m); /* a caller that skipped mig_idle() */
+    ret = mig_postcopy_check_arc(m, (enum mig_state)target, err);
 
     if (ret == 0) {
         ret = mig_fsm_set(&m->fsm, target, err);

@@ -133,6 +133,9 @@ static void load_equal(struct mig *src, struct vgpu *sgpu, GByteArray *stream,
     }
     set_state(dst, MIG_STATE_STOP);
     g_assert_cmpint(memcmp(vgpu_vram(sgpu), vgpu_vram(dgpu), VRAM), ==, 0);
+    mig_get_stats(dst, &ds);
+    g_assert_false(ds.have_checksums); /* taken after the reply... */
+    mig_idle(dst, true);               /* ...once idle */
     mig_get_stats(src, &ss);
     mig_get_stats(dst, &ds);
     g_assert_true(ss.have_checksums);
