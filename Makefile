@@ -508,8 +508,9 @@ bench-vgpu: $(O)/vgpu-bench
 # RAM anchor); each size gets its RAM anchor (QEMU's own RAM migration of
 # that many non-zero bytes) unless BENCH_ARGS has --no-ram-anchor.
 # --multi-vgpu 2G: a VM with two vGPUs of 2 GiB against one with one
-# (idle and inference), reported on their own (issue 17's downtime
-# target: at most 1.2 x).  --prealloc: the servers preallocate VRAM and
+# (idle and inference), three rounds (--multi-rounds), reported on their
+# own and judged on the medians of QEMU's downtime to the microsecond
+# (issue 17's target: at most 1.2 x).  --prealloc: the servers preallocate VRAM and
 # the RAM anchors' QEMUs guest RAM, so that neither path pays for page
 # allocation on the destination (docs/data-path.md).
 BENCH_ARGS ?= --sizes 256M,1G,4G --big 1G --channels 2 --multi-vgpu 2G \

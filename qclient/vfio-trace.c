@@ -4,6 +4,7 @@
 #include <glib.h>
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
@@ -29,31 +30,53 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "vfio_multifd_*init_data*",
 };
 
-/* Where the event name starts in @line, past a timestamp prefix. */
-static char *skip_timestamp(char *line)
+/* Seconds of the time of day "HH:MM:SS.ffffff" at @p, or -1. */
+static double time_of_day(const char *p)
 {
-    char *at, *colon, *sp;
+    unsigned h, m;
+    double sec;
 
+    if (sscanf(p, "%2u:%2u:%lf", &h, &m, &sec) != 3 || h > 23 || m > 59) {
+        return -1;
+    }
+    return h * 3600.0 + m * 60.0 + sec;
+}
+
+/* Where the event name starts in @line, past a timestamp prefix; the
+ * time it gives into *@t in seconds (-1 without one). */
+static char *skip_timestamp(char *line, double *t)
+{
+    char *at, *colon, *sp, *tee;
+
+    *t = -1;
     if (!g_ascii_isdigit(*line)) {
         return line;
     }
     at = strchr(line, '@');
     colon = strchr(line, ':');
     sp = strchr(line, ' ');
-    if (sp && sp - line > 2 && sp[-1] == 'Z' && memchr(line, 'T', sp - line)) {
+    tee = sp ? memchr(line, 'T', sp - line) : NULL;
+    if (tee && sp - line > 2 && sp[-1] == 'Z') {
+        *t = time_of_day(tee + 1);
         while (*sp == ' ') {
             sp++;
         }
         return sp;
     }
-    return at && colon && at < colon ? colon + 1 : line;
+    if (at && colon && at < colon) {
+        *t = g_ascii_strtod(at + 1, NULL);
+        return colon + 1;
+    }
+    return line;
 }
 
 /* The event name of trace line @line into *@name (NUL-terminated in
- * @line), its arguments into *@args; false for other lines. */
-static bool trace_line(char *line, const char **name, const char **args)
+ * @line), its arguments into *@args and its time into *@t (seconds, -1 if
+ * none); false for other lines. */
+static bool trace_line(char *line, const char **name, const char **args,
+                       double *t)
 {
-    char *p = skip_timestamp(line);
+    char *p = skip_timestamp(line, t);
     char *sp = strchr(p, ' ');
 
     if (!sp || sp == p) {
@@ -96,12 +119,33 @@ static int arg_int(const char *event, const char *args, const char *key,
 struct trace_phase {
     unsigned save_threads, load_threads;
     bool main_complete;
-    bool downtime; /* between src-downtime-start and src-downtime-end */
+    bool downtime;      /* between src-downtime-start and src-downtime-end */
+    double downtime_t0; /* ...the time of the start, -1 if unknown */
 };
 
-/* Count event @ev with @args into @tr. */
-static int count_event(const char *ev, const char *args, struct trace_phase *ph,
-                       struct vg_vfio_trace *tr, struct vg_error *err)
+/* The source's downtime checkpoint @args at time @t: the interval from
+ * start to end into tr->downtime_ms. */
+static void downtime_checkpoint(const char *args, double t,
+                                struct trace_phase *ph,
+                                struct vg_vfio_trace *tr)
+{
+    if (strstr(args, "src-downtime-start")) {
+        ph->downtime = true;
+        ph->downtime_t0 = t;
+    } else if (strstr(args, "src-downtime-end")) {
+        ph->downtime = false;
+        if (t >= 0 && ph->downtime_t0 >= 0) {
+            double d = t - ph->downtime_t0;
+
+            tr->downtime_ms = (d < 0 ? d + 86400 : d) * 1e3; /* midnight */
+        }
+    }
+}
+
+/* Count event @ev with @args at time @t into @tr. */
+static int count_event(const char *ev, const char *args, double t,
+                       struct trace_phase *ph, struct vg_vfio_trace *tr,
+                       struct vg_error *err)
 {
     int64_t v = 0;
     int ret = 0;
@@ -184,11 +228,7 @@ static int count_event(const char *ev, const char *args, struct trace_phase *ph,
     } else if (!strcmp(ev, "multifd_send_sync_main")) {
         tr->channel_syncs++;
     } else if (!strcmp(ev, "vmstate_downtime_checkpoint")) {
-        if (strstr(args, "src-downtime-start")) {
-            ph->downtime = true;
-        } else if (strstr(args, "src-downtime-end")) {
-            ph->downtime = false;
-        }
+        downtime_checkpoint(args, t, ph, tr);
     } else if (!strcmp(ev, "vfio_multifd_init_data_queued") ||
                !strcmp(ev, "vfio_multifd_load_init_data_queued")) {
         ret = arg_int(ev, args, "initial data in ", &v, err);
@@ -209,19 +249,21 @@ int vg_vfio_trace_parse(const char *text, struct vg_vfio_trace *tr,
                         struct vg_error *err)
 {
     g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-    struct trace_phase ph = {0};
+    struct trace_phase ph = {.downtime_t0 = -1};
     int ret = 0;
 
     memset(tr, 0, sizeof(*tr));
+    tr->downtime_ms = -1;
     tr->data_buffer_size = -1;
     tr->precopy_read_size = -1;
     tr->stopcopy_read_size = -1;
     tr->max_buffer_idx = -1;
     for (unsigned i = 0; lines[i] && ret == 0; i++) {
         const char *ev, *args;
+        double t;
 
-        if (trace_line(lines[i], &ev, &args)) {
-            ret = count_event(ev, args, &ph, tr, err);
+        if (trace_line(lines[i], &ev, &args, &t)) {
+            ret = count_event(ev, args, t, &ph, tr, err);
         }
     }
     return ret;

@@ -11,8 +11,10 @@
  * multifd and given back (patch 0031), the destination's slots the
  * channels received into (patch 0034), the config sections on the
  * main channel, how often the source synced its multifd channels, and
- * whether the log of guest writes to BAR2 stopped inside the downtime, and
- * when the destination approved the switchover (switchover-ack).
+ * whether the log of guest writes to BAR2 stopped inside the downtime,
+ * when the destination approved the switchover (switchover-ack), and how
+ * long the downtime took to the microsecond (the integer milliseconds of
+ * query-migrate make ratios of downtimes of a few ms coarse).
  * vg_vfio_trace_check() says whether a source's and a destination's
  * counts show the path a migration should have taken.
  */
@@ -75,6 +77,10 @@ struct vg_vfio_trace {
     int64_t init_data_packets;
     unsigned init_data_waits;
     unsigned init_data_approvals;
+    /* QEMU's downtime at the lines' resolution (-msg timestamp=on or the
+     * PID@SECONDS prefix): from the last src-downtime-start to the
+     * src-downtime-end after it, in ms; -1 without timestamps or both. */
+    double downtime_ms;
 };
 
 /* The path one migration's device data should have taken. */

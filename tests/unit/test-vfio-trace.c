@@ -185,6 +185,49 @@ static void test_check_region_log_stop(void)
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
 }
 
+/* The downtime to the microsecond from the lines' timestamps, in both
+ * prefixes, across midnight; -1 without them. */
+static void test_downtime(void)
+{
+    static const struct {
+        const char *text;
+        double ms;
+    } cases[] = {
+        {"2026-11-27T03:00:17.011221Z vmstate_downtime_checkpoint "
+         "src-downtime-start\n"
+         "2026-11-27T03:00:17.011455Z vmstate_downtime_checkpoint "
+         "src-vm-stopped\n"
+         "2026-11-27T03:00:17.015105Z vmstate_downtime_checkpoint "
+         "src-downtime-end\n",
+         3.884},
+        {"4242@1764212417.500000:vmstate_downtime_checkpoint "
+         "src-downtime-start\n"
+         "4242@1764212417.505250:vmstate_downtime_checkpoint "
+         "src-downtime-end\n",
+         5.25},
+        {"2026-11-27T23:59:59.999000Z vmstate_downtime_checkpoint "
+         "src-downtime-start\n"
+         "2026-11-28T00:00:00.001500Z vmstate_downtime_checkpoint "
+         "src-downtime-end\n",
+         2.5},
+        {"vmstate_downtime_checkpoint src-downtime-start\n"
+         "vmstate_downtime_checkpoint src-downtime-end\n",
+         -1},
+        {"2026-11-27T03:00:17.011221Z vmstate_downtime_checkpoint "
+         "src-downtime-start\n",
+         -1},
+    };
+    struct vg_vfio_trace tr;
+    struct vg_error err = {0};
+
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *t = g_strdup(cases[i].text);
+
+        g_assert_cmpint(vg_vfio_trace_parse(t, &tr, &err), ==, 0);
+        g_assert_cmpfloat_with_epsilon(tr.downtime_ms, cases[i].ms, 1e-3);
+    }
+}
+
 /* Under switchover-ack the destination approves once it has loaded the
  * initial data's packets (patch 0052): a count that came before them must
  * be followed by an approval. */
@@ -411,6 +454,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vfio-trace/check-region-log-stop",
                     test_check_region_log_stop);
     g_test_add_func("/vfio-trace/check-init-data", test_check_init_data);
+    g_test_add_func("/vfio-trace/downtime", test_downtime);
     g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
     g_test_add_func("/vfio-trace/check-two-devices", test_check_two_devices);
     return g_test_run();
