@@ -2,7 +2,8 @@
  * Unit tests of DMA logging in vfu-dma: pages written through
  * vfu_dma_ptr(write=true) are reported once per report, at any report
  * page size, only inside the logged ranges; reads are not logged; bounds;
- * the test-only fault that drops the marks (--fault no-dma-log).
+ * the test-only fault that drops the marks (--fault no-dma-log); which
+ * ranges the device can write at all.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -175,6 +176,31 @@ static void test_log_drop_fault(void)
     close(fd);
 }
 
+/* Only a writable mapping with an fd is memory the device can write: a
+ * range overlapping none (one without an fd, a read-only one, a gap) is
+ * one a DMA log report of can only come back clean. */
+static void test_writable_overlap(void)
+{
+    struct vg_error err;
+    struct vfu_dma *dma;
+    int fd;
+
+    dma = setup(&fd); /* [IOVA, +LEN) writable, with an fd */
+    g_assert_cmpint(vfu_dma_map(dma, 0x1000000, LEN, -1, 0, true, true, &err),
+                    ==, 0);
+    g_assert_cmpint(vfu_dma_map(dma, 0x2000000, LEN, fd, 0, true, false, &err),
+                    ==, 0);
+    g_assert_true(vfu_dma_writable_overlap(dma, IOVA, 1));
+    g_assert_true(vfu_dma_writable_overlap(dma, IOVA + LEN - 1, 0x10000));
+    g_assert_true(vfu_dma_writable_overlap(dma, 0, IOVA + 1));
+    g_assert_false(vfu_dma_writable_overlap(dma, 0, IOVA));
+    g_assert_false(vfu_dma_writable_overlap(dma, IOVA + LEN, 0x1000));
+    g_assert_false(vfu_dma_writable_overlap(dma, 0x1000000, LEN)); /* no fd */
+    g_assert_false(vfu_dma_writable_overlap(dma, 0x2000000, LEN)); /* ro */
+    vfu_dma_free(dma);
+    close(fd);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -182,5 +208,6 @@ int main(int argc, char **argv)
     g_test_add_func("/vfu-dma/log-report-words", test_log_report_words);
     g_test_add_func("/vfu-dma/log-start-bounds", test_log_start_bounds);
     g_test_add_func("/vfu-dma/log-drop-fault", test_log_drop_fault);
+    g_test_add_func("/vfu-dma/writable-overlap", test_writable_overlap);
     return g_test_run();
 }
