@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/median.h"
 #include "common/size.h"
 #include "vgpu/backend-cuda.h"
 
@@ -111,19 +112,6 @@ static int parse(int argc, char **argv, struct opts *o)
     return optind == argc ? 0 : -1;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, unsigned n)
-{
-    qsort(v, n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -192,11 +180,11 @@ static int run_host(const struct opts *o, struct vgpu_backend *be)
            "(the data path's copies), median of %u rounds of %u MiB:\n",
            HOST_PIECE >> 20, o->reps, HOST_AREA >> 20);
     printf("  VRAM to host (read)  %7.1f GB/s  %.3f ms per piece\n",
-           gb / median(rd, o->reps),
-           median(rd, o->reps) * 1e3 / (HOST_AREA / HOST_PIECE));
+           gb / vg_median(rd, o->reps),
+           vg_median(rd, o->reps) * 1e3 / (HOST_AREA / HOST_PIECE));
     printf("  host to VRAM (write) %7.1f GB/s  %.3f ms per piece\n",
-           gb / median(wr, o->reps),
-           median(wr, o->reps) * 1e3 / (HOST_AREA / HOST_PIECE));
+           gb / vg_median(wr, o->reps),
+           vg_median(wr, o->reps) * 1e3 / (HOST_AREA / HOST_PIECE));
     ret = 0;
 out:
     if (registered) {
@@ -240,9 +228,9 @@ static int run(const struct opts *o, struct vgpu_backend *be)
         hs[i] = t.hash_ms;
         cp[i] = t.copy_ms;
     }
-    r = median(rd, o->reps);
-    h = median(hs, o->reps);
-    c = median(cp, o->reps);
+    r = vg_median(rd, o->reps);
+    h = vg_median(hs, o->reps);
+    c = vg_median(cp, o->reps);
     printf("GPU: %s\n", be->ops->describe(be));
     printf("VRAM %.1f GiB, %llu KiB pages, median of %u rounds "
            "(CUDA events):\n",

@@ -38,6 +38,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/median.h"
 #include "common/size.h"
 #include "bench-mig.h"
 #include "ram-anchor.h"
@@ -2319,13 +2320,6 @@ static unsigned run_multi(const struct bench_opts *o, const struct anchors *an,
     return n;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
 /* The median downtime of the verified --multi-vgpu cells of @wl with
  * @vgpus vGPUs: to the microsecond if every one has it (*@traced), else
  * QEMU's whole ms; -1 if there is none.  *@runs: how many. */
@@ -2351,8 +2345,7 @@ static double multi_median(const struct cell *cells, unsigned n,
         return -1;
     }
     v = *traced ? trace : whole;
-    qsort(v, k, sizeof(v[0]), cmp_double);
-    return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+    return vg_median(v, k);
 }
 
 /* The section of the --multi-vgpu cells: each cell, and per workload the

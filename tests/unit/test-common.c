@@ -1,10 +1,12 @@
-/* Unit tests for common/: size parsing, errors with context, log levels. */
+/* Unit tests for common/: size parsing, errors with context, log levels,
+ * medians. */
 #include <errno.h>
 #include <glib.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/median.h"
 #include "common/size.h"
 
 static void test_size_suffixes(void)
@@ -95,6 +97,17 @@ static void test_log_levels(void)
     g_assert_false(vg_log_enabled(VG_LOG_INFO));
 }
 
+/* Odd and even counts, unsorted input, none. */
+static void test_median(void)
+{
+    double odd[] = {5, 1, 3}, even[] = {4, 1, 3, 2}, one[] = {7};
+
+    g_assert_cmpfloat(vg_median(odd, 3), ==, 3);
+    g_assert_cmpfloat(vg_median(even, 4), ==, 2.5);
+    g_assert_cmpfloat(vg_median(one, 1), ==, 7);
+    g_assert_cmpfloat(vg_median(NULL, 0), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -104,5 +117,6 @@ int main(int argc, char **argv)
                     test_size_range_and_overflow);
     g_test_add_func("/common/error/prefix", test_error_prefix);
     g_test_add_func("/common/log/levels", test_log_levels);
+    g_test_add_func("/common/median", test_median);
     return g_test_run();
 }
