@@ -488,16 +488,13 @@ int mig_load_finish(struct mig *m, struct vg_error *err)
     } else if (ret == 0 && l->postcopy) {
         /* The checksums follow the last page (mig_postcopy_poll). */
         ret = mig_postcopy_fetch(m, &l->pc_info, err);
-    } else if (ret == 0 && !m->restore && !m->pc_dst) {
+    } else if (ret == 0 && (m->restore || m->pc_dst)) {
+        mig_take_checksums(m, l->page_hash, l->hashed, NULL);
+    } else if (ret == 0) {
         /* Checksums and freeing wait for the reply (mig_idle()): with
          * several devices QEMU moves the next one meanwhile.  The device
          * stays quiesced until it serves its next request. */
-        vg_info("migration: stream of %" PRIu64 " bytes loaded",
-                mig_dec_bytes(l->dec));
         m->load_retire_due = true;
-        return 0;
-    } else if (ret == 0) {
-        mig_take_checksums(m, l->page_hash, l->hashed, NULL);
     }
     if (ret == 0 && (m->restore || m->pc_dst)) {
         /* Its checksums follow the last page: of what it delivered. */
@@ -511,7 +508,9 @@ int mig_load_finish(struct mig *m, struct vg_error *err)
         vg_info("migration: stream of %" PRIu64 " bytes loaded",
                 mig_dec_bytes(l->dec));
     }
-    mig_load_close(m);
+    if (!m->load_retire_due) {
+        mig_load_close(m);
+    }
     return ret;
 }
 
