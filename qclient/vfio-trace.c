@@ -235,8 +235,12 @@ static int count_event(const char *ev, const char *args, double t,
         tr->init_data_counts++;
         tr->init_data_packets += v;
         tr->init_data_waits += strstr(args, "loaded 0") != NULL;
+        tr->init_data_bytes = tr->precopy_read;
     } else if (!strcmp(ev, "vfio_multifd_init_data_loaded")) {
         tr->init_data_approvals++;
+    } else if (!strcmp(ev, "vfio_multifd_init_data_approved")) {
+        ret = arg_int(ev, args, "ret ", &v, err);
+        tr->init_data_approved += v == 0;
     } else if (!strcmp(ev, "vfio_user_region_log") &&
                strstr(args, "logging 0")) {
         tr->region_log_stops++;
@@ -381,6 +385,9 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
           src->init_data_packets);
     CHECK("destination approvals after loading the initial data",
           dst->init_data_approvals, ==, dst->init_data_waits);
+    /* ...made by the main loop, not by the load thread (0056). */
+    CHECK("destination approvals made in the main loop",
+          dst->init_data_approved, ==, dst->init_data_approvals);
     /* Stopping it rebuilds QEMU's flat views: after the downtime (0051). */
     CHECK("BAR write logs stopped inside the downtime",
           src->region_log_stops_in_downtime, ==, 0);

@@ -77,6 +77,11 @@ struct vg_vfio_trace {
     int64_t init_data_packets;
     unsigned init_data_waits;
     unsigned init_data_approvals;
+    /* ...the approvals the main loop then made (patch 0056), and on the
+     * source the pre-copy bytes queued when the last count was put, the
+     * read sent ahead included (0057). */
+    unsigned init_data_approved;
+    int64_t init_data_bytes;
     /* QEMU's downtime at the lines' resolution (-msg timestamp=on or the
      * PID@SECONDS prefix): from the last src-downtime-start to the
      * src-downtime-end after it, in ms; -1 without timestamps or both. */

@@ -241,6 +241,12 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
     if (c->switchover_ack && c->want_mf_precopy) {
         g_assert_cmpuint(src.init_data_counts, ==, 1);
         g_assert_cmpint(src.init_data_packets, >, 0);
+        /* Nothing writes VRAM during this migration: the count covered
+         * every page of pre-copy, the last read sent ahead included
+         * (0057), so that the destination approved only once it had them
+         * all.  What pre-copy sent after it holds no page. */
+        g_assert_cmpint(precopy - src.init_data_bytes, >=, 0);
+        g_assert_cmpint(precopy - src.init_data_bytes, <, 4096);
     }
     /* Pre-copy over multifd in the 4 MiB pieces the servers' shared areas
      * allow (patch 0022), and stop-copy in the same (0048). */

@@ -239,20 +239,27 @@ static void copy_init_data(struct vg_vfio_trace *to,
     to->init_data_packets = from->init_data_packets;
     to->init_data_waits = from->init_data_waits;
     to->init_data_approvals = from->init_data_approvals;
+    to->init_data_approved = from->init_data_approved;
 }
 
 static void test_check_init_data(void)
 {
+    const char *const block = "vfio_multifd_save_precopy_block  (dev) idx 0 "
+                              "data size 4096\n";
     const char *const s = "vfio_multifd_init_data_queued  (dev) initial data "
                           "in 65 packets\n";
     const char *const early = "vfio_multifd_load_init_data_queued  (dev) "
                               "initial data in 65 packets, loaded 0\n";
     const char *const late = "vfio_multifd_load_init_data_queued  (dev) "
                              "initial data in 65 packets, loaded 1\n";
-    const char *const approved = "vfio_multifd_init_data_loaded  (dev) "
-                                 "initial data loaded at packet 65\n";
-    g_autofree char *t1 = g_strdup(s), *t2 = g_strdup(early);
-    g_autofree char *t3 = g_strconcat(early, approved, NULL);
+    const char *const loaded = "vfio_multifd_init_data_loaded  (dev) "
+                               "initial data loaded at packet 65\n";
+    const char *const approved = "vfio_multifd_init_data_approved  (dev) "
+                                 "ret 0\n";
+    g_autofree char *t1 = g_strconcat(block, s, block, NULL);
+    g_autofree char *t2 = g_strdup(early);
+    g_autofree char *t3 = g_strconcat(early, loaded, approved, NULL);
+    g_autofree char *t5 = g_strconcat(early, loaded, NULL);
     g_autofree char *t4 = g_strdup(late);
     struct vg_vfio_trace src, dst, tr;
     struct vg_error err = {0};
@@ -261,6 +268,8 @@ static void test_check_init_data(void)
     g_assert_cmpint(vg_vfio_trace_parse(t1, &tr, &err), ==, 0);
     g_assert_cmpuint(tr.init_data_counts, ==, 1);
     g_assert_cmpint(tr.init_data_packets, ==, 65);
+    /* The bytes queued when the count was put, not after it (0057). */
+    g_assert_cmpint(tr.init_data_bytes, ==, 4096);
     copy_init_data(&src, &tr);
 
     /* The count came before its packets and no approval followed... */
@@ -274,8 +283,17 @@ static void test_check_init_data(void)
     /* ... one did ... */
     g_assert_cmpint(vg_vfio_trace_parse(t3, &tr, &err), ==, 0);
     g_assert_cmpuint(tr.init_data_approvals, ==, 1);
+    g_assert_cmpuint(tr.init_data_approved, ==, 1);
     copy_init_data(&dst, &tr);
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
+    /* ... but not if the main loop never approved after the load thread
+     * (0056: the load thread no longer takes the BQL itself) ... */
+    g_assert_cmpint(vg_vfio_trace_parse(t5, &tr, &err), ==, 0);
+    copy_init_data(&dst, &tr);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==,
+                    -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "approvals made in the main loop is 0, "
+                                     "expected == 1"));
     /* ... or the packets were loaded when the count came. */
     g_assert_cmpint(vg_vfio_trace_parse(t4, &tr, &err), ==, 0);
     g_assert_cmpuint(tr.init_data_waits, ==, 0);
