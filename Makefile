@@ -101,7 +101,8 @@ $(O)/vgmig-demo: $(O)/obj/demo/vgmig-demo.o $(O)/libqclient.a \
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
 
 $(O)/vgmig-bench: $(O)/obj/bench/vgmig-bench.o $(O)/obj/bench/bench-mig.o \
-                  $(O)/obj/bench/ram-anchor.o $(O)/libqclient.a \
+                  $(O)/obj/bench/ram-anchor.o $(O)/obj/bench/report-text.o \
+                  $(O)/libqclient.a \
                   $(O)/libvgmig.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
@@ -134,6 +135,7 @@ $(O)/tests/unit/test-pause: qclient/pause.c
 $(O)/tests/unit/test-vfio-trace: qclient/vfio-trace.c
 $(O)/tests/unit/test-tcp-census: qclient/tcp-census.c
 $(O)/tests/unit/test-pci-window: qclient/pci-window.c
+$(O)/tests/unit/test-report-text: bench/report-text.c
 $(O)/tests/unit/%: tests/unit/%.c $(O)/libvgmig.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")

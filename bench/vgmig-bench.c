@@ -42,6 +42,7 @@
 #include "common/size.h"
 #include "bench-mig.h"
 #include "ram-anchor.h"
+#include "report-text.h"
 #include "qclient/cpu-writer.h"
 #include "qclient/harness.h"
 #include "qclient/io.h"
@@ -1292,6 +1293,8 @@ static double ram_rate_min(const struct anchors *an)
 static void json_cell(GString *js, const struct cell *c, double rate,
                       double ram)
 {
+    g_autofree char *error = report_json_text(c->error);
+
     g_string_append_printf(
         js,
         "  {\"workload\": \"%s\", \"vram_bytes\": %" PRIu64
@@ -1319,7 +1322,7 @@ static void json_cell(GString *js, const struct cell *c, double rate,
         rate, c->stream_bps, floor_ms(c, rate), ram, floor_ms(c, ram),
         c->estimate, c->rounds, c->throttle, c->cpu_writes, c->cpu_uncertain,
         c->cpu_rate, c->postcopy_bytes, c->postcopy_ms,
-        c->forced ? "true" : "false", c->verified ? "true" : "false", c->error);
+        c->forced ? "true" : "false", c->verified ? "true" : "false", error);
 }
 
 static int write_file(const char *path, const GString *s, struct vg_error *err)
@@ -1336,6 +1339,8 @@ static int write_file(const char *path, const GString *s, struct vg_error *err)
 
 static void json_anchor(GString *js, const struct ram_anchor *a)
 {
+    g_autofree char *error = report_json_text(a->error);
+
     g_string_append_printf(
         js,
         "  {\"ram_bytes\": %" PRIu64
@@ -1346,7 +1351,7 @@ static void json_anchor(GString *js, const struct ram_anchor *a)
         "\", \"verified\": %s, \"error\": \"%s\"}",
         a->size, a->channels, a->prealloc ? "true" : "false", a->total_ms,
         a->setup_ms, a->downtime_ms, a->ram_bytes, ram_anchor_bps(a),
-        a->active_bps, a->checksum, a->verified ? "true" : "false", a->error);
+        a->active_bps, a->checksum, a->verified ? "true" : "false", error);
 }
 
 /* OUT/ram-anchor.json: the RAM anchors. */
@@ -1450,8 +1455,10 @@ static void md_row(GString *s, const struct cell *c, double rate)
     g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
     md_size(s, c->vram);
     if (!c->verified) {
+        g_autofree char *why = report_md_cell(c->error);
+
         g_string_append_printf(s, " | %s | failed: %s | | | | | | | | | |\n",
-                               modes[c->mode].name, c->error);
+                               modes[c->mode].name, why);
         return;
     }
     g_string_append_printf(
@@ -1553,7 +1560,9 @@ static void md_anchor_row(GString *s, const struct ram_anchor *a)
     md_size(s, a->size);
     g_string_append_printf(s, " | %u |", a->channels);
     if (!a->verified) {
-        g_string_append_printf(s, " failed: %s | | | | | |\n", a->error);
+        g_autofree char *why = report_md_cell(a->error);
+
+        g_string_append_printf(s, " failed: %s | | | | | |\n", why);
         return;
     }
     g_string_append_printf(
