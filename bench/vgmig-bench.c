@@ -2067,7 +2067,9 @@ static void md_method(GString *s, const struct bench_opts *o)
     g_string_append_printf(
         s,
         "Each cell starts two vgpu-servers (page size %s) and two QEMUs "
-        "(%d MiB guest RAM), fills all of VRAM with non-zero patterns "
+        "(%d MiB guest RAM; like the RAM anchors' QEMUs, with "
+        "suppress-vmdesc=on, docs/operations.md), fills all of VRAM with "
+        "non-zero patterns "
         "(so non-zero VRAM = VRAM size), starts the workload and migrates "
         "with max-bandwidth 10 GiB/s, downtime-limit %d ms, "
         "avail-switchover-bandwidth 0 (QEMU decides the switchover) over "

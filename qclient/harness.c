@@ -485,7 +485,11 @@ static GPtrArray *qemu_argv(const struct vg_qemu_opts *o, const char *bin,
         g_strdup_printf("memory-backend-memfd,id=mem,size=%" G_GUINT64_FORMAT
                         "M,share=on%s",
                         o->ram_mib, o->prealloc ? ",prealloc=on" : ""));
-    add_opt(argv, "-machine", g_strdup("pc,memory-backend=mem"));
+    /* suppress-vmdesc: no JSON description of every device's fields,
+     * which QEMU builds while the VM is stopped and no destination reads
+     * (docs/operations.md, "Downtime"). */
+    add_opt(argv, "-machine",
+            g_strdup("pc,memory-backend=mem,suppress-vmdesc=on"));
     add_opt(argv, "-m", g_strdup_printf("%" G_GUINT64_FORMAT "M", o->ram_mib));
     if (qtest_path) {
         add_opt(argv, "-qtest", g_strdup_printf("unix:%s", qtest_path));

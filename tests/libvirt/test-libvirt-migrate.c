@@ -595,6 +595,8 @@ static char *domain_xml(void)
         "  <qemu:commandline>\n"
         "    <qemu:arg value='-L'/><qemu:arg value='%s/fw'/>\n"
         "    <qemu:arg value='-L'/><qemu:arg value='%s'/>\n"
+        "    <qemu:arg value='-machine'/>"
+        "<qemu:arg value='suppress-vmdesc=on'/>\n"
         "%s"
         "%s"
         "  </qemu:commandline>\n"
@@ -894,6 +896,18 @@ static int capability_in(const char *json, const char *cap)
     }
     obj = g_strndup(start, (gsize)(end - start));
     return strstr(obj, "true") ? 1 : strstr(obj, "false") ? 0 : -1;
+}
+
+/* The domain's QEMU on @h took the second -machine of its command line
+ * (docs/operations.md): it will not describe its migration stream. */
+static void assert_no_vmdesc(const struct host *h)
+{
+    g_autofree char *out = VIRSH_OK(
+        h, "qemu-monitor-command", DOM,
+        "{\"execute\":\"qom-get\",\"arguments\":{\"path\":\"/machine\","
+        "\"property\":\"suppress-vmdesc\"}}");
+
+    g_assert_nonnull(strstr(out, "\"return\":true"));
 }
 
 /* The source QEMU's multifd settings into @r, once, while the job runs
@@ -1300,6 +1314,7 @@ static void start_domain(const struct dom_spec *spec)
     t0 = g_get_monotonic_time();
     g_free(VIRSH_OK(&lv.a, "start", DOM));
     assert_vgpu_served(&lv.a);
+    assert_no_vmdesc(&lv.a);
     g_assert_cmpuint(count_servers(&lv.a), ==, spec->nvgpu);
     log = hook_log(&lv.a);
     for (unsigned i = 0; i < spec->nvgpu; i++) {
@@ -1331,6 +1346,7 @@ static void test_migrate_there(void)
 {
     g_assert_true(dom.on == &lv.a);
     migrate_ok(&lv.b, 0);
+    assert_no_vmdesc(&lv.b);
 }
 
 static void test_migrate_back(void)

@@ -2,7 +2,8 @@
  * test-mig-harness -- the migration pieces of qclient on their own:
  * a plain VM (no vGPU) migrates between two qtest QEMUs and its guest RAM
  * arrives, also over two multifd channels and when written through
- * vg_qemu_map_ram(); vg_mig_poll() is bounded; vg_vgpu_attach() finds the
+ * vg_qemu_map_ram(); its VMs do not describe their migration stream
+ * (suppress-vmdesc); vg_mig_poll() is bounded; vg_vgpu_attach() finds the
  * layout vg_vgpu_open() made and refuses an unconfigured device; the stats
  * file reader takes the server's format, including nulls, and waits
  * bounded.
@@ -63,6 +64,50 @@ static void test_plain_vm(void)
     vg_qemu_free(src);
     VGT_OK(vg_tmpdir_remove(dir, VGT_ERR));
     g_free(dir);
+}
+
+/* Whether the stream a VM started with @extra saves to a file carries
+ * QEMU's JSON description of its devices (the vmdesc after the last
+ * device state: {..., "page_size": ..., "devices": [...]}). */
+static bool saved_stream_described(const char *const *extra)
+{
+    struct vg_qemu_opts o = {
+        .name = "qemu-src", .ram_mib = VGT_RAM_MIB, .extra_args = extra};
+    struct vg_qemu *q = NULL;
+    struct vg_mig_info info;
+    g_autofree char *path = NULL, *uri = NULL, *data = NULL;
+    char *dir = NULL;
+    gsize len = 0;
+    bool described;
+
+    VGT_OK(vg_tmpdir_create("mig-vmdesc", &dir, VGT_ERR));
+    o.dir = dir;
+    VGT_OK(vg_qemu_start(&o, &q, VGT_ERR));
+    path = g_build_filename(dir, "vm.stream", NULL);
+    uri = g_strdup_printf("file:%s", path);
+    VGT_OK(vg_mig_start(q->qmp, uri, VGT_ERR));
+    VGT_OK(vg_mig_wait_completed(q->qmp, MT_MIG_TIMEOUT_MS, NULL, NULL, &info,
+                                 VGT_ERR));
+    g_assert_true(g_file_get_contents(path, &data, &len, NULL));
+    g_assert_cmpuint(len, >, VGT_RAM_MIB);
+    described = memmem(data, len, "\"page_size\": ", 13) &&
+                memmem(data, len, "\"devices\": [", 12);
+    vg_qemu_free(q);
+    VGT_OK(vg_tmpdir_remove(dir, VGT_ERR));
+    g_free(dir);
+    return described;
+}
+
+/* The harness's VMs run with suppress-vmdesc=on: QEMU does not build the
+ * description while the VM is stopped.  The same VM with it off does, so
+ * the check can see one. */
+static void test_no_vmdesc(void)
+{
+    static const char *const described[] = {"-machine", "suppress-vmdesc=off",
+                                            NULL};
+
+    g_assert_false(saved_stream_described(NULL));
+    g_assert_true(saved_stream_described(described));
 }
 
 /* Guest RAM mapped with vg_qemu_map_ram() is what qtest reads and writes
@@ -233,6 +278,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/mig/harness/plain-vm", test_plain_vm);
     g_test_add_func("/mig/harness/ram-map", test_ram_map);
+    g_test_add_func("/mig/harness/no-vmdesc", test_no_vmdesc);
     g_test_add_func("/mig/harness/poll-bounded", test_poll_bounded);
     g_test_add_func("/mig/harness/attach", test_attach);
     g_test_add_func("/mig/harness/stats", test_stats);
