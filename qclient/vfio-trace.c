@@ -27,7 +27,9 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "multifd_send_sync_main",
     "vfio_user_region_log",
     "vmstate_downtime_checkpoint",
-    "vfio_multifd_*init_data*",
+    "vfio_*_early_config",
+    "vfio_load_device_config_state_*",
+    "vfio_user_dma_map",
 };
 
 /* Seconds of the time of day "HH:MM:SS.ffffff" at @p, or -1. */
@@ -121,7 +123,26 @@ struct trace_phase {
     bool main_complete;
     bool downtime;      /* between src-downtime-start and src-downtime-end */
     double downtime_t0; /* ...the time of the start, -1 if unknown */
+    /* Config space loads: early ones announced and not begun, and those
+     * running (early ones at setup, final ones at the switchover, never
+     * at the same time). */
+    unsigned early_due, early_loads, final_loads;
 };
+
+/* A config space load begins or ends. */
+static void config_load(bool start, struct trace_phase *ph)
+{
+    if (start && ph->early_due) {
+        ph->early_due--;
+        ph->early_loads++;
+    } else if (start) {
+        ph->final_loads++;
+    } else if (ph->early_loads) {
+        ph->early_loads--;
+    } else {
+        ph->final_loads -= ph->final_loads > 0;
+    }
+}
 
 /* The source's downtime checkpoint @args at time @t: the interval from
  * start to end into tr->downtime_ms. */
@@ -241,6 +262,16 @@ static int count_event(const char *ev, const char *args, double t,
     } else if (!strcmp(ev, "vfio_multifd_init_data_approved")) {
         ret = arg_int(ev, args, "ret ", &v, err);
         tr->init_data_approved += v == 0;
+    } else if (!strcmp(ev, "vfio_save_early_config")) {
+        tr->early_configs++;
+    } else if (!strcmp(ev, "vfio_load_early_config")) {
+        tr->early_configs++;
+        ph->early_due++;
+    } else if (!strcmp(ev, "vfio_load_device_config_state_start") ||
+               !strcmp(ev, "vfio_load_device_config_state_end")) {
+        config_load(!strcmp(ev, "vfio_load_device_config_state_start"), ph);
+    } else if (!strcmp(ev, "vfio_user_dma_map")) {
+        tr->switchover_config_maps += ph->final_loads > 0;
     } else if (!strcmp(ev, "vfio_user_region_log") &&
                strstr(args, "logging 0")) {
         tr->region_log_stops++;
@@ -388,6 +419,14 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
     /* ...made by the main loop, not by the load thread (0056). */
     CHECK("destination approvals made in the main loop",
           dst->init_data_approved, ==, dst->init_data_approvals);
+    /* The config space sent at setup was loaded at once, so the final one
+     * mapped nothing inside the downtime (0058). */
+    CHECK("destination early config loads", dst->early_configs, ==,
+          src->early_configs);
+    if (src->early_configs) {
+        CHECK("destination DMA maps in the switchover's config loads",
+              dst->switchover_config_maps, ==, 0);
+    }
     /* Stopping it rebuilds QEMU's flat views: after the downtime (0051). */
     CHECK("BAR write logs stopped inside the downtime",
           src->region_log_stops_in_downtime, ==, 0);
@@ -413,7 +452,8 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "recv %u; pre-copy: main channel %" PRId64 " bytes, multifd setups %u "
         "buffers %u bytes %" PRId64 ", loads %u; channel syncs %u; BAR "
         "write logs stopped %u (%u in the downtime); initial data counts %u "
-        "(%" PRId64 " packets), %u before their packets, %u approved after",
+        "(%" PRId64 " packets), %u before their packets, %u approved after; "
+        "early configs %u, DMA maps in the switchover's config loads %u",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
         tr->thread_read_aheads, tr->main_completes, tr->main_read,
         tr->data_buffer_size, tr->load_threads, tr->load_threads_done,
@@ -425,5 +465,5 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         tr->precopy_read, tr->precopy_loads, tr->channel_syncs,
         tr->region_log_stops, tr->region_log_stops_in_downtime,
         tr->init_data_counts, tr->init_data_packets, tr->init_data_waits,
-        tr->init_data_approvals);
+        tr->init_data_approvals, tr->early_configs, tr->switchover_config_maps);
 }

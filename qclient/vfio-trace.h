@@ -12,7 +12,9 @@
  * channels received into (patch 0034), the config sections on the
  * main channel, how often the source synced its multifd channels, and
  * whether the log of guest writes to BAR2 stopped inside the downtime,
- * when the destination approved the switchover (switchover-ack), and how
+ * when the destination approved the switchover (switchover-ack), whether
+ * the config space went early and the destination's switchover then
+ * mapped nothing (patch 0058), and how
  * long the downtime took to the microsecond (the integer milliseconds of
  * query-migrate make ratios of downtimes of a few ms coarse).
  * vg_vfio_trace_check() says whether a source's and a destination's
@@ -31,7 +33,7 @@
 #define VG_VFIO_FLAG_LOAD_READY "0xffffffffef100006"
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 20
+#define VG_VFIO_TRACE_NEVENTS 22
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -82,6 +84,11 @@ struct vg_vfio_trace {
      * read sent ahead included (0057). */
     unsigned init_data_approved;
     int64_t init_data_bytes;
+    /* The config space sent (source) or loaded (destination) in the setup
+     * state (patch 0058), and on the destination the DMA maps QEMU sent
+     * while it loaded the final config space, at the switchover. */
+    unsigned early_configs;
+    unsigned switchover_config_maps;
     /* QEMU's downtime at the lines' resolution (-msg timestamp=on or the
      * PID@SECONDS prefix): from the last src-downtime-start to the
      * src-downtime-end after it, in ms; -1 without timestamps or both. */

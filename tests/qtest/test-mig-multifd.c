@@ -54,7 +54,10 @@
  * with and without multifd; on with servers whose shared areas have two
  * slots (--data-slots 2, what servers offered before patch 0031), from
  * and to which QEMU copies the data instead of lending the slots to the
- * channels;
+ * channels; auto with x-migration-early-config=off (patch 0058: by
+ * default the source sends the config space at setup too, the
+ * destination loads it at once and its switchover then sends no DMA
+ * map; off, neither);
  * and on without the multifd capability, which
  * QEMU must refuse in setup with an error that names the problem,
  * leaving the source running with its vGPU intact; the property is then
@@ -79,6 +82,7 @@
 #define MF_TRANSFER "x-migration-multifd-transfer"
 #define MF_LOAD_CFG "x-migration-load-config-after-iter"
 #define MF_PRECOPY  "x-migration-multifd-precopy"
+#define MF_EARLY    "x-migration-early-config"
 /* vfio_load_state's "data" for a config space section and for the
  * config-load-ready marker (hw/vfio/vfio-migration-internal.h). */
 #define MF_MEASURE_VRAM "1G"
@@ -105,6 +109,7 @@ struct mf_case {
     bool set_at_runtime;    /* qom-set after realize, not -global */
     const char *load_cfg;   /* x-migration-load-config-after-iter */
     const char *mf_precopy; /* x-migration-multifd-precopy, NULL: auto */
+    const char *early;      /* x-migration-early-config, NULL: on */
     const char *precopy;    /* the servers' --precopy, NULL: default */
     unsigned data_slots;    /* the servers' --data-slots, 0: default */
     bool want_multifd;      /* the device state must go over multifd */
@@ -143,6 +148,11 @@ static GPtrArray *mf_qemu_args(const struct mf_case *c)
         g_ptr_array_add(a, g_strdup("-global"));
         g_ptr_array_add(a, g_strdup_printf("vfio-user-pci." MF_PRECOPY "=%s",
                                            c->mf_precopy));
+    }
+    if (c->early) {
+        g_ptr_array_add(a, g_strdup("-global"));
+        g_ptr_array_add(
+            a, g_strdup_printf("vfio-user-pci." MF_EARLY "=%s", c->early));
     }
     g_ptr_array_add(a, NULL);
     return a;
@@ -248,6 +258,13 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
         g_assert_cmpint(precopy - src.init_data_bytes, >=, 0);
         g_assert_cmpint(precopy - src.init_data_bytes, <, 4096);
     }
+    /* The config space went at setup, the device being in PRE_COPY (even
+     * a server that sends nothing in it offers the state), unless turned
+     * off or wanted after the other devices' state (0058); the check
+     * above: loaded at once, nothing mapped at the switchover. */
+    g_assert_cmpuint(src.early_configs, ==,
+                     !(c->early && !strcmp(c->early, "off")) &&
+                         !(c->load_cfg && !strcmp(c->load_cfg, "on")));
     /* Pre-copy over multifd in the 4 MiB pieces the servers' shared areas
      * allow (patch 0022), and stop-copy in the same (0048). */
     if (c->want_mf_precopy) {
@@ -633,6 +650,11 @@ static const struct mf_case cases[] = {
      .want_multifd = true,
      .want_mf_precopy = true},
     {.tag = "mf-auto-nomultifd"},
+    {.tag = "mf-early-config-off",
+     .channels = 2,
+     .early = "off",
+     .want_multifd = true,
+     .want_mf_precopy = true},
     {.tag = "mf-two-slots",
      .channels = 2,
      .transfer = "on",
@@ -651,6 +673,7 @@ static const char *const case_paths[G_N_ELEMENTS(cases)] = {
     "/mig/multifd/off",
     "/mig/multifd/auto",
     "/mig/multifd/auto-without-multifd",
+    "/mig/multifd/early-config-off",
     "/mig/multifd/two-data-slots",
 };
 

@@ -185,6 +185,64 @@ static void test_check_region_log_stop(void)
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
 }
 
+/* The config space sent early (patch 0058): the destination's early load
+ * may map BARs, its final load at the switchover may not; the two loads
+ * of two devices are told apart, and the counts must agree. */
+static void test_check_early_config(void)
+{
+    const char *const early =
+        "vfio_load_early_config  (dev0)\n"
+        "vfio_load_device_config_state_start  (dev0)\n"
+        "vfio_user_dma_map  iova 0x1000000000 size 0x80000000 off 0x0\n"
+        "vfio_load_device_config_state_end  (dev0)\n"
+        "vfio_load_early_config  (dev1)\n"
+        "vfio_load_device_config_state_start  (dev1)\n"
+        "vfio_user_dma_map  iova 0x1080000000 size 0x80000000 off 0x0\n"
+        "vfio_load_device_config_state_end  (dev1)\n"
+        "vfio_user_dma_map  iova 0x0 size 0xc0000 off 0x0\n";
+    const char *const final_ok = "vfio_load_device_config_state_start  (dev1)\n"
+                                 "vfio_load_device_config_state_end  (dev1)\n"
+                                 "vfio_load_device_config_state_start  (dev0)\n"
+                                 "vfio_load_device_config_state_end  (dev0)\n";
+    const char *const final_maps =
+        "vfio_load_device_config_state_start  (dev0)\n"
+        "vfio_user_dma_map  iova 0x1000000000 size 0x80000000 off 0x0\n"
+        "vfio_load_device_config_state_end  (dev0)\n";
+    g_autofree char *good = g_strconcat(early, final_ok, NULL);
+    g_autofree char *bad = g_strconcat(early, final_maps, NULL);
+    g_autofree char *s =
+        g_strdup("vfio_save_early_config  (dev0)\n"
+                 "vfio_save_early_config  (dev1)\n"
+                 "vfio_save_block  (dev0) data_size 4096\n"
+                 "vfio_save_complete_precopy_start  (dev0)\n"
+                 "vfio_save_block  (dev0) data_size 512\n"
+                 "vfio_user_mig_data_read  size 1048576 ret 512\n"
+                 "vfio_save_complete_precopy  (dev0) ret 0\n");
+    struct vg_vfio_path want = {.precopy = 4096, .stopcopy = 512};
+    struct vg_vfio_trace src, dst;
+    struct vg_error err = {0};
+
+    g_assert_cmpint(vg_vfio_trace_parse(s, &src, &err), ==, 0);
+    g_assert_cmpuint(src.early_configs, ==, 2);
+    g_assert_cmpint(vg_vfio_trace_parse(good, &dst, &err), ==, 0);
+    g_assert_cmpuint(dst.early_configs, ==, 2);
+    g_assert_cmpuint(dst.switchover_config_maps, ==, 0);
+    dst.main_configs = 1;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, 0);
+
+    g_assert_cmpint(vg_vfio_trace_parse(bad, &dst, &err), ==, 0);
+    g_assert_cmpuint(dst.switchover_config_maps, ==, 1);
+    dst.main_configs = 1;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(
+        err.msg, "destination DMA maps in the switchover's config loads is 1"));
+
+    /* A destination that did not load what the source sent early. */
+    g_assert_cmpint(vg_vfio_trace_parse(final_ok, &dst, &err), ==, 0);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "destination early config loads is 0"));
+}
+
 /* The downtime to the microsecond from the lines' timestamps, in both
  * prefixes, across midnight; -1 without them. */
 static void test_downtime(void)
@@ -473,6 +531,7 @@ int main(int argc, char **argv)
                     test_check_region_log_stop);
     g_test_add_func("/vfio-trace/check-init-data", test_check_init_data);
     g_test_add_func("/vfio-trace/downtime", test_downtime);
+    g_test_add_func("/vfio-trace/check-early-config", test_check_early_config);
     g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
     g_test_add_func("/vfio-trace/check-two-devices", test_check_two_devices);
     return g_test_run();
