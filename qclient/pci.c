@@ -396,6 +396,42 @@ int vg_pci_map_bars(struct vg_pci_dev *dev, struct vg_pci_windows *win,
     return rc;
 }
 
+int vg_pci_move_bar(struct vg_pci_dev *dev, unsigned bar, uint64_t addr,
+                    struct vg_error *err)
+{
+    struct vg_pci_bar *b = bar < VG_PCI_NUM_BARS ? &dev->bar[bar] : NULL;
+    uint8_t reg = PCI_BASE_ADDRESS_0 + 4 * bar;
+    uint16_t cmd = 0;
+    int rc;
+
+    if (!b || !b->addr || b->io || !b->size || addr % b->size ||
+        (!b->is64 && addr + b->size > (1ull << 32))) {
+        return vg_error_set(err, EINVAL, "BAR%u: cannot move to 0x%llx", bar,
+                            (unsigned long long)addr);
+    }
+    rc = vg_pci_cfg_read16(dev->qt, dev->devfn, PCI_COMMAND, &cmd, err);
+    if (rc == 0) {
+        rc = vg_pci_cfg_write16(dev->qt, dev->devfn, PCI_COMMAND,
+                                cmd & ~PCI_COMMAND_MEMORY, err);
+    }
+    if (rc == 0) {
+        rc = vg_pci_cfg_write32(dev->qt, dev->devfn, reg, (uint32_t)addr, err);
+    }
+    if (rc == 0 && b->is64) {
+        rc = vg_pci_cfg_write32(dev->qt, dev->devfn, reg + 4,
+                                (uint32_t)(addr >> 32), err);
+    }
+    if (rc == 0) {
+        rc = vg_pci_cfg_write16(dev->qt, dev->devfn, PCI_COMMAND, cmd, err);
+    }
+    if (rc < 0) {
+        vg_error_prefix(err, "moving BAR%u", bar);
+        return rc;
+    }
+    b->addr = addr;
+    return 0;
+}
+
 static int bar_addr(struct vg_pci_dev *dev, unsigned bar, uint64_t off,
                     uint64_t *addr, struct vg_error *err)
 {

@@ -86,6 +86,13 @@ int vg_pci_find_cap(struct vg_pci_dev *dev, uint8_t cap_id, uint8_t *off,
 int vg_pci_map_bars(struct vg_pci_dev *dev, struct vg_pci_windows *win,
                     struct vg_error *err);
 
+/* Move memory BAR @bar to @addr, as a guest driver would: memory decode
+ * off, the BAR written, decode back as it was; dev->bar[@bar].addr
+ * follows.  -EINVAL for a BAR that is not an assigned memory BAR or an
+ * address it cannot take (unaligned, above 4 GiB for a 32-bit BAR). */
+int vg_pci_move_bar(struct vg_pci_dev *dev, unsigned bar, uint64_t addr,
+                    struct vg_error *err);
+
 /* 32-bit BAR accesses at @off into BAR @bar (memory BARs only). */
 int vg_pci_bar_read32(struct vg_pci_dev *dev, unsigned bar, uint64_t off,
                       uint32_t *val, struct vg_error *err);

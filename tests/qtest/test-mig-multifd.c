@@ -57,7 +57,9 @@
  * channels; auto with x-migration-early-config=off (patch 0058: by
  * default the source sends the config space at setup too, the
  * destination loads it at once and its switchover then sends no DMA
- * map; off, neither);
+ * map; off, neither); a guest that moves the register BAR during
+ * pre-copy, after that early config, whose destination must then have
+ * it where the source left it;
  * and on without the multifd capability, which
  * QEMU must refuse in setup with an error that names the problem,
  * leaving the source running with its vGPU intact; the property is then
@@ -110,6 +112,7 @@ struct mf_case {
     const char *load_cfg;   /* x-migration-load-config-after-iter */
     const char *mf_precopy; /* x-migration-multifd-precopy, NULL: auto */
     const char *early;      /* x-migration-early-config, NULL: on */
+    bool move_bar;          /* the guest moves BAR0 during pre-copy */
     const char *precopy;    /* the servers' --precopy, NULL: default */
     unsigned data_slots;    /* the servers' --data-slots, 0: default */
     bool want_multifd;      /* the device state must go over multifd */
@@ -330,13 +333,44 @@ static int mf_vfio_sent(const struct vg_mig_info *info, void *opaque,
     return info->vfio_transferred >= *(int64_t *)opaque ? 1 : 0;
 }
 
+/* Move the source vGPU's register BAR past every memory BAR of the
+ * device in its window, as a guest driver may while pre-copy runs (after
+ * the config space went early, patch 0058), and check the registers
+ * answer there. */
+static void mf_move_regs_bar(struct mt *t)
+{
+    struct vg_pci_dev *pci = &t->gpu.pci;
+    const struct vg_pci_bar *regs = &pci->bar[VGPU_BAR_REGS];
+    uint32_t features = mt_rd(&t->gpu, VGPU_REG_FEATURES);
+    uint64_t end = 0, to;
+
+    for (unsigned i = 0; i < VG_PCI_NUM_BARS; i++) {
+        const struct vg_pci_bar *b = &pci->bar[i];
+
+        if (b->addr && !b->io && (b->addr >> 32) == (regs->addr >> 32)) {
+            end = MAX(end, b->addr + b->size);
+        }
+    }
+    to = (end + regs->size - 1) & ~(regs->size - 1);
+    VGT_OK(vg_pci_move_bar(pci, VGPU_BAR_REGS, to, VGT_ERR));
+    g_test_message("BAR%d moved from 0x%" PRIx64 " to 0x%" PRIx64
+                   " during pre-copy",
+                   VGPU_BAR_REGS, t->gpu.regs_addr, to);
+    t->gpu.regs_addr = to;
+    g_assert_cmphex(mt_rd(&t->gpu, VGPU_REG_FEATURES), ==, features);
+    /* A fence through the doorbell there, then back to the test's. */
+    mt_fence(&t->gpu, 0x76);
+    mt_fence(&t->gpu, 0x77);
+}
+
 /* Migrate with the device's iterative pre-copy: held in pre-copy until
  * round 0 (the filled MiBs) went through, then MiB MF_PRECOPY_MIB is
- * filled, and the migration is let go. */
-static void mf_migrate_iterative(struct mt *t, struct vg_mig_info *info)
+ * filled (and BAR0 moved if @c says so), and the migration is let go. */
+static void mf_migrate_iterative(struct mt *t, const struct mf_case *c,
+                                 struct vg_mig_info *info)
 {
-    struct vgpu_cmd c = vgpu_cmd_make(VGPU_OP_FILL, MF_PRECOPY_MIB << 20,
-                                      1u << 20, MF_PRECOPY_PATTERN, 0, 0, 0);
+    struct vgpu_cmd fill = vgpu_cmd_make(VGPU_OP_FILL, MF_PRECOPY_MIB << 20,
+                                         1u << 20, MF_PRECOPY_PATTERN, 0, 0, 0);
     int64_t round0 = (int64_t)MT_FILLED_MIB << 20;
 
     mt_hold(t, MF_HOLD_BANDWIDTH);
@@ -344,7 +378,10 @@ static void mf_migrate_iterative(struct mt *t, struct vg_mig_info *info)
     VGT_OK(vg_mig_poll(t->src.qemu->qmp, MT_MIG_TIMEOUT_MS, mf_vfio_sent,
                        &round0, info, VGT_ERR));
     g_assert_cmpstr(info->status, ==, "active");
-    mt_run(&t->gpu, &c, 1);
+    mt_run(&t->gpu, &fill, 1);
+    if (c->move_bar) {
+        mf_move_regs_bar(t);
+    }
     VGT_OK(mt_release(t, VGT_ERR));
     mt_migrate_wait(t, NULL, NULL, info);
 }
@@ -503,7 +540,7 @@ static void mf_run_case(const void *opaque)
     mf_fill(&t, &samples);
     mf_start_dst(&t, c, (const char *const *)srv_extra);
     if (iterative) {
-        mf_migrate_iterative(&t, &info);
+        mf_migrate_iterative(&t, c, &info);
     } else {
         mt_migrate(&t, NULL, NULL, &info);
     }
@@ -558,7 +595,7 @@ static void mf_run_refused(const void *opaque)
     mf_qom_set(t.src.qemu, r->prop, "off");
     mf_assert_prop(t.src.qemu, r->prop, "off");
     mf_start_dst(&t, &r->retry, NULL);
-    mf_migrate_iterative(&t, &info);
+    mf_migrate_iterative(&t, &r->retry, &info);
     mf_check_dst(&t, &samples, true, 0x79, &precopy, &stopcopy);
     mf_assert_path(&t, &r->retry, precopy, stopcopy);
     mt_stop(&t);
@@ -655,6 +692,11 @@ static const struct mf_case cases[] = {
      .early = "off",
      .want_multifd = true,
      .want_mf_precopy = true},
+    {.tag = "mf-bar-moved",
+     .channels = 2,
+     .move_bar = true,
+     .want_multifd = true,
+     .want_mf_precopy = true},
     {.tag = "mf-two-slots",
      .channels = 2,
      .transfer = "on",
@@ -674,6 +716,7 @@ static const char *const case_paths[G_N_ELEMENTS(cases)] = {
     "/mig/multifd/auto",
     "/mig/multifd/auto-without-multifd",
     "/mig/multifd/early-config-off",
+    "/mig/multifd/bar-moved-in-precopy",
     "/mig/multifd/two-data-slots",
 };
 

@@ -94,6 +94,13 @@ static void test_pci_config(void)
     g_assert_cmpint(vg_pci_find(e.qemu->qt, 0x7667, 0x6d01, &dev, VGT_ERR), ==,
                     -ENODEV);
     g_assert_nonnull(strstr(vgt_err.msg, "7667:6d01"));
+    /* A BAR out of range, or one not assigned (no firmware ran), is not
+     * moved. */
+    VGT_OK(vg_pci_find(e.qemu->qt, 0x8086, 0x7010, &dev, VGT_ERR));
+    g_assert_cmpint(vg_pci_move_bar(&dev, VG_PCI_NUM_BARS, 0x1000, VGT_ERR), ==,
+                    -EINVAL);
+    g_assert_cmpint(vg_pci_move_bar(&dev, 4, 0x1000, VGT_ERR), ==, -EINVAL);
+    g_assert_nonnull(strstr(vgt_err.msg, "BAR4: cannot move to 0x1000"));
     env_stop(&e);
 }
 
