@@ -487,7 +487,7 @@ static GPtrArray *qemu_argv(const struct vg_qemu_opts *o, const char *bin,
                         o->ram_mib, o->prealloc ? ",prealloc=on" : ""));
     /* suppress-vmdesc: no JSON description of every device's fields,
      * which QEMU builds while the VM is stopped and no destination reads
-     * (docs/operations.md, "Downtime"). */
+     * (docs/operations.md, Tuning: "The stream's self-description"). */
     add_opt(argv, "-machine",
             g_strdup("pc,memory-backend=mem,suppress-vmdesc=on"));
     add_opt(argv, "-m", g_strdup_printf("%" G_GUINT64_FORMAT "M", o->ram_mib));
