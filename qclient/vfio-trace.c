@@ -28,6 +28,7 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "vfio_user_region_log",
     "vmstate_downtime_checkpoint",
     "vfio_*_early_config",
+    "vfio_*_config_unchanged",
     "vfio_load_device_config_state_*",
     "vfio_user_dma_map",
 };
@@ -226,7 +227,8 @@ static int count_event(const char *ev, const char *args, double t,
         tr->buffers++;
         tr->max_buffer_idx = MAX(tr->max_buffer_idx, v);
     } else if (!strcmp(ev, "vfio_load_state")) {
-        tr->main_configs += strstr(args, VG_VFIO_FLAG_CONFIG) != NULL;
+        tr->main_configs += strstr(args, VG_VFIO_FLAG_CONFIG) != NULL ||
+                            strstr(args, VG_VFIO_FLAG_CONFIG_UNCHANGED) != NULL;
         tr->load_ready += strstr(args, VG_VFIO_FLAG_LOAD_READY) != NULL;
     } else if (!strcmp(ev, "vfio_save_block")) {
         ret = arg_int(ev, args, "data_size ", &v, err);
@@ -267,6 +269,9 @@ static int count_event(const char *ev, const char *args, double t,
     } else if (!strcmp(ev, "vfio_load_early_config")) {
         tr->early_configs++;
         ph->early_due++;
+    } else if (!strcmp(ev, "vfio_save_config_unchanged") ||
+               !strcmp(ev, "vfio_load_config_unchanged")) {
+        tr->configs_unchanged++;
     } else if (!strcmp(ev, "vfio_load_device_config_state_start") ||
                !strcmp(ev, "vfio_load_device_config_state_end")) {
         config_load(!strcmp(ev, "vfio_load_device_config_state_start"), ph);
@@ -429,6 +434,12 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
         CHECK("destination DMA maps in the switchover's config loads",
               dst->switchover_config_maps, ==, 0);
     }
+    /* A final config space that is the early one is not loaded again
+     * (0059): only after an early one, and taken as sent. */
+    CHECK("source final configs unchanged", src->configs_unchanged, <=,
+          src->early_configs);
+    CHECK("destination final configs unchanged", dst->configs_unchanged, ==,
+          src->configs_unchanged);
     /* Stopping it rebuilds QEMU's flat views: after the downtime (0051). */
     CHECK("BAR write logs stopped inside the downtime",
           src->region_log_stops_in_downtime, ==, 0);
@@ -455,7 +466,8 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "buffers %u bytes %" PRId64 ", loads %u; channel syncs %u; BAR "
         "write logs stopped %u (%u in the downtime); initial data counts %u "
         "(%" PRId64 " packets), %u before their packets, %u approved after; "
-        "early configs %u, DMA maps in the switchover's config loads %u",
+        "early configs %u, DMA maps in the switchover's config loads %u, "
+        "final configs unchanged %u",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
         tr->thread_read_aheads, tr->main_completes, tr->main_read,
         tr->data_buffer_size, tr->load_threads, tr->load_threads_done,
@@ -467,5 +479,6 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         tr->precopy_read, tr->precopy_loads, tr->channel_syncs,
         tr->region_log_stops, tr->region_log_stops_in_downtime,
         tr->init_data_counts, tr->init_data_packets, tr->init_data_waits,
-        tr->init_data_approvals, tr->early_configs, tr->switchover_config_maps);
+        tr->init_data_approvals, tr->early_configs, tr->switchover_config_maps,
+        tr->configs_unchanged);
 }

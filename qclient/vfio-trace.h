@@ -28,12 +28,14 @@
 
 #include "common/error.h"
 
-/* vfio_load_state's flags: the device config, and config-load-ready. */
-#define VG_VFIO_FLAG_CONFIG     "0xffffffffef100002"
-#define VG_VFIO_FLAG_LOAD_READY "0xffffffffef100006"
+/* vfio_load_state's flags: the device config, config-load-ready, and the
+ * final config unchanged since the early one (patch 0059). */
+#define VG_VFIO_FLAG_CONFIG           "0xffffffffef100002"
+#define VG_VFIO_FLAG_LOAD_READY       "0xffffffffef100006"
+#define VG_VFIO_FLAG_CONFIG_UNCHANGED "0xffffffffef10000a"
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 22
+#define VG_VFIO_TRACE_NEVENTS 23
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -89,6 +91,9 @@ struct vg_vfio_trace {
      * while it loaded the final config space, at the switchover. */
     unsigned early_configs;
     unsigned switchover_config_maps;
+    /* Final config spaces sent (source) or taken (destination) as
+     * unchanged since the early one, not loaded again (patch 0059). */
+    unsigned configs_unchanged;
     /* QEMU's downtime at the lines' resolution (-msg timestamp=on or the
      * PID@SECONDS prefix): from the last src-downtime-start to the
      * src-downtime-end after it, in ms; -1 without timestamps or both. */

@@ -59,7 +59,8 @@
  * destination loads it at once and its switchover then sends no DMA
  * map; off, neither); a guest that moves the register BAR during
  * pre-copy, after that early config, whose destination must then have
- * it where the source left it;
+ * it where the source left it (where it did not, the final config space
+ * is the early one, and patch 0059 does not send it again);
  * and on without the multifd capability, which
  * QEMU must refuse in setup with an error that names the problem,
  * leaving the source running with its vGPU intact; the property is then
@@ -268,6 +269,10 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
     g_assert_cmpuint(src.early_configs, ==,
                      !(c->early && !strcmp(c->early, "off")) &&
                          !(c->load_cfg && !strcmp(c->load_cfg, "on")));
+    /* ...and the final one, the same unless the guest moved a BAR since,
+     * was not loaded again (0059); the moved BAR was (mf_check_dst()). */
+    g_assert_cmpuint(src.configs_unchanged, ==,
+                     src.early_configs && !c->move_bar);
     /* Pre-copy over multifd in the 4 MiB pieces the servers' shared areas
      * allow (patch 0022), and stop-copy in the same (0048). */
     if (c->want_mf_precopy) {

@@ -243,6 +243,49 @@ static void test_check_early_config(void)
     g_assert_nonnull(strstr(err.msg, "destination early config loads is 0"));
 }
 
+/* A final config space unchanged since the early one (patch 0059): sent
+ * as such only after an early one, on the main channel as its config,
+ * and taken as sent by the destination. */
+static void test_check_config_unchanged(void)
+{
+    const char *const src_text =
+        "vfio_save_early_config  (dev0)\n"
+        "vfio_save_block  (dev0) data_size 4096\n"
+        "vfio_save_complete_precopy_start  (dev0)\n"
+        "vfio_save_block  (dev0) data_size 512\n"
+        "vfio_user_mig_data_read  size 1048576 ret 512\n"
+        "vfio_save_complete_precopy  (dev0) ret 0\n"
+        "vfio_save_config_unchanged  (dev0)\n";
+    const char *const dst_text =
+        "vfio_load_early_config  (dev0)\n"
+        "vfio_load_device_config_state_start  (dev0)\n"
+        "vfio_load_device_config_state_end  (dev0)\n"
+        "vfio_load_state  (dev0) data 0xffffffffef10000a\n"
+        "vfio_load_config_unchanged  (dev0)\n";
+    struct vg_vfio_path want = {.precopy = 4096, .stopcopy = 512};
+    struct vg_vfio_trace src, dst;
+    struct vg_error err = {0};
+
+    g_assert_cmpint(vg_vfio_trace_parse(src_text, &src, &err), ==, 0);
+    g_assert_cmpuint(src.configs_unchanged, ==, 1);
+    g_assert_cmpint(vg_vfio_trace_parse(dst_text, &dst, &err), ==, 0);
+    g_assert_cmpuint(dst.configs_unchanged, ==, 1);
+    g_assert_cmpuint(dst.main_configs, ==, 1);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, 0);
+
+    /* The destination loaded the config space again after all. */
+    dst.configs_unchanged = 0;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(
+        strstr(err.msg, "destination final configs unchanged is 0"));
+
+    /* Unchanged without an early config to compare with. */
+    src.early_configs = dst.early_configs = 0;
+    dst.configs_unchanged = 1;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "source final configs unchanged is 1"));
+}
+
 /* The downtime to the microsecond from the lines' timestamps, in both
  * prefixes, across midnight; -1 without them. */
 static void test_downtime(void)
@@ -532,6 +575,8 @@ int main(int argc, char **argv)
     g_test_add_func("/vfio-trace/check-init-data", test_check_init_data);
     g_test_add_func("/vfio-trace/downtime", test_downtime);
     g_test_add_func("/vfio-trace/check-early-config", test_check_early_config);
+    g_test_add_func("/vfio-trace/check-config-unchanged",
+                    test_check_config_unchanged);
     g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
     g_test_add_func("/vfio-trace/check-two-devices", test_check_two_devices);
     return g_test_run();
