@@ -29,6 +29,7 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "vmstate_downtime_checkpoint",
     "vfio_*_early_config",
     "vfio_*_config_unchanged",
+    "vfio_user_mig_state_*",
     "vfio_load_device_config_state_*",
     "vfio_user_dma_map",
 };
@@ -128,7 +129,76 @@ struct trace_phase {
      * running (early ones at setup, final ones at the switchover, never
      * at the same time). */
     unsigned early_due, early_loads, final_loads;
+    /* State changes in flight: the device's name and the state sent. */
+    unsigned in_flight;
+    struct {
+        char dev[128];
+        unsigned state;
+    } flight[VG_VFIO_TRACE_MAX_DEVICES];
 };
+
+/* The device name in @args, "(NAME) ...", into @out (@size). */
+static int arg_device(const char *ev, const char *args, char *out, size_t size,
+                      struct vg_error *err)
+{
+    const char *open = strchr(args, '(');
+    const char *close = open ? strchr(open, ')') : NULL;
+
+    if (!close || (size_t)(close - open - 1) >= size) {
+        return vg_error_set(err, EINVAL, "trace event %s without a device: %s",
+                            ev, args);
+    }
+    memcpy(out, open + 1, close - open - 1);
+    out[close - open - 1] = '\0';
+    return 0;
+}
+
+/* VFIO_DEVICE_STATE_RUNNING_P2P and _PRE_COPY_P2P (linux/vfio.h). */
+static bool state_is_p2p(unsigned state)
+{
+    return state == 5 || state == 7;
+}
+
+/* A state change to @state sent to device @dev (@send) or waited for. */
+static int state_change(const char *ev, const char *args, bool send,
+                        struct trace_phase *ph, struct vg_vfio_trace *tr,
+                        struct vg_error *err)
+{
+    char dev[sizeof(ph->flight[0].dev)];
+    int64_t v = 0;
+    unsigned i;
+    int ret = arg_device(ev, args, dev, sizeof(dev), err);
+
+    if (ret == 0) {
+        ret = arg_int(ev, args, send ? "state " : "ret ", &v, err);
+    }
+    if (ret < 0) {
+        return ret;
+    }
+    for (i = 0; i < ph->in_flight && strcmp(ph->flight[i].dev, dev); i++) {
+    }
+    if (!send) {
+        tr->state_waits++;
+        if (i < ph->in_flight) {
+            ph->flight[i] = ph->flight[--ph->in_flight];
+        }
+        return 0;
+    }
+    tr->state_sends++;
+    for (unsigned j = 0; j < ph->in_flight; j++) {
+        tr->state_p2p_left_early +=
+            !state_is_p2p((unsigned)v) && state_is_p2p(ph->flight[j].state);
+    }
+    if (i == ph->in_flight && i < VG_VFIO_TRACE_MAX_DEVICES) {
+        ph->in_flight++;
+        snprintf(ph->flight[i].dev, sizeof(ph->flight[i].dev), "%s", dev);
+    }
+    if (i < ph->in_flight) {
+        ph->flight[i].state = (unsigned)v;
+    }
+    tr->state_in_flight_max = MAX(tr->state_in_flight_max, ph->in_flight);
+    return 0;
+}
 
 /* A config space load begins or ends. */
 static void config_load(bool start, struct trace_phase *ph)
@@ -269,6 +339,10 @@ static int count_event(const char *ev, const char *args, double t,
     } else if (!strcmp(ev, "vfio_load_early_config")) {
         tr->early_configs++;
         ph->early_due++;
+    } else if (!strcmp(ev, "vfio_user_mig_state_send") ||
+               !strcmp(ev, "vfio_user_mig_state_wait")) {
+        ret = state_change(ev, args, !strcmp(ev, "vfio_user_mig_state_send"),
+                           ph, tr, err);
     } else if (!strcmp(ev, "vfio_save_config_unchanged") ||
                !strcmp(ev, "vfio_load_config_unchanged")) {
         tr->configs_unchanged++;
@@ -440,6 +514,15 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
           src->early_configs);
     CHECK("destination final configs unchanged", dst->configs_unchanged, ==,
           src->configs_unchanged);
+    /* State changes sent without waiting were waited for, and no device
+     * left P2P before every device had reached it (0060). */
+    CHECK("source state changes waited for", src->state_waits, ==,
+          src->state_sends);
+    CHECK("destination state changes waited for", dst->state_waits, ==,
+          dst->state_sends);
+    CHECK("source devices out of P2P early", src->state_p2p_left_early, ==, 0);
+    CHECK("destination devices out of P2P early", dst->state_p2p_left_early,
+          ==, 0);
     /* Stopping it rebuilds QEMU's flat views: after the downtime (0051). */
     CHECK("BAR write logs stopped inside the downtime",
           src->region_log_stops_in_downtime, ==, 0);
@@ -467,7 +550,8 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "write logs stopped %u (%u in the downtime); initial data counts %u "
         "(%" PRId64 " packets), %u before their packets, %u approved after; "
         "early configs %u, DMA maps in the switchover's config loads %u, "
-        "final configs unchanged %u",
+        "final configs unchanged %u; state changes sent %u, waited %u, "
+        "at most %u in flight, %u out of P2P early",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
         tr->thread_read_aheads, tr->main_completes, tr->main_read,
         tr->data_buffer_size, tr->load_threads, tr->load_threads_done,
@@ -480,5 +564,6 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         tr->region_log_stops, tr->region_log_stops_in_downtime,
         tr->init_data_counts, tr->init_data_packets, tr->init_data_waits,
         tr->init_data_approvals, tr->early_configs, tr->switchover_config_maps,
-        tr->configs_unchanged);
+        tr->configs_unchanged, tr->state_sends, tr->state_waits,
+        tr->state_in_flight_max, tr->state_p2p_left_early);
 }

@@ -34,8 +34,11 @@
 #define VG_VFIO_FLAG_LOAD_READY       "0xffffffffef100006"
 #define VG_VFIO_FLAG_CONFIG_UNCHANGED "0xffffffffef10000a"
 
+/* Devices whose state changes in flight the parser tells apart. */
+#define VG_VFIO_TRACE_MAX_DEVICES 16
+
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 23
+#define VG_VFIO_TRACE_NEVENTS 24
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -94,6 +97,14 @@ struct vg_vfio_trace {
     /* Final config spaces sent (source) or taken (destination) as
      * unchanged since the early one, not loaded again (patch 0059). */
     unsigned configs_unchanged;
+    /* Device state changes sent without waiting and waited for later
+     * (patch 0060), the most in flight at once, and those that moved a
+     * device out of P2P while another's change to P2P was still in
+     * flight (never: no device leaves P2P before all have reached it). */
+    unsigned state_sends;
+    unsigned state_waits;
+    unsigned state_in_flight_max;
+    unsigned state_p2p_left_early;
     /* QEMU's downtime at the lines' resolution (-msg timestamp=on or the
      * PID@SECONDS prefix): from the last src-downtime-start to the
      * src-downtime-end after it, in ms; -1 without timestamps or both. */

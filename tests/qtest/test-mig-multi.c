@@ -25,6 +25,7 @@
  * working.  Data-driven: 2 and 4 vGPUs.
  */
 #include "mig-test.h"
+#include "qclient/vfio-trace.h"
 
 #define MM_MAX 4u
 /* FILL pattern of MiB @i of device @d before the migration, and of the
@@ -67,6 +68,7 @@ static void mm_start_side(struct mm *t, struct mm_side *side, const char *role,
                           bool incoming)
 {
     const char *more[MM_MAX] = {NULL}; /* vgpu1.., NULL-terminated */
+    const char *trace[2 * VG_VFIO_TRACE_NEVENTS + 1] = {NULL};
     g_autofree char *qname = g_strdup_printf("qemu-%s", role);
     struct vg_qemu_opts qo = {
         .dir = t->dir,
@@ -74,7 +76,13 @@ static void mm_start_side(struct mm *t, struct mm_side *side, const char *role,
         .ram_mib = VGT_RAM_MIB,
         .incoming = incoming ? "defer" : NULL,
         .vgpu_socks = more,
+        .extra_args = trace,
     };
+
+    for (unsigned i = 0; i < VG_VFIO_TRACE_NEVENTS; i++) {
+        trace[2 * i] = "-trace";
+        trace[2 * i + 1] = vg_vfio_trace_events[i];
+    }
 
     for (unsigned d = 0; d < t->n; d++) {
         g_autofree char *name = g_strdup_printf("vgpu-%s%u", role, d);
@@ -122,6 +130,33 @@ static void mm_params(struct mm *t, bool hold)
     VGT_OK(vg_mig_set_parameter(qmp, "avail-switchover-bandwidth",
                                 hold ? 1000 : MT_SWITCHOVER_BANDWIDTH,
                                 VGT_ERR));
+}
+
+/*
+ * QEMU's trace of @side: every device state change it sent without
+ * waiting it waited for, none moved a device out of P2P before all had
+ * reached it, and each switchover had the changes of all @n devices in
+ * flight at once (patch 0060): to P2P and to the final state, at least
+ * 2 x @n changes.
+ */
+static void mm_check_state_changes(const struct mm_side *side, unsigned n,
+                                   const char *what)
+{
+    g_autofree char *text = NULL;
+    g_autofree char *desc = NULL;
+    struct vg_vfio_trace tr;
+    GError *gerr = NULL;
+
+    if (!g_file_get_contents(side->qemu->proc.log, &text, NULL, &gerr)) {
+        MT_FAIL("reading %s: %s", side->qemu->proc.log, gerr->message);
+    }
+    VGT_OK(vg_vfio_trace_parse(text, &tr, VGT_ERR));
+    desc = vg_vfio_trace_describe(&tr);
+    g_test_message("%s trace: %s", what, desc);
+    g_assert_cmpuint(tr.state_sends, >=, 2 * n);
+    g_assert_cmpuint(tr.state_waits, ==, tr.state_sends);
+    g_assert_cmpuint(tr.state_p2p_left_early, ==, 0);
+    g_assert_cmpuint(tr.state_in_flight_max, ==, n);
 }
 
 /* The random MiB device @d gets by DMA (deterministic). */
@@ -399,6 +434,8 @@ static void test_multi(gconstpointer data)
         g_assert_true(vg_proc_alive(&t.src.srv[d]->proc));
         g_assert_true(vg_proc_alive(&t.dst.srv[d]->proc));
     }
+    mm_check_state_changes(&t.src, n, "source");
+    mm_check_state_changes(&t.dst, n, "destination");
 
     mm_stop_side(&t.dst);
     mm_stop_side(&t.src);

@@ -286,6 +286,69 @@ static void test_check_config_unchanged(void)
     g_assert_nonnull(strstr(err.msg, "source final configs unchanged is 1"));
 }
 
+/* Device state changes sent without waiting (patch 0060): all devices
+ * to P2P, every reply, then all to STOP_COPY; a device sent STOP_COPY
+ * while another's P2P change is in flight is counted, and so is a change
+ * never waited for. */
+static void test_state_changes(void)
+{
+    const char *const good =
+        "vfio_user_mig_state_send  (dev1) state 7\n"
+        "vfio_user_mig_state_send  (dev0) state 7\n"
+        "vfio_user_mig_state_wait  (dev1) ret 0\n"
+        "vfio_user_mig_state_wait  (dev0) ret 0\n"
+        "vfio_user_mig_state_send  (dev1) state 3\n"
+        "vfio_user_mig_state_send  (dev0) state 3\n"
+        "vfio_user_mig_state_wait  (dev1) ret 0\n"
+        "vfio_user_mig_state_wait  (dev0) ret 0\n";
+    const char *const early =
+        "vfio_user_mig_state_send  (dev1) state 7\n"
+        "vfio_user_mig_state_send  (dev0) state 7\n"
+        "vfio_user_mig_state_wait  (dev1) ret 0\n"
+        "vfio_user_mig_state_send  (dev1) state 3\n"
+        "vfio_user_mig_state_wait  (dev0) ret 0\n"
+        "vfio_user_mig_state_send  (dev0) state 3\n";
+    const char *const stopcopy =
+        "vfio_save_block  (dev0) data_size 4096\n"
+        "vfio_save_complete_precopy_start  (dev0)\n"
+        "vfio_save_block  (dev0) data_size 512\n"
+        "vfio_user_mig_data_read  size 1048576 ret 512\n"
+        "vfio_save_complete_precopy  (dev0) ret 0\n";
+    g_autofree char *src_text = g_strconcat(good, stopcopy, NULL);
+    struct vg_vfio_path want = {.precopy = 4096, .stopcopy = 512};
+    struct vg_vfio_trace src, dst;
+    struct vg_error err = {0};
+
+    g_assert_cmpint(vg_vfio_trace_parse(src_text, &src, &err), ==, 0);
+    g_assert_cmpuint(src.state_sends, ==, 4);
+    g_assert_cmpuint(src.state_waits, ==, 4);
+    g_assert_cmpuint(src.state_in_flight_max, ==, 2);
+    g_assert_cmpuint(src.state_p2p_left_early, ==, 0);
+
+    g_assert_cmpint(vg_vfio_trace_parse(src_text, &dst, &err), ==, 0);
+    dst.main_configs = 1;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, 0);
+
+    g_assert_cmpint(vg_vfio_trace_parse(early, &dst, &err), ==, 0);
+    g_assert_cmpuint(dst.state_p2p_left_early, ==, 1);
+    g_assert_cmpuint(dst.state_waits, ==, 2);
+    dst.main_configs = 1;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(
+        strstr(err.msg, "destination state changes waited for is 2"));
+    dst.state_waits = dst.state_sends;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(
+        strstr(err.msg, "destination devices out of P2P early is 1"));
+
+    /* A device name that does not close is refused, naming the event. */
+    g_assert_cmpint(vg_vfio_trace_parse("vfio_user_mig_state_send  (dev0 "
+                                        "state 7\n",
+                                        &src, &err),
+                    ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "vfio_user_mig_state_send"));
+}
+
 /* The downtime to the microsecond from the lines' timestamps, in both
  * prefixes, across midnight; -1 without them. */
 static void test_downtime(void)
@@ -577,6 +640,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vfio-trace/check-early-config", test_check_early_config);
     g_test_add_func("/vfio-trace/check-config-unchanged",
                     test_check_config_unchanged);
+    g_test_add_func("/vfio-trace/state-changes", test_state_changes);
     g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
     g_test_add_func("/vfio-trace/check-two-devices", test_check_two_devices);
     return g_test_run();
