@@ -521,8 +521,8 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
     CHECK("destination state changes waited for", dst->state_waits, ==,
           dst->state_sends);
     CHECK("source devices out of P2P early", src->state_p2p_left_early, ==, 0);
-    CHECK("destination devices out of P2P early", dst->state_p2p_left_early,
-          ==, 0);
+    CHECK("destination devices out of P2P early", dst->state_p2p_left_early, ==,
+          0);
     /* Stopping it rebuilds QEMU's flat views: after the downtime (0051). */
     CHECK("BAR write logs stopped inside the downtime",
           src->region_log_stops_in_downtime, ==, 0);

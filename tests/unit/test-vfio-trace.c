@@ -292,22 +292,20 @@ static void test_check_config_unchanged(void)
  * never waited for. */
 static void test_state_changes(void)
 {
-    const char *const good =
-        "vfio_user_mig_state_send  (dev1) state 7\n"
-        "vfio_user_mig_state_send  (dev0) state 7\n"
-        "vfio_user_mig_state_wait  (dev1) ret 0\n"
-        "vfio_user_mig_state_wait  (dev0) ret 0\n"
-        "vfio_user_mig_state_send  (dev1) state 3\n"
-        "vfio_user_mig_state_send  (dev0) state 3\n"
-        "vfio_user_mig_state_wait  (dev1) ret 0\n"
-        "vfio_user_mig_state_wait  (dev0) ret 0\n";
-    const char *const early =
-        "vfio_user_mig_state_send  (dev1) state 7\n"
-        "vfio_user_mig_state_send  (dev0) state 7\n"
-        "vfio_user_mig_state_wait  (dev1) ret 0\n"
-        "vfio_user_mig_state_send  (dev1) state 3\n"
-        "vfio_user_mig_state_wait  (dev0) ret 0\n"
-        "vfio_user_mig_state_send  (dev0) state 3\n";
+    const char *const good = "vfio_user_mig_state_send  (dev1) state 7\n"
+                             "vfio_user_mig_state_send  (dev0) state 7\n"
+                             "vfio_user_mig_state_wait  (dev1) ret 0\n"
+                             "vfio_user_mig_state_wait  (dev0) ret 0\n"
+                             "vfio_user_mig_state_send  (dev1) state 3\n"
+                             "vfio_user_mig_state_send  (dev0) state 3\n"
+                             "vfio_user_mig_state_wait  (dev1) ret 0\n"
+                             "vfio_user_mig_state_wait  (dev0) ret 0\n";
+    const char *const early = "vfio_user_mig_state_send  (dev1) state 7\n"
+                              "vfio_user_mig_state_send  (dev0) state 7\n"
+                              "vfio_user_mig_state_wait  (dev1) ret 0\n"
+                              "vfio_user_mig_state_send  (dev1) state 3\n"
+                              "vfio_user_mig_state_wait  (dev0) ret 0\n"
+                              "vfio_user_mig_state_send  (dev0) state 3\n";
     const char *const stopcopy =
         "vfio_save_block  (dev0) data_size 4096\n"
         "vfio_save_complete_precopy_start  (dev0)\n"
