@@ -185,6 +185,15 @@ static void test_check_region_log_stop(void)
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
 }
 
+/* A source's main-channel migration of one device: 4096 bytes of
+ * pre-copy, 512 of stop-copy (want {.precopy = 4096, .stopcopy = 512}). */
+#define MAIN_CHANNEL_SAVE                                                      \
+    "vfio_save_block  (dev0) data_size 4096\n"                                 \
+    "vfio_save_complete_precopy_start  (dev0)\n"                               \
+    "vfio_save_block  (dev0) data_size 512\n"                                  \
+    "vfio_user_mig_data_read  size 1048576 ret 512\n"                          \
+    "vfio_save_complete_precopy  (dev0) ret 0\n"
+
 /* The config space sent early (patch 0058): the destination's early load
  * may map BARs, its final load at the switchover may not; the two loads
  * of two devices are told apart, and the counts must agree. */
@@ -212,12 +221,7 @@ static void test_check_early_config(void)
     g_autofree char *bad = g_strconcat(early, final_maps, NULL);
     g_autofree char *s =
         g_strdup("vfio_save_early_config  (dev0)\n"
-                 "vfio_save_early_config  (dev1)\n"
-                 "vfio_save_block  (dev0) data_size 4096\n"
-                 "vfio_save_complete_precopy_start  (dev0)\n"
-                 "vfio_save_block  (dev0) data_size 512\n"
-                 "vfio_user_mig_data_read  size 1048576 ret 512\n"
-                 "vfio_save_complete_precopy  (dev0) ret 0\n");
+                 "vfio_save_early_config  (dev1)\n" MAIN_CHANNEL_SAVE);
     struct vg_vfio_path want = {.precopy = 4096, .stopcopy = 512};
     struct vg_vfio_trace src, dst;
     struct vg_error err = {0};
@@ -249,12 +253,7 @@ static void test_check_early_config(void)
 static void test_check_config_unchanged(void)
 {
     const char *const src_text =
-        "vfio_save_early_config  (dev0)\n"
-        "vfio_save_block  (dev0) data_size 4096\n"
-        "vfio_save_complete_precopy_start  (dev0)\n"
-        "vfio_save_block  (dev0) data_size 512\n"
-        "vfio_user_mig_data_read  size 1048576 ret 512\n"
-        "vfio_save_complete_precopy  (dev0) ret 0\n"
+        "vfio_save_early_config  (dev0)\n" MAIN_CHANNEL_SAVE
         "vfio_save_config_unchanged  (dev0)\n";
     const char *const dst_text =
         "vfio_load_early_config  (dev0)\n"
@@ -306,13 +305,7 @@ static void test_state_changes(void)
                               "vfio_user_mig_state_send  (dev1) state 3\n"
                               "vfio_user_mig_state_wait  (dev0) ret 0\n"
                               "vfio_user_mig_state_send  (dev0) state 3\n";
-    const char *const stopcopy =
-        "vfio_save_block  (dev0) data_size 4096\n"
-        "vfio_save_complete_precopy_start  (dev0)\n"
-        "vfio_save_block  (dev0) data_size 512\n"
-        "vfio_user_mig_data_read  size 1048576 ret 512\n"
-        "vfio_save_complete_precopy  (dev0) ret 0\n";
-    g_autofree char *src_text = g_strconcat(good, stopcopy, NULL);
+    g_autofree char *src_text = g_strconcat(good, MAIN_CHANNEL_SAVE, NULL);
     struct vg_vfio_path want = {.precopy = 4096, .stopcopy = 512};
     struct vg_vfio_trace src, dst;
     struct vg_error err = {0};
