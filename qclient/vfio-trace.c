@@ -32,6 +32,7 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "vfio_user_mig_state_*",
     "vfio_load_device_config_state_*",
     "vfio_user_dma_map",
+    "vfio_user_dma_report*",
 };
 
 /* Seconds of the time of day "HH:MM:SS.ffffff" at @p, or -1. */
@@ -349,6 +350,12 @@ static int count_event(const char *ev, const char *args, double t,
     } else if (!strcmp(ev, "vfio_load_device_config_state_start") ||
                !strcmp(ev, "vfio_load_device_config_state_end")) {
         config_load(!strcmp(ev, "vfio_load_device_config_state_start"), ph);
+    } else if (!strcmp(ev, "vfio_user_dma_report_ahead")) {
+        tr->dma_reports_ahead++;
+    } else if (!strcmp(ev, "vfio_user_dma_report")) {
+        ret = arg_int(ev, args, "ahead ", &v, err);
+        tr->dma_reports_taken += v != 0;
+        tr->dma_reports_asked_in_downtime += !v && ph->downtime;
     } else if (!strcmp(ev, "vfio_user_dma_map")) {
         tr->switchover_config_maps += ph->final_loads > 0;
     } else if (!strcmp(ev, "vfio_user_region_log") &&
@@ -523,6 +530,10 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
     CHECK("source devices out of P2P early", src->state_p2p_left_early, ==, 0);
     CHECK("destination devices out of P2P early", dst->state_p2p_left_early, ==,
           0);
+    /* The downtime's RAM sync takes the reports asked for with STOP_COPY
+     * (0062): none is a round trip to a server there. */
+    CHECK("source DMA logging reports asked inside the downtime",
+          src->dma_reports_asked_in_downtime, ==, 0);
     /* Stopping it rebuilds QEMU's flat views: after the downtime (0051). */
     CHECK("BAR write logs stopped inside the downtime",
           src->region_log_stops_in_downtime, ==, 0);
@@ -551,7 +562,8 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "(%" PRId64 " packets), %u before their packets, %u approved after; "
         "early configs %u, DMA maps in the switchover's config loads %u, "
         "final configs unchanged %u; state changes sent %u, waited %u, "
-        "at most %u in flight, %u out of P2P early",
+        "at most %u in flight, %u out of P2P early; DMA logging reports "
+        "asked ahead %u, taken from them %u, asked inside the downtime %u",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
         tr->thread_read_aheads, tr->main_completes, tr->main_read,
         tr->data_buffer_size, tr->load_threads, tr->load_threads_done,
@@ -565,5 +577,7 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         tr->init_data_counts, tr->init_data_packets, tr->init_data_waits,
         tr->init_data_approvals, tr->early_configs, tr->switchover_config_maps,
         tr->configs_unchanged, tr->state_sends, tr->state_waits,
-        tr->state_in_flight_max, tr->state_p2p_left_early);
+        tr->state_in_flight_max, tr->state_p2p_left_early,
+        tr->dma_reports_ahead, tr->dma_reports_taken,
+        tr->dma_reports_asked_in_downtime);
 }

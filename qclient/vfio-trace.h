@@ -14,7 +14,8 @@
  * whether the log of guest writes to BAR2 stopped inside the downtime,
  * when the destination approved the switchover (switchover-ack), whether
  * the config space went early and the destination's switchover then
- * mapped nothing (patch 0058), and how
+ * mapped nothing (patch 0058), whether the RAM sync of the downtime
+ * took the devices' DMA logging reports asked for ahead (patch 0062), and how
  * long the downtime took to the microsecond (the integer milliseconds of
  * query-migrate make ratios of downtimes of a few ms coarse).
  * vg_vfio_trace_check() says whether a source's and a destination's
@@ -38,7 +39,7 @@
 #define VG_VFIO_TRACE_MAX_DEVICES 16
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 24
+#define VG_VFIO_TRACE_NEVENTS 25
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -105,6 +106,12 @@ struct vg_vfio_trace {
     unsigned state_waits;
     unsigned state_in_flight_max;
     unsigned state_p2p_left_early;
+    /* DMA logging reports asked for right after the change to STOP_COPY,
+     * the queries answered from them, and the queries sent to a server
+     * inside the downtime all the same (patch 0062). */
+    unsigned dma_reports_ahead;
+    unsigned dma_reports_taken;
+    unsigned dma_reports_asked_in_downtime;
     /* QEMU's downtime at the lines' resolution (-msg timestamp=on or the
      * PID@SECONDS prefix): from the last src-downtime-start to the
      * src-downtime-end after it, in ms; -1 without timestamps or both. */

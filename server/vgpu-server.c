@@ -156,7 +156,13 @@ static void usage(FILE *out)
         "                         post-copy page server waits MS ms, 1 to\n"
         "                         10000, before each reply, and so does a\n"
         "                         restore on demand before each read of\n"
-        "                         its save file: a slow source)\n"
+        "                         its save file: a slow source), or\n"
+        "                         late-dma:GPA (on its way out of RUNNING or\n"
+        "                         PRE_COPY the device writes the 4 KiB page\n"
+        "                         at guest address GPA, page-aligned, decimal\n"
+        "                         or 0x hex, with 0x1a7ed3a0 by DMA, as a\n"
+        "                         device finishing its DMA in flight would:\n"
+        "                         only the downtime's RAM sync can see it)\n"
         "  -h, --help             show this help and exit\n"
         "\n"
         "MIGRATION\n"
@@ -313,7 +319,7 @@ static int parse_u64(const char *text, uint64_t *out)
 }
 
 /* --fault corrupt-stream:OFFSET | corrupt-stream:random[:SEED] |
- * no-dma-log */
+ * no-dma-log | postcopy-delay:MS | late-dma:GPA */
 /* corrupt-stream:SPEC[@N]: SPEC is OFFSET or random[:SEED]. */
 static int parse_corrupt(const char *arg, struct mig_fault *f)
 {
@@ -351,6 +357,7 @@ static int parse_fault(const char *spec, struct mig_fault *f)
     static const char prefix[] = "corrupt-stream:";
 
     static const char delay[] = "postcopy-delay:";
+    static const char late[] = "late-dma:";
     char *end;
 
     if (strcmp(spec, "no-dma-log") == 0) {
@@ -365,6 +372,17 @@ static int parse_fault(const char *spec, struct mig_fault *f)
         }
         f->postcopy_delay_ms = (unsigned)ms;
         return 0;
+    }
+    if (strncmp(spec, late, sizeof(late) - 1) == 0) {
+        const char *gpa = spec + sizeof(late) - 1;
+
+        errno = 0;
+        f->late_dma_gpa = strtoull(gpa, &end, 0);
+        f->late_dma = true;
+        return errno || end == gpa || *end || *gpa == '-' ||
+                       f->late_dma_gpa % 4096
+                   ? -1
+                   : 0;
     }
     if (strncmp(spec, prefix, sizeof(prefix) - 1) != 0) {
         return -1;
@@ -562,6 +580,11 @@ static void warn_faults(const struct mig_fault *f)
     if (f->no_dma_log) {
         vg_warn("TEST ONLY fault injection: no-dma-log (device writes to "
                 "guest RAM are not DMA-logged)");
+    }
+    if (f->late_dma) {
+        vg_warn("TEST ONLY fault injection: late-dma (the device writes guest "
+                "page 0x%" PRIx64 " as it leaves a running state)",
+                f->late_dma_gpa);
     }
     if (f->postcopy_delay_ms) {
         vg_warn("TEST ONLY fault injection: the post-copy page server waits "

@@ -49,6 +49,8 @@ struct mig_fault {
     uint64_t session; /* 0: every saving session, else only this one
                          (1 for the server's first) */
     bool no_dma_log;  /* DMA logging never marks the pages the device wrote */
+    bool late_dma;    /* the device writes a page at @late_dma_gpa as it */
+    uint64_t late_dma_gpa;      /* leaves a running state (vfu-data.c) */
     unsigned postcopy_delay_ms; /* the page server waits before each reply */
 };
 

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,42 @@ static int feature_migration(struct vfu_server *srv, const uint8_t *p,
     return ret;
 }
 
+/* A page the device writes as it finishes its DMA in flight */
+#define LATE_DMA_SIZE    4096u
+#define LATE_DMA_PATTERN 0x1a7ed3a0u
+
+static bool state_running(enum mig_state s)
+{
+    return s == MIG_STATE_RUNNING || s == MIG_STATE_PRE_COPY;
+}
+
+/*
+ * TEST ONLY (--fault late-dma:GPA): on its way out of a running state,
+ * the device writes one page at GPA by DMA, logged as any DMA, as a
+ * device finishing the DMA it had in flight would.  Only the RAM dirty
+ * sync inside the downtime can find that page.
+ */
+static void late_dma(struct vfu_server *srv, enum mig_state to)
+{
+    uint32_t *page;
+
+    if (!srv->late_dma || !state_running(mig_state(srv->mig)) ||
+        state_running(to)) {
+        return;
+    }
+    page = vfu_dma_ptr(srv->dma, srv->late_dma_gpa, LATE_DMA_SIZE, true);
+    if (!page) {
+        vg_warn("late-dma: 0x%" PRIx64 " is not in a writable DMA mapping",
+                srv->late_dma_gpa);
+        return;
+    }
+    for (unsigned i = 0; i < LATE_DMA_SIZE / sizeof(*page); i++) {
+        page[i] = LATE_DMA_PATTERN;
+    }
+    vg_info("late-dma: wrote 0x%" PRIx64 " on the way to %s", srv->late_dma_gpa,
+            mig_state_name(to));
+}
+
 static int feature_mig_state(struct vfu_server *srv, const uint8_t *p,
                              const struct vfu_feature_req *f,
                              struct vfu_reply *r, struct vg_error *err)
@@ -142,6 +179,7 @@ static int feature_mig_state(struct vfu_server *srv, const uint8_t *p,
     if (ret == 0 && f->set) {
         ret = vfu_parse_mig_state(f, &st.device_state, err);
         if (ret == 0) {
+            late_dma(srv, st.device_state);
             ret = mig_set_state(srv->mig, st.device_state, err);
         }
     }

@@ -13,14 +13,26 @@
  * purpose (--fault no-dma-log: logging starts and reports, but marks
  * nothing) must leave the destination with the old pattern that the
  * first pass sent: the first case can tell missing DMA logging apart.
+ *
+ * A device may finish the DMA it had in flight on its way out of a
+ * running state (--fault late-dma:GPA writes a page then), after the last
+ * pre-copy sync: only the RAM sync of the downtime can find that page,
+ * from the DMA logging reports QEMU asked for with STOP_COPY (patch 0062,
+ * checked in the source QEMU's trace).
  */
 #include "mig-test.h"
+
+#include "qclient/vfio-trace.h"
 
 #define NPAGES   4u
 #define SRC_VRAM (10u << 20)
 #define NEW_PAT  0x0d1a0d1au
 #define OLD_BYTE 0x5c
 #define OLD_PAT  0x5c5c5c5cu
+/* Below the tests' allocations (VGT_RAM_START); the server's late-dma
+ * pattern (vfio-user/vfu-data.c). */
+#define LATE_GPA "0x800000"
+#define LATE_PAT 0x1a7ed3a0u
 
 /* Stop waiting once RAM's first pass is through: nothing remains to send
  * of RAM while the migration is active. */
@@ -126,10 +138,57 @@ static void test_dma_log_missing(void)
     mt_stop(&t);
 }
 
+/* The source QEMU's trace: the downtime's sync took the reports asked
+ * for ahead and asked no server. */
+static void assert_reports_ahead(const struct mt *t)
+{
+    g_autofree char *text = NULL;
+    g_autofree char *desc = NULL;
+    struct vg_vfio_trace tr;
+    GError *gerr = NULL;
+
+    if (!g_file_get_contents(t->src.qemu->proc.log, &text, NULL, &gerr)) {
+        MT_FAIL("reading %s: %s", t->src.qemu->proc.log, gerr->message);
+    }
+    VGT_OK(vg_vfio_trace_parse(text, &tr, VGT_ERR));
+    desc = vg_vfio_trace_describe(&tr);
+    g_test_message("source trace: %s", desc);
+    g_assert_cmpuint(tr.dma_reports_ahead, >=, 1);
+    g_assert_cmpuint(tr.dma_reports_taken, >=, 1);
+    g_assert_cmpuint(tr.dma_reports_asked_in_downtime, ==, 0);
+}
+
+static void test_dma_late(void)
+{
+    static const char *const fault[] = {"--fault", "late-dma:" LATE_GPA, NULL};
+    const char *trace[2 * VG_VFIO_TRACE_NEVENTS + 1] = {NULL};
+    uint64_t gpa = g_ascii_strtoull(LATE_GPA, NULL, 16);
+    struct vg_mig_info info;
+    struct mt t;
+
+    for (unsigned i = 0; i < VG_VFIO_TRACE_NEVENTS; i++) {
+        trace[2 * i] = "-trace";
+        trace[2 * i + 1] = vg_vfio_trace_events[i];
+    }
+    mt_start_src_with(&t, "mig-dma-late", VGT_VRAM_ARG, fault, trace);
+    VGT_OK(vg_qtest_memset(t.src.qemu->qt, gpa, OLD_BYTE, 4096, VGT_ERR));
+    mt_start_dst(&t, VGT_VRAM_ARG, NULL);
+    mt_migrate(&t, NULL, NULL, &info);
+    mt_attach_dst(&t);
+    assert_ram(t.src.qemu->qt, gpa, 4096, LATE_PAT,
+               "source (the late-dma fault wrote nothing)");
+    assert_ram(t.dst.qemu->qt, gpa, 4096, LATE_PAT,
+               "destination (the page the device wrote on its way out of "
+               "pre-copy was not sent: the downtime's RAM sync missed it)");
+    assert_reports_ahead(&t);
+    mt_stop(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/mig/dma/write-after-precopy", test_dma_during_precopy);
     g_test_add_func("/mig/dma/no-dma-log-fault-detected", test_dma_log_missing);
+    g_test_add_func("/mig/dma/late-dma-at-stop", test_dma_late);
     return g_test_run();
 }

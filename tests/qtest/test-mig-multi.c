@@ -137,10 +137,12 @@ static void mm_params(struct mm *t, bool hold)
  * waiting it waited for, none moved a device out of P2P before all had
  * reached it, and each switchover had the changes of all @n devices in
  * flight at once (patch 0060): to P2P and to the final state, at least
- * 2 x @n changes.
+ * 2 x @n changes.  The downtime's RAM sync asked no server for a DMA
+ * logging report and took at least @reports from those asked for with
+ * STOP_COPY (patch 0062): one per device on the source.
  */
-static void mm_check_state_changes(const struct mm_side *side, unsigned n,
-                                   const char *what)
+static void mm_check_trace(const struct mm_side *side, unsigned n,
+                           unsigned reports, const char *what)
 {
     g_autofree char *text = NULL;
     g_autofree char *desc = NULL;
@@ -157,6 +159,8 @@ static void mm_check_state_changes(const struct mm_side *side, unsigned n,
     g_assert_cmpuint(tr.state_waits, ==, tr.state_sends);
     g_assert_cmpuint(tr.state_p2p_left_early, ==, 0);
     g_assert_cmpuint(tr.state_in_flight_max, ==, n);
+    g_assert_cmpuint(tr.dma_reports_taken, >=, reports);
+    g_assert_cmpuint(tr.dma_reports_asked_in_downtime, ==, 0);
 }
 
 /* The random MiB device @d gets by DMA (deterministic). */
@@ -434,8 +438,8 @@ static void test_multi(gconstpointer data)
         g_assert_true(vg_proc_alive(&t.src.srv[d]->proc));
         g_assert_true(vg_proc_alive(&t.dst.srv[d]->proc));
     }
-    mm_check_state_changes(&t.src, n, "source");
-    mm_check_state_changes(&t.dst, n, "destination");
+    mm_check_trace(&t.src, n, n, "source");
+    mm_check_trace(&t.dst, n, 0, "destination");
 
     mm_stop_side(&t.dst);
     mm_stop_side(&t.src);

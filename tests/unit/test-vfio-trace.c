@@ -185,6 +185,54 @@ static void test_check_region_log_stop(void)
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
 }
 
+/* The DMA logging reports asked for with STOP_COPY (patch 0062): the
+ * downtime's sync takes them; a query sent to the server inside the
+ * downtime fails the check, one in pre-copy does not. */
+static void test_check_dma_reports(void)
+{
+    const char *const ahead =
+        "vfio_user_dma_report  iova 0x0 length 0xc0000 taken from a report "
+        "asked for ahead 0\n"
+        "vmstate_downtime_checkpoint src-downtime-start\n"
+        "vfio_user_dma_report_ahead  iova 0x0 length 0xc0000\n"
+        "vfio_user_dma_report_ahead  iova 0x100000 length 0xff00000\n"
+        "vfio_user_dma_report_wait  iova 0x0 length 0xc0000 ret 0\n"
+        "vfio_user_dma_report  iova 0x0 length 0xc0000 taken from a report "
+        "asked for ahead 1\n"
+        "vfio_user_dma_report  iova 0x100000 length 0xff00000 taken from a "
+        "report asked for ahead 1\n"
+        "vmstate_downtime_checkpoint src-downtime-end\n";
+    const char *const asked =
+        "vmstate_downtime_checkpoint src-downtime-start\n"
+        "vfio_user_dma_report  iova 0x0 length 0xc0000 taken from a report "
+        "asked for ahead 0\n"
+        "vmstate_downtime_checkpoint src-downtime-end\n";
+    g_autofree char *t1 = g_strdup(ahead), *t2 = g_strdup(asked);
+    g_autofree char *t3 = g_strdup("vfio_user_dma_report  iova 0x0\n");
+    struct vg_vfio_trace src, dst, tr;
+    struct vg_error err = {0};
+
+    parse_both(&src, &dst);
+    g_assert_cmpint(vg_vfio_trace_parse(t1, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.dma_reports_ahead, ==, 2);
+    g_assert_cmpuint(tr.dma_reports_taken, ==, 2);
+    g_assert_cmpuint(tr.dma_reports_asked_in_downtime, ==, 0);
+    src.dma_reports_asked_in_downtime = tr.dma_reports_asked_in_downtime;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
+
+    g_assert_cmpint(vg_vfio_trace_parse(t2, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.dma_reports_taken, ==, 0);
+    g_assert_cmpuint(tr.dma_reports_asked_in_downtime, ==, 1);
+    src.dma_reports_asked_in_downtime = tr.dma_reports_asked_in_downtime;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==,
+                    -EPROTO);
+    g_assert_nonnull(strstr(
+        err.msg, "source DMA logging reports asked inside the downtime is 1"));
+
+    g_assert_cmpint(vg_vfio_trace_parse(t3, &tr, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "'ahead '"));
+}
+
 /* A source's main-channel migration of one device: 4096 bytes of
  * pre-copy, 512 of stop-copy (want {.precopy = 4096, .stopcopy = 512}). */
 #define MAIN_CHANNEL_SAVE                                                      \
@@ -632,6 +680,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vfio-trace/check-config-unchanged",
                     test_check_config_unchanged);
     g_test_add_func("/vfio-trace/state-changes", test_state_changes);
+    g_test_add_func("/vfio-trace/check-dma-reports", test_check_dma_reports);
     g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
     g_test_add_func("/vfio-trace/check-two-devices", test_check_two_devices);
     return g_test_run();
