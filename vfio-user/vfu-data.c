@@ -152,21 +152,21 @@ static void late_dma(struct vfu_server *srv, enum mig_state to)
 {
     uint32_t *page;
 
-    if (!srv->late_dma || !state_running(mig_state(srv->mig)) ||
+    if (!srv->fault.late_dma || !state_running(mig_state(srv->mig)) ||
         state_running(to)) {
         return;
     }
-    page = vfu_dma_ptr(srv->dma, srv->late_dma_gpa, LATE_DMA_SIZE, true);
+    page = vfu_dma_ptr(srv->dma, srv->fault.late_dma_gpa, LATE_DMA_SIZE, true);
     if (!page) {
         vg_warn("late-dma: 0x%" PRIx64 " is not in a writable DMA mapping",
-                srv->late_dma_gpa);
+                srv->fault.late_dma_gpa);
         return;
     }
     for (unsigned i = 0; i < LATE_DMA_SIZE / sizeof(*page); i++) {
         page[i] = LATE_DMA_PATTERN;
     }
-    vg_info("late-dma: wrote 0x%" PRIx64 " on the way to %s", srv->late_dma_gpa,
-            mig_state_name(to));
+    vg_info("late-dma: wrote 0x%" PRIx64 " on the way to %s",
+            srv->fault.late_dma_gpa, mig_state_name(to));
 }
 
 static int feature_mig_state(struct vfu_server *srv, const uint8_t *p,

@@ -55,8 +55,8 @@ struct vfu_server {
     bool no_data_shm;   /* --no-data-shm: refuse data_shm */
     bool no_postcopy;   /* --no-postcopy: refuse postcopy */
     unsigned shm_slots; /* --data-slots: slots of the data_shm area */
-    bool late_dma;      /* TEST ONLY --fault late-dma:GPA */
-    uint64_t late_dma_gpa;
+    /* TEST ONLY --fault (the server applies late-dma, vfu-data.c) */
+    struct mig_fault fault;
     uint64_t region_size[VFIO_PCI_NUM_REGIONS];
     uint32_t irq_count[NUM_IRQS];
     struct vfu_limits lim;

@@ -23,8 +23,7 @@ static int server_init(struct vfu_server *srv,
     srv->no_region_log = cfg->no_region_log;
     srv->no_data_shm = cfg->no_data_shm;
     srv->no_postcopy = cfg->no_postcopy;
-    srv->late_dma = cfg->fault.late_dma;
-    srv->late_dma_gpa = cfg->fault.late_dma_gpa;
+    srv->fault = cfg->fault;
     srv->shm_slots = cfg->data_slots ? cfg->data_slots : VFU_DATA_SLOTS_DEFAULT;
     if (srv->shm_slots < VFU_DATA_SLOTS_MIN ||
         srv->shm_slots > VFU_DATA_SLOTS_MAX) {

@@ -17,6 +17,7 @@
 
 #include "qclient/io.h"
 #include "qclient/migrate.h"
+#include "qclient/vfio-trace.h"
 #include "vgpu-test.h"
 
 #define MT_MIG_TIMEOUT_MS   120000
@@ -65,6 +66,35 @@ struct mt {
     struct vg_vgpu dgpu; /* on the destination, after mt_attach_dst() */
     bool prealloc_ram;   /* the QEMUs preallocate guest RAM (prealloc=on) */
 };
+
+/* QEMU arguments that trace the events qclient/vfio-trace.h reads:
+ * "-trace EVENT" pairs, NULL-terminated. */
+#define MT_TRACE_ARGC (2 * VG_VFIO_TRACE_NEVENTS + 1)
+static inline void mt_trace_args(const char *args[MT_TRACE_ARGC])
+{
+    for (unsigned i = 0; i < VG_VFIO_TRACE_NEVENTS; i++) {
+        args[2 * i] = "-trace";
+        args[2 * i + 1] = vg_vfio_trace_events[i];
+    }
+    args[MT_TRACE_ARGC - 1] = NULL;
+}
+
+/* Parse the trace events in the log of @qemu (started with
+ * mt_trace_args()) into @tr, and log what they say as @what. */
+static inline void mt_trace_read(const struct vg_qemu *qemu, const char *what,
+                                 struct vg_vfio_trace *tr)
+{
+    g_autofree char *text = NULL;
+    g_autofree char *desc = NULL;
+    GError *gerr = NULL;
+
+    if (!g_file_get_contents(qemu->proc.log, &text, NULL, &gerr)) {
+        MT_FAIL("reading %s: %s", qemu->proc.log, gerr->message);
+    }
+    VGT_OK(vg_vfio_trace_parse(text, tr, VGT_ERR));
+    desc = vg_vfio_trace_describe(tr);
+    g_test_message("%s trace: %s", what, desc);
+}
 
 /* Start server @name (@vram, more arguments @extra) and its QEMU @qname
  * (more arguments @qemu_extra, -incoming defer if @incoming) into

@@ -142,17 +142,9 @@ static void test_dma_log_missing(void)
  * for ahead and asked no server. */
 static void assert_reports_ahead(const struct mt *t)
 {
-    g_autofree char *text = NULL;
-    g_autofree char *desc = NULL;
     struct vg_vfio_trace tr;
-    GError *gerr = NULL;
 
-    if (!g_file_get_contents(t->src.qemu->proc.log, &text, NULL, &gerr)) {
-        MT_FAIL("reading %s: %s", t->src.qemu->proc.log, gerr->message);
-    }
-    VGT_OK(vg_vfio_trace_parse(text, &tr, VGT_ERR));
-    desc = vg_vfio_trace_describe(&tr);
-    g_test_message("source trace: %s", desc);
+    mt_trace_read(t->src.qemu, "source", &tr);
     g_assert_cmpuint(tr.dma_reports_ahead, >=, 1);
     g_assert_cmpuint(tr.dma_reports_taken, >=, 1);
     g_assert_cmpuint(tr.dma_reports_asked_in_downtime, ==, 0);
@@ -161,15 +153,12 @@ static void assert_reports_ahead(const struct mt *t)
 static void test_dma_late(void)
 {
     static const char *const fault[] = {"--fault", "late-dma:" LATE_GPA, NULL};
-    const char *trace[2 * VG_VFIO_TRACE_NEVENTS + 1] = {NULL};
+    const char *trace[MT_TRACE_ARGC];
     uint64_t gpa = g_ascii_strtoull(LATE_GPA, NULL, 16);
     struct vg_mig_info info;
     struct mt t;
 
-    for (unsigned i = 0; i < VG_VFIO_TRACE_NEVENTS; i++) {
-        trace[2 * i] = "-trace";
-        trace[2 * i + 1] = vg_vfio_trace_events[i];
-    }
+    mt_trace_args(trace);
     mt_start_src_with(&t, "mig-dma-late", VGT_VRAM_ARG, fault, trace);
     VGT_OK(vg_qtest_memset(t.src.qemu->qt, gpa, OLD_BYTE, 4096, VGT_ERR));
     mt_start_dst(&t, VGT_VRAM_ARG, NULL);

@@ -68,7 +68,7 @@ static void mm_start_side(struct mm *t, struct mm_side *side, const char *role,
                           bool incoming)
 {
     const char *more[MM_MAX] = {NULL}; /* vgpu1.., NULL-terminated */
-    const char *trace[2 * VG_VFIO_TRACE_NEVENTS + 1] = {NULL};
+    const char *trace[MT_TRACE_ARGC];
     g_autofree char *qname = g_strdup_printf("qemu-%s", role);
     struct vg_qemu_opts qo = {
         .dir = t->dir,
@@ -79,11 +79,7 @@ static void mm_start_side(struct mm *t, struct mm_side *side, const char *role,
         .extra_args = trace,
     };
 
-    for (unsigned i = 0; i < VG_VFIO_TRACE_NEVENTS; i++) {
-        trace[2 * i] = "-trace";
-        trace[2 * i + 1] = vg_vfio_trace_events[i];
-    }
-
+    mt_trace_args(trace);
     for (unsigned d = 0; d < t->n; d++) {
         g_autofree char *name = g_strdup_printf("vgpu-%s%u", role, d);
         struct vg_server_opts so = {
@@ -144,17 +140,9 @@ static void mm_params(struct mm *t, bool hold)
 static void mm_check_trace(const struct mm_side *side, unsigned n,
                            unsigned reports, const char *what)
 {
-    g_autofree char *text = NULL;
-    g_autofree char *desc = NULL;
     struct vg_vfio_trace tr;
-    GError *gerr = NULL;
 
-    if (!g_file_get_contents(side->qemu->proc.log, &text, NULL, &gerr)) {
-        MT_FAIL("reading %s: %s", side->qemu->proc.log, gerr->message);
-    }
-    VGT_OK(vg_vfio_trace_parse(text, &tr, VGT_ERR));
-    desc = vg_vfio_trace_describe(&tr);
-    g_test_message("%s trace: %s", what, desc);
+    mt_trace_read(side->qemu, what, &tr);
     g_assert_cmpuint(tr.state_sends, >=, 2 * n);
     g_assert_cmpuint(tr.state_waits, ==, tr.state_sends);
     g_assert_cmpuint(tr.state_p2p_left_early, ==, 0);

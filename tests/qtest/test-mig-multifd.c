@@ -133,10 +133,11 @@ struct mf_case {
 static GPtrArray *mf_qemu_args(const struct mf_case *c)
 {
     GPtrArray *a = g_ptr_array_new_with_free_func(g_free);
+    const char *trace[MT_TRACE_ARGC];
 
-    for (unsigned i = 0; i < VG_VFIO_TRACE_NEVENTS; i++) {
-        g_ptr_array_add(a, g_strdup("-trace"));
-        g_ptr_array_add(a, g_strdup(vg_vfio_trace_events[i]));
+    mt_trace_args(trace);
+    for (unsigned i = 0; trace[i]; i++) {
+        g_ptr_array_add(a, g_strdup(trace[i]));
     }
     if (c->transfer && !c->set_at_runtime) {
         g_ptr_array_add(a, g_strdup("-global"));
@@ -207,25 +208,6 @@ static void mf_assert_prop(struct vg_qemu *q, const char *prop,
 
 /* ---------------------------------------------------------- trace -- */
 
-/* Read the trace events in @log. */
-static void mf_trace_read(const char *log, struct vg_vfio_trace *tr)
-{
-    g_autofree char *text = NULL;
-    GError *gerr = NULL;
-
-    if (!g_file_get_contents(log, &text, NULL, &gerr)) {
-        MT_FAIL("reading %s: %s", log, gerr->message);
-    }
-    VGT_OK(vg_vfio_trace_parse(text, tr, VGT_ERR));
-}
-
-static void mf_trace_log(const char *what, const struct vg_vfio_trace *tr)
-{
-    g_autofree char *text = vg_vfio_trace_describe(tr);
-
-    g_test_message("%s trace: %s", what, text);
-}
-
 /* The source's and destination's trace of the one migration done, where
  * the source server sent @precopy bytes in pre-copy and @stopcopy bytes
  * in stop-copy. */
@@ -241,10 +223,8 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
                                 .two_slots = c->data_slots == 2};
     struct vg_vfio_trace src, dst;
 
-    mf_trace_read(t->src.qemu->proc.log, &src);
-    mf_trace_read(t->dst.qemu->proc.log, &dst);
-    mf_trace_log("source", &src);
-    mf_trace_log("destination", &dst);
+    mt_trace_read(t->src.qemu, "source", &src);
+    mt_trace_read(t->dst.qemu, "destination", &dst);
     VGT_OK(vg_vfio_trace_check(&src, &dst, &want, VGT_ERR));
     /* QEMU logged the guest's writes to BAR2 and stopped the log after the
      * downtime (the check above: not inside it, patch 0051). */
@@ -592,7 +572,7 @@ static void mf_run_refused(const void *opaque)
     g_assert_nonnull(strstr(info.error_desc, r->message));
     mt_assert_source_intact(&t, samples, 0x79);
     /* Nothing was moved: no save thread, no stop-copy. */
-    mf_trace_read(t.src.qemu->proc.log, &src);
+    mt_trace_read(t.src.qemu, "source", &src);
     g_assert_cmpuint(src.save_threads + src.main_completes, ==, 0);
     g_assert_cmpuint(src.precopy_buffers, ==, 0);
 
