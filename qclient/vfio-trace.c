@@ -332,6 +332,8 @@ static int count_event(const char *ev, const char *args, double t,
         tr->init_data_bytes = tr->precopy_read;
     } else if (!strcmp(ev, "vfio_multifd_init_data_loaded")) {
         tr->init_data_approvals++;
+        tr->init_data_unacked =
+            MAX(tr->init_data_unacked, tr->written - tr->written_behind);
     } else if (!strcmp(ev, "vfio_multifd_init_data_approved")) {
         ret = arg_int(ev, args, "ret ", &v, err);
         tr->init_data_approved += v == 0;
@@ -495,13 +497,18 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
         CHECK("destination slots received into", dst->write_lends, ==, 0);
     }
     /* The destination approved the switchover once it had loaded the
-     * initial data, not when their count came (0052). */
+     * initial data, not when their count came (0052), each time from the
+     * load thread once the device had acknowledged every write (0064). */
     CHECK("destination initial data counts", dst->init_data_counts, ==,
           src->init_data_counts);
     CHECK("destination initial data packets", dst->init_data_packets, ==,
           src->init_data_packets);
     CHECK("destination approvals after loading the initial data",
-          dst->init_data_approvals, ==, dst->init_data_waits);
+          dst->init_data_approvals, ==, dst->init_data_counts);
+    if (want->data_shm) {
+        CHECK("destination bytes unacknowledged at an approval",
+              dst->init_data_unacked, ==, 0);
+    }
     /* ...made by the main loop, not by the load thread (0056). */
     CHECK("destination approvals made in the main loop",
           dst->init_data_approved, ==, dst->init_data_approvals);
@@ -559,7 +566,8 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "recv %u; pre-copy: main channel %" PRId64 " bytes, multifd setups %u "
         "buffers %u bytes %" PRId64 ", loads %u; channel syncs %u; BAR "
         "write logs stopped %u (%u in the downtime); initial data counts %u "
-        "(%" PRId64 " packets), %u before their packets, %u approved after; "
+        "(%" PRId64 " packets), %u before their packets, %u approved after "
+        "(%" PRId64 " bytes unacknowledged); "
         "early configs %u, DMA maps in the switchover's config loads %u, "
         "final configs unchanged %u; state changes sent %u, waited %u, "
         "at most %u in flight, %u out of P2P early; DMA logging reports "
@@ -575,9 +583,9 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         tr->precopy_read, tr->precopy_loads, tr->channel_syncs,
         tr->region_log_stops, tr->region_log_stops_in_downtime,
         tr->init_data_counts, tr->init_data_packets, tr->init_data_waits,
-        tr->init_data_approvals, tr->early_configs, tr->switchover_config_maps,
-        tr->configs_unchanged, tr->state_sends, tr->state_waits,
-        tr->state_in_flight_max, tr->state_p2p_left_early,
+        tr->init_data_approvals, tr->init_data_unacked, tr->early_configs,
+        tr->switchover_config_maps, tr->configs_unchanged, tr->state_sends,
+        tr->state_waits, tr->state_in_flight_max, tr->state_p2p_left_early,
         tr->dma_reports_ahead, tr->dma_reports_taken,
         tr->dma_reports_asked_in_downtime);
 }

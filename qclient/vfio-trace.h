@@ -80,11 +80,14 @@ struct vg_vfio_trace {
     /* The initial pre-copy data over multifd under switchover-ack (0052):
      * counts of its packets sent (source) or received (destination), one
      * per device, and their sum; on the destination, the counts that came
-     * before their packets were loaded, and the approvals once they were. */
+     * before their packets were loaded, the approvals once they were, and
+     * the most bytes written behind but not yet acknowledged at an
+     * approval (0064: the load thread waits for them; one device). */
     unsigned init_data_counts;
     int64_t init_data_packets;
     unsigned init_data_waits;
     unsigned init_data_approvals;
+    int64_t init_data_unacked;
     /* ...the approvals the main loop then made (patch 0056), and on the
      * source the pre-copy bytes queued when the last count was put, the
      * read sent ahead included (0057). */

@@ -431,9 +431,6 @@ static void test_downtime(void)
     }
 }
 
-/* Under switchover-ack the destination approves once it has loaded the
- * initial data's packets (patch 0052): a count that came before them must
- * be followed by an approval. */
 /* The initial-data counts of @from's trace into @to. */
 static void copy_init_data(struct vg_vfio_trace *to,
                            const struct vg_vfio_trace *from)
@@ -442,9 +439,15 @@ static void copy_init_data(struct vg_vfio_trace *to,
     to->init_data_packets = from->init_data_packets;
     to->init_data_waits = from->init_data_waits;
     to->init_data_approvals = from->init_data_approvals;
+    to->init_data_unacked = from->init_data_unacked;
     to->init_data_approved = from->init_data_approved;
 }
 
+/* Under switchover-ack the destination approves once it has loaded the
+ * initial data's packets (patch 0052), from its load thread once the
+ * device has acknowledged the writes of all of them (0064): every count
+ * must be followed by an approval, with no byte written behind still
+ * unacknowledged at it. */
 static void test_check_init_data(void)
 {
     const char *const block = "vfio_multifd_save_precopy_block  (dev) idx 0 "
@@ -462,8 +465,16 @@ static void test_check_init_data(void)
     g_autofree char *t1 = g_strconcat(block, s, block, NULL);
     g_autofree char *t2 = g_strdup(early);
     g_autofree char *t3 = g_strconcat(early, loaded, approved, NULL);
+    const char *const write = "vfio_user_mig_data_write  size 4096 ret 4096\n";
+    const char *const acked = "vfio_user_mig_data_write_behind_done  slot 2 "
+                              "ret 4096\n";
     g_autofree char *t5 = g_strconcat(early, loaded, NULL);
     g_autofree char *t4 = g_strdup(late);
+    g_autofree char *t6 = g_strconcat(late, loaded, approved, NULL);
+    g_autofree char *t7 =
+        g_strconcat(write, early, loaded, acked, approved, NULL);
+    g_autofree char *t8 =
+        g_strconcat(write, early, acked, loaded, approved, NULL);
     struct vg_vfio_trace src, dst, tr;
     struct vg_error err = {0};
 
@@ -497,9 +508,29 @@ static void test_check_init_data(void)
                     -EPROTO);
     g_assert_nonnull(strstr(err.msg, "approvals made in the main loop is 0, "
                                      "expected == 1"));
-    /* ... or the packets were loaded when the count came. */
+    /* Packets loaded when the count came: the load thread approves all
+     * the same (0064), not the main thread at once. */
     g_assert_cmpint(vg_vfio_trace_parse(t4, &tr, &err), ==, 0);
     g_assert_cmpuint(tr.init_data_waits, ==, 0);
+    copy_init_data(&dst, &tr);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==,
+                    -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "approvals after loading the initial "
+                                     "data is 0, expected == 1"));
+    g_assert_cmpint(vg_vfio_trace_parse(t6, &tr, &err), ==, 0);
+    copy_init_data(&dst, &tr);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
+    /* An approval while a write was still in flight at the server... */
+    g_assert_cmpint(vg_vfio_trace_parse(t7, &tr, &err), ==, 0);
+    g_assert_cmpint(tr.init_data_unacked, ==, 4096);
+    copy_init_data(&dst, &tr);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==,
+                    -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "bytes unacknowledged at an approval is "
+                                     "4096, expected == 0"));
+    /* ... and once it was acknowledged. */
+    g_assert_cmpint(vg_vfio_trace_parse(t8, &tr, &err), ==, 0);
+    g_assert_cmpint(tr.init_data_unacked, ==, 0);
     copy_init_data(&dst, &tr);
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
     /* A destination that got no count while the source sent one. */
