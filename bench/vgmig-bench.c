@@ -2359,9 +2359,29 @@ static double multi_median(const struct cell *cells, unsigned n,
     return vg_median(v, k);
 }
 
+/* The median final dirty MiB per vGPU of the verified --multi-vgpu cells
+ * of @wl with @vgpus vGPUs (what each device had left for its stop-copy);
+ * -1 if there is none. */
+static double multi_dirty_median(const struct cell *cells, unsigned n,
+                                 enum workload wl, unsigned vgpus)
+{
+    double v[MAX_MULTI_CELLS];
+    unsigned k = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        const struct cell *c = &cells[i];
+
+        if (c->wl == wl && c->vgpus == vgpus && c->verified &&
+            c->final_dirty >= 0) {
+            v[k++] = (double)c->final_dirty / vgpus / (1 << 20);
+        }
+    }
+    return k ? vg_median(v, k) : -1;
+}
+
 /* The section of the --multi-vgpu cells: each cell, and per workload the
  * median downtime of MULTI_VGPUS vGPUs over that of one against the
- * target. */
+ * target, with the final dirty data per vGPU each side had to move. */
 static void md_multi(GString *s, const struct cell *cells, unsigned n)
 {
     if (!n) {
@@ -2375,25 +2395,30 @@ static void md_multi(GString *s, const struct cell *cells, unsigned n)
         "`--multi-rounds` times.  Downtime: QEMU's, in whole ms from "
         "query-migrate and to the microsecond from its "
         "vmstate_downtime_checkpoint trace points (src-downtime-start to "
-        "src-downtime-end).  Device stop-copy: the longest device's; bytes: "
-        "all devices'.\n\n| workload | VRAM per vGPU | vGPUs | downtime ms "
-        "(QEMU) | downtime ms (trace) | device stop-copy ms | total ms | "
-        "bytes on the wire | forced |\n"
-        "|---|---|---:|---:|---:|---:|---:|---:|---|\n",
+        "src-downtime-end).  Device stop-copy: the longest device's; final "
+        "dirty: per vGPU, the mean of the devices' final dirty bytes (what "
+        "each had left to move in its stop-copy; a workload's varies with "
+        "where the stop falls); bytes: all devices'.\n\n| workload | VRAM per "
+        "vGPU | vGPUs | downtime ms (QEMU) | downtime ms (trace) | device "
+        "stop-copy ms | final dirty MiB per vGPU | total ms | bytes on the "
+        "wire | forced |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
         MULTI_VGPUS);
     for (unsigned i = 0; i < n; i++) {
         const struct cell *c = &cells[i];
 
         g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
         md_size(s, c->vram);
-        g_string_append_printf(s,
-                               " | %u | %" PRId64 " | %.3f | %.1f | %" PRId64
-                               " | %" PRId64 " | %s |\n",
-                               c->vgpus, c->downtime_ms, c->downtime_trace_ms,
-                               c->stopcopy_ms, c->total_ms, c->bytes_sent,
-                               !c->verified ? "failed"
-                               : c->forced  ? "yes"
-                                            : "no");
+        g_string_append_printf(
+            s,
+            " | %u | %" PRId64 " | %.3f | %.1f | %.1f | %" PRId64 " | %" PRId64
+            " | %s |\n",
+            c->vgpus, c->downtime_ms, c->downtime_trace_ms, c->stopcopy_ms,
+            (double)MAX(c->final_dirty, 0) / c->vgpus / (1 << 20), c->total_ms,
+            c->bytes_sent,
+            !c->verified ? "failed"
+            : c->forced  ? "yes"
+                         : "no");
     }
     g_string_append(s, "\n");
     for (unsigned w = 0; w < WL_COUNT; w++) {
@@ -2410,10 +2435,13 @@ static void md_multi(GString *s, const struct cell *cells, unsigned n)
         g_string_append_printf(
             s,
             "- %s: median downtime with %d vGPUs / with one: %.3f / %.3f ms "
-            "(%s, %u and %u runs) = %.2f (target <= %.1f: %s)\n",
+            "(%s, %u and %u runs) = %.2f (target <= %.1f: %s); median final "
+            "dirty per vGPU %.1f / %.1f MiB\n",
             wl_names[w], MULTI_VGPUS, many, one,
             t1 && tn ? "trace points" : "QEMU's whole ms", rn, r1, ratio,
-            MULTI_TARGET, ratio <= MULTI_TARGET ? "met" : "missed");
+            MULTI_TARGET, ratio <= MULTI_TARGET ? "met" : "missed",
+            multi_dirty_median(cells, n, w, MULTI_VGPUS),
+            multi_dirty_median(cells, n, w, 1));
     }
 }
 
