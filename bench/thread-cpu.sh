@@ -50,29 +50,36 @@ samples=$(mktemp)
 trap 'rm -f "$samples"' EXIT
 hz=$(getconf CLK_TCK)
 
-# The pids whose command line matches $pattern (without pgrep: a bare
-# GPU machine may lack procps).
+# The pids whose command line matches $pattern, in one grep over
+# /proc/*/cmdline (without pgrep: a bare GPU machine may lack procps;
+# and not a process per pid: where forks are slow a scan would take
+# longer than the interval).
 procs() {
-    local d
-    for d in /proc/[0-9]*; do
-        tr '\0' ' ' 2>/dev/null <"$d/cmdline" | grep -Eq -- "$pattern" &&
-            echo "${d#/proc/}"
-    done
+    local f
+    grep -a -l -E -- "$pattern" /proc/[0-9]*/cmdline 2>/dev/null |
+        while read -r f; do
+            f=${f#/proc/}
+            echo "${f%/cmdline}"
+        done
 }
 
-# One line per thread: time pid tid utime stime name | cmdline
+# One line per thread: time pid tid utime stime name | cmdline.  Bash
+# builtins read /proc, so that a sample costs two processes (date, grep).
 sample() {
-    local now p t stat
+    local now p t stat comm cmd
+    local -a args f
     now=$(date +%s.%N)
     for p in $(procs); do
         [ "$p" = "$$" ] && continue
-        local cmd
-        cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | cut -c1-60)
+        mapfile -d '' -t args 2>/dev/null <"/proc/$p/cmdline" || continue
+        cmd="${args[*]}"
+        cmd=${cmd:0:60}
         for t in /proc/"$p"/task/*; do
-            stat=$(cat "$t/stat" 2>/dev/null) || continue
+            read -r stat 2>/dev/null <"$t/stat" || continue
+            read -r comm 2>/dev/null <"$t/comm" || continue
             # Fields after the ")" that closes the name: 12 utime, 13 stime.
-            echo "$now $p ${t##*/} $(echo "${stat##*) }" |
-                awk '{print $12, $13}') $(cat "$t/comm" 2>/dev/null) | $cmd"
+            read -r -a f <<<"${stat##*) }"
+            echo "$now $p ${t##*/} ${f[11]} ${f[12]} $comm | $cmd"
         done
     done >>"$samples"
 }
