@@ -443,6 +443,25 @@ static void copy_init_data(struct vg_vfio_trace *to,
     to->init_data_approved = from->init_data_approved;
 }
 
+/* Parse @text as the destination's trace into @dst (its initial-data
+ * counts only) and check it against @src: 0, or -EPROTO with @msg in the
+ * error. */
+static void check_init_data(const struct vg_vfio_trace *src,
+                            struct vg_vfio_trace *dst, const char *text,
+                            const char *msg)
+{
+    struct vg_vfio_trace tr;
+    struct vg_error err = {0};
+
+    g_assert_cmpint(vg_vfio_trace_parse(text, &tr, &err), ==, 0);
+    copy_init_data(dst, &tr);
+    g_assert_cmpint(vg_vfio_trace_check(src, dst, &mf_path, &err), ==,
+                    msg ? -EPROTO : 0);
+    if (msg) {
+        g_assert_nonnull(strstr(err.msg, msg));
+    }
+}
+
 /* Under switchover-ack the destination approves once it has loaded the
  * initial data's packets (patch 0052), from its load thread once the
  * device has acknowledged the writes of all of them (0064): every count
@@ -489,50 +508,36 @@ static void test_check_init_data(void)
     /* The count came before its packets and no approval followed... */
     g_assert_cmpint(vg_vfio_trace_parse(t2, &tr, &err), ==, 0);
     g_assert_cmpuint(tr.init_data_waits, ==, 1);
-    copy_init_data(&dst, &tr);
-    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==,
-                    -EPROTO);
-    g_assert_nonnull(strstr(err.msg, "approvals after loading the initial "
-                                     "data is 0, expected == 1"));
+    check_init_data(&src, &dst, t2,
+                    "approvals after loading the initial data is 0, "
+                    "expected == 1");
     /* ... one did ... */
     g_assert_cmpint(vg_vfio_trace_parse(t3, &tr, &err), ==, 0);
     g_assert_cmpuint(tr.init_data_approvals, ==, 1);
     g_assert_cmpuint(tr.init_data_approved, ==, 1);
-    copy_init_data(&dst, &tr);
-    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
+    check_init_data(&src, &dst, t3, NULL);
     /* ... but not if the main loop never approved after the load thread
      * (0056: the load thread no longer takes the BQL itself) ... */
-    g_assert_cmpint(vg_vfio_trace_parse(t5, &tr, &err), ==, 0);
-    copy_init_data(&dst, &tr);
-    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==,
-                    -EPROTO);
-    g_assert_nonnull(strstr(err.msg, "approvals made in the main loop is 0, "
-                                     "expected == 1"));
+    check_init_data(&src, &dst, t5,
+                    "approvals made in the main loop is 0, expected == 1");
     /* Packets loaded when the count came: the load thread approves all
      * the same (0064), not the main thread at once. */
     g_assert_cmpint(vg_vfio_trace_parse(t4, &tr, &err), ==, 0);
     g_assert_cmpuint(tr.init_data_waits, ==, 0);
-    copy_init_data(&dst, &tr);
-    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==,
-                    -EPROTO);
-    g_assert_nonnull(strstr(err.msg, "approvals after loading the initial "
-                                     "data is 0, expected == 1"));
-    g_assert_cmpint(vg_vfio_trace_parse(t6, &tr, &err), ==, 0);
-    copy_init_data(&dst, &tr);
-    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
+    check_init_data(&src, &dst, t4,
+                    "approvals after loading the initial data is 0, "
+                    "expected == 1");
+    check_init_data(&src, &dst, t6, NULL);
     /* An approval while a write was still in flight at the server... */
     g_assert_cmpint(vg_vfio_trace_parse(t7, &tr, &err), ==, 0);
     g_assert_cmpint(tr.init_data_unacked, ==, 4096);
-    copy_init_data(&dst, &tr);
-    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==,
-                    -EPROTO);
-    g_assert_nonnull(strstr(err.msg, "bytes unacknowledged at an approval is "
-                                     "4096, expected == 0"));
+    check_init_data(&src, &dst, t7,
+                    "bytes unacknowledged at an approval is 4096, "
+                    "expected == 0");
     /* ... and once it was acknowledged. */
     g_assert_cmpint(vg_vfio_trace_parse(t8, &tr, &err), ==, 0);
     g_assert_cmpint(tr.init_data_unacked, ==, 0);
-    copy_init_data(&dst, &tr);
-    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
+    check_init_data(&src, &dst, t8, NULL);
     /* A destination that got no count while the source sent one. */
     dst.init_data_counts = 0;
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==,
