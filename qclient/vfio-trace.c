@@ -33,6 +33,12 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "vfio_load_device_config_state_*",
     "vfio_user_dma_map",
     "vfio_user_dma_report*",
+    "migrate_transferred",
+    "migrate_pending_e*",
+    "savevm_state_iterate",
+    "savevm_section_end",
+    "migration_switchover_ack_wait*",
+    "source_return_path_thread_switchover_acked",
 };
 
 /* Seconds of the time of day "HH:MM:SS.ffffff" at @p, or -1. */
@@ -118,6 +124,21 @@ static int arg_int(const char *event, const char *args, const char *key,
     return 0;
 }
 
+/* The source's round of pre-copy (one migration_iteration_run()), from
+ * one pending estimate to the next, until the downtime. */
+struct trace_round {
+    int64_t threshold;     /* the last migrate_transferred's */
+    bool approved;         /* the approval came before the round */
+    bool approved_now;     /* ...or has come since */
+    bool within;           /* exact pending size <= threshold */
+    bool iterated;         /* savevm_state_iterate */
+    unsigned sections;     /* ...the sections it iterated */
+    unsigned max_sections; /* the most in any round (fewer: rate limit) */
+    bool unsent;           /* a section had more to send */
+    bool waited;           /* waited for the approval */
+    bool over;             /* the downtime started */
+};
+
 /* Which save or load phase the events that follow belong to: the save
  * and load threads running (one per device, at the same time with several
  * devices), the main channel's stop-copy. */
@@ -136,6 +157,7 @@ struct trace_phase {
         char dev[128];
         unsigned state;
     } flight[VG_VFIO_TRACE_MAX_DEVICES];
+    struct trace_round round;
 };
 
 /* The device name in @args, "(NAME) ...", into @out (@size). */
@@ -216,6 +238,54 @@ static void config_load(bool start, struct trace_phase *ph)
     }
 }
 
+/* The source's pre-copy round ends: count it if it sent everything, with
+ * only the approval missing, and went on without waiting for it. */
+static void round_end(struct trace_phase *ph, struct vg_vfio_trace *tr)
+{
+    struct trace_round *r = &ph->round;
+    bool idle = r->iterated && r->within && !r->approved && !r->unsent &&
+                r->sections > 0 && r->sections >= r->max_sections;
+
+    tr->idle_rounds_unwaited += !r->over && idle && !r->waited;
+    r->max_sections = MAX(r->max_sections, r->sections);
+    r->approved = r->approved_now;
+    r->within = r->iterated = r->unsent = r->waited = false;
+    r->sections = 0;
+}
+
+/* Event @ev of the source's pre-copy rounds (patch 0065). */
+static int count_round(const char *ev, const char *args, struct trace_phase *ph,
+                       struct vg_vfio_trace *tr, struct vg_error *err)
+{
+    struct trace_round *r = &ph->round;
+    int64_t v = 0;
+    int ret = 0;
+
+    if (!strcmp(ev, "migrate_transferred")) {
+        ret = arg_int(ev, args, "max_size ", &r->threshold, err);
+    } else if (!strcmp(ev, "migrate_pending_estimate")) {
+        round_end(ph, tr);
+    } else if (!strcmp(ev, "migrate_pending_exact")) {
+        ret = arg_int(ev, args, "exact pending size ", &v, err);
+        r->within = v <= r->threshold;
+    } else if (!strcmp(ev, "savevm_state_iterate")) {
+        r->iterated = true;
+    } else if (!strcmp(ev, "savevm_section_end") && r->iterated) {
+        ret = arg_int(ev, args, "-> ", &v, err);
+        r->sections++;
+        r->unsent |= v != 1;
+    } else if (!strcmp(ev, "migration_switchover_ack_wait")) {
+        tr->ack_waits++;
+        r->waited = true;
+    } else if (!strcmp(ev, "migration_switchover_ack_wait_done")) {
+        ret = arg_int(ev, args, "acked ", &v, err);
+        tr->ack_waits_acked += v != 0;
+    } else if (!strcmp(ev, "source_return_path_thread_switchover_acked")) {
+        r->approved_now = true;
+    }
+    return ret;
+}
+
 /* The source's downtime checkpoint @args at time @t: the interval from
  * start to end into tr->downtime_ms. */
 static void downtime_checkpoint(const char *args, double t,
@@ -223,6 +293,8 @@ static void downtime_checkpoint(const char *args, double t,
                                 struct vg_vfio_trace *tr)
 {
     if (strstr(args, "src-downtime-start")) {
+        round_end(ph, tr);
+        ph->round.over = true;
         ph->downtime = true;
         ph->downtime_t0 = t;
     } else if (strstr(args, "src-downtime-end")) {
@@ -364,6 +436,8 @@ static int count_event(const char *ev, const char *args, double t,
                strstr(args, "logging 0")) {
         tr->region_log_stops++;
         tr->region_log_stops_in_downtime += ph->downtime;
+    } else {
+        ret = count_round(ev, args, ph, tr, err);
     }
     return ret;
 }
@@ -509,6 +583,12 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
         CHECK("destination bytes unacknowledged at an approval",
               dst->init_data_unacked, ==, 0);
     }
+    /* While only the approval was missing the source waited for it after
+     * each round that sent everything, instead of syncing its dirty
+     * bitmap again at once (0065). */
+    CHECK("source rounds that sent everything and did not wait for the "
+          "approval",
+          src->idle_rounds_unwaited, ==, 0);
     /* ...made by the main loop, not by the load thread (0056). */
     CHECK("destination approvals made in the main loop",
           dst->init_data_approved, ==, dst->init_data_approvals);
@@ -571,7 +651,9 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "early configs %u, DMA maps in the switchover's config loads %u, "
         "final configs unchanged %u; state changes sent %u, waited %u, "
         "at most %u in flight, %u out of P2P early; DMA logging reports "
-        "asked ahead %u, taken from them %u, asked inside the downtime %u",
+        "asked ahead %u, taken from them %u, asked inside the downtime %u; "
+        "waits for the approval %u (%u ended by it), rounds that sent "
+        "everything and did not wait %u",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
         tr->thread_read_aheads, tr->main_completes, tr->main_read,
         tr->data_buffer_size, tr->load_threads, tr->load_threads_done,
@@ -587,5 +669,6 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         tr->switchover_config_maps, tr->configs_unchanged, tr->state_sends,
         tr->state_waits, tr->state_in_flight_max, tr->state_p2p_left_early,
         tr->dma_reports_ahead, tr->dma_reports_taken,
-        tr->dma_reports_asked_in_downtime);
+        tr->dma_reports_asked_in_downtime, tr->ack_waits, tr->ack_waits_acked,
+        tr->idle_rounds_unwaited);
 }

@@ -15,9 +15,11 @@
  * when the destination approved the switchover (switchover-ack), whether
  * the config space went early and the destination's switchover then
  * mapped nothing (patch 0058), whether the RAM sync of the downtime
- * took the devices' DMA logging reports asked for ahead (patch 0062), and how
- * long the downtime took to the microsecond (the integer milliseconds of
- * query-migrate make ratios of downtimes of a few ms coarse).
+ * took the devices' DMA logging reports asked for ahead (patch 0062),
+ * whether the source waited for the approval instead of spinning (patch
+ * 0065), and how long the downtime took to the microsecond (the integer
+ * milliseconds of query-migrate make ratios of downtimes of a few ms
+ * coarse).
  * vg_vfio_trace_check() says whether a source's and a destination's
  * counts show the path a migration should have taken.
  */
@@ -39,7 +41,7 @@
 #define VG_VFIO_TRACE_MAX_DEVICES 16
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 25
+#define VG_VFIO_TRACE_NEVENTS 31
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -115,6 +117,14 @@ struct vg_vfio_trace {
     unsigned dma_reports_ahead;
     unsigned dma_reports_taken;
     unsigned dma_reports_asked_in_downtime;
+    /* The source's rounds of pre-copy while only the switchover approval
+     * was missing (patch 0065): its waits for the approval, those the
+     * approval ended, and the rounds with an exact pending size within
+     * the threshold that sent everything and went on to the next round
+     * (and its dirty bitmap sync) without waiting. */
+    unsigned ack_waits;
+    unsigned ack_waits_acked;
+    unsigned idle_rounds_unwaited;
     /* QEMU's downtime at the lines' resolution (-msg timestamp=on or the
      * PID@SECONDS prefix): from the last src-downtime-start to the
      * src-downtime-end after it, in ms; -1 without timestamps or both. */

@@ -545,6 +545,88 @@ static void test_check_init_data(void)
     g_assert_nonnull(strstr(err.msg, "initial data counts is 0"));
 }
 
+/* One pre-copy round of a source: threshold 3000000, an exact pending size
+ * of @pending, two sections returning @ret1 and @ret2 (none: "") and, if
+ * @wait, a wait for the approval that timed out. */
+static char *round_text(unsigned pending, const char *ret1, const char *ret2,
+                        bool wait)
+{
+    return g_strdup_printf(
+        "migrate_transferred transferred 1000 time_spent 100 bandwidth 10 "
+        "switchover_bw 0 max_size 3000000\n"
+        "migrate_pending_estimate estimate pending size 0 (pre = 0 post=0)\n"
+        "migration_bitmap_sync_start \n"
+        "migrate_pending_exact exact pending size %u (pre = %u post=0)\n"
+        "savevm_state_iterate \n%s%s%s%s%s",
+        pending, pending,
+        *ret1 ? "savevm_section_end ram, section_id 2 -> " : "", ret1,
+        *ret2 ? "savevm_section_end 0000:00:02.0/vfio, section_id 3 -> " : "",
+        ret2,
+        wait ? "migration_switchover_ack_wait timeout 10 ms\n"
+               "migration_switchover_ack_wait_done acked 0\n"
+             : "");
+}
+
+/* The rounds of @r1 and @r2, then the downtime: how many sent everything,
+ * with only the approval missing, and did not wait for it; the approval
+ * comes between them if @approved_after_r1.  Frees @r1 and @r2. */
+static unsigned unwaited_rounds(char *r1, char *r2, bool approved_after_r1)
+{
+    const char *const ack = "source_return_path_thread_switchover_acked \n";
+    g_autofree char *after = round_text(0, "1\n", "1\n", false);
+    g_autofree char *text = g_strconcat(
+        r1, approved_after_r1 ? ack : "", r2,
+        "vmstate_downtime_checkpoint src-downtime-start\n", after, NULL);
+    struct vg_vfio_trace tr;
+    struct vg_error err = {0};
+
+    g_assert_cmpint(vg_vfio_trace_parse(text, &tr, &err), ==, 0);
+    g_free(r1);
+    g_free(r2);
+    return tr.idle_rounds_unwaited;
+}
+
+/* While only the switchover approval is missing the source waits for it
+ * after a round that sent everything (patch 0065), instead of syncing its
+ * dirty bitmap again at once. */
+static void test_check_approval_wait(void)
+{
+    g_autofree char *w1 = round_text(4096, "1\n", "1\n", true);
+    g_autofree char *w2 = round_text(0, "1\n", "1\n", true);
+    g_autofree char *waited = g_strconcat(
+        w1, w2, "source_return_path_thread_switchover_acked \n", NULL);
+    struct vg_vfio_trace src, dst, tr;
+    struct vg_error err = {0};
+
+    /* Spinning: both rounds went on at once; rounds after the downtime
+     * started are not pre-copy. */
+    g_assert_cmpuint(unwaited_rounds(round_text(4096, "1\n", "1\n", false),
+                                     round_text(0, "1\n", "1\n", false), false),
+                     ==, 2);
+    /* Not idle: pending over the threshold, a section with more to send, a
+     * round the rate limit cut short (fewer sections), the approval come. */
+    g_assert_cmpuint(unwaited_rounds(round_text(3000001, "1\n", "1\n", false),
+                                     round_text(0, "1\n", "0\n", false), false),
+                     ==, 0);
+    g_assert_cmpuint(unwaited_rounds(round_text(0, "1\n", "1\n", true),
+                                     round_text(0, "1\n", "", false), false),
+                     ==, 0);
+    g_assert_cmpuint(unwaited_rounds(round_text(0, "1\n", "1\n", false),
+                                     round_text(0, "1\n", "1\n", false), true),
+                     ==, 1);
+
+    g_assert_cmpint(vg_vfio_trace_parse(waited, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.ack_waits, ==, 2);
+    g_assert_cmpuint(tr.ack_waits_acked, ==, 0);
+    g_assert_cmpuint(tr.idle_rounds_unwaited, ==, 0);
+    parse_both(&src, &dst);
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
+    src.idle_rounds_unwaited = 1;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==,
+                    -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "did not wait for the approval is 1"));
+}
+
 /* Over multifd the source lends the slots it reads into (patch 0031), and
  * multifd gives each back once sent. */
 static void test_check_lends(void)
@@ -711,6 +793,8 @@ int main(int argc, char **argv)
     g_test_add_func("/vfio-trace/check-region-log-stop",
                     test_check_region_log_stop);
     g_test_add_func("/vfio-trace/check-init-data", test_check_init_data);
+    g_test_add_func("/vfio-trace/check-approval-wait",
+                    test_check_approval_wait);
     g_test_add_func("/vfio-trace/downtime", test_downtime);
     g_test_add_func("/vfio-trace/check-early-config", test_check_early_config);
     g_test_add_func("/vfio-trace/check-config-unchanged",
