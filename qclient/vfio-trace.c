@@ -583,15 +583,15 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
         CHECK("destination bytes unacknowledged at an approval",
               dst->init_data_unacked, ==, 0);
     }
+    /* ...made by the main loop, not by the load thread (0056). */
+    CHECK("destination approvals made in the main loop",
+          dst->init_data_approved, ==, dst->init_data_approvals);
     /* While only the approval was missing the source waited for it after
      * each round that sent everything, instead of syncing its dirty
      * bitmap again at once (0065). */
     CHECK("source rounds that sent everything and did not wait for the "
           "approval",
           src->idle_rounds_unwaited, ==, 0);
-    /* ...made by the main loop, not by the load thread (0056). */
-    CHECK("destination approvals made in the main loop",
-          dst->init_data_approved, ==, dst->init_data_approvals);
     /* The config space sent at setup was loaded at once, so the final one
      * mapped nothing inside the downtime (0058), as long as the guest did
      * not move a BAR that QEMU maps for the servers (BAR2, VRAM) during
