@@ -593,8 +593,10 @@ static void test_check_approval_wait(void)
 {
     g_autofree char *w1 = round_text(4096, "1\n", "1\n", true);
     g_autofree char *w2 = round_text(0, "1\n", "1\n", true);
-    g_autofree char *waited = g_strconcat(
-        w1, w2, "source_return_path_thread_switchover_acked \n", NULL);
+    g_autofree char *waited =
+        g_strconcat(w1, w2, "migration_switchover_ack_wait timeout 10 ms\n",
+                    "source_return_path_thread_switchover_acked \n",
+                    "migration_switchover_ack_wait_done acked 1\n", NULL);
     struct vg_vfio_trace src, dst, tr;
     struct vg_error err = {0};
 
@@ -616,8 +618,8 @@ static void test_check_approval_wait(void)
                      ==, 1);
 
     g_assert_cmpint(vg_vfio_trace_parse(waited, &tr, &err), ==, 0);
-    g_assert_cmpuint(tr.ack_waits, ==, 2);
-    g_assert_cmpuint(tr.ack_waits_acked, ==, 0);
+    g_assert_cmpuint(tr.ack_waits, ==, 3);
+    g_assert_cmpuint(tr.ack_waits_acked, ==, 1); /* the third */
     g_assert_cmpuint(tr.idle_rounds_unwaited, ==, 0);
     parse_both(&src, &dst);
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &mf_path, &err), ==, 0);
