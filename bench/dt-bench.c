@@ -5,7 +5,9 @@
  * GB/s are 1e9 bytes of the buffer per second (a memcpy of N bytes counts
  * N), best of --reps runs, the steps interleaved in every run so that
  * all see the same machine.  "pool" is dt_epoch hashing every page
- * (dt_mark_all_opaque) with 1 to --threads threads.
+ * (dt_mark_all_opaque) with 1 to --threads threads; "empty epoch" is
+ * dt_epoch_begin and dt_epoch_end with nothing marked, the final epoch of
+ * an idle device's stop-copy, in microseconds (the best run).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -91,6 +93,26 @@ static int once_pool(struct dt_tracker *t, uint64_t *dirty, double *out,
     return rc;
 }
 
+/* dt_epoch_begin and dt_epoch_end with nothing to hash: microseconds. */
+static double once_empty_epoch(struct dt_tracker *t, uint64_t *dirty,
+                               struct vg_error *err)
+{
+    double t0 = now_s();
+
+    if (dt_epoch_begin(t, dirty, err)) {
+        return -1;
+    }
+    dt_epoch_end(t, NULL);
+    return (now_s() - t0) * 1e6;
+}
+
+static void keep_least(double *least, double us)
+{
+    if (*least == 0 || us < *least) {
+        *least = us;
+    }
+}
+
 static void keep_best(double *best, double g)
 {
     if (g > *best) {
@@ -131,7 +153,7 @@ static int pools_new(const struct opts *o, const uint8_t *src,
  */
 static int measure(const struct opts *o, const uint8_t *src, uint8_t *dst,
                    double *mc, double *rd, double *xx, double *pool,
-                   struct vg_error *err)
+                   double *empty_us, struct vg_error *err)
 {
     struct dt_tracker *t[DT_THREADS_MAX] = {0};
     uint64_t *dirty[DT_THREADS_MAX] = {0};
@@ -147,6 +169,12 @@ static int measure(const struct opts *o, const uint8_t *src, uint8_t *dst,
             rc = once_pool(t[n - 1], dirty[n - 1], &g, err);
             keep_best(&pool[n - 1], g);
         }
+        for (unsigned n = 1; !rc && n <= o->threads; n++) {
+            double us = once_empty_epoch(t[n - 1], dirty[n - 1], err);
+
+            rc = us < 0 ? -1 : 0;
+            keep_least(&empty_us[n - 1], us);
+        }
     }
     for (unsigned n = 0; n < o->threads; n++) {
         free(dirty[n]);
@@ -158,9 +186,10 @@ static int measure(const struct opts *o, const uint8_t *src, uint8_t *dst,
 static int run(const struct opts *o, const uint8_t *src, uint8_t *dst)
 {
     double mc = 0, rd = 0, xx = 0, pool[DT_THREADS_MAX] = {0};
+    double empty_us[DT_THREADS_MAX] = {0};
     struct vg_error err = {0};
 
-    if (measure(o, src, dst, &mc, &rd, &xx, pool, &err)) {
+    if (measure(o, src, dst, &mc, &rd, &xx, pool, empty_us, &err)) {
         fprintf(stderr, "dt-bench: %s\n", err.msg);
         return 1;
     }
@@ -176,6 +205,11 @@ static int run(const struct opts *o, const uint8_t *src, uint8_t *dst)
                "scaling x%.2f)\n",
                n, n > 1 ? "s" : " ", pool[n - 1], pool[n - 1] / mc,
                pool[n - 1] / pool[0]);
+    }
+    for (unsigned n = 1; n <= o->threads; n++) {
+        printf("empty epoch %2u thread%s %8.1f us  (%llu pages)\n", n,
+               n > 1 ? "s" : " ", empty_us[n - 1],
+               (unsigned long long)(o->size / o->page));
     }
     return 0;
 }

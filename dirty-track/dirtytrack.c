@@ -40,12 +40,14 @@ struct dt_tracker {
     struct dt_pool *pool;
     /* An epoch run by dt_epoch_begin(): words finished, in any order. */
     bool open;
+    bool pooled; /* on the pool's threads, else done by dt_epoch_begin */
     uint64_t start_ns;
-    uint64_t end_ns;      /* when the last word was finished */
+    uint64_t end_ns;      /* when the last word that hashed was finished */
     uint8_t *word_done;   /* set (release) once out[w] is final */
     uint64_t words_ready; /* words [0, words_ready) all final */
     pthread_mutex_t mu;   /* with cv: waiting for a word */
     pthread_cond_t cv;
+    unsigned waiters; /* threads in dt_epoch_ready's wait (changed under mu) */
 };
 
 static uint64_t bit(uint64_t page)
@@ -218,7 +220,7 @@ void dt_free(struct dt_tracker *t)
     if (!t) {
         return;
     }
-    if (t->open) {
+    if (t->open && t->pooled) {
         dt_pool_wait(t->pool);
     }
     dt_pool_free(t->pool);
@@ -477,6 +479,33 @@ static void add_stat(uint64_t *counter, uint64_t n)
     }
 }
 
+/*
+ * Word @w of an open epoch is final: publish it, and wake dt_epoch_ready()
+ * if it waits.  Most words of a stop-copy's epoch hash nothing, so they
+ * neither take the mutex nor move the epoch's end (@hashed: this word
+ * hashed pages): on many threads the shared lock and clock word cost more
+ * than the words themselves.  The sequentially consistent store and load
+ * pair with dt_epoch_ready()'s: either it sees the word done, or this
+ * thread sees it waiting and wakes it under the mutex.
+ */
+static void word_finished(struct dt_tracker *t, uint64_t w, bool hashed)
+{
+    if (hashed) {
+        uint64_t now = now_ns(), seen = __atomic_load_n(&t->end_ns, 0);
+
+        while (seen < now && !__atomic_compare_exchange_n(
+                                 &t->end_ns, &seen, now, true, __ATOMIC_RELAXED,
+                                 __ATOMIC_RELAXED)) {
+        }
+    }
+    __atomic_store_n(&t->word_done[w], 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&t->waiters, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&t->mu);
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
+    }
+}
+
 /* One pool chunk: the 64 pages of bitmap word @w. */
 static void epoch_word(void *arg, uint64_t w)
 {
@@ -503,16 +532,7 @@ static void epoch_word(void *arg, uint64_t w)
     add_stat(&st->dirty_baseline, popcount(r.baseline & ~exact));
     add_stat(&st->zero, popcount(r.zero));
     if (t->open) {
-        uint64_t now = now_ns(), seen = __atomic_load_n(&t->end_ns, 0);
-
-        while (seen < now && !__atomic_compare_exchange_n(
-                                 &t->end_ns, &seen, now, true, __ATOMIC_RELAXED,
-                                 __ATOMIC_RELAXED)) {
-        }
-        __atomic_store_n(&t->word_done[w], 1, __ATOMIC_RELEASE);
-        pthread_mutex_lock(&t->mu);
-        pthread_cond_broadcast(&t->cv);
-        pthread_mutex_unlock(&t->mu);
+        word_finished(t, w, r.hashed != 0);
     }
 }
 
@@ -581,21 +601,44 @@ static void epoch_finish(struct dt_tracker *t, struct dt_epoch_stats *st)
     }
 }
 
+/*
+ * Whether the epoch about to run needs the pool: with no page to hash
+ * each word is a few loads and stores, and the caller does them all
+ * sooner than the pool's threads wake and share its counters.
+ */
+static bool epoch_on_pool(const struct dt_tracker *t)
+{
+    return dt_pool_threads(t->pool) > 1 && dt_pages_to_hash(t) > 0;
+}
+
+static void epoch_inline(struct dt_tracker *t)
+{
+    for (uint64_t w = 0; w < t->words; w++) {
+        epoch_word(t, w);
+    }
+}
+
 int dt_epoch(struct dt_tracker *t, uint64_t *dirty, struct dt_epoch_stats *st,
              struct vg_error *err)
 {
+    bool pooled = epoch_on_pool(t);
     int rc = epoch_start(t, dirty, err);
 
     if (rc) {
         return rc;
     }
-    dt_pool_run(t->pool, t->words, epoch_word, t);
+    if (pooled) {
+        dt_pool_run(t->pool, t->words, epoch_word, t);
+    } else {
+        epoch_inline(t);
+    }
     epoch_finish(t, st);
     return 0;
 }
 
 int dt_epoch_begin(struct dt_tracker *t, uint64_t *dirty, struct vg_error *err)
 {
+    bool pooled = epoch_on_pool(t);
     int rc = epoch_start(t, dirty, err);
 
     if (rc) {
@@ -605,7 +648,12 @@ int dt_epoch_begin(struct dt_tracker *t, uint64_t *dirty, struct vg_error *err)
     t->words_ready = 0;
     t->end_ns = t->start_ns;
     t->open = true;
-    dt_pool_start(t->pool, t->words, epoch_word, t);
+    t->pooled = pooled;
+    if (pooled) {
+        dt_pool_start(t->pool, t->words, epoch_word, t);
+    } else {
+        epoch_inline(t);
+    }
     return 0;
 }
 
@@ -626,10 +674,12 @@ uint64_t dt_epoch_ready(struct dt_tracker *t, uint64_t want)
             break;
         }
         pthread_mutex_lock(&t->mu);
+        __atomic_store_n(&t->waiters, t->waiters + 1, __ATOMIC_SEQ_CST);
         while (
-            !__atomic_load_n(&t->word_done[t->words_ready], __ATOMIC_ACQUIRE)) {
+            !__atomic_load_n(&t->word_done[t->words_ready], __ATOMIC_SEQ_CST)) {
             pthread_cond_wait(&t->cv, &t->mu);
         }
+        __atomic_store_n(&t->waiters, t->waiters - 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&t->mu);
     }
     return t->words_ready * 64 < t->pages ? t->words_ready * 64 : t->pages;
@@ -643,7 +693,9 @@ void dt_epoch_end(struct dt_tracker *t, struct dt_epoch_stats *st)
         }
         return;
     }
-    dt_pool_wait(t->pool);
+    if (t->pooled) {
+        dt_pool_wait(t->pool);
+    }
     epoch_finish(t, st);
     t->open = false;
 }

@@ -163,14 +163,14 @@ int dt_epoch(struct dt_tracker *t, uint64_t *dirty, struct dt_epoch_stats *st,
  * dt_epoch() in halves, so that the first pages of the dirty set can be
  * sent while the rest is still being hashed (stop-copy):
  * dt_epoch_begin() starts the epoch on the pool's threads and returns at
- * once (with 1 thread it does all the work first); dt_epoch_ready()
- * returns how many pages of @dirty, from page 0, are final, waiting until
- * at least min(@want, pages) are; dt_epoch_end() waits for the rest and
- * gives the statistics, as dt_epoch() would.  Between begin and end the
- * memory must not change, no dt_mark_*, dt_merge_log or dt_epoch call
- * may be made, and dt_note_sent() only for pages below what
- * dt_epoch_ready() returned.  -EINVAL if @dirty is NULL or an epoch is
- * already open.
+ * once (with 1 thread, or no page to hash, it does all the work first);
+ * dt_epoch_ready() returns how many pages of @dirty, from page 0, are
+ * final, waiting until at least min(@want, pages) are; dt_epoch_end()
+ * waits for the rest and gives the statistics, as dt_epoch() would.
+ * Between begin and end the memory must not change, no dt_mark_*,
+ * dt_merge_log or dt_epoch call may be made, and dt_note_sent() only for
+ * pages below what dt_epoch_ready() returned.  -EINVAL if @dirty is NULL
+ * or an epoch is already open.
  */
 int dt_epoch_begin(struct dt_tracker *t, uint64_t *dirty, struct vg_error *err);
 uint64_t dt_epoch_ready(struct dt_tracker *t, uint64_t want);

@@ -278,6 +278,45 @@ static void test_first_epoch(void)
     dt_free(t);
 }
 
+/* An epoch with no page to hash (only exact marks, as in an idle device's
+ * stop-copy) is done by the caller within dt_epoch_begin(), whatever the
+ * pool's size, and takes no hashing time; one with pages to hash still
+ * finds them with the pool. */
+static void test_epoch_without_hashing(void)
+{
+    const uint64_t pages = 64 * 64 + 3, size = pages * 4096;
+    g_autofree uint8_t *mem = g_malloc0(size);
+    struct dt_tracker *t = new_tracker(mem, size, 4096, 4, 7);
+    g_autofree uint64_t *base = epoch(t, NULL);
+    g_autofree uint64_t *dirty = g_new0(uint64_t, dt_bitmap_words(t));
+    struct dt_epoch_stats st;
+    struct vg_error err = {0};
+
+    g_assert_cmpint(dt_mark_exact(t, 4096 * 9, 1, &err), ==, 0);
+    g_assert_cmpint(dt_mark_exact(t, size - 1, 1, &err), ==, 0);
+    g_assert_cmpuint(dt_pages_to_hash(t), ==, 0);
+    g_assert_cmpint(dt_epoch_begin(t, dirty, &err), ==, 0);
+    g_assert_cmpuint(dt_epoch_ready(t, 0), ==, pages); /* all final now */
+    dt_epoch_end(t, &st);
+    g_assert_cmpuint(st.dirty_exact, ==, 2);
+    g_assert_cmpuint(st.pages_hashed, ==, 0);
+    g_assert_cmpuint(st.hash_ns, ==, 0);
+    g_assert_true(test_bit(dirty, 9));
+    g_assert_true(test_bit(dirty, pages - 1));
+
+    mem[4096 * 4000] = 1;
+    g_assert_cmpint(dt_mark_opaque(t, 4096 * 3990, 4096 * 20, &err), ==, 0);
+    g_assert_cmpuint(dt_pages_to_hash(t), ==, 20);
+    g_assert_cmpint(dt_epoch_begin(t, dirty, &err), ==, 0);
+    g_assert_cmpuint(dt_epoch_ready(t, pages), ==, pages);
+    dt_epoch_end(t, &st);
+    g_assert_cmpuint(st.pages_hashed, ==, 20);
+    g_assert_cmpuint(st.dirty, ==, 1);
+    g_assert_true(test_bit(dirty, 4000));
+    g_assert_cmpfloat(st.hash_gbps, >, 0);
+    dt_free(t);
+}
+
 static void test_precision(void)
 {
     static uint8_t mem[16 * 4096];
@@ -805,6 +844,8 @@ int main(int argc, char **argv)
     g_test_add_func("/dirtytrack/config-errors", test_config_errors);
     g_test_add_func("/dirtytrack/range-errors", test_range_errors);
     g_test_add_func("/dirtytrack/first-epoch", test_first_epoch);
+    g_test_add_func("/dirtytrack/epoch-without-hashing",
+                    test_epoch_without_hashing);
     g_test_add_func("/dirtytrack/precision", test_precision);
     g_test_add_func("/dirtytrack/stale-hash-after-exact",
                     test_stale_hash_after_exact);
