@@ -6,14 +6,16 @@
 # memory (the server's RssShmem), which a server without it does not;
 # --stream-version is documented and bad values exit 2 naming the range
 # (a good one is migrated with by /mig/basic/stream-v1); so do bad
-# --data-slots values (2 is used by /mig/multifd/two-data-slots).  TAP output for
+# --data-slots values (2 is used by /mig/multifd/two-data-slots); without
+# --migration-threads the server runs a quarter of its CPUs' worth, 2 to 4.
+# TAP output for
 # prove; run from the top of the tree after `make all` ($VGMIG_SERVER, as
 # make check sets it, or build/vgpu-server).
 set -u
 srv=${VGMIG_SERVER:-build/vgpu-server}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vgmig-cli-XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..16"
+echo "1..18"
 
 if "$srv" --help | grep -q -- "--migration-threads N"; then
     echo "ok 1 - --help documents --migration-threads"
@@ -109,3 +111,30 @@ fi
 n=10
 bad_values --stream-version "is not a version from 1 to 2" 0 3 2x
 bad_values --data-slots "is not a number from 2 to 64" 1 65 8x
+
+# Without --migration-threads: a quarter of the CPUs the server may run
+# on, 2 to 4 ($1: nothing, or a taskset prefix limiting it to CPU 0).
+default_threads() {
+    $1 "$srv" --socket "$tmp/d" --vram 1M >"$tmp/dlog" 2>&1 &
+    pid=$!
+    wait_log "$tmp/dlog" "listening on" 50
+    kill "$pid" 2>/dev/null
+    wait "$pid"
+    sed -n 's/.*page 64 KiB, \([0-9]*\) migration threads.*/\1/p' "$tmp/dlog"
+}
+cpus=$(nproc)
+want=$((cpus / 4 < 2 ? 2 : cpus / 4 > 4 ? 4 : cpus / 4))
+got=$(default_threads "")
+if [ "$got" = "$want" ]; then
+    echo "ok 17 - default: $got migration threads on $cpus CPUs"
+else
+    echo "not ok 17 - default: ${got:-no} migration threads on $cpus CPUs, want $want:"
+    sed 's/^/# /' "$tmp/dlog"
+fi
+got=$(default_threads "taskset -c 0")
+if [ "$got" = 2 ]; then
+    echo "ok 18 - default under taskset -c 0 (the affinity counts): 2 migration threads"
+else
+    echo "not ok 18 - default on one CPU: ${got:-no} migration threads, want 2:"
+    sed 's/^/# /' "$tmp/dlog"
+fi
