@@ -220,8 +220,8 @@ static void usage(FILE *f)
                "[--threads N] [--reps N]\n"
                "  --size     buffer (default 256M)\n"
                "  --page     page size, 4K to 2M (default 64K)\n"
-               "  --threads  hash pool measured with 1..N threads "
-               "(default 2)\n"
+               "  --threads  hash pool and empty epoch measured with "
+               "1..N threads (default 2)\n"
                "  --reps     runs of each step, best kept (default 5)\n");
 }
 
