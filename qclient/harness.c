@@ -273,6 +273,8 @@ int vg_fd_census(pid_t pid, struct vg_fd_census *c, struct vg_error *err)
             c->memfds++;
         } else if (g_str_has_prefix(target, "socket:")) {
             c->sockets++;
+        } else if (strcmp(target, "anon_inode:[userfaultfd]") == 0) {
+            c->uffds++;
         }
     }
     closedir(d);

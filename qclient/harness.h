@@ -54,11 +54,12 @@ char *vg_proc_log_tail(const struct vg_proc *p, size_t max);
 /* ---- Leak checks (added for the soak and the fault matrix) ---- */
 
 /* What process @pid has open, from /proc/PID/fd: all descriptors, the
- * memfds among them ("/memfd:" links) and the sockets. */
+ * memfds among them ("/memfd:" links), the sockets and the userfaultfds. */
 struct vg_fd_census {
     unsigned fds;
     unsigned memfds;
     unsigned sockets;
+    unsigned uffds;
 };
 int vg_fd_census(pid_t pid, struct vg_fd_census *c, struct vg_error *err);
 /* The children of this process that exist (running or zombie), from the

@@ -19,6 +19,10 @@
  * The same over a TCP page channel (--postcopy-listen), as between hosts.
  * A server that refuses post-copy (--no-postcopy) makes QEMU refuse the
  * migration with its reason, and the source keeps running intact.
+ * A migration with postcopy-ram that completes in pre-copy, never
+ * switched, leaves no userfaultfd open in the destination's QEMU or server
+ * (the DMA userfaultfd of patch 0047 is handed over when the destination
+ * is advised of post-copy).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -505,6 +509,56 @@ static void test_refused(void)
     mt_stop(&t);
 }
 
+#define UFFD_SETTLE_MS 5000
+
+static unsigned uffds_of(pid_t pid)
+{
+    struct vg_fd_census c;
+
+    VGT_OK(vg_fd_census(pid, &c, VGT_ERR));
+    return c.uffds;
+}
+
+/* The userfaultfds @pid has open once they are @want (up to
+ * UFFD_SETTLE_MS: the destination cleans up in a bottom half after it
+ * runs), else the last count. */
+static unsigned settled_uffds(pid_t pid, unsigned want)
+{
+    int64_t deadline = g_get_monotonic_time() / 1000 + UFFD_SETTLE_MS;
+    unsigned n;
+
+    while ((n = uffds_of(pid)) != want &&
+           g_get_monotonic_time() / 1000 < deadline) {
+        g_usleep(50 * 1000);
+    }
+    return n;
+}
+
+static void test_advised_only(void)
+{
+    struct mt t;
+    struct vg_mig_info info;
+    struct vg_stats s, d;
+    unsigned qemu_uffds, srv_uffds;
+
+    start_pair(&t, "postcopy-advised", NULL);
+    qemu_uffds = uffds_of(t.dst.qemu->proc.pid);
+    srv_uffds = uffds_of(t.dst.srv->proc.pid);
+    g_test_message("destination before: QEMU %u userfaultfds, server %u",
+                   qemu_uffds, srv_uffds);
+    mt_migrate(&t, NULL, NULL, &info);
+    mt_attach_dst(&t);
+    mt_assert_stats_equal(&t, &s, &d);
+    g_assert_cmpuint(settled_uffds(t.dst.qemu->proc.pid, qemu_uffds), ==,
+                     qemu_uffds);
+    g_assert_cmpuint(settled_uffds(t.dst.srv->proc.pid, srv_uffds), ==,
+                     srv_uffds);
+    mt_fence(&t.dgpu, 0xad71);
+    vg_stats_clear(&s);
+    vg_stats_clear(&d);
+    mt_stop(&t);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const tcp[] = {"--postcopy-listen", "127.0.0.1", NULL};
@@ -519,5 +573,6 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/postcopy/refused-without-server", test_refused);
     g_test_add_func("/mig/postcopy/dma-into-missing-ram",
                     test_dma_into_missing_ram);
+    g_test_add_func("/mig/postcopy/completed-in-pre-copy", test_advised_only);
     return g_test_run();
 }
