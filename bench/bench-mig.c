@@ -1,7 +1,9 @@
 #include "bench-mig.h"
+#include <inttypes.h>
 
 #include <string.h>
 
+#include "common/log.h"
 #include "qclient/migrate.h"
 
 /* switchover-ack (over the return path): QEMU switches over only after
@@ -21,7 +23,7 @@ static int set_caps(struct vg_qmp *qmp, unsigned channels, struct vg_error *err)
 }
 
 int bench_mig_prepare(struct vg_qmp *src, struct vg_qmp *dst, unsigned channels,
-                      char **uri, struct vg_error *err)
+                      int64_t max_bw, char **uri, struct vg_error *err)
 {
     int ret = set_caps(src, channels, err);
 
@@ -37,17 +39,18 @@ int bench_mig_prepare(struct vg_qmp *src, struct vg_qmp *dst, unsigned channels,
         vg_error_prefix(err, "destination");
         return ret;
     }
-    ret = bench_mig_set_params(src, BENCH_DT_MS, 0, err);
+    ret = bench_mig_set_params(src, max_bw, BENCH_DT_MS, 0, err);
     if (ret < 0) {
         vg_error_prefix(err, "source");
     }
     return ret;
 }
 
-int bench_mig_set_params(struct vg_qmp *src, int64_t downtime_ms, int64_t sw_bw,
+int bench_mig_set_params(struct vg_qmp *src, int64_t max_bw,
+                         int64_t downtime_ms, int64_t sw_bw,
                          struct vg_error *err)
 {
-    int ret = vg_mig_set_parameter(src, "max-bandwidth", BENCH_BANDWIDTH, err);
+    int ret = vg_mig_set_parameter(src, "max-bandwidth", max_bw, err);
 
     if (ret == 0) {
         ret = vg_mig_set_parameter(src, "downtime-limit", downtime_ms, err);
@@ -63,6 +66,8 @@ void bench_rate_note(struct bench_rate *r, const char *status, int64_t bytes)
 {
     gint64 now = g_get_monotonic_time();
 
+    vg_trace("rate sample: %s, %" PRId64 " bytes, %.1f ms after the first",
+             status, bytes, r->t0_us ? (now - r->t0_us) / 1e3 : 0.0);
     if (strcmp(status, "active") != 0 || bytes <= 0) {
         return;
     }

@@ -5,8 +5,8 @@
  * Every cell (VRAM size x workload x mode) starts two vgpu-servers and two
  * patched QEMUs (qclient/harness.h), fills the whole VRAM with non-zero
  * patterns (one FILL per 64 MiB), starts the workload, migrates with
- * QEMU's defaults except max-bandwidth (downtime-limit 300 ms,
- * avail-switchover-bandwidth 0: QEMU decides the switchover itself) and
+ * QEMU's defaults except max-bandwidth (--max-bandwidth; downtime-limit
+ * 300 ms, avail-switchover-bandwidth 0: QEMU decides the switchover) and
  * keeps the workload going from the poll callback until the migration
  * completes.  A cell that has not completed after its force time (longer
  * on a host whose RAM anchor is slow) gets a
@@ -156,7 +156,8 @@ struct bench_opts {
     const char *append[MAX_APPEND]; /* files appended to the report */
     unsigned nappend;
     enum vg_log_level log_level;
-    bool prealloc; /* servers --prealloc, QEMUs prealloc=on */
+    bool prealloc;          /* servers --prealloc, QEMUs prealloc=on */
+    uint64_t max_bandwidth; /* --max-bandwidth, bytes per second */
 };
 
 /* One measured cell. */
@@ -267,6 +268,11 @@ static void usage(FILE *f)
         "one\n"
         "                    main channel; N > 1 turns multifd on with\n"
         "                    multifd-channels N on both sides [1]\n"
+        "  --max-bandwidth SIZE\n"
+        "                    QEMU's max-bandwidth, per second, for every\n"
+        "                    cell and RAM anchor, e.g. 10G [%lldG]: above\n"
+        "                    what the host moves, or the RAM anchor\n"
+        "                    measures the cap\n"
         "  --no-ram-anchor   skip the RAM anchors: before the cells of "
         "each size,\n"
         "                    a VM without a vGPU whose guest RAM of that "
@@ -296,7 +302,7 @@ static void usage(FILE *f)
         "Exit status: 0 if every cell completed with equal checksums, 1 "
         "otherwise,\n"
         "2 on bad usage.\n",
-        MULTI_VGPUS, MULTI_TARGET, MAX_MULTI_ROUNDS);
+        BENCH_BANDWIDTH >> 30, MULTI_VGPUS, MULTI_TARGET, MAX_MULTI_ROUNDS);
 }
 
 /* ------------------------------------------------------------- options */
@@ -430,6 +436,13 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'P':
         o->prealloc = true;
         return 0;
+    case 'B':
+        if (vg_parse_size(optarg, 1ull << 20, 1ull << 40, &o->max_bandwidth,
+                          &err) < 0) {
+            fprintf(stderr, "vgmig-bench: --max-bandwidth: %s\n", err.msg);
+            return -1;
+        }
+        return 0;
     case 'a':
         if (o->nappend == MAX_APPEND) {
             fprintf(stderr, "vgmig-bench: --append: at most %d files\n",
@@ -467,6 +480,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"multi-rounds", required_argument, NULL, 'R'},
         {"keep", no_argument, NULL, 'k'},
         {"prealloc", no_argument, NULL, 'P'},
+        {"max-bandwidth", required_argument, NULL, 'B'},
         {"append", required_argument, NULL, 'a'},
         {"log-level", required_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},
@@ -479,6 +493,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
     o->mode_mask = (1u << MODE_COUNT) - 1;
     o->big_limit = 1ull << 30;
     o->channels = 1;
+    o->max_bandwidth = BENCH_BANDWIDTH;
     o->multi_rounds = 3;
     o->ram_anchor = true;
     o->out_dir = "build/bench";
@@ -923,8 +938,8 @@ static int poll_cb(const struct vg_mig_info *info, void *opaque,
     if (ret == 0 && !modes[r->c->mode].postcopy && !r->c->forced &&
         force_due(r, info)) {
         r->c->forced = true;
-        ret = bench_mig_set_params(r->src.qemu->qmp, FORCE_DT_MS, FORCE_SW_BW,
-                                   err);
+        ret = bench_mig_set_params(r->src.qemu->qmp, r->o->max_bandwidth,
+                                   FORCE_DT_MS, FORCE_SW_BW, err);
     }
     if (ret < 0) {
         vg_error_prefix(err, "workload %s", wl_names[r->c->wl]);
@@ -988,7 +1003,7 @@ static int migrate(struct run *r, struct vg_error *err)
         }
     }
     ret = bench_mig_prepare(r->src.qemu->qmp, r->dst.qemu->qmp, r->o->channels,
-                            &uri, err);
+                            r->o->max_bandwidth, &uri, err);
     r->force_ms = force_after_ms(r->c);
     r->t0_us = g_get_monotonic_time();
     if (ret == 0) {
@@ -1344,14 +1359,16 @@ static void json_anchor(GString *js, const struct ram_anchor *a)
     g_string_append_printf(
         js,
         "  {\"ram_bytes\": %" PRIu64
-        ", \"channels\": %u, \"prealloc\": %s, \"total_ms\": %" PRId64
-        ", \"setup_ms\": %" PRId64 ", \"downtime_ms\": %" PRId64
-        ", \"transferred_bytes\": %" PRId64 ", \"bytes_per_s\": %.0f, "
+        ", \"channels\": %u, \"max_bandwidth\": %" PRId64
+        ", \"prealloc\": %s, \"total_ms\": %" PRId64 ", \"setup_ms\": %" PRId64
+        ", \"downtime_ms\": %" PRId64 ", \"transferred_bytes\": %" PRId64
+        ", \"bytes_per_s\": %.0f, "
         "\"active_bytes_per_s\": %.0f, \"checksum\": \"%016" PRIx64
         "\", \"verified\": %s, \"error\": \"%s\"}",
-        a->size, a->channels, a->prealloc ? "true" : "false", a->total_ms,
-        a->setup_ms, a->downtime_ms, a->ram_bytes, ram_anchor_bps(a),
-        a->active_bps, a->checksum, a->verified ? "true" : "false", error);
+        a->size, a->channels, a->max_bandwidth, a->prealloc ? "true" : "false",
+        a->total_ms, a->setup_ms, a->downtime_ms, a->ram_bytes,
+        ram_anchor_bps(a), a->active_bps, a->checksum,
+        a->verified ? "true" : "false", error);
 }
 
 /* OUT/ram-anchor.json: the RAM anchors. */
@@ -2071,7 +2088,7 @@ static void md_method(GString *s, const struct bench_opts *o)
         "suppress-vmdesc=on, docs/operations.md), fills all of VRAM with "
         "non-zero patterns "
         "(so non-zero VRAM = VRAM size), starts the workload and migrates "
-        "with max-bandwidth 10 GiB/s, downtime-limit %d ms, "
+        "with max-bandwidth %" PRIu64 " MiB/s, downtime-limit %d ms, "
         "avail-switchover-bandwidth 0 (QEMU decides the switchover) over "
         "%s.  A "
         "cell not completed %d ms after QEMU has sent one VRAM's worth of "
@@ -2094,9 +2111,10 @@ static void md_method(GString *s, const struct bench_opts *o)
         "against QEMU's STOP event (qclient/cpu-writer.h): the "
         "destination's VRAM checksum must name VRAM as filled plus every "
         "write made before the stop.  VRAM sizes above ",
-        PAGE_ARG, GUEST_RAM_MIB, BENCH_DT_MS, ch, FORCE_AFTER_MS, FORCE_BASE_MS,
-        FORCE_PER_GIB_MS, FORCE_PASSES, FORCE_DT_MS, SPARSE_RATE, CPU_RATE,
-        HEAVY_RATE, HEAVY_HOT_PCT, HEAVY_STRADDLE);
+        PAGE_ARG, GUEST_RAM_MIB, o->max_bandwidth >> 20, BENCH_DT_MS, ch,
+        FORCE_AFTER_MS, FORCE_BASE_MS, FORCE_PER_GIB_MS, FORCE_PASSES,
+        FORCE_DT_MS, SPARSE_RATE, CPU_RATE, HEAVY_RATE, HEAVY_HOT_PCT,
+        HEAVY_STRADDLE);
     md_size(s, o->big_limit);
     g_string_append(
         s, " run the idle and inference workloads only (time box).  "
@@ -2234,6 +2252,7 @@ static bool run_anchor(const struct bench_opts *o, uint64_t size,
         struct vg_error err = {0};
         struct ram_anchor run = {.size = size,
                                  .channels = o->channels,
+                                 .max_bandwidth = o->max_bandwidth,
                                  .prealloc = o->prealloc,
                                  .total_ms = -1,
                                  .downtime_ms = -1,
