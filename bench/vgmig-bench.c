@@ -156,8 +156,9 @@ struct bench_opts {
     const char *append[MAX_APPEND]; /* files appended to the report */
     unsigned nappend;
     enum vg_log_level log_level;
-    bool prealloc;          /* servers --prealloc, QEMUs prealloc=on */
-    uint64_t max_bandwidth; /* --max-bandwidth, bytes per second */
+    bool prealloc;           /* servers --prealloc, QEMUs prealloc=on */
+    uint64_t max_bandwidth;  /* --max-bandwidth, bytes per second */
+    const char *dst_backend; /* --dst-backend, NULL: as the source's */
 };
 
 /* One measured cell. */
@@ -273,6 +274,11 @@ static void usage(FILE *f)
         "                    cell and RAM anchor, e.g. 10G [%lldG]: above\n"
         "                    what the host moves, or the RAM anchor\n"
         "                    measures the cap\n"
+        "  --dst-backend NAME\n"
+        "                    the destination servers' --backend, e.g.\n"
+        "                    cuda:1 on a machine with two GPUs, as\n"
+        "                    between two hosts [as the source's:\n"
+        "                    $VGMIG_SERVER_BACKEND, else the server's]\n"
         "  --no-ram-anchor   skip the RAM anchors: before the cells of "
         "each size,\n"
         "                    a VM without a vGPU whose guest RAM of that "
@@ -386,6 +392,21 @@ static int parse_rounds(const char *text, unsigned *rounds)
     return 0;
 }
 
+/* A vgpu-server --backend name: cpu, cuda or cuda:N. */
+static bool backend_name_ok(const char *name)
+{
+    const char *n;
+
+    if (!strcmp(name, "cpu") || !strcmp(name, "cuda")) {
+        return true;
+    }
+    if (!g_str_has_prefix(name, "cuda:")) {
+        return false;
+    }
+    n = name + strlen("cuda:");
+    return *n && strlen(n) <= 3 && strspn(n, "0123456789") == strlen(n);
+}
+
 static int parse_opt(int c, struct bench_opts *o)
 {
     struct vg_error err = {0};
@@ -443,6 +464,16 @@ static int parse_opt(int c, struct bench_opts *o)
             return -1;
         }
         return 0;
+    case 'D':
+        if (!backend_name_ok(optarg)) {
+            fprintf(stderr,
+                    "vgmig-bench: --dst-backend: '%s' is not cpu, cuda or "
+                    "cuda:N\n",
+                    optarg);
+            return -1;
+        }
+        o->dst_backend = optarg;
+        return 0;
     case 'a':
         if (o->nappend == MAX_APPEND) {
             fprintf(stderr, "vgmig-bench: --append: at most %d files\n",
@@ -481,6 +512,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"keep", no_argument, NULL, 'k'},
         {"prealloc", no_argument, NULL, 'P'},
         {"max-bandwidth", required_argument, NULL, 'B'},
+        {"dst-backend", required_argument, NULL, 'D'},
         {"append", required_argument, NULL, 'a'},
         {"log-level", required_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},
@@ -540,15 +572,16 @@ static int64_t rss_shmem(pid_t pid)
  * the cell goes on, as a GPU's is from power-on and as a destination
  * started ahead of its migration has it; else the preallocation thread
  * would compete with the migration for the CPUs.  (The CUDA backend's
- * VRAM is device memory: nothing to wait for.) */
+ * VRAM is device memory: nothing to wait for.)  @backend: the server's,
+ * NULL for $VGMIG_SERVER_BACKEND's. */
 static int wait_preallocated(struct run *r, struct vg_server *srv,
-                             struct vg_error *err)
+                             const char *backend, struct vg_error *err)
 {
-    const char *backend = g_getenv("VGMIG_SERVER_BACKEND");
     int64_t deadline = vg_now_ms() + PREALLOC_WAIT_MS +
                        (int64_t)(r->c->vram >> 20) * PREALLOC_MS_PER_MIB;
     int64_t rss = 0;
 
+    backend = backend ? backend : g_getenv("VGMIG_SERVER_BACKEND");
     if (!r->o->prealloc || (backend && g_str_has_prefix(backend, "cuda"))) {
         return 0;
     }
@@ -578,6 +611,7 @@ static int start_side(struct run *r, struct side *s, const char *name,
                                 .page_size = PAGE_ARG,
                                 .log_level = "warn",
                                 .name = name,
+                                .backend = incoming ? r->o->dst_backend : NULL,
                                 .extra_args = extra};
     const char *more[MAX_VGPUS] = {NULL}; /* vgpu1.., NULL-terminated */
     /* The source's downtime to the microsecond (trace_downtime()). */
@@ -601,7 +635,7 @@ static int start_side(struct run *r, struct side *s, const char *name,
         so.stats_file = s->stats[i];
         ret = vg_server_start(&so, &s->server[i], err);
         if (ret == 0) {
-            ret = wait_preallocated(r, s->server[i], err);
+            ret = wait_preallocated(r, s->server[i], so.backend, err);
         }
         if (ret == 0 && i > 0) {
             more[i - 1] = s->server[i]->socket;
@@ -2079,6 +2113,12 @@ static void md_method(GString *s, const struct bench_opts *o)
                            "its VRAM (--prealloc) and every QEMU, the cells' "
                            "and the RAM anchors', its guest RAM "
                            "(prealloc=on).  ");
+    }
+    if (o->dst_backend) {
+        g_string_append_printf(s,
+                               "The destination's vgpu-servers run with "
+                               "--backend %s (--dst-backend).  ",
+                               o->dst_backend);
     }
 
     g_string_append_printf(

@@ -349,7 +349,10 @@ static GPtrArray *server_argv(const struct vg_server_opts *o, const char *bin,
     if (o->stats_file) {
         add_opt(argv, "--stats-file", g_strdup(o->stats_file));
     }
-    if (g_getenv("VGMIG_SERVER_BACKEND") && *g_getenv("VGMIG_SERVER_BACKEND")) {
+    if (o->backend) {
+        add_opt(argv, "--backend", g_strdup(o->backend));
+    } else if (g_getenv("VGMIG_SERVER_BACKEND") &&
+               *g_getenv("VGMIG_SERVER_BACKEND")) {
         add_opt(argv, "--backend", g_strdup(g_getenv("VGMIG_SERVER_BACKEND")));
     }
     add_args(argv, o->extra_args);

@@ -76,6 +76,8 @@ struct vg_server_opts {
     const char *name;       /* NULL: log vgpu-server.log, socket vgpu.sock;
                                else <name>.log and <name>.sock */
     const char *stats_file; /* --stats-file PATH, NULL: none */
+    const char *backend;    /* --backend NAME, NULL: $VGMIG_SERVER_BACKEND
+                               if set */
     const char *const *extra_args; /* more arguments, NULL-terminated */
 };
 
