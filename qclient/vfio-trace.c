@@ -41,6 +41,10 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "source_return_path_thread_switchover_acked",
 };
 
+/* Patch 0068's 100 ms between exact pending queries before the approval,
+ * less QEMU_CLOCK_REALTIME's millisecond. */
+#define EXACT_UNAPPROVED_MIN_S 0.099
+
 /* Seconds of the time of day "HH:MM:SS.ffffff" at @p, or -1. */
 static double time_of_day(const char *p)
 {
@@ -137,6 +141,8 @@ struct trace_round {
     bool unsent;           /* a section had more to send */
     bool waited;           /* waited for the approval */
     bool over;             /* the downtime started */
+    double exact_t;        /* the last exact query's time before the
+                              approval, -1 if none (or no timestamps) */
 };
 
 /* Which save or load phase the events that follow belong to: the save
@@ -253,9 +259,25 @@ static void round_end(struct trace_phase *ph, struct vg_vfio_trace *tr)
     r->sections = 0;
 }
 
-/* Event @ev of the source's pre-copy rounds (patch 0065). */
-static int count_round(const char *ev, const char *args, struct trace_phase *ph,
-                       struct vg_vfio_trace *tr, struct vg_error *err)
+/* An exact pending query at time @t (seconds, -1 if unknown): before
+ * the approval, at most one every 100 ms (patch 0068). */
+static void exact_query(double t, struct trace_round *r,
+                        struct vg_vfio_trace *tr)
+{
+    if (r->approved_now) {
+        return;
+    }
+    tr->exact_unapproved++;
+    tr->exact_unapproved_close +=
+        t >= 0 && r->exact_t >= 0 && t - r->exact_t < EXACT_UNAPPROVED_MIN_S;
+    r->exact_t = t;
+}
+
+/* Event @ev at time @t of the source's pre-copy rounds (patches 0065 and
+ * 0068). */
+static int count_round(const char *ev, const char *args, double t,
+                       struct trace_phase *ph, struct vg_vfio_trace *tr,
+                       struct vg_error *err)
 {
     struct trace_round *r = &ph->round;
     int64_t v = 0;
@@ -268,6 +290,7 @@ static int count_round(const char *ev, const char *args, struct trace_phase *ph,
     } else if (!strcmp(ev, "migrate_pending_exact")) {
         ret = arg_int(ev, args, "exact pending size ", &v, err);
         r->within = v <= r->threshold;
+        exact_query(t, r, tr);
     } else if (!strcmp(ev, "savevm_state_iterate")) {
         r->iterated = true;
     } else if (!strcmp(ev, "savevm_section_end") && r->iterated) {
@@ -316,6 +339,7 @@ static int count_event(const char *ev, const char *args, double t,
     int ret = 0;
 
     if (!strcmp(ev, "vfio_save_setup")) {
+        ph->round.exact_t = -1; /* a new migration */
         ret =
             arg_int(ev, args, "data buffer size ", &tr->data_buffer_size, err);
     } else if (!strcmp(ev, "vfio_save_complete_precopy_thread_start")) {
@@ -437,7 +461,7 @@ static int count_event(const char *ev, const char *args, double t,
         tr->region_log_stops++;
         tr->region_log_stops_in_downtime += ph->downtime;
     } else {
-        ret = count_round(ev, args, ph, tr, err);
+        ret = count_round(ev, args, t, ph, tr, err);
     }
     return ret;
 }
@@ -446,7 +470,7 @@ int vg_vfio_trace_parse(const char *text, struct vg_vfio_trace *tr,
                         struct vg_error *err)
 {
     g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-    struct trace_phase ph = {.downtime_t0 = -1};
+    struct trace_phase ph = {.downtime_t0 = -1, .round.exact_t = -1};
     int ret = 0;
 
     memset(tr, 0, sizeof(*tr));
@@ -653,7 +677,8 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "at most %u in flight, %u out of P2P early; DMA logging reports "
         "asked ahead %u, taken from them %u, asked inside the downtime %u; "
         "waits for the approval %u (%u ended by it), rounds that sent "
-        "everything and did not wait %u",
+        "everything and did not wait %u; exact pending queries before the "
+        "approval %u (%u of them within 99 ms of the one before)",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
         tr->thread_read_aheads, tr->main_completes, tr->main_read,
         tr->data_buffer_size, tr->load_threads, tr->load_threads_done,
@@ -670,5 +695,6 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         tr->state_waits, tr->state_in_flight_max, tr->state_p2p_left_early,
         tr->dma_reports_ahead, tr->dma_reports_taken,
         tr->dma_reports_asked_in_downtime, tr->ack_waits, tr->ack_waits_acked,
-        tr->idle_rounds_unwaited);
+        tr->idle_rounds_unwaited, tr->exact_unapproved,
+        tr->exact_unapproved_close);
 }

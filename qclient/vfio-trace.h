@@ -17,8 +17,9 @@
  * mapped nothing (patch 0058), whether the RAM sync of the downtime
  * took the devices' DMA logging reports asked for ahead (patch 0062),
  * whether the source waited for the approval instead of spinning (patch
- * 0065), and how long the downtime took to the microsecond (the integer
- * milliseconds of query-migrate make ratios of downtimes of a few ms
+ * 0065) and asked for the exact pending sizes only now and then until it
+ * came (patch 0068), and how long the downtime took to the microsecond (the
+ * integer milliseconds of query-migrate make ratios of downtimes of a few ms
  * coarse).
  * vg_vfio_trace_check() says whether a source's and a destination's
  * counts show the path a migration should have taken.
@@ -125,6 +126,11 @@ struct vg_vfio_trace {
     unsigned ack_waits;
     unsigned ack_waits_acked;
     unsigned idle_rounds_unwaited;
+    /* The source's exact pending queries before the approval, and those
+     * of them less than 99 ms after the one before (patch 0068: at most
+     * every 100 ms until approved; needs timestamps). */
+    unsigned exact_unapproved;
+    unsigned exact_unapproved_close;
     /* QEMU's downtime at the lines' resolution (-msg timestamp=on or the
      * PID@SECONDS prefix): from the last src-downtime-start to the
      * src-downtime-end after it, in ms; -1 without timestamps or both. */

@@ -128,8 +128,9 @@ struct mf_case {
     bool switchover_ack; /* return-path and switchover-ack on both sides */
 };
 
-/* QEMU arguments: the trace events, and -global for the properties of
- * @c that are set on the command line.  Free with g_ptr_array_unref(). */
+/* QEMU arguments: the trace events, timestamped (mf_assert_path() times
+ * the exact pending queries), and -global for the properties of @c that
+ * are set on the command line.  Free with g_ptr_array_unref(). */
 static GPtrArray *mf_qemu_args(const struct mf_case *c)
 {
     GPtrArray *a = g_ptr_array_new_with_free_func(g_free);
@@ -139,6 +140,8 @@ static GPtrArray *mf_qemu_args(const struct mf_case *c)
     for (unsigned i = 0; trace[i]; i++) {
         g_ptr_array_add(a, g_strdup(trace[i]));
     }
+    g_ptr_array_add(a, g_strdup("-msg"));
+    g_ptr_array_add(a, g_strdup("timestamp=on"));
     if (c->transfer && !c->set_at_runtime) {
         g_ptr_array_add(a, g_strdup("-global"));
         g_ptr_array_add(a, g_strdup_printf("vfio-user-pci." MF_TRANSFER "=%s",
@@ -241,6 +244,12 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
          * all.  What pre-copy sent after it holds no page. */
         g_assert_cmpint(precopy - src.init_data_bytes, >=, 0);
         g_assert_cmpint(precopy - src.init_data_bytes, <, 4096);
+    }
+    /* ...and until it approved, the source asked for the exact pending
+     * sizes at most every 100 ms (patch 0068; -msg timestamp=on). */
+    if (c->switchover_ack) {
+        g_assert_cmpuint(src.exact_unapproved, >, 0);
+        g_assert_cmpuint(src.exact_unapproved_close, ==, 0);
     }
     /* The config space went at setup, the device being in PRE_COPY (even
      * a server that sends nothing in it offers the state), unless turned

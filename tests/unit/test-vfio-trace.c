@@ -629,6 +629,36 @@ static void test_check_approval_wait(void)
     g_assert_nonnull(strstr(err.msg, "did not wait for the approval is 1"));
 }
 
+/* Before the approval the source asks for the exact pending sizes at most
+ * every 100 ms (patch 0068): the parser counts the queries made before it
+ * and those within 99 ms of the one before, with -msg timestamp=on. */
+static void test_exact_unapproved(void)
+{
+#define EXACT(t)                                                               \
+    "2026-01-01T10:00:" t "Z migrate_pending_exact exact pending "             \
+    "size 10 (pre = 10 post=0)\n"
+    static const char text[] =
+        EXACT("00.000000") EXACT("00.050000") /* 50 ms: close */
+        EXACT("00.150000")                    /* 100 ms: not */
+        "2026-01-01T10:00:00.160000Z vfio_save_setup  (d) data buffer size "
+        "1048576\n" EXACT("00.170000") /* a new migration's first */
+        "2026-01-01T10:00:00.180000Z "
+        "source_return_path_thread_switchover_acked \n" EXACT("00.190000");
+#undef EXACT
+    static const char untimed[] =
+        "migrate_pending_exact exact pending size 10 (pre = 10 post=0)\n"
+        "migrate_pending_exact exact pending size 10 (pre = 10 post=0)\n";
+    struct vg_vfio_trace tr;
+    struct vg_error err = {0};
+
+    g_assert_cmpint(vg_vfio_trace_parse(text, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.exact_unapproved, ==, 4); /* not the approved one */
+    g_assert_cmpuint(tr.exact_unapproved_close, ==, 1);
+    g_assert_cmpint(vg_vfio_trace_parse(untimed, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.exact_unapproved, ==, 2);
+    g_assert_cmpuint(tr.exact_unapproved_close, ==, 0); /* unknown */
+}
+
 /* Over multifd the source lends the slots it reads into (patch 0031), and
  * multifd gives each back once sent. */
 static void test_check_lends(void)
@@ -805,5 +835,6 @@ int main(int argc, char **argv)
     g_test_add_func("/vfio-trace/check-dma-reports", test_check_dma_reports);
     g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
     g_test_add_func("/vfio-trace/check-two-devices", test_check_two_devices);
+    g_test_add_func("/vfio-trace/exact-unapproved", test_exact_unapproved);
     return g_test_run();
 }
