@@ -1,6 +1,6 @@
 #include "bench-mig.h"
-#include <inttypes.h>
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "common/log.h"

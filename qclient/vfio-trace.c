@@ -268,8 +268,9 @@ static void exact_query(double t, struct trace_round *r,
         return;
     }
     tr->exact_unapproved++;
-    tr->exact_unapproved_close +=
-        t >= 0 && r->exact_t >= 0 && t - r->exact_t < EXACT_UNAPPROVED_MIN_S;
+    /* (times of day: one before the last is past midnight) */
+    tr->exact_unapproved_close += r->exact_t >= 0 && t >= r->exact_t &&
+                                  t - r->exact_t < EXACT_UNAPPROVED_MIN_S;
     r->exact_t = t;
 }
 
