@@ -392,6 +392,20 @@ static int parse_rounds(const char *text, unsigned *rounds)
     return 0;
 }
 
+/* Size option --@name's @text, @min to @max, into *@out; -1 (said on
+ * stderr) if it is not one. */
+static int parse_size_opt(const char *name, const char *text, uint64_t min,
+                          uint64_t max, uint64_t *out)
+{
+    struct vg_error err = {0};
+
+    if (vg_parse_size(text, min, max, out, &err) < 0) {
+        fprintf(stderr, "vgmig-bench: --%s: %s\n", name, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* A vgpu-server --backend name: cpu, cuda or cuda:N. */
 static bool backend_name_ok(const char *name)
 {
@@ -409,8 +423,6 @@ static bool backend_name_ok(const char *name)
 
 static int parse_opt(int c, struct bench_opts *o)
 {
-    struct vg_error err = {0};
-
     switch (c) {
     case 's':
         return parse_sizes(optarg, o);
@@ -420,11 +432,7 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'm':
         return parse_modes(optarg, &o->mode_mask);
     case 'b':
-        if (vg_parse_size(optarg, 0, 1ull << 40, &o->big_limit, &err) < 0) {
-            fprintf(stderr, "vgmig-bench: --big: %s\n", err.msg);
-            return -1;
-        }
-        return 0;
+        return parse_size_opt("big", optarg, 0, 1ull << 40, &o->big_limit);
     case 'C':
         return parse_channels(optarg, &o->channels);
     case 'o':
@@ -443,12 +451,8 @@ static int parse_opt(int c, struct bench_opts *o)
         o->quick = true;
         return 0;
     case 'M':
-        if (vg_parse_size(optarg, 256ull << 20, 16ull << 30, &o->multi_size,
-                          &err) < 0) {
-            fprintf(stderr, "vgmig-bench: --multi-vgpu: %s\n", err.msg);
-            return -1;
-        }
-        return 0;
+        return parse_size_opt("multi-vgpu", optarg, 256ull << 20, 16ull << 30,
+                              &o->multi_size);
     case 'R':
         return parse_rounds(optarg, &o->multi_rounds);
     case 'k':
@@ -458,12 +462,8 @@ static int parse_opt(int c, struct bench_opts *o)
         o->prealloc = true;
         return 0;
     case 'B':
-        if (vg_parse_size(optarg, 1ull << 20, 1ull << 40, &o->max_bandwidth,
-                          &err) < 0) {
-            fprintf(stderr, "vgmig-bench: --max-bandwidth: %s\n", err.msg);
-            return -1;
-        }
-        return 0;
+        return parse_size_opt("max-bandwidth", optarg, 1ull << 20, 1ull << 40,
+                              &o->max_bandwidth);
     case 'D':
         if (!backend_name_ok(optarg)) {
             fprintf(stderr,
