@@ -127,8 +127,9 @@ struct vg_vfio_trace {
     unsigned ack_waits_acked;
     unsigned idle_rounds_unwaited;
     /* The source's exact pending queries before the approval, and those
-     * of them less than 99 ms after the one before (patch 0068: at most
-     * every 100 ms until approved; needs timestamps). */
+     * of them less than 50 ms after the one before, each timed from its
+     * round's estimate (patch 0068: at most every 100 ms until approved;
+     * needs timestamps). */
     unsigned exact_unapproved;
     unsigned exact_unapproved_close;
     /* QEMU's downtime at the lines' resolution (-msg timestamp=on or the

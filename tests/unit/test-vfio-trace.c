@@ -631,19 +631,33 @@ static void test_check_approval_wait(void)
 
 /* Before the approval the source asks for the exact pending sizes at most
  * every 100 ms (patch 0068): the parser counts the queries made before it
- * and those within 99 ms of the one before, with -msg timestamp=on. */
+ * and those within 50 ms of the one before, each timed from its round's
+ * estimate (-msg timestamp=on). */
 static void test_exact_unapproved(void)
 {
-#define EXACT(t)                                                               \
-    "2026-01-01T10:00:" t "Z migrate_pending_exact exact pending "             \
-    "size 10 (pre = 10 post=0)\n"
-    static const char text[] =
-        EXACT("00.000000") EXACT("00.050000") /* 50 ms: close */
-        EXACT("00.150000")                    /* 100 ms: not */
-        "2026-01-01T10:00:00.160000Z vfio_save_setup  (d) data buffer size "
-        "1048576\n" EXACT("00.170000") /* a new migration's first */
-        "2026-01-01T10:00:00.180000Z "
-        "source_return_path_thread_switchover_acked \n" EXACT("00.190000");
+#define AT(t) "2026-01-01T10:00:" t "Z "
+#define ESTIMATE                                                               \
+    "migrate_pending_estimate estimate pending size 10 (pre = 10 post=0)\n"
+#define EXACT "migrate_pending_exact exact pending size 10 (pre = 10 post=0)\n"
+    static const char text[] = AT("00.000000") ESTIMATE AT(
+        "00.030000") EXACT                                 /* a slow query */
+        AT("00.040000") ESTIMATE AT("00.041000") EXACT     /* 40 ms: close */
+            AT("00.140000") ESTIMATE AT("00.141000") EXACT /* 100 ms: not */
+                AT("00.160000") "vfio_save_setup  (d) data buffer size "
+                                "1048576\n" AT("00.170000") ESTIMATE AT(
+                                    "00.171000") EXACT /* a new migration */
+                                    AT("00.180000") "source_return_path_thread_"
+                                                    "switchover_acked \n" AT(
+                                                        "00.190000")
+                                                        ESTIMATE AT("00.191000")
+                                                            EXACT; /* approved
+                                                                    */
+    /* 100 ms apart when QEMU decided, 60 ms by the queries' own events
+     * (the first took 40 ms): not close. */
+    static const char slow_first[] = AT("00.000000") ESTIMATE AT("00.040000")
+        EXACT AT("00.100000") ESTIMATE AT("00.100500") EXACT;
+#undef AT
+#undef ESTIMATE
 #undef EXACT
     static const char untimed[] =
         "migrate_pending_exact exact pending size 10 (pre = 10 post=0)\n"
@@ -654,6 +668,9 @@ static void test_exact_unapproved(void)
     g_assert_cmpint(vg_vfio_trace_parse(text, &tr, &err), ==, 0);
     g_assert_cmpuint(tr.exact_unapproved, ==, 4); /* not the approved one */
     g_assert_cmpuint(tr.exact_unapproved_close, ==, 1);
+    g_assert_cmpint(vg_vfio_trace_parse(slow_first, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.exact_unapproved, ==, 2);
+    g_assert_cmpuint(tr.exact_unapproved_close, ==, 0);
     g_assert_cmpint(vg_vfio_trace_parse(untimed, &tr, &err), ==, 0);
     g_assert_cmpuint(tr.exact_unapproved, ==, 2);
     g_assert_cmpuint(tr.exact_unapproved_close, ==, 0); /* unknown */
