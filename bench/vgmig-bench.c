@@ -178,12 +178,14 @@ struct cell {
     int64_t bytes_sent, precopy_bytes, stopcopy_bytes, final_dirty;
     int64_t estimate; /* the last stop-copy estimate QEMU got */
     int64_t rounds, throttle;
-    uint64_t cpu_writes;    /* guest CPU writes that reached VRAM in time */
-    uint64_t cpu_uncertain; /* in flight at the stop, or after it */
-    double cpu_rate;        /* writes per second achieved */
-    double stream_bps;      /* this cell's device pre-copy rate */
-    int64_t postcopy_bytes; /* post-copy: pages the page channel moved */
-    double postcopy_ms;     /* ...from the load's end to the last page */
+    uint64_t cpu_writes;      /* guest CPU writes that reached VRAM in time */
+    uint64_t cpu_uncertain;   /* in flight at the stop, or after it */
+    double cpu_rate;          /* writes per second achieved */
+    double stream_bps;        /* this cell's device pre-copy rate */
+    int64_t postcopy_bytes;   /* post-copy: pages the page channel moved */
+    double postcopy_ms;       /* ...from the load's end to the last page */
+    int64_t reads, writes;    /* the servers' pre-copy reads, load writes */
+    double read_ms, write_ms; /* ...and the time inside them */
     bool forced, verified;
     char error[VG_MIG_TEXT_MAX];
 };
@@ -1091,12 +1093,20 @@ static int64_t stat_or(const struct vg_stats *st, const char *name)
     return v;
 }
 
+/* A statistic with decimals, -1 if absent. */
+static double stat_ms(const struct vg_stats *st, const char *name)
+{
+    g_autofree char *v = vg_stats_str(st, name);
+
+    return v ? g_ascii_strtod(v, NULL) : -1;
+}
+
 static void record_stats(struct cell *c, const struct vg_stats *s)
 {
-    g_autofree char *read_ms = vg_stats_str(s, "stopcopy_read_ms");
-
     c->stopcopy_ms = s->device_stopcopy_ms;
-    c->stopcopy_read_ms = read_ms ? g_ascii_strtod(read_ms, NULL) : -1;
+    c->stopcopy_read_ms = stat_ms(s, "stopcopy_read_ms");
+    c->reads = stat_or(s, "precopy_reads");
+    c->read_ms = stat_ms(s, "precopy_read_ms");
     c->bytes_sent = s->bytes_sent;
     c->precopy_bytes = stat_or(s, "precopy_bytes");
     c->stopcopy_bytes = stat_or(s, "stopcopy_bytes");
@@ -1107,12 +1117,13 @@ static void record_stats(struct cell *c, const struct vg_stats *s)
     c->postcopy_bytes = MAX(stat_or(s, "postcopy_served"), 0) * PAGE_SIZE;
 }
 
-/* The destination's side of a post-copy: how long its pages took. */
+/* The destination's side: its writes, and how long a post-copy's pages
+ * took. */
 static void record_dst_stats(struct cell *c, const struct vg_stats *d)
 {
-    g_autofree char *ms = vg_stats_str(d, "postcopy_ms");
-
-    c->postcopy_ms = ms ? g_ascii_strtod(ms, NULL) : 0;
+    c->postcopy_ms = MAX(stat_ms(d, "postcopy_ms"), 0);
+    c->writes = stat_or(d, "load_writes");
+    c->write_ms = stat_ms(d, "load_write_ms");
 }
 
 /* Guest CPU writes: the destination must hold VRAM as filled plus every
@@ -1148,13 +1159,24 @@ static int verify_cpu(struct run *r, const struct vg_stats *s,
     return 0;
 }
 
-/* The statistics of another vGPU of the VM: bytes add up, the device's
- * stop-copy is the longest one's. */
-static void add_stats(struct cell *c, const struct vg_stats *s)
+/* The statistics of another vGPU of the VM (source @s, destination @d):
+ * bytes, requests and their times add up, the device's stop-copy is the
+ * longest one's. */
+static void add_stats(struct cell *c, const struct vg_stats *s,
+                      const struct vg_stats *d)
 {
     struct cell one = {0};
 
     record_stats(&one, s);
+    record_dst_stats(&one, d);
+    if (one.reads > 0 && one.read_ms >= 0) {
+        c->reads += one.reads;
+        c->read_ms += one.read_ms;
+    }
+    if (one.writes > 0 && one.write_ms >= 0) {
+        c->writes += one.writes;
+        c->write_ms += one.write_ms;
+    }
     c->stopcopy_ms = MAX(c->stopcopy_ms, one.stopcopy_ms);
     c->stopcopy_read_ms = MAX(c->stopcopy_read_ms, one.stopcopy_read_ms);
     c->bytes_sent += one.bytes_sent;
@@ -1178,7 +1200,7 @@ static int verify_more(struct run *r, unsigned i, struct vg_error *err)
                             STATS_WAIT_MS, &d, err);
     }
     if (ret == 0) {
-        add_stats(r->c, &s);
+        add_stats(r->c, &s, &d);
         if (strcmp(s.vram_checksum, d.vram_checksum) != 0) {
             r->c->verified = false;
             ret = vg_error_set(err, EIO,
@@ -1362,6 +1384,8 @@ static void json_cell(GString *js, const struct cell *c, double rate,
         ", \"cpu_writes_before_stop\": %" PRIu64
         ", \"cpu_writes_uncertain\": %" PRIu64 ", \"cpu_writes_per_s\": %.0f"
         ", \"postcopy_bytes\": %" PRId64 ", \"postcopy_ms\": %.3f"
+        ", \"precopy_reads\": %" PRId64 ", \"precopy_read_ms\": %.3f"
+        ", \"load_writes\": %" PRId64 ", \"load_write_ms\": %.3f"
         ", \"forced\": %s, \"verified\": %s, \"error\": \"%s\"}",
         wl_names[c->wl], c->vram, c->vgpus, modes[c->mode].name,
         modes[c->mode].precopy, modes[c->mode].track, c->channels,
@@ -1370,8 +1394,9 @@ static void json_cell(GString *js, const struct cell *c, double rate,
         c->precopy_bytes, c->stopcopy_bytes, c->vram * c->vgpus, c->final_dirty,
         rate, c->stream_bps, floor_ms(c, rate), ram, floor_ms(c, ram),
         c->estimate, c->rounds, c->throttle, c->cpu_writes, c->cpu_uncertain,
-        c->cpu_rate, c->postcopy_bytes, c->postcopy_ms,
-        c->forced ? "true" : "false", c->verified ? "true" : "false", error);
+        c->cpu_rate, c->postcopy_bytes, c->postcopy_ms, c->reads, c->read_ms,
+        c->writes, c->write_ms, c->forced ? "true" : "false",
+        c->verified ? "true" : "false", error);
 }
 
 static int write_file(const char *path, const GString *s, struct vg_error *err)
@@ -1720,6 +1745,51 @@ static void md_vs_ram(GString *s, const struct cell *cells, unsigned n,
             md_vs_ram_row(s, &cells[i], ram_rate(an, cells[i].vram));
         }
     }
+}
+
+/* The mean time inside one request, "-" without any. */
+static void md_per_request(GString *s, int64_t count, double ms)
+{
+    md_num(s, count > 0 && ms >= 0 ? ms / (double)count : -1, 3);
+}
+
+static void md_server_rows(GString *s, const struct cell *cells, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        const struct cell *c = &cells[i];
+
+        if (!c->verified || c->reads <= 0) {
+            continue;
+        }
+        g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
+        md_size(s, c->vram);
+        g_string_append_printf(s, " | %u | %s | %" PRId64 " |", c->vgpus,
+                               modes[c->mode].name, c->reads);
+        md_per_request(s, c->reads, c->read_ms);
+        g_string_append_printf(s, " %" PRId64 " |", MAX(c->writes, 0));
+        md_per_request(s, c->writes, c->write_ms);
+        g_string_append(s, "\n");
+    }
+}
+
+/* The servers' time inside each data request of the verified cells with
+ * pre-copy (@cells, then the several-vGPU cells @multi). */
+static void md_server_time(GString *s, const struct cell *cells, unsigned n,
+                           const struct cell *multi, unsigned nmulti)
+{
+    g_string_append(
+        s, "\n## The servers' time per data request\n\nThe source servers' "
+           "pre-copy reads (`precopy_reads` of their statistics) and the "
+           "destination servers' writes of the load (`load_writes`), with "
+           "the mean time a server spent inside one (`precopy_read_ms`, "
+           "`load_write_ms`; several vGPUs: all devices' requests).  QEMU "
+           "asks for the next read as soon as one returns, so where ms per "
+           "read times reads is close to the pre-copy's time, the source "
+           "server sets the pace of its device's data.\n\n"
+           "| workload | VRAM | vGPUs | mode | reads | ms per read | writes | "
+           "ms per write |\n|---|---|---:|---|---:|---:|---:|---:|\n");
+    md_server_rows(s, cells, n);
+    md_server_rows(s, multi, nmulti);
 }
 
 /* One issue target: @ok, with what was measured. */
@@ -2228,6 +2298,7 @@ static int write_doc(const struct bench_opts *o, const struct cell *cells,
     md_ratios(s, cells, n);
     md_rates(s, cells, n, o);
     md_vs_ram(s, cells, n, an);
+    md_server_time(s, cells, n, multi, nmulti);
     md_targets_ram(s, cells, n, an);
     md_cpu_writes(s, cells, n);
     md_targets(s, cells, n);
@@ -2524,12 +2595,14 @@ static int write_multi_json(const struct bench_opts *o,
 }
 
 static void print_ratios(const struct cell *cells, unsigned n,
+                         const struct cell *multi, unsigned nmulti,
                          const struct anchors *an)
 {
     GString *s = g_string_new("");
 
     md_ratios(s, cells, n);
     md_vs_ram(s, cells, n, an);
+    md_server_time(s, cells, n, multi, nmulti);
     fputs(s->str, stdout);
     g_string_free(s, TRUE);
 }
@@ -2572,7 +2645,7 @@ int main(int argc, char **argv)
     if (ret < 0) {
         fprintf(stderr, "vgmig-bench: %s\n", err.msg);
     }
-    print_ratios(cells, n, &an);
+    print_ratios(cells, n, multi, nmulti, &an);
     if (nmulti) {
         GString *ms = g_string_new("");
 
