@@ -616,16 +616,21 @@ static int start_side(struct run *r, struct side *s, const char *name,
                                 .backend = incoming ? r->o->dst_backend : NULL,
                                 .extra_args = extra};
     const char *more[MAX_VGPUS] = {NULL}; /* vgpu1.., NULL-terminated */
-    /* The source's downtime to the microsecond (trace_downtime()). */
-    static const char *const timed[] = {"-msg", "timestamp=on", "-trace",
-                                        "vmstate_downtime_checkpoint", NULL};
+    /* Threads named (live_migration, multifdsend_N, ...) for whoever
+     * samples them; the source's downtime to the microsecond
+     * (trace_downtime()). */
+    static const char *const named[] = {"-name", "debug-threads=on", NULL};
+    static const char *const timed[] = {"-name",  "debug-threads=on",
+                                        "-msg",   "timestamp=on",
+                                        "-trace", "vmstate_downtime_checkpoint",
+                                        NULL};
     struct vg_qemu_opts qo = {.dir = r->dir,
                               .name = qname,
                               .ram_mib = GUEST_RAM_MIB,
                               .prealloc = r->o->prealloc,
                               .incoming = incoming ? "defer" : NULL,
                               .vgpu_socks = more,
-                              .extra_args = incoming ? NULL : timed};
+                              .extra_args = incoming ? named : timed};
     int ret = 0;
 
     for (unsigned i = 0; ret == 0 && i < r->c->vgpus; i++) {
