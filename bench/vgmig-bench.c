@@ -616,7 +616,7 @@ static int start_side(struct run *r, struct side *s, const char *name,
                                 .backend = incoming ? r->o->dst_backend : NULL,
                                 .extra_args = extra};
     const char *more[MAX_VGPUS] = {NULL}; /* vgpu1.., NULL-terminated */
-    /* Threads named (live_migration, multifdsend_N, ...) for whoever
+    /* Threads named (mig/src/main, mig/src/send_N, ...) for whoever
      * samples them; the source's downtime to the microsecond
      * (trace_downtime()). */
     static const char *const named[] = {"-name", "debug-threads=on", NULL};
