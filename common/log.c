@@ -51,13 +51,15 @@ bool vg_log_enabled(enum vg_log_level level)
  * timestamps, when $VGMIG_LOG_TIME is set; else "". */
 static int time_prefix(char *buf, size_t size)
 {
-    static int wanted = -1;
+    static int wanted = -1; /* any thread may log: relaxed atomics */
+    int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
     struct timespec ts;
 
-    if (wanted < 0) {
-        wanted = getenv("VGMIG_LOG_TIME") != NULL;
+    if (w < 0) {
+        w = getenv("VGMIG_LOG_TIME") != NULL;
+        __atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
     }
-    if (!wanted) {
+    if (!w) {
         buf[0] = '\0';
         return 0;
     }
