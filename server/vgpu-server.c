@@ -112,6 +112,11 @@ static void usage(FILE *out)
         "                         data through a shared memory area, as a\n"
         "                         server predating data_shm would: the data\n"
         "                         then crosses the socket\n"
+        "      --no-data-plane    serve the data requests of that area on the\n"
+        "                         control loop, not on the data plane's\n"
+        "                         thread, as a server without it does: the\n"
+        "                         guest's register accesses then wait for a\n"
+        "                         data request being served\n"
         "      --no-postcopy      refuse the client's offer of post-copy, as "
         "a\n"
         "                         server predating it would: QEMU then\n"
@@ -160,6 +165,9 @@ static void usage(FILE *out)
         "                         10000, before each reply, and so does a\n"
         "                         restore on demand before each read of\n"
         "                         its save file: a slow source), or\n"
+        "                         read-delay:MS (each read of migration data\n"
+        "                         waits MS ms, 1 to 10000, before it is\n"
+        "                         served: a slow device), or\n"
         "                         late-dma:GPA (on its way out of RUNNING or\n"
         "                         PRE_COPY the device writes the 4 KiB page\n"
         "                         at guest address GPA, page-aligned, decimal\n"
@@ -283,6 +291,7 @@ struct options {
     bool no_migration;
     bool no_region_log;
     bool no_data_shm;
+    bool no_data_plane;
     bool no_postcopy;
     bool no_restore_on_demand;
     const char *postcopy_listen;
@@ -302,6 +311,7 @@ enum {
     OPT_DIRTY_TRACK,
     OPT_NO_REGION_LOG,
     OPT_NO_DATA_SHM,
+    OPT_NO_DATA_PLANE,
     OPT_NO_POSTCOPY,
     OPT_NO_RESTORE_ON_DEMAND,
     OPT_POSTCOPY_LISTEN,
@@ -322,7 +332,7 @@ static int parse_u64(const char *text, uint64_t *out)
 }
 
 /* --fault corrupt-stream:OFFSET | corrupt-stream:random[:SEED] |
- * no-dma-log | postcopy-delay:MS | late-dma:GPA */
+ * no-dma-log | postcopy-delay:MS | read-delay:MS | late-dma:GPA */
 /* corrupt-stream:SPEC[@N]: SPEC is OFFSET or random[:SEED]. */
 static int parse_corrupt(const char *arg, struct mig_fault *f)
 {
@@ -355,11 +365,25 @@ static int parse_corrupt(const char *arg, struct mig_fault *f)
     return 0;
 }
 
+/* A fault's delay: 1 to 10000 ms. */
+static int parse_delay_ms(const char *text, unsigned *ms)
+{
+    char *end;
+    unsigned long v = strtoul(text, &end, 10);
+
+    if (end == text || *end || *text == '-' || v < 1 || v > 10000) {
+        return -1;
+    }
+    *ms = (unsigned)v;
+    return 0;
+}
+
 static int parse_fault(const char *spec, struct mig_fault *f)
 {
     static const char prefix[] = "corrupt-stream:";
 
     static const char delay[] = "postcopy-delay:";
+    static const char read_delay[] = "read-delay:";
     static const char late[] = "late-dma:";
     char *end;
 
@@ -368,13 +392,10 @@ static int parse_fault(const char *spec, struct mig_fault *f)
         return 0;
     }
     if (strncmp(spec, delay, sizeof(delay) - 1) == 0) {
-        unsigned long ms = strtoul(spec + sizeof(delay) - 1, &end, 10);
-
-        if (end == spec + sizeof(delay) - 1 || *end || ms < 1 || ms > 10000) {
-            return -1;
-        }
-        f->postcopy_delay_ms = (unsigned)ms;
-        return 0;
+        return parse_delay_ms(spec + sizeof(delay) - 1, &f->postcopy_delay_ms);
+    }
+    if (strncmp(spec, read_delay, sizeof(read_delay) - 1) == 0) {
+        return parse_delay_ms(spec + sizeof(read_delay) - 1, &f->read_delay_ms);
     }
     if (strncmp(spec, late, sizeof(late) - 1) == 0) {
         const char *gpa = spec + sizeof(late) - 1;
@@ -466,6 +487,9 @@ static int parse_opt(int c, struct options *o)
     case OPT_NO_DATA_SHM:
         o->no_data_shm = true;
         return 0;
+    case OPT_NO_DATA_PLANE:
+        o->no_data_plane = true;
+        return 0;
     case OPT_NO_POSTCOPY:
         o->no_postcopy = true;
         return 0;
@@ -512,6 +536,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"dirty-track", required_argument, NULL, OPT_DIRTY_TRACK},
         {"no-region-log", no_argument, NULL, OPT_NO_REGION_LOG},
         {"no-data-shm", no_argument, NULL, OPT_NO_DATA_SHM},
+        {"no-data-plane", no_argument, NULL, OPT_NO_DATA_PLANE},
         {"no-postcopy", no_argument, NULL, OPT_NO_POSTCOPY},
         {"no-restore-on-demand", no_argument, NULL, OPT_NO_RESTORE_ON_DEMAND},
         {"postcopy-listen", required_argument, NULL, OPT_POSTCOPY_LISTEN},
@@ -594,6 +619,11 @@ static void warn_faults(const struct mig_fault *f)
                 "%u ms before each reply",
                 f->postcopy_delay_ms);
     }
+    if (f->read_delay_ms) {
+        vg_warn("TEST ONLY fault injection: each read of migration data waits "
+                "%u ms",
+                f->read_delay_ms);
+    }
 }
 
 /*
@@ -642,6 +672,7 @@ int main(int argc, char **argv)
         .no_migration = o.no_migration,
         .no_region_log = o.no_region_log,
         .no_data_shm = o.no_data_shm,
+        .no_data_plane = o.no_data_plane,
         .no_postcopy = o.no_postcopy,
         .no_restore_on_demand = o.no_restore_on_demand,
         .postcopy_listen = o.postcopy_listen,

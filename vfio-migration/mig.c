@@ -503,6 +503,9 @@ int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
                             mig_state_name(s));
     }
     t0 = mig_now_ms();
+    if (m->fault.read_delay_ms) {
+        usleep(m->fault.read_delay_ms * 1000u);
+    }
     ret = mig_save_read(m, buf, size, got, err);
     if (s == MIG_STATE_STOP_COPY) {
         m->stats.stopcopy_reads++;

@@ -52,6 +52,7 @@ struct mig_fault {
     bool late_dma;    /* the device writes a page at @late_dma_gpa as it */
     uint64_t late_dma_gpa;      /* leaves a running state (vfu-data.c) */
     unsigned postcopy_delay_ms; /* the page server waits before each reply */
+    unsigned read_delay_ms;     /* each mig_read() waits first: slow data */
 };
 
 struct mig_config {

@@ -466,6 +466,18 @@ int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
     return ret;
 }
 
+int vfu_data_queue_shm(struct vfu_server *srv, const uint8_t *p, size_t len,
+                       struct vg_error *err)
+{
+    struct vfu_mig_shm_io io;
+    int ret = shm_io_parse(srv, p, len, &io, err);
+
+    if (ret == 0) {
+        vfu_plane_submit(srv, &srv->rx.hdr, &io);
+    }
+    return ret;
+}
+
 /* The client can write the area at any time: the slot is handed to
  * mig_write(), which copies every byte it checks before checking it; page
  * data it reads in place (twice: hashed, then written to VRAM) can only

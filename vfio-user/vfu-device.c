@@ -87,9 +87,11 @@ void vfu_device_release(struct vfu_server *srv)
 void vfu_device_step(struct vfu_server *srv)
 {
     mig_postcopy_poll(srv->mig);
+    pthread_mutex_lock(&srv->regs_lock);
     if (vgpu_runnable(srv->gpu)) {
         mig_gpu_step(srv->mig, STEP_BUDGET);
     }
+    pthread_mutex_unlock(&srv->regs_lock);
 }
 
 int vfu_device_wait_ms(const struct vfu_server *srv)
@@ -319,12 +321,15 @@ static int bar0_access(struct vfu_server *srv, uint64_t off, uint8_t *data,
             return vg_error_set(err, EINVAL,
                                 "access crosses into the MSI-X area");
         }
-        /* The model ignores (and counts) bad accesses; reads give ~0. */
+        /* The model ignores (and counts) bad accesses; reads give ~0.
+         * The plane may be stepping the device (vfu-plane.c). */
+        pthread_mutex_lock(&srv->regs_lock);
         if (write) {
             vgpu_bar0_write(srv->gpu, off, data, count);
         } else {
             vgpu_bar0_read(srv->gpu, off, data, count);
         }
+        pthread_mutex_unlock(&srv->regs_lock);
         return 0;
     }
     off -= VGPU_MSIX_TABLE_OFFSET;

@@ -147,20 +147,45 @@ static int dispatch(struct vfu_server *srv, uint16_t cmd, const uint8_t *p,
     return commands[cmd].fn(srv, p, len, r, err);
 }
 
+/* A data request for the plane: queued (1), or refused (a negative errno
+ * with @err set); 0: it is not one. */
+static int to_plane(struct vfu_server *srv, const uint8_t *p, size_t len,
+                    struct vg_error *err)
+{
+    int ret;
+
+    if (!vfu_plane_takes(srv, &srv->rx.hdr) || srv->rx.fds_lost ||
+        srv->rx.nfds || !srv->negotiated) {
+        return 0; /* dispatch() serves or refuses it */
+    }
+    ret = vfu_data_queue_shm(srv, p, len, err);
+    return ret < 0 ? ret : 1;
+}
+
 void vfu_serve_request(struct vfu_server *srv)
 {
     const struct vfu_hdr *hdr = &srv->rx.hdr;
+    const uint8_t *p = srv->rxbuf + sizeof(*hdr);
+    size_t len = hdr->size - sizeof(*hdr);
     struct vfu_reply r = {.len = 0, .fd = -1};
     struct vg_error err = {0};
     int ret;
 
     vg_trace("request %u %s size %u", hdr->id, vfu_cmd_name(hdr->command),
              hdr->size);
-    ret = srv->rx.fds_lost
-              ? vg_error_set(&err, EINVAL, "more than %u file descriptors",
-                             MAX_FDS)
-              : dispatch(srv, hdr->command, srv->rxbuf + sizeof(*hdr),
-                         hdr->size - sizeof(*hdr), &r, &err);
+    ret = to_plane(srv, p, len, &err);
+    if (ret == 1) {
+        return; /* the plane replies */
+    }
+    if (ret == 0 && !vfu_plane_prompt(srv, hdr, p, len)) {
+        vfu_plane_drain(srv); /* in order, and the model is ours */
+    }
+    if (ret == 0) {
+        ret = srv->rx.fds_lost
+                  ? vg_error_set(&err, EINVAL, "more than %u file descriptors",
+                                 MAX_FDS)
+                  : dispatch(srv, hdr->command, p, len, &r, &err);
+    }
     if (ret < 0) {
         vg_warn("request %u %s: %s", hdr->id, vfu_cmd_name(hdr->command),
                 err.msg);
@@ -168,5 +193,7 @@ void vfu_serve_request(struct vfu_server *srv)
     if (!(hdr->flags & VFU_FLAG_NO_REPLY)) {
         vfu_send_reply(srv, hdr, ret < 0 ? -ret : 0, &r);
     }
-    mig_idle(srv->mig, true);
+    if (!vfu_plane_busy(srv)) {
+        mig_idle(srv->mig, true);
+    }
 }

@@ -84,6 +84,17 @@ static int send_all(struct vfu_server *srv, const uint8_t *buf, size_t len,
     return 0;
 }
 
+int vfu_send_msg(struct vfu_server *srv, const uint8_t *msg, size_t len, int fd,
+                 struct vg_error *err)
+{
+    int ret;
+
+    pthread_mutex_lock(&srv->tx_lock);
+    ret = send_all(srv, msg, len, fd, err);
+    pthread_mutex_unlock(&srv->tx_lock);
+    return ret;
+}
+
 void vfu_send_reply(struct vfu_server *srv, const struct vfu_hdr *req,
                     int errnum, const struct vfu_reply *r)
 {
@@ -96,7 +107,8 @@ void vfu_send_reply(struct vfu_server *srv, const struct vfu_hdr *req,
         srv->tx_len = hdr.size;
         return;
     }
-    if (send_all(srv, srv->txbuf, hdr.size, errnum ? -1 : r->fd, &err) < 0) {
+    if (vfu_send_msg(srv, srv->txbuf, hdr.size, errnum ? -1 : r->fd, &err) <
+        0) {
         vg_warn("%s", err.msg);
         srv->drop = true;
     }

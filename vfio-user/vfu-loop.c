@@ -23,9 +23,14 @@ static int sooner(int a, int b)
 
 /* Wait for the device's next step, else for the message in progress to
  * time out, and for deferred migration work; else for ever. */
-static int poll_timeout(const struct vfu_server *srv)
+static int poll_timeout(struct vfu_server *srv)
 {
-    int device = vfu_device_wait_ms(srv);
+    int device;
+
+    if (vfu_plane_busy(srv)) { /* the plane steps; its eventfd wakes us */
+        return vfu_rx_wait_ms(srv);
+    }
+    device = vfu_device_wait_ms(srv);
 
     return sooner(device >= 0 ? device : vfu_rx_wait_ms(srv),
                   mig_idle_wait_ms(srv->mig));
@@ -40,14 +45,15 @@ static int poll_timeout(const struct vfu_server *srv)
 static int loop_once(struct vfu_server *srv, int signal_fd, int *accepted,
                      struct vg_error *err)
 {
-    struct pollfd pfd[3] = {
+    struct pollfd pfd[4] = {
         {.fd = signal_fd, .events = POLLIN},
         {.fd = accepted ? srv->listen_fd : -1, .events = POLLIN},
         {.fd = srv->client_fd, .events = POLLIN},
+        {.fd = vfu_plane_wake_fd(srv), .events = POLLIN},
     };
     struct signalfd_siginfo si;
 
-    if (poll(pfd, 3, poll_timeout(srv)) < 0 && errno != EINTR) {
+    if (poll(pfd, 4, poll_timeout(srv)) < 0 && errno != EINTR) {
         return vg_error_set(err, errno, "poll: %s", strerror(errno));
     }
     if (pfd[0].revents & POLLIN) {
@@ -59,14 +65,19 @@ static int loop_once(struct vfu_server *srv, int signal_fd, int *accepted,
     if (pfd[1].revents & POLLIN) {
         *accepted = vfu_accept(srv);
     }
+    if ((pfd[3].revents & POLLIN) && vfu_plane_woken(srv)) {
+        vfu_client_close(srv); /* the plane could not send a reply */
+    }
     if (srv->client_fd >= 0 && pfd[2].revents) {
         vfu_client_readable(srv);
     }
     if (vfu_rx_expired(srv)) {
         vfu_rx_timeout(srv);
     }
-    vfu_device_step(srv);
-    mig_idle(srv->mig, false);
+    if (!vfu_plane_busy(srv)) {
+        vfu_device_step(srv);
+        mig_idle(srv->mig, false);
+    }
     return 0;
 }
 

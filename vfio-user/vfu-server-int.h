@@ -7,15 +7,21 @@
  *                 disconnect), vfu-io.c (framing, timeouts, replies),
  *                 vfu-dispatch.c (VERSION and the command table);
  *   data plane    vfu-data.c: the migration requests, served by mig.h;
+ *                 vfu-plane.c: its thread, which serves the data requests
+ *                 of the data_shm area (MIG_DATA_{READ,WRITE}_SHM);
  *   device        vfu-device.c (regions, DMA map, reset, info, the step),
  *                 vfu-irq.c (interrupt eventfds).
- * vfu-server.c creates and frees the server.  Today one thread runs every
- * part; struct vfu_server groups its fields by the part that owns them.
+ * vfu-server.c creates and frees the server.  struct vfu_server groups its
+ * fields by the part that owns them.  The control loop runs every part but
+ * the plane's requests; while the plane has requests, it owns the
+ * migration module and the device (and steps it), and the control loop
+ * serves only vfu_plane_prompt() requests (vfu-plane.c says how).
  */
 #ifndef VFU_SERVER_INT_H
 #define VFU_SERVER_INT_H
 
 #include <linux/vfio.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +79,9 @@ struct vfu_server {
     struct rx_state rx;
     uint8_t *rxbuf; /* MAX_MSG */
     uint8_t *txbuf; /* MAX_MSG */
+    /* Held while a message goes out: the control loop's replies and the
+     * plane's interleave whole. */
+    pthread_mutex_t tx_lock;
 
     /* Set by VERSION on the control loop, read by the data plane;
      * cleared on disconnect. */
@@ -92,11 +101,16 @@ struct vfu_server {
     /* Data plane: the migration module.  The device's step runs through
      * it too (mig_gpu_step(): tracking sees every engine write). */
     struct mig *mig;
+    /* Its thread (vfu-plane.c); NULL: --no-data-plane, all inline. */
+    struct vfu_plane *plane;
 
     /* Device: the model, its config space and MSI-X table, its interrupt
      * eventfds and the guest memory it reaches by DMA (mapped by the
      * control loop, logged for the data plane). */
     struct vgpu *gpu;
+    /* Held around the device's step and its register accesses: the
+     * control loop serves those while the plane steps the device. */
+    pthread_mutex_t regs_lock;
     struct pci_config cfg;
     uint8_t msix[MSIX_AREA];
     int irq_fds[NUM_IRQS][MAX_IRQ_VECTORS];
@@ -152,6 +166,10 @@ void vfu_rx_timeout(struct vfu_server *srv);
 /* Reply to @req: an error reply if @errnum, else @r's payload in txbuf. */
 void vfu_send_reply(struct vfu_server *srv, const struct vfu_hdr *req,
                     int errnum, const struct vfu_reply *r);
+/* Send the message of @len bytes at @msg (with @fd if >= 0) whole, under
+ * tx_lock; any thread. */
+int vfu_send_msg(struct vfu_server *srv, const uint8_t *msg, size_t len, int fd,
+                 struct vg_error *err);
 
 /* ----------------------------------------- control loop: vfu-dispatch.c */
 
@@ -188,6 +206,11 @@ int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
 int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
                                   size_t len, struct vfu_reply *r,
                                   struct vg_error *err);
+/* The control loop's half of a MIG_DATA_{READ,WRITE}_SHM request that the
+ * plane takes (vfu_plane_takes()): check it and queue it; the plane
+ * replies.  A negative errno with @err set: the caller replies. */
+int vfu_data_queue_shm(struct vfu_server *srv, const uint8_t *p, size_t len,
+                       struct vg_error *err);
 int vfu_handle_dma_uffd(struct vfu_server *srv, const uint8_t *p, size_t len,
                         struct vfu_reply *r, struct vg_error *err);
 int vfu_handle_region_uffd(struct vfu_server *srv, const uint8_t *p, size_t len,
@@ -201,6 +224,32 @@ int vfu_handle_mig_postcopy(struct vfu_server *srv, const uint8_t *p,
 int vfu_handle_region_dirty_log(struct vfu_server *srv, const uint8_t *p,
                                 size_t len, struct vfu_reply *r,
                                 struct vg_error *err);
+
+/* --------------------------------------------- data plane: vfu-plane.c */
+
+/* Start the plane's thread (srv->plane), or stop it after its requests. */
+int vfu_plane_start(struct vfu_server *srv, struct vg_error *err);
+void vfu_plane_stop(struct vfu_server *srv);
+/* Whether the plane has requests queued or in service (then it owns the
+ * migration module and the device). */
+bool vfu_plane_busy(struct vfu_server *srv);
+/* Wait until it has none. */
+void vfu_plane_drain(struct vfu_server *srv);
+/* Whether the plane takes the request @hdr (then vfu_data_queue_shm()). */
+bool vfu_plane_takes(const struct vfu_server *srv, const struct vfu_hdr *hdr);
+/* Whether the request @hdr with payload @p of @len bytes may be served
+ * while the plane is busy: a read of config space, a register read or
+ * write (BAR0 below the MSI-X area). */
+bool vfu_plane_prompt(const struct vfu_server *srv, const struct vfu_hdr *hdr,
+                      const uint8_t *p, size_t len);
+/* Queue a checked request; waits while the queue is full. */
+void vfu_plane_submit(struct vfu_server *srv, const struct vfu_hdr *hdr,
+                      const struct vfu_mig_shm_io *io);
+/* An eventfd readable when the plane went idle (-1: no plane); after it
+ * fired, vfu_plane_woken() clears it and says whether a reply of the
+ * plane's was lost (then disconnect). */
+int vfu_plane_wake_fd(const struct vfu_server *srv);
+bool vfu_plane_woken(struct vfu_server *srv);
 
 /* ------------------------------------------------- device: vfu-device.c */
 

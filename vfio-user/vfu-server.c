@@ -1,8 +1,9 @@
 /*
  * vfu-server.c -- creating and freeing the server of vfu-server.h: its
  * message buffers, the device (vfu-device.c), the migration module
- * (vfu-data.c) and the listening socket (vfu-socket.c).  Runs on the
- * caller's thread, before and after the control loop.
+ * (vfu-data.c), the data plane's thread (vfu-plane.c) and the listening
+ * socket (vfu-socket.c).  Runs on the caller's thread, before and after
+ * the control loop.
  */
 #include "vfu-server-int.h"
 
@@ -40,6 +41,9 @@ static int server_init(struct vfu_server *srv,
     if (ret == 0) {
         ret = vfu_data_init(srv, cfg, err);
     }
+    if (ret == 0 && !cfg->no_data_plane) {
+        ret = vfu_plane_start(srv, err);
+    }
     if (ret < 0) {
         return ret;
     }
@@ -64,6 +68,8 @@ int vfu_server_new(const struct vfu_server_config *cfg, struct vfu_server **out,
     }
     srv->listen_fd = -1;
     srv->client_fd = -1;
+    pthread_mutex_init(&srv->tx_lock, NULL);
+    pthread_mutex_init(&srv->regs_lock, NULL);
     memset(srv->irq_fds, -1, sizeof(srv->irq_fds));
     ret = server_init(srv, cfg, err);
     if (ret < 0) {
@@ -85,6 +91,7 @@ void vfu_server_free(struct vfu_server *srv)
         return;
     }
     vfu_client_close(srv);
+    vfu_plane_stop(srv);
     if (srv->listen_fd >= 0) {
         close(srv->listen_fd);
     }
@@ -96,5 +103,7 @@ void vfu_server_free(struct vfu_server *srv)
     vfu_device_free(srv); /* the IRQ fds of an in-process server too */
     free(srv->rxbuf);
     free(srv->txbuf);
+    pthread_mutex_destroy(&srv->tx_lock);
+    pthread_mutex_destroy(&srv->regs_lock);
     free(srv);
 }

@@ -41,6 +41,7 @@ struct vfu_server_config {
     bool no_migration;             /* refuse the migration features */
     bool no_region_log;            /* refuse REGION_DIRTY_LOG */
     bool no_data_shm;              /* refuse data_shm */
+    bool no_data_plane;            /* serve its requests on the control loop */
     bool no_postcopy;              /* refuse postcopy */
     bool no_restore_on_demand;     /* refuse load-from-file */
     const char *postcopy_listen;   /* TCP host of the page server, or NULL */

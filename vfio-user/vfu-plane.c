@@ -1,0 +1,270 @@
+/*
+ * vfu-plane.c -- the data plane thread: it serves the client's
+ * MIG_DATA_READ_SHM and MIG_DATA_WRITE_SHM requests, in the order they
+ * came, off the control loop, so that the control loop answers the
+ * guest's register accesses while a data request is being served.
+ *
+ * Ownership (docs/architecture.md): while the plane has a request queued
+ * or in service it owns the migration module and the device model (it
+ * steps the device between its requests); the control loop then serves
+ * only the requests vfu_plane_prompt() allows, which touch the device's
+ * registers under regs_lock and nothing the plane uses.  Before any other
+ * request, the device's step, deferred migration work and a disconnect,
+ * the control loop waits for the plane to be idle (vfu_plane_drain()).
+ * The queue holds at most PLANE_QUEUE requests; a client that sends more
+ * waits on its socket (the control loop waits for room).
+ */
+#include "vfu-server-int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+#define PLANE_QUEUE 8u
+
+/* A data request parsed by the control loop. */
+struct plane_req {
+    struct vfu_hdr hdr;
+    struct vfu_mig_shm_io io;
+};
+
+struct vfu_plane {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* a request queued, or the queue drained */
+    struct plane_req q[PLANE_QUEUE];
+    unsigned head, count; /* count includes the one in service */
+    bool stop;
+    bool lost;   /* a reply could not be sent: the control loop disconnects */
+    int wake_fd; /* eventfd: the plane went idle (the control loop polls) */
+    uint8_t tx[sizeof(struct vfu_hdr) + sizeof(struct vfu_mig_shm_io)];
+};
+
+/* Serve @req: the slot it names goes to or comes from the migration module;
+ * 0, or a negative errno with @err set. */
+static int serve(struct vfu_server *srv, struct plane_req *req,
+                 struct vg_error *err)
+{
+    uint8_t *slot = srv->shm + (size_t)req->io.slot * SHM_SLOT_SIZE;
+    int ret;
+
+    if (req->hdr.command == VFU_CMD_MIG_DATA_READ_SHM) {
+        ret = mig_read(srv->mig, slot, req->io.size, &req->io.size, err);
+    } else {
+        ret = mig_write(srv->mig, slot, req->io.size, err);
+    }
+    if (ret == 0) {
+        mig_note_shm_bytes(srv->mig, req->io.size);
+    }
+    return ret;
+}
+
+/* Serve @req and send its reply. */
+static void serve_and_reply(struct vfu_server *srv, struct plane_req *req)
+{
+    struct vfu_plane *pl = srv->plane;
+    struct vg_error err = {0};
+    struct vfu_hdr reply;
+    int ret = serve(srv, req, &err);
+
+    if (ret < 0) {
+        vg_warn("request %u %s: %s", req->hdr.id,
+                vfu_cmd_name(req->hdr.command), err.msg);
+    }
+    if (req->hdr.flags & VFU_FLAG_NO_REPLY) {
+        return;
+    }
+    req->io.argsz = sizeof(req->io);
+    vfu_hdr_reply(&req->hdr, ret < 0 ? 0 : sizeof(req->io), ret < 0 ? -ret : 0,
+                  &reply);
+    memcpy(pl->tx, &reply, sizeof(reply));
+    memcpy(pl->tx + sizeof(reply), &req->io, sizeof(req->io));
+    if (vfu_send_msg(srv, pl->tx, reply.size, -1, &err) < 0) {
+        vg_warn("request %u %s: %s", req->hdr.id,
+                vfu_cmd_name(req->hdr.command), err.msg);
+        pthread_mutex_lock(&pl->lock);
+        pl->lost = true;
+        pthread_mutex_unlock(&pl->lock);
+    }
+}
+
+static void *plane_main(void *arg)
+{
+    struct vfu_server *srv = arg;
+    struct vfu_plane *pl = srv->plane;
+    struct plane_req req;
+    uint64_t one = 1;
+
+    pthread_mutex_lock(&pl->lock);
+    for (;;) {
+        while (pl->count == 0 && !pl->stop) {
+            pthread_cond_wait(&pl->cond, &pl->lock);
+        }
+        if (pl->stop) {
+            break;
+        }
+        req = pl->q[pl->head];
+        pthread_mutex_unlock(&pl->lock);
+        serve_and_reply(srv, &req);
+        /* Owner of the model until the queue drains: step it as the
+         * control loop would after a request. */
+        vfu_device_step(srv);
+        mig_idle(srv->mig, true);
+        pthread_mutex_lock(&pl->lock);
+        pl->head = (pl->head + 1) % PLANE_QUEUE;
+        pl->count--;
+        pthread_cond_broadcast(&pl->cond); /* room, or drained */
+        if (pl->count == 0 && write(pl->wake_fd, &one, sizeof(one)) < 0) {
+            /* the counter is far from full: nothing to do */
+        }
+    }
+    pthread_mutex_unlock(&pl->lock);
+    return NULL;
+}
+
+int vfu_plane_start(struct vfu_server *srv, struct vg_error *err)
+{
+    struct vfu_plane *pl = calloc(1, sizeof(*pl));
+    int ret;
+
+    if (!pl) {
+        return vg_error_set(err, ENOMEM, "data plane");
+    }
+    pl->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (pl->wake_fd < 0) {
+        ret = errno;
+        free(pl);
+        return vg_error_set(err, ret, "data plane: eventfd: %s", strerror(ret));
+    }
+    pthread_mutex_init(&pl->lock, NULL);
+    pthread_cond_init(&pl->cond, NULL);
+    srv->plane = pl;
+    ret = pthread_create(&pl->thread, NULL, plane_main, srv);
+    if (ret != 0) {
+        srv->plane = NULL;
+        close(pl->wake_fd);
+        free(pl);
+        return vg_error_set(err, ret, "data plane thread: %s", strerror(ret));
+    }
+    return 0;
+}
+
+void vfu_plane_stop(struct vfu_server *srv)
+{
+    struct vfu_plane *pl = srv->plane;
+
+    if (!pl) {
+        return;
+    }
+    vfu_plane_drain(srv);
+    pthread_mutex_lock(&pl->lock);
+    pl->stop = true;
+    pthread_cond_broadcast(&pl->cond);
+    pthread_mutex_unlock(&pl->lock);
+    pthread_join(pl->thread, NULL);
+    pthread_mutex_destroy(&pl->lock);
+    pthread_cond_destroy(&pl->cond);
+    close(pl->wake_fd);
+    free(pl);
+    srv->plane = NULL;
+}
+
+bool vfu_plane_busy(struct vfu_server *srv)
+{
+    struct vfu_plane *pl = srv->plane;
+    bool busy;
+
+    if (!pl) {
+        return false;
+    }
+    pthread_mutex_lock(&pl->lock);
+    busy = pl->count > 0;
+    pthread_mutex_unlock(&pl->lock);
+    return busy;
+}
+
+void vfu_plane_drain(struct vfu_server *srv)
+{
+    struct vfu_plane *pl = srv->plane;
+
+    if (!pl) {
+        return;
+    }
+    pthread_mutex_lock(&pl->lock);
+    while (pl->count > 0) {
+        pthread_cond_wait(&pl->cond, &pl->lock);
+    }
+    pthread_mutex_unlock(&pl->lock);
+}
+
+int vfu_plane_wake_fd(const struct vfu_server *srv)
+{
+    return srv->plane ? srv->plane->wake_fd : -1;
+}
+
+bool vfu_plane_woken(struct vfu_server *srv)
+{
+    struct vfu_plane *pl = srv->plane;
+    uint64_t n;
+    bool lost;
+
+    if (!pl) {
+        return false;
+    }
+    if (read(pl->wake_fd, &n, sizeof(n)) < 0) {
+        /* not signalled since the last read */
+    }
+    pthread_mutex_lock(&pl->lock);
+    lost = pl->lost;
+    pl->lost = false;
+    pthread_mutex_unlock(&pl->lock);
+    return lost;
+}
+
+bool vfu_plane_prompt(const struct vfu_server *srv, const struct vfu_hdr *hdr,
+                      const uint8_t *p, size_t len)
+{
+    struct vfu_region_rw rw;
+
+    if (hdr->command != VFU_CMD_REGION_READ &&
+        hdr->command != VFU_CMD_REGION_WRITE) {
+        return false;
+    }
+    if (len < sizeof(rw) || srv->rx.nfds) {
+        return false; /* the handler refuses it: in order */
+    }
+    memcpy(&rw, p, sizeof(rw));
+    if (rw.region == VFIO_PCI_CONFIG_REGION_INDEX) {
+        return hdr->command == VFU_CMD_REGION_READ;
+    }
+    return rw.region == VGPU_BAR_REGS && rw.offset < VGPU_MSIX_TABLE_OFFSET &&
+           rw.count <= VGPU_MSIX_TABLE_OFFSET - rw.offset;
+}
+
+bool vfu_plane_takes(const struct vfu_server *srv, const struct vfu_hdr *hdr)
+{
+    return srv->plane && srv->client_fd >= 0 &&
+           (hdr->command == VFU_CMD_MIG_DATA_READ_SHM ||
+            hdr->command == VFU_CMD_MIG_DATA_WRITE_SHM);
+}
+
+void vfu_plane_submit(struct vfu_server *srv, const struct vfu_hdr *hdr,
+                      const struct vfu_mig_shm_io *io)
+{
+    struct vfu_plane *pl = srv->plane;
+
+    pthread_mutex_lock(&pl->lock);
+    while (pl->count == PLANE_QUEUE) {
+        pthread_cond_wait(&pl->cond, &pl->lock);
+    }
+    pl->q[(pl->head + pl->count) % PLANE_QUEUE] =
+        (struct plane_req){.hdr = *hdr, .io = *io};
+    pl->count++;
+    pthread_cond_broadcast(&pl->cond);
+    pthread_mutex_unlock(&pl->lock);
+}
