@@ -102,7 +102,7 @@ $(O)/vgmig-demo: $(O)/obj/demo/vgmig-demo.o $(O)/libqclient.a \
 
 $(O)/vgmig-bench: $(O)/obj/bench/vgmig-bench.o $(O)/obj/bench/bench-mig.o \
                   $(O)/obj/bench/ram-anchor.o $(O)/obj/bench/report-text.o \
-                  $(O)/libqclient.a \
+                  $(O)/obj/bench/reg-probe.o $(O)/libqclient.a \
                   $(O)/libvgmig.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)

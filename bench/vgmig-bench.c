@@ -42,6 +42,7 @@
 #include "common/size.h"
 #include "bench-mig.h"
 #include "ram-anchor.h"
+#include "reg-probe.h"
 #include "report-text.h"
 #include "qclient/cpu-writer.h"
 #include "qclient/harness.h"
@@ -93,8 +94,11 @@
 #define QMP_TIMEOUT_MS   300000
 #define RATE_MIN_BYTES   ((int64_t)1 << 20) /* less: mostly fixed cost */
 #define MAX_VGPUS        4
-#define MULTI_VGPUS      2   /* vGPUs of the --multi-vgpu cells */
-#define MULTI_TARGET     1.2 /* their downtime / one vGPU's, at most */
+#define PROBE_BEFORE     40   /* timed register reads before migrating */
+#define PROBE_PER_TICK   4    /* and at each poll while it is active */
+#define PROBE_MAX        4096 /* at most */
+#define MULTI_VGPUS      2    /* vGPUs of the --multi-vgpu cells */
+#define MULTI_TARGET     1.2  /* their downtime / one vGPU's, at most */
 #define MAX_MULTI_ROUNDS 9
 #define MAX_MULTI_CELLS  (4 * MAX_MULTI_ROUNDS)
 
@@ -157,6 +161,7 @@ struct bench_opts {
     unsigned nappend;
     enum vg_log_level log_level;
     bool prealloc;           /* servers --prealloc, QEMUs prealloc=on */
+    bool no_data_plane;      /* servers --no-data-plane */
     uint64_t max_bandwidth;  /* --max-bandwidth, bytes per second */
     const char *dst_backend; /* --dst-backend, NULL: as the source's */
 };
@@ -186,6 +191,11 @@ struct cell {
     double postcopy_ms;       /* ...from the load's end to the last page */
     int64_t reads, writes;    /* the servers' pre-copy reads, load writes */
     double read_ms, write_ms; /* ...and the time inside them */
+    /* The first vGPU's STATUS read through qtest, us (reg-probe.h): median
+     * before the migration; median, 90th and 99th percentiles while it
+     * was active (-1: no reads). */
+    double reg_before_us, reg_p50_us, reg_p90_us, reg_p99_us;
+    unsigned reg_reads; /* taken while active */
     bool forced, verified;
     char error[VG_MIG_TEXT_MAX];
 };
@@ -225,6 +235,7 @@ struct run {
     struct vg_cpu_writer *cw; /* cpu-writes workloads */
     uint8_t *image;           /* their VRAM before the first write */
     struct bench_rate rate;   /* of the bytes moved while active */
+    struct reg_probe probe;   /* register reads while active */
 };
 
 static void usage(FILE *f)
@@ -276,6 +287,11 @@ static void usage(FILE *f)
         "                    cell and RAM anchor, e.g. 10G [%lldG]: above\n"
         "                    what the host moves, or the RAM anchor\n"
         "                    measures the cap\n"
+        "  --no-data-plane   every vgpu-server serves the data requests on\n"
+        "                    its control loop (--no-data-plane), as a\n"
+        "                    server without the data plane's thread\n"
+        "                    does: the baseline of the register reads'\n"
+        "                    table\n"
         "  --dst-backend NAME\n"
         "                    the destination servers' --backend, e.g.\n"
         "                    cuda:1 on a machine with two GPUs, as\n"
@@ -463,6 +479,9 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'P':
         o->prealloc = true;
         return 0;
+    case 'p':
+        o->no_data_plane = true;
+        return 0;
     case 'B':
         return parse_size_opt("max-bandwidth", optarg, 1ull << 20, 1ull << 40,
                               &o->max_bandwidth);
@@ -513,6 +532,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"multi-rounds", required_argument, NULL, 'R'},
         {"keep", no_argument, NULL, 'k'},
         {"prealloc", no_argument, NULL, 'P'},
+        {"no-data-plane", no_argument, NULL, 'p'},
         {"max-bandwidth", required_argument, NULL, 'B'},
         {"dst-backend", required_argument, NULL, 'D'},
         {"append", required_argument, NULL, 'a'},
@@ -607,7 +627,8 @@ static int start_side(struct run *r, struct side *s, const char *name,
     g_autofree char *ta = g_strdup_printf("--dirty-track=%s", md->track);
     g_autofree char *vram = g_strdup_printf("%" PRIu64 "M", r->c->vram >> 20);
     g_autofree char *qname = g_strdup_printf("qemu-%s", name);
-    const char *extra[] = {pa, ta, r->o->prealloc ? "--prealloc" : NULL, NULL};
+    const char *extra[5] = {pa, ta};
+    unsigned nextra = 2;
     struct vg_server_opts so = {.dir = r->dir,
                                 .vram = vram,
                                 .page_size = PAGE_ARG,
@@ -616,6 +637,13 @@ static int start_side(struct run *r, struct side *s, const char *name,
                                 .backend = incoming ? r->o->dst_backend : NULL,
                                 .extra_args = extra};
     const char *more[MAX_VGPUS] = {NULL}; /* vgpu1.., NULL-terminated */
+
+    if (r->o->prealloc) {
+        extra[nextra++] = "--prealloc";
+    }
+    if (r->o->no_data_plane) {
+        extra[nextra++] = "--no-data-plane";
+    }
     /* Threads named (mig/src/main, mig/src/send_N, ...) for whoever
      * samples them; the source's downtime to the microsecond
      * (trace_downtime()). */
@@ -975,7 +1003,11 @@ static int poll_cb(const struct vg_mig_info *info, void *opaque,
     if (strcmp(info->status, "active") != 0) {
         return 0;
     }
-    ret = tick(r, err);
+    ret = reg_probe_read(&r->probe, &r->dev[0].gpu, VGPU_REG_STATUS,
+                         PROBE_PER_TICK, err);
+    if (ret == 0) {
+        ret = tick(r, err);
+    }
     if (ret == 0 && !modes[r->c->mode].postcopy && !r->c->forced &&
         force_due(r, info)) {
         r->c->forced = true;
@@ -1020,6 +1052,32 @@ static double trace_downtime(struct vg_qemu *q)
     return tr.downtime_ms;
 }
 
+/* The first vGPU's register reads before the migration, a millisecond
+ * apart: what the guest waits with no device data moving. */
+static int probe_before(struct run *r, struct vg_error *err)
+{
+    struct reg_probe p;
+    int ret = 0;
+
+    reg_probe_init(&p, PROBE_BEFORE);
+    for (unsigned i = 0; ret == 0 && i < PROBE_BEFORE; i++) {
+        ret = reg_probe_read(&p, &r->dev[0].gpu, VGPU_REG_STATUS, 1, err);
+        g_usleep(1000);
+    }
+    r->c->reg_before_us = reg_probe_pct(&p, 50);
+    reg_probe_free(&p);
+    return ret;
+}
+
+/* ... and while it was active. */
+static void probe_record(struct run *r)
+{
+    r->c->reg_reads = r->probe.n;
+    r->c->reg_p50_us = reg_probe_pct(&r->probe, 50);
+    r->c->reg_p90_us = reg_probe_pct(&r->probe, 90);
+    r->c->reg_p99_us = reg_probe_pct(&r->probe, 99);
+}
+
 static int migrate(struct run *r, struct vg_error *err)
 {
     g_autofree char *uri = NULL;
@@ -1045,6 +1103,9 @@ static int migrate(struct run *r, struct vg_error *err)
     }
     ret = bench_mig_prepare(r->src.qemu->qmp, r->dst.qemu->qmp, r->o->channels,
                             r->o->max_bandwidth, &uri, err);
+    if (ret == 0) {
+        ret = probe_before(r, err);
+    }
     r->force_ms = force_after_ms(r->c);
     r->t0_us = g_get_monotonic_time();
     if (ret == 0) {
@@ -1071,6 +1132,7 @@ static int migrate(struct run *r, struct vg_error *err)
         r->c->downtime_trace_ms = trace_downtime(r->src.qemu);
     }
     r->c->stream_bps = bench_rate_bps(&r->rate);
+    probe_record(r);
     return ret;
 }
 
@@ -1277,6 +1339,8 @@ static int run_cell(const struct bench_opts *o, struct cell *c)
 
     r.d = &r.dev[0];
     r.rng = g_rand_new_with_seed(0x76676d67u ^ (uint32_t)c->wl);
+    reg_probe_init(&r.probe, PROBE_MAX);
+    c->reg_before_us = c->reg_p50_us = c->reg_p90_us = c->reg_p99_us = -1;
     ret = vg_tmpdir_create("bench", &r.dir, &err);
     if (ret == 0) {
         ret = run_cell_steps(&r, &err);
@@ -1299,6 +1363,7 @@ static int run_cell(const struct bench_opts *o, struct cell *c)
     }
     g_free(r.dir);
     g_rand_free(r.rng);
+    reg_probe_free(&r.probe);
     return ret;
 }
 
@@ -1391,7 +1456,10 @@ static void json_cell(GString *js, const struct cell *c, double rate,
         ", \"postcopy_bytes\": %" PRId64 ", \"postcopy_ms\": %.3f"
         ", \"precopy_reads\": %" PRId64 ", \"precopy_read_ms\": %.3f"
         ", \"load_writes\": %" PRId64 ", \"load_write_ms\": %.3f"
-        ", \"forced\": %s, \"verified\": %s, \"error\": \"%s\"}",
+        ", \"reg_read_before_us\": %.1f, \"reg_reads\": %u"
+        ", \"reg_read_p50_us\": %.1f, \"reg_read_p90_us\": %.1f"
+        ", \"reg_read_p99_us\": %.1f, \"forced\": %s, \"verified\": %s, "
+        "\"error\": \"%s\"}",
         wl_names[c->wl], c->vram, c->vgpus, modes[c->mode].name,
         modes[c->mode].precopy, modes[c->mode].track, c->channels,
         c->downtime_ms, c->downtime_trace_ms, c->stopcopy_ms,
@@ -1400,7 +1468,8 @@ static void json_cell(GString *js, const struct cell *c, double rate,
         rate, c->stream_bps, floor_ms(c, rate), ram, floor_ms(c, ram),
         c->estimate, c->rounds, c->throttle, c->cpu_writes, c->cpu_uncertain,
         c->cpu_rate, c->postcopy_bytes, c->postcopy_ms, c->reads, c->read_ms,
-        c->writes, c->write_ms, c->forced ? "true" : "false",
+        c->writes, c->write_ms, c->reg_before_us, c->reg_reads, c->reg_p50_us,
+        c->reg_p90_us, c->reg_p99_us, c->forced ? "true" : "false",
         c->verified ? "true" : "false", error);
 }
 
@@ -1797,6 +1866,50 @@ static void md_server_time(GString *s, const struct cell *cells, unsigned n,
     md_server_rows(s, multi, nmulti);
 }
 
+static void md_reg_rows(GString *s, const struct cell *cells, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        const struct cell *c = &cells[i];
+
+        if (!c->verified || c->reg_reads == 0) {
+            continue;
+        }
+        g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
+        md_size(s, c->vram);
+        g_string_append_printf(s, " | %u | %s |", c->vgpus,
+                               modes[c->mode].name);
+        md_num(s, c->reg_before_us, 0);
+        g_string_append_printf(s, " %u |", c->reg_reads);
+        md_num(s, c->reg_p50_us, 0);
+        md_num(s, c->reg_p90_us, 0);
+        md_num(s, c->reg_p99_us, 0);
+        g_string_append(s, "\n");
+    }
+}
+
+/* How long the guest waited for a register read before and while the
+ * device's data moved (@cells, then the several-vGPU cells @multi). */
+static void md_reg_reads(GString *s, const struct cell *cells, unsigned n,
+                         const struct cell *multi, unsigned nmulti)
+{
+    g_string_append_printf(
+        s,
+        "\n## The guest's register reads while the data moves\n\nThe "
+        "first vGPU's STATUS register read through qtest, as a guest's MMIO "
+        "read goes (QEMU, the vfio-user socket, the server), timed by the "
+        "bench: %u reads a millisecond apart before the migration (their "
+        "median), then %u at every poll while it was active, that is in "
+        "pre-copy, and for the poll that falls into the switchover, inside "
+        "the downtime.  The server serves them between the migration's data "
+        "requests, so a read that comes during one waits for it.\n\n"
+        "| workload | VRAM | vGPUs | mode | before, median us | reads while "
+        "active | median us | 90th percentile us | 99th percentile us |\n"
+        "|---|---|---:|---|---:|---:|---:|---:|---:|\n",
+        PROBE_BEFORE, PROBE_PER_TICK);
+    md_reg_rows(s, cells, n);
+    md_reg_rows(s, multi, nmulti);
+}
+
 /* One issue target: @ok, with what was measured. */
 static void md_target(GString *s, const char *what, int ok, const char *got)
 {
@@ -2189,6 +2302,11 @@ static void md_method(GString *s, const struct bench_opts *o)
                            "and the RAM anchors', its guest RAM "
                            "(prealloc=on).  ");
     }
+    if (o->no_data_plane) {
+        g_string_append(s, "With --no-data-plane: every vgpu-server serves "
+                           "the data requests on its control loop "
+                           "(--no-data-plane).  ");
+    }
     if (o->dst_backend) {
         g_string_append_printf(s,
                                "The destination's vgpu-servers run with "
@@ -2304,6 +2422,7 @@ static int write_doc(const struct bench_opts *o, const struct cell *cells,
     md_rates(s, cells, n, o);
     md_vs_ram(s, cells, n, an);
     md_server_time(s, cells, n, multi, nmulti);
+    md_reg_reads(s, cells, n, multi, nmulti);
     md_targets_ram(s, cells, n, an);
     md_cpu_writes(s, cells, n);
     md_targets(s, cells, n);
@@ -2608,6 +2727,7 @@ static void print_ratios(const struct cell *cells, unsigned n,
     md_ratios(s, cells, n);
     md_vs_ram(s, cells, n, an);
     md_server_time(s, cells, n, multi, nmulti);
+    md_reg_reads(s, cells, n, multi, nmulti);
     fputs(s->str, stdout);
     g_string_free(s, TRUE);
 }
