@@ -71,13 +71,17 @@ static void serve_and_reply(struct vfu_server *srv, struct plane_req *req)
     struct vg_error err = {0};
     struct vfu_hdr reply;
     int ret = serve(srv, req, &err);
+    bool lost;
 
     if (ret < 0) {
         vg_warn("request %u %s: %s", req->hdr.id,
                 vfu_cmd_name(req->hdr.command), err.msg);
     }
-    if (req->hdr.flags & VFU_FLAG_NO_REPLY) {
-        return;
+    pthread_mutex_lock(&pl->lock);
+    lost = pl->lost;
+    pthread_mutex_unlock(&pl->lock);
+    if (lost || (req->hdr.flags & VFU_FLAG_NO_REPLY)) {
+        return; /* the client did not take a reply in time: it goes */
     }
     req->io.argsz = sizeof(req->io);
     vfu_hdr_reply(&req->hdr, ret < 0 ? 0 : sizeof(req->io), ret < 0 ? -ret : 0,
@@ -221,9 +225,21 @@ bool vfu_plane_woken(struct vfu_server *srv)
     }
     pthread_mutex_lock(&pl->lock);
     lost = pl->lost;
-    pl->lost = false;
     pthread_mutex_unlock(&pl->lock);
     return lost;
+}
+
+void vfu_plane_detach(struct vfu_server *srv)
+{
+    struct vfu_plane *pl = srv->plane;
+
+    if (!pl) {
+        return;
+    }
+    vfu_plane_drain(srv);
+    pthread_mutex_lock(&pl->lock);
+    pl->lost = false;
+    pthread_mutex_unlock(&pl->lock);
 }
 
 bool vfu_plane_prompt(const struct vfu_server *srv, const struct vfu_hdr *hdr,

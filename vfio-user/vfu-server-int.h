@@ -235,6 +235,8 @@ void vfu_plane_stop(struct vfu_server *srv);
 bool vfu_plane_busy(struct vfu_server *srv);
 /* Wait until it has none. */
 void vfu_plane_drain(struct vfu_server *srv);
+/* The client goes: wait until it has none, and forget a lost reply. */
+void vfu_plane_detach(struct vfu_server *srv);
 /* Whether the plane takes the request @hdr (then vfu_data_queue_shm()). */
 bool vfu_plane_takes(const struct vfu_server *srv, const struct vfu_hdr *hdr);
 /* Whether the request @hdr with payload @p of @len bytes may be served
@@ -247,7 +249,8 @@ void vfu_plane_submit(struct vfu_server *srv, const struct vfu_hdr *hdr,
                       const struct vfu_mig_shm_io *io);
 /* An eventfd readable when the plane went idle (-1: no plane); after it
  * fired, vfu_plane_woken() clears it and says whether a reply of the
- * plane's was lost (then disconnect). */
+ * plane's was lost since the client came (then disconnect; the plane
+ * sends no more replies to it). */
 int vfu_plane_wake_fd(const struct vfu_server *srv);
 bool vfu_plane_woken(struct vfu_server *srv);
 

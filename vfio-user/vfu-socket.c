@@ -146,7 +146,7 @@ void vfu_client_close(struct vfu_server *srv)
     if (srv->client_fd < 0) {
         return;
     }
-    vfu_plane_drain(srv); /* its replies go to this client */
+    vfu_plane_detach(srv); /* its replies go to this client */
     vg_info("client disconnected; releasing %u DMA mappings and IRQ fds",
             vfu_dma_count(srv->dma));
     close(srv->client_fd);
