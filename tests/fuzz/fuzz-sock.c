@@ -17,8 +17,10 @@
  *   is a bare header with an errno, the size within the limit) and
  *   answers, in order, a request whose header was sent (whole, unless it
  *   is an error reply); requests skipped on the way are ones that may
- *   go unanswered (NO_REPLY);
- * - an fd comes only with a successful REGION_INFO reply, one at a time;
+ *   go unanswered (NO_REPLY), or MIG_DATA_{READ,WRITE}_SHM requests,
+ *   which the data plane's thread answers later (vfu-plane.c);
+ * - an fd comes only with a successful REGION_INFO or MIG_DATA_SHM
+ *   reply, one at a time;
  * - when the client reads to the end, every complete request that asks
  *   for a reply got one, unless a VERSION before it (the only request
  *   that disconnects) may have ended the connection;
@@ -58,6 +60,7 @@ struct msg {
     struct vfu_hdr hdr;  /* as sent: error field zeroed */
     unsigned nfds, kind; /* fds it carries */
     bool fill;           /* the body is zero bytes made by the harness */
+    bool done;           /* answered */
 };
 
 struct client {
@@ -69,17 +72,17 @@ struct client {
     size_t out_len, out_cap;
     struct msg *msgs;
     size_t nmsgs, msgs_cap;
-    size_t sent;       /* bytes of out written */
-    size_t wmsg;       /* the message that byte `sent` belongs to */
-    size_t chunk_left; /* of the current write */
-    bool write_done;   /* all sent, or the server hung up */
-    bool eof;          /* the server closed its end */
-    uint8_t rhdr[HDR]; /* the reply header being read */
-    size_t rhave;      /* bytes of it */
-    uint64_t rbody;    /* body bytes of the reply still to read */
-    bool rfd;          /* an fd came with this reply */
-    size_t answered;   /* messages before this index are done with */
-    bool last_error;   /* the last reply was an error reply */
+    size_t sent;             /* bytes of out written */
+    size_t wmsg;             /* the message that byte `sent` belongs to */
+    size_t chunk_left;       /* of the current write */
+    bool write_done;         /* all sent, or the server hung up */
+    bool eof;                /* the server closed its end */
+    uint8_t rhdr[HDR];       /* the reply header being read */
+    size_t rhave;            /* bytes of it */
+    uint64_t rbody;          /* body bytes of the reply still to read */
+    bool rfd;                /* an fd came with this reply */
+    size_t answered;         /* messages before this index are done with */
+    bool last_version_error; /* the last reply: an error reply to VERSION */
     size_t replies;
     int64_t start;      /* ms */
     pthread_mutex_t mu; /* protects served */
@@ -364,17 +367,43 @@ static void check_header(const struct client *c, const struct vfu_hdr *h)
     }
 }
 
+/* Whether @m goes to the data plane's thread, whose replies may come
+ * after those of later requests. */
+static bool on_plane(const struct msg *m)
+{
+    return m->hdr.command == VFU_CMD_MIG_DATA_READ_SHM ||
+           m->hdr.command == VFU_CMD_MIG_DATA_WRITE_SHM;
+}
+
+/* Request @k was answered: move c->answered past what is done with. */
+static void mark_answered(struct client *c, size_t k)
+{
+    c->msgs[k].done = true;
+    while (c->answered < c->nmsgs) {
+        const struct msg *a = &c->msgs[c->answered];
+
+        if (!a->done && !(c->answered < k && may_skip(a))) {
+            break;
+        }
+        c->answered++;
+    }
+}
+
 /* The request @h answers: the next one with its id and command that
  * gets a reply at all (the server never answers a NO_REPLY request whose
- * header it accepts, not even with an error; ids may repeat). */
+ * header it accepts, not even with an error; ids may repeat), past data
+ * plane requests still unanswered. */
 static void match_request(struct client *c, const struct vfu_hdr *h)
 {
     for (size_t k = c->answered; k < c->nmsgs; k++) {
-        const struct msg *m = &c->msgs[k];
+        struct msg *m = &c->msgs[k];
         size_t need = m->off + (h->flags & VFU_FLAG_ERROR ? HDR : m->len);
 
+        if (m->done) {
+            continue;
+        }
         if (m->hdr.id != h->id || m->hdr.command != h->command || may_skip(m)) {
-            if (!may_skip(m)) {
+            if (!may_skip(m) && !on_plane(m)) {
                 fail(c,
                      "reply %u (command %u) while request %zu (id %u, "
                      "command %u) is unanswered",
@@ -387,8 +416,9 @@ static void match_request(struct client *c, const struct vfu_hdr *h)
             fail(c, "reply %u (command %u) to request %zu, not all sent", h->id,
                  h->command, k);
         }
-        c->answered = k + 1;
-        c->last_error = h->flags & VFU_FLAG_ERROR;
+        mark_answered(c, k);
+        c->last_version_error =
+            (h->flags & VFU_FLAG_ERROR) && h->command == VFU_CMD_VERSION;
         return;
     }
     fail(c, "reply %u (command %u, size %u) to no request sent", h->id,
@@ -402,7 +432,8 @@ static void reply_header(struct client *c)
     memcpy(&h, c->rhdr, HDR);
     check_header(c, &h);
     match_request(c, &h);
-    if (c->rfd && (h.command != VFU_CMD_DEVICE_GET_REGION_INFO ||
+    if (c->rfd && ((h.command != VFU_CMD_DEVICE_GET_REGION_INFO &&
+                    h.command != VFU_CMD_MIG_DATA_SHM) ||
                    (h.flags & VFU_FLAG_ERROR))) {
         fail(c, "an fd came with reply %u (command %u, flags 0x%x)", h.id,
              h.command, h.flags);
@@ -484,14 +515,16 @@ static bool read_piece(struct client *c)
  * that disconnects) since the last reply may have ended it. */
 static void check_complete(const struct client *c)
 {
-    bool version = c->answered > 0 && c->last_error &&
-                   c->msgs[c->answered - 1].hdr.command == VFU_CMD_VERSION;
+    bool version = c->last_version_error;
 
     for (size_t k = c->answered; k < c->nmsgs; k++) {
         const struct msg *m = &c->msgs[k];
         bool complete = m->hdr.size >= HDR && m->len == m->hdr.size &&
                         m->off + m->len <= c->sent;
 
+        if (m->done) {
+            continue;
+        }
         if (version || !complete) {
             return;
         }

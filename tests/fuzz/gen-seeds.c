@@ -1047,6 +1047,40 @@ static void sock_seeds(void)
     free(b.p);
 }
 
+/* The data plane's thread on a real socket: reads of the data_shm area
+ * with register and config reads between them, whose replies may come
+ * first (vfu-plane.c); a state change behind reads; a write. */
+static void sock_seeds_data_plane(void)
+{
+    const uint32_t shm[2] = {sizeof(struct vfu_mig_shm), 0};
+    struct buf b = {0};
+
+    msg_version_shm(&b);
+    msg(&b, VFU_CMD_MIG_DATA_SHM, shm, sizeof(shm), 0);
+    reg_wr(&b, VGPU_REG_SCRATCH, 0x1234);
+    msg_mig_state(&b, 6 /* PRE_COPY */);
+    for (uint32_t i = 0; i < 10; i++) {
+        msg_shm_io(&b, VFU_CMD_MIG_DATA_READ_SHM, i % 4, 1u << 20);
+        reg_rd(&b, i % 2 ? VGPU_REG_STATUS : VGPU_REG_SCRATCH);
+        msg_rw(&b, false, VFIO_PCI_CONFIG_REGION_INDEX, 0, NULL, 4);
+    }
+    msg_shm_io(&b, VFU_CMD_MIG_DATA_READ_SHM, 99, 4096); /* no such slot */
+    reg_wr(&b, VGPU_REG_SCRATCH, 0x5678);
+    msg_mig_state(&b, 3 /* STOP_COPY */);
+    for (uint32_t i = 0; i < 4; i++) {
+        msg_shm_io(&b, VFU_CMD_MIG_DATA_READ_SHM, i, 1u << 20);
+        reg_rd(&b, VGPU_REG_SCRATCH);
+    }
+    msg_mig_state(&b, 1 /* STOP */);
+    msg_mig_state(&b, 4 /* RESUMING */);
+    msg_shm_io(&b, VFU_CMD_MIG_DATA_WRITE_SHM, 0, 4096);
+    reg_rd(&b, VGPU_REG_ID);
+    msg_mig_state(&b, 1 /* STOP */);
+    sock_seed("data-plane", 0, 0, 0, &b);
+    sock_seed("data-plane-chunk7", 0, 7, 0x35, &b);
+    free(b.p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
@@ -1071,5 +1105,6 @@ int main(int argc, char **argv)
     cmd_seeds();
     sock_seeds(); /* msg_id goes on from the vfu seeds */
     vfu_seeds_data_shm();
+    sock_seeds_data_plane(); /* last: msg_id goes on from the others */
     return 0;
 }
