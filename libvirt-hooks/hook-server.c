@@ -163,11 +163,17 @@ static int state_read(const char *path, struct state *st)
 
 /* ------------------------------------------------------------ processes -- */
 
-/* True while @pid exists and is not a zombie. */
+/*
+ * True while @pid exists and is not a zombie whose threads are all gone:
+ * a killed server's main thread can be a zombie while its other threads
+ * (the data plane's) still exit, holding its socket open.  num_threads is
+ * the 18th field after the command's closing parenthesis.
+ */
 static bool alive(pid_t pid)
 {
     g_autofree char *path = NULL;
     g_autofree char *stat = NULL;
+    g_auto(GStrv) fields = NULL;
     const char *close_paren;
 
     if (pid <= 1) {
@@ -178,8 +184,14 @@ static bool alive(pid_t pid)
         return false;
     }
     close_paren = strrchr(stat, ')');
-    return close_paren && close_paren[1] == ' ' && close_paren[2] != 'Z' &&
-           close_paren[2] != 'X';
+    if (!close_paren || close_paren[1] != ' ') {
+        return false;
+    }
+    if (close_paren[2] != 'Z' && close_paren[2] != 'X') {
+        return true;
+    }
+    fields = g_strsplit(close_paren + 2, " ", 19);
+    return g_strv_length(fields) > 17 && atoi(fields[17]) > 1;
 }
 
 /*

@@ -447,17 +447,24 @@ static void rig_finish(struct rig *r)
 
 /* True once @pid has exited (a zombie counts: init reaps it when it
  * likes; the server is not our child). */
+/* Gone, or a zombie whose threads have all exited (and so closed its
+ * files: the data plane's thread may outlive a killed main thread). */
 static bool gone(pid_t pid)
 {
     g_autofree char *path = g_strdup_printf("/proc/%d/stat", (int)pid);
     g_autofree char *stat = NULL;
+    g_auto(GStrv) fields = NULL;
     const char *paren;
 
     if (!g_file_get_contents(path, &stat, NULL, NULL)) {
         return true;
     }
     paren = strrchr(stat, ')');
-    return paren && (paren[2] == 'Z' || paren[2] == 'X');
+    if (!paren || (paren[2] != 'Z' && paren[2] != 'X')) {
+        return false;
+    }
+    fields = g_strsplit(paren + 2, " ", 19); /* [17]: num_threads */
+    return g_strv_length(fields) > 17 && atoi(fields[17]) <= 1;
 }
 
 static void wait_gone(pid_t pid)
