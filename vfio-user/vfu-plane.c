@@ -11,6 +11,8 @@
  * registers under regs_lock and nothing the plane uses.  Before any other
  * request, the device's step, deferred migration work and a disconnect,
  * the control loop waits for the plane to be idle (vfu_plane_drain()).
+ * Only pre-copy reads run beside register accesses; the plane's other
+ * requests hold regs_lock.
  * The queue holds at most PLANE_QUEUE requests; a client that sends more
  * waits on its socket (the control loop waits for room).
  */
@@ -51,12 +53,24 @@ static int serve(struct vfu_server *srv, struct plane_req *req,
                  struct vg_error *err)
 {
     uint8_t *slot = srv->shm + (size_t)req->io.slot * SHM_SLOT_SIZE;
+    bool read = req->hdr.command == VFU_CMD_MIG_DATA_READ_SHM;
+    /* A read while the device runs (pre-copy) leaves the registers alone,
+     * and the guest may be polling them: the control loop serves them
+     * beside it.  Anything else (a stop-copy's device state record, a
+     * load) may read or write them: under regs_lock. */
+    bool beside = read && vgpu_runnable(srv->gpu);
     int ret;
 
-    if (req->hdr.command == VFU_CMD_MIG_DATA_READ_SHM) {
+    if (!beside) {
+        pthread_mutex_lock(&srv->regs_lock);
+    }
+    if (read) {
         ret = mig_read(srv->mig, slot, req->io.size, &req->io.size, err);
     } else {
         ret = mig_write(srv->mig, slot, req->io.size, err);
+    }
+    if (!beside) {
+        pthread_mutex_unlock(&srv->regs_lock);
     }
     if (ret == 0) {
         mig_note_shm_bytes(srv->mig, req->io.size);
