@@ -136,6 +136,7 @@ struct trace_round {
     int64_t threshold;     /* the last migrate_transferred's */
     bool approved;         /* the approval came before the round */
     bool approved_now;     /* ...or has come since */
+    bool close_pending;    /* an exact query close to the one before */
     bool within;           /* exact pending size <= threshold */
     bool iterated;         /* savevm_state_iterate */
     unsigned sections;     /* ...the sections it iterated */
@@ -256,6 +257,10 @@ static void round_end(struct trace_phase *ph, struct vg_vfio_trace *tr)
                 r->sections > 0 && r->sections >= r->max_sections;
 
     tr->idle_rounds_unwaited += !r->over && idle && !r->waited;
+    /* QEMU sets the approval before its thread traces it: a query the
+     * approval's event follows within the round may have seen it. */
+    tr->exact_unapproved_close += r->close_pending && !r->approved_now;
+    r->close_pending = false;
     r->max_sections = MAX(r->max_sections, r->sections);
     r->approved = r->approved_now;
     r->within = r->iterated = r->unsent = r->waited = false;
@@ -275,8 +280,8 @@ static void exact_query(double t, struct trace_round *r,
     t = r->estimate_t >= 0 ? r->estimate_t : t;
     tr->exact_unapproved++;
     /* (times of day: one before the last is past midnight) */
-    tr->exact_unapproved_close += r->exact_t >= 0 && t >= r->exact_t &&
-                                  t - r->exact_t < EXACT_UNAPPROVED_MIN_S;
+    r->close_pending |= r->exact_t >= 0 && t >= r->exact_t &&
+                        t - r->exact_t < EXACT_UNAPPROVED_MIN_S;
     r->exact_t = t;
 }
 
