@@ -58,7 +58,7 @@ static int serve(struct vfu_server *srv, struct plane_req *req,
      * and the guest may be polling them: the control loop serves them
      * beside it.  Anything else (a stop-copy's device state record, a
      * load) may read or write them: under regs_lock. */
-    bool beside = read && vgpu_runnable(srv->gpu);
+    bool beside = read && !vgpu_stopped(srv->gpu);
     int ret;
 
     if (!beside) {
