@@ -117,6 +117,11 @@ static void usage(FILE *out)
         "                         thread, as a server without it does: the\n"
         "                         guest's register accesses then wait for a\n"
         "                         data request being served\n"
+        "      --no-device-thread run the device's command processor on the\n"
+        "                         thread that served the last request, not\n"
+        "                         on a thread of its own, as a server\n"
+        "                         without it does: the guest's commands then\n"
+        "                         wait while a pre-copy read is served\n"
         "      --no-postcopy      refuse the client's offer of post-copy, as "
         "a\n"
         "                         server predating it would: QEMU then\n"
@@ -292,6 +297,7 @@ struct options {
     bool no_region_log;
     bool no_data_shm;
     bool no_data_plane;
+    bool no_device_thread;
     bool no_postcopy;
     bool no_restore_on_demand;
     const char *postcopy_listen;
@@ -312,6 +318,7 @@ enum {
     OPT_NO_REGION_LOG,
     OPT_NO_DATA_SHM,
     OPT_NO_DATA_PLANE,
+    OPT_NO_DEVICE_THREAD,
     OPT_NO_POSTCOPY,
     OPT_NO_RESTORE_ON_DEMAND,
     OPT_POSTCOPY_LISTEN,
@@ -490,6 +497,9 @@ static int parse_opt(int c, struct options *o)
     case OPT_NO_DATA_PLANE:
         o->no_data_plane = true;
         return 0;
+    case OPT_NO_DEVICE_THREAD:
+        o->no_device_thread = true;
+        return 0;
     case OPT_NO_POSTCOPY:
         o->no_postcopy = true;
         return 0;
@@ -537,6 +547,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"no-region-log", no_argument, NULL, OPT_NO_REGION_LOG},
         {"no-data-shm", no_argument, NULL, OPT_NO_DATA_SHM},
         {"no-data-plane", no_argument, NULL, OPT_NO_DATA_PLANE},
+        {"no-device-thread", no_argument, NULL, OPT_NO_DEVICE_THREAD},
         {"no-postcopy", no_argument, NULL, OPT_NO_POSTCOPY},
         {"no-restore-on-demand", no_argument, NULL, OPT_NO_RESTORE_ON_DEMAND},
         {"postcopy-listen", required_argument, NULL, OPT_POSTCOPY_LISTEN},
@@ -673,6 +684,7 @@ int main(int argc, char **argv)
         .no_region_log = o.no_region_log,
         .no_data_shm = o.no_data_shm,
         .no_data_plane = o.no_data_plane,
+        .device_thread = !o.no_device_thread,
         .no_postcopy = o.no_postcopy,
         .no_restore_on_demand = o.no_restore_on_demand,
         .postcopy_listen = o.postcopy_listen,

@@ -6,8 +6,11 @@
 #ifndef MIG_INT_H
 #define MIG_INT_H
 
+#include <pthread.h>
+
 #include "dirty-track/hash-pool.h"
 #include "mig-stream.h"
+#include "mig-wlog.h"
 #include "mig.h"
 
 struct mig_save; /* mig-save.c */
@@ -41,6 +44,12 @@ struct mig {
     uint64_t saves_started;   /* saving sessions since the server started */
     uint64_t direct_base;     /* vgpu_direct_bytes() when the stats reset */
     struct mig_rounds rounds; /* planner and throttle of the session */
+    /* What the device's step shares with the module, which may run on
+     * another thread (mig_gpu_step()): the throttle in rounds, under
+     * step_lock, and the engine writes it reports, applied by
+     * mig_save_fold_writes() when a call of the module begins. */
+    pthread_mutex_t step_lock;
+    struct mig_wlog wlog;
     struct mig_save *save;
     struct mig_load *load;
     struct mig_stats stats;
@@ -62,6 +71,10 @@ struct mig {
     bool pc_noted;             /* its end is in the statistics */
     double pc_progress_ms;     /* the statistics last showed its progress */
 };
+
+/* Apply the engine writes logged since the last call (mig-wlog.h) to the
+ * saving session's marks and estimates; without one, forget them. */
+void mig_save_fold_writes(struct mig *m);
 
 /* Milliseconds of CLOCK_MONOTONIC. */
 double mig_now_ms(void);

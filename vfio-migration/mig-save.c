@@ -213,8 +213,8 @@ static void mark_written(struct mig *m, uint64_t p)
 
 /* The device wrote [@off, +@len): remember it for the estimate, and tell
  * the tracker (hash mode rehashes everything anyway). */
-static void on_device_write(void *opaque, uint64_t off, uint64_t len,
-                            bool exact)
+static void apply_device_write(void *opaque, uint64_t off, uint64_t len,
+                               bool exact)
 {
     struct mig *m = opaque;
     struct mig_save *s = m->save;
@@ -233,6 +233,23 @@ static void on_device_write(void *opaque, uint64_t off, uint64_t len,
     if ((exact ? dt_mark_exact : dt_mark_opaque)(s->dt, off, len, NULL) < 0) {
         dt_mark_all_opaque(s->dt); /* never miss a write */
     }
+}
+
+/* The device's write observer, on whichever thread steps it: logged for
+ * the module's next call (mig-wlog.h). */
+static void log_device_write(void *opaque, uint64_t off, uint64_t len,
+                             bool exact)
+{
+    struct mig *m = opaque;
+
+    if (len > 0 && off < m->scfg.vram_size) {
+        mig_wlog_add(&m->wlog, off, len, exact);
+    }
+}
+
+void mig_save_fold_writes(struct mig *m)
+{
+    mig_wlog_drain(&m->wlog, m->save ? apply_device_write : NULL, m);
 }
 
 /*
@@ -890,8 +907,10 @@ static void precopy_next_round(struct mig *m)
         return;
     }
     added = round_begin(m);
+    pthread_mutex_lock(&m->step_lock); /* the device may be stepping */
     mig_rounds_epoch(&m->rounds, added * m->scfg.page_size, drained,
                      mig_now_ms());
+    pthread_mutex_unlock(&m->step_lock);
     if (mig_rounds_throttle_percent(&m->rounds) > m->stats.throttle_percent) {
         m->stats.throttle_percent = mig_rounds_throttle_percent(&m->rounds);
         vg_info("migration: auto-converge: GPU throttled %u%%",
@@ -1155,15 +1174,18 @@ int mig_save_open(struct mig *m, bool precopy, struct vg_error *err)
         return ret;
     }
     m->saves_started++;
+    pthread_mutex_lock(&m->step_lock);
     mig_rounds_init(&m->rounds, m->precopy, m->track != MIG_TRACK_NONE,
                     mig_now_ms());
+    pthread_mutex_unlock(&m->step_lock);
     if (!m->save->dt || m->precopy == MIG_PRECOPY_NONE) {
         zero_scan(m); /* for the estimates until an epoch knows better */
     }
     if (m->save->dt && vgpu_vram(m->gpu)) {
         sample_hash_rate(m);
     }
-    vgpu_set_write_observer(m->gpu, on_device_write, m);
+    mig_wlog_drain(&m->wlog, NULL, NULL);
+    vgpu_set_write_observer(m->gpu, log_device_write, m);
     if (precopy && m->precopy != MIG_PRECOPY_NONE) {
         round_begin(m); /* round 0: every page */
     }
@@ -1281,6 +1303,7 @@ void mig_save_close(struct mig *m)
     }
     settle_ahead(m);
     vgpu_set_write_observer(m->gpu, NULL, NULL);
+    mig_wlog_drain(&m->wlog, NULL, NULL); /* nothing left to mark */
     dt_free(s->dt);
     dt_pool_free(s->pool);
     mig_enc_free(s->enc);
@@ -1290,7 +1313,9 @@ void mig_save_close(struct mig *m)
     free(s->marked);
     free(s);
     m->save = NULL;
+    pthread_mutex_lock(&m->step_lock);
     m->rounds.level = 0; /* the throttle ends with the session */
+    pthread_mutex_unlock(&m->step_lock);
     /* Outside a session the device runs: forget what was seen. */
     mig_bitmap_fill(m->nonzero, m->npages);
     m->nonzero_count = m->npages;

@@ -279,8 +279,19 @@ int mig_idle_wait_ms(const struct mig *m)
     return left > 0 ? (int)left + 1 : 0;
 }
 
+/* A call of the module begins: what the device did since the last one
+ * (it may step on another thread) goes into the session and statistics. */
+static void fold_device(struct mig *m)
+{
+    mig_save_fold_writes(m);
+    pthread_mutex_lock(&m->step_lock);
+    m->stats.throttle_held_ms = m->rounds.held_ms;
+    pthread_mutex_unlock(&m->step_lock);
+}
+
 void mig_idle(struct mig *m, bool served)
 {
+    fold_device(m);
     if (served) {
         m->stats_busy_ms = mig_now_ms();
     }
@@ -397,6 +408,8 @@ int mig_new(const struct mig_config *cfg, struct mig **out,
     if (!m) {
         return vg_error_set(err, ENOMEM, "migration state");
     }
+    pthread_mutex_init(&m->step_lock, NULL);
+    mig_wlog_init(&m->wlog);
     m->gpu = cfg->gpu;
     m->scfg = (struct mig_stream_config){
         .vram_size = vgpu_vram_size(cfg->gpu),
@@ -454,6 +467,8 @@ void mig_free(struct mig *m)
     free(m->stats_path);
     free(m->runtime_dir);
     free(m->postcopy_listen);
+    mig_wlog_destroy(&m->wlog);
+    pthread_mutex_destroy(&m->step_lock);
     free(m);
 }
 
@@ -473,6 +488,7 @@ int mig_set_state(struct mig *m, uint32_t target, struct vg_error *err)
 {
     int ret;
 
+    fold_device(m);
     mig_load_retire(m); /* a caller that skipped mig_idle() */
     ret = mig_postcopy_check_arc(m, (enum mig_state)target, err);
 
@@ -502,6 +518,7 @@ int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
         return vg_error_set(err, EINVAL, "no migration data to read in %s",
                             mig_state_name(s));
     }
+    fold_device(m);
     t0 = mig_now_ms();
     if (m->fault.read_delay_ms) {
         usleep(m->fault.read_delay_ms * 1000u);
@@ -565,6 +582,7 @@ int mig_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty,
         return vg_error_set(err, EINVAL, "pre-copy info outside PRE_COPY (%s)",
                             mig_state_name(m->fsm.state));
     }
+    fold_device(m);
     mig_save_precopy_info(m, initial, dirty);
     return 0;
 }
@@ -578,6 +596,7 @@ uint64_t mig_stopcopy_size(struct mig *m)
 {
     uint64_t n;
 
+    fold_device(m);
     mig_save_note_size_query(m);
     n = mig_save_stopcopy_left(m);
 
@@ -620,24 +639,34 @@ int mig_region_dirty_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
         return vg_error_set(err, EINVAL, "BAR2 dirty log outside PRE_COPY (%s)",
                             mig_state_name(m->fsm.state));
     }
+    fold_device(m);
     return mig_save_cpu_log(m, off, bitmap, nbits, gran, err);
 }
 
 void mig_gpu_step(struct mig *m, uint64_t budget)
 {
     double t0 = mig_now_ms();
+    double wait;
 
-    if (mig_rounds_step_wait_ms(&m->rounds, t0) > 0) {
+    pthread_mutex_lock(&m->step_lock);
+    wait = mig_rounds_step_wait_ms(&m->rounds, t0);
+    pthread_mutex_unlock(&m->step_lock);
+    if (wait > 0) {
         return;
     }
-    vgpu_step(m->gpu, budget);
+    vgpu_step(m->gpu, budget); /* its writes go to m->wlog */
+    pthread_mutex_lock(&m->step_lock);
     mig_rounds_stepped(&m->rounds, t0, mig_now_ms());
-    m->stats.throttle_held_ms = m->rounds.held_ms;
+    pthread_mutex_unlock(&m->step_lock);
 }
 
-int mig_gpu_wait_ms(const struct mig *m)
+int mig_gpu_wait_ms(struct mig *m)
 {
-    double w = mig_rounds_step_wait_ms(&m->rounds, mig_now_ms());
+    double w;
+
+    pthread_mutex_lock(&m->step_lock);
+    w = mig_rounds_step_wait_ms(&m->rounds, mig_now_ms());
+    pthread_mutex_unlock(&m->step_lock);
 
     if (mig_postcopy_fetching(m)) {
         return 5; /* a command may wait for its pages */

@@ -209,9 +209,12 @@ void mig_note_shm_bytes(struct mig *m, uint64_t bytes);
 int mig_region_dirty_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
                          uint64_t nbits, uint64_t gran, struct vg_error *err);
 /* Run the command processor for @budget bytes unless auto-converge
- * holds it back now; mig_gpu_wait_ms() says for how long (0: not). */
+ * holds it back now; mig_gpu_wait_ms() says for how long (0: not).  These
+ * two may run on a thread of the device's own, beside the module's other
+ * calls (serialised among themselves): the engine writes are logged, and
+ * the module's next call applies them (mig-wlog.h). */
 void mig_gpu_step(struct mig *m, uint64_t budget);
-int mig_gpu_wait_ms(const struct mig *m);
+int mig_gpu_wait_ms(struct mig *m);
 
 /*
  * Work deferred until the reply to the last message is out: the source's

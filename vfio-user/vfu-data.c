@@ -93,6 +93,13 @@ void vfu_data_release(struct vfu_server *srv)
     dma_log_stop(srv);
 }
 
+void vfu_mig_idle(struct vfu_server *srv, bool served)
+{
+    pthread_mutex_lock(&srv->regs_lock);
+    mig_idle(srv->mig, served);
+    pthread_mutex_unlock(&srv->regs_lock);
+}
+
 /* ------------------------------------------------------- DEVICE_FEATURE */
 
 /* Reply to DEVICE_FEATURE request @p: its header with argsz covering

@@ -2,8 +2,9 @@
  * vfu-device.c -- the device behind the transport: its set-up, regions
  * (config space, BAR0 with the MSI-X table, BAR2's VRAM) and their
  * accesses, DMA map and unmap, the device/region info, reset, and the
- * step of its command processor.  Runs on the control loop today; the
- * device's thread is to run the step and own this state.
+ * step of its command processor.  The accesses run on the control loop,
+ * the step on the device's thread (vfu-devthread.c), or inline without
+ * one; all of them under regs_lock.
  */
 #include "vfu-server-int.h"
 
@@ -84,13 +85,22 @@ void vfu_device_release(struct vfu_server *srv)
 }
 
 /* Not in STOP, STOP_COPY, RESUMING or ERROR: the device is stopped there. */
-void vfu_device_step(struct vfu_server *srv)
+void vfu_device_step_locked(struct vfu_server *srv)
 {
     mig_postcopy_poll(srv->mig);
-    pthread_mutex_lock(&srv->regs_lock);
     if (vgpu_runnable(srv->gpu)) {
         mig_gpu_step(srv->mig, STEP_BUDGET);
     }
+}
+
+void vfu_device_run(struct vfu_server *srv)
+{
+    if (srv->devthread) {
+        vfu_devthread_kick(srv);
+        return;
+    }
+    pthread_mutex_lock(&srv->regs_lock);
+    vfu_device_step_locked(srv);
     pthread_mutex_unlock(&srv->regs_lock);
 }
 
@@ -321,15 +331,12 @@ static int bar0_access(struct vfu_server *srv, uint64_t off, uint8_t *data,
             return vg_error_set(err, EINVAL,
                                 "access crosses into the MSI-X area");
         }
-        /* The model ignores (and counts) bad accesses; reads give ~0.
-         * The plane may be stepping the device (vfu-plane.c). */
-        pthread_mutex_lock(&srv->regs_lock);
+        /* The model ignores (and counts) bad accesses; reads give ~0. */
         if (write) {
             vgpu_bar0_write(srv->gpu, off, data, count);
         } else {
             vgpu_bar0_read(srv->gpu, off, data, count);
         }
-        pthread_mutex_unlock(&srv->regs_lock);
         return 0;
     }
     off -= VGPU_MSIX_TABLE_OFFSET;

@@ -181,10 +181,14 @@ void vfu_serve_request(struct vfu_server *srv)
         vfu_plane_drain(srv); /* in order, and the model is ours */
     }
     if (ret == 0) {
+        /* Beside the device's step and the plane's requests that may
+         * touch the model (vfu-devthread.c). */
+        pthread_mutex_lock(&srv->regs_lock);
         ret = srv->rx.fds_lost
                   ? vg_error_set(&err, EINVAL, "more than %u file descriptors",
                                  MAX_FDS)
                   : dispatch(srv, hdr->command, p, len, &r, &err);
+        pthread_mutex_unlock(&srv->regs_lock);
     }
     if (ret < 0) {
         vg_warn("request %u %s: %s", hdr->id, vfu_cmd_name(hdr->command),
@@ -194,6 +198,9 @@ void vfu_serve_request(struct vfu_server *srv)
         vfu_send_reply(srv, hdr, ret < 0 ? -ret : 0, &r);
     }
     if (!vfu_plane_busy(srv)) {
-        mig_idle(srv->mig, true);
+        vfu_mig_idle(srv, true);
+    }
+    if (srv->devthread) {
+        vfu_devthread_kick(srv); /* the request may have given it work */
     }
 }

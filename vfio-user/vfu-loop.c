@@ -30,6 +30,9 @@ static int poll_timeout(struct vfu_server *srv)
     if (vfu_plane_busy(srv)) { /* the plane steps; its eventfd wakes us */
         return vfu_rx_wait_ms(srv);
     }
+    if (srv->devthread) { /* it waits for its next step itself */
+        return sooner(vfu_rx_wait_ms(srv), mig_idle_wait_ms(srv->mig));
+    }
     device = vfu_device_wait_ms(srv);
 
     return sooner(device >= 0 ? device : vfu_rx_wait_ms(srv),
@@ -75,8 +78,8 @@ static int loop_once(struct vfu_server *srv, int signal_fd, int *accepted,
         vfu_rx_timeout(srv);
     }
     if (!vfu_plane_busy(srv)) {
-        vfu_device_step(srv);
-        mig_idle(srv->mig, false);
+        vfu_device_run(srv);
+        vfu_mig_idle(srv, false);
     }
     return 0;
 }
@@ -176,7 +179,7 @@ int vfu_server_handle(struct vfu_server *srv, const void *msg, size_t len,
     rx_take_fds(&srv->rx, fds, nfds);
     handle_message(srv, msg, len);
     vfu_rx_reset(&srv->rx);
-    vfu_device_step(srv);
+    vfu_device_run(srv);
     *reply = srv->tx_len ? srv->txbuf : NULL;
     return srv->drop ? 1 : 0;
 }

@@ -129,10 +129,10 @@ static void *plane_main(void *arg)
         req = pl->q[pl->head];
         pthread_mutex_unlock(&pl->lock);
         serve_and_reply(srv, &req);
-        /* Owner of the model until the queue drains: step it as the
-         * control loop would after a request. */
-        vfu_device_step(srv);
-        mig_idle(srv->mig, true);
+        /* Owner of the migration module until the queue drains: let the
+         * device run, as the control loop would after a request. */
+        vfu_device_run(srv);
+        vfu_mig_idle(srv, true);
         pthread_mutex_lock(&pl->lock);
         pl->head = (pl->head + 1) % PLANE_QUEUE;
         pl->count--;

@@ -10,7 +10,8 @@
  *                 vfu-plane.c: its thread, which serves the data requests
  *                 of the data_shm area (MIG_DATA_{READ,WRITE}_SHM);
  *   device        vfu-device.c (regions, DMA map, reset, info, the step),
- *                 vfu-irq.c (interrupt eventfds).
+ *                 vfu-irq.c (interrupt eventfds);
+ *                 vfu-devthread.c: its thread, which runs the step.
  * vfu-server.c creates and frees the server.  struct vfu_server groups its
  * fields by the part that owns them.  The control loop runs every part but
  * the plane's requests; while the plane has requests, it owns the
@@ -108,9 +109,13 @@ struct vfu_server {
      * eventfds and the guest memory it reaches by DMA (mapped by the
      * control loop, logged for the data plane). */
     struct vgpu *gpu;
-    /* Held around the device's step and its register accesses: the
-     * control loop serves those while the plane steps the device. */
+    /* Held around the device's step, every request the control loop
+     * serves, deferred migration work and the plane's requests but
+     * pre-copy reads (vfu-devthread.c). */
     pthread_mutex_t regs_lock;
+    /* The device's own thread; NULL: the step runs inline, after each
+     * request (vfu_device_run()). */
+    struct vfu_devthread *devthread;
     struct pci_config cfg;
     uint8_t msix[MSIX_AREA];
     int irq_fds[NUM_IRQS][MAX_IRQ_VECTORS];
@@ -183,6 +188,8 @@ int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
 void vfu_data_free(struct vfu_server *srv);
 /* The client is gone: forget what it negotiated, stop DMA logging. */
 void vfu_data_release(struct vfu_server *srv);
+/* Deferred migration work (mig_idle()), under regs_lock. */
+void vfu_mig_idle(struct vfu_server *srv, bool served);
 int vfu_handle_feature(struct vfu_server *srv, const uint8_t *p, size_t len,
                        struct vfu_reply *r, struct vg_error *err);
 int vfu_handle_mig_data_read(struct vfu_server *srv, const uint8_t *p,
@@ -261,8 +268,11 @@ int vfu_device_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
 void vfu_device_free(struct vfu_server *srv);
 /* The client is gone: unmap its DMA, close its interrupt eventfds. */
 void vfu_device_release(struct vfu_server *srv);
-/* Run the command processor for a while, if the device runs. */
-void vfu_device_step(struct vfu_server *srv);
+/* Run the command processor for a while, if the device runs; the caller
+ * holds regs_lock. */
+void vfu_device_step_locked(struct vfu_server *srv);
+/* Let the device run after a request: kick its thread, or step it here. */
+void vfu_device_run(struct vfu_server *srv);
 /* How long the device can wait for its next step (0 unless throttled);
  * -1 while it is stopped or has nothing to do. */
 int vfu_device_wait_ms(const struct vfu_server *srv);
@@ -281,6 +291,14 @@ int vfu_handle_region_write(struct vfu_server *srv, const uint8_t *p,
                             struct vg_error *err);
 int vfu_handle_reset(struct vfu_server *srv, const uint8_t *p, size_t len,
                      struct vfu_reply *r, struct vg_error *err);
+
+/* ---------------------------------------------- device: vfu-devthread.c */
+
+/* Start the device's thread (srv->devthread), or stop it. */
+int vfu_devthread_start(struct vfu_server *srv, struct vg_error *err);
+void vfu_devthread_stop(struct vfu_server *srv);
+/* The device may have work: step it now. */
+void vfu_devthread_kick(struct vfu_server *srv);
 
 /* ---------------------------------------------------- device: vfu-irq.c */
 

@@ -44,6 +44,9 @@ static int server_init(struct vfu_server *srv,
     if (ret == 0 && !cfg->no_data_plane) {
         ret = vfu_plane_start(srv, err);
     }
+    if (ret == 0 && cfg->device_thread) {
+        ret = vfu_devthread_start(srv, err);
+    }
     if (ret < 0) {
         return ret;
     }
@@ -92,6 +95,7 @@ void vfu_server_free(struct vfu_server *srv)
     }
     vfu_client_close(srv);
     vfu_plane_stop(srv);
+    vfu_devthread_stop(srv);
     if (srv->listen_fd >= 0) {
         close(srv->listen_fd);
     }

@@ -13,10 +13,16 @@
  *    plane's queue holds come back in order, every one of them whole.
  *  - disconnect: a client that leaves with reads in flight; the server
  *    serves the next client, and its device leaves PRE_COPY.
+ *  - device-thread: the guest's commands (a FILL of VRAM, then a FENCE)
+ *    submitted behind a slow pre-copy read complete before the read's
+ *    reply, on the device's own thread (vfio-user/vfu-devthread.c); with
+ *    --no-device-thread they wait for the read.
  */
 #include "vfu-client.h"
 
 #include <sys/stat.h>
+
+#include "vgpu/cmd.h"
 
 #define DP_VRAM_ARG   "64M"
 #define DP_VRAM_SIZE  (64u << 20)
@@ -30,15 +36,14 @@
     "\"migration\":{\"pgsize\":4096,\"precopy_info\":true,"                    \
     "\"region_dirty_log\":true,\"data_shm\":true}}}"
 
-/* A server with read-delay:@delay_ms and, with @no_plane, --no-data-plane;
- * connected, VRAM filled (so that every read fills its slot), its data_shm
- * area mapped, the device in PRE_COPY. */
-static uint8_t *dp_start(struct sec *s, struct conn *c, unsigned delay_ms,
-                         bool no_plane)
+/* A server with read-delay:@delay_ms and @option (--no-data-plane,
+ * --no-device-thread or NULL); connected, VRAM filled (so that every read
+ * fills its slot), its data_shm area mapped, the device in PRE_COPY. */
+static uint8_t *dp_start_opt(struct sec *s, struct conn *c, unsigned delay_ms,
+                             const char *option)
 {
     g_autofree char *fault = g_strdup_printf("read-delay:%u", delay_ms);
-    const char *extra[] = {"--fault", fault,
-                           no_plane ? "--no-data-plane" : NULL, NULL};
+    const char *extra[] = {"--fault", fault, option, NULL};
     const uint32_t req[2] = {sizeof(struct vfu_mig_shm), 0};
     struct vfu_mig_shm reply = {0};
     struct stat st;
@@ -46,7 +51,7 @@ static uint8_t *dp_start(struct sec *s, struct conn *c, unsigned delay_ms,
     int fd = -1;
     void *map;
 
-    sec_start_opts(s, no_plane ? "dp-inline" : "dp-plane", DP_VRAM_ARG, "64K",
+    sec_start_opts(s, option ? option + 2 : "dp-plane", DP_VRAM_ARG, "64K",
                    extra);
     conn_open_caps(c, s, DP_CAPS);
     vram = map_vram_size(c, DP_VRAM_SIZE);
@@ -63,6 +68,12 @@ static uint8_t *dp_start(struct sec *s, struct conn *c, unsigned delay_ms,
     close(fd);
     g_assert_cmpuint(set_state(c, MIG_STATE_PRE_COPY), ==, 0);
     return map;
+}
+
+static uint8_t *dp_start(struct sec *s, struct conn *c, unsigned delay_ms,
+                         bool no_plane)
+{
+    return dp_start_opt(s, c, delay_ms, no_plane ? "--no-data-plane" : NULL);
 }
 
 static void dp_stop(struct sec *s, struct conn *c, uint8_t *area)
@@ -241,11 +252,121 @@ static void test_disconnect(void)
     dp_stop(&s, &c, area);
 }
 
+#define DP_RING_IOVA 0x100000ull
+#define DP_RING_N    16u
+#define DP_RING_SIZE 4096u /* a DMA page */
+#define DP_FENCE     0x5eed0001u
+#define DP_FILL      0xa5a55a5au
+
+/* Put @cmd at ring entry @i of the ring mapped at @ring. */
+static void dp_ring_put(uint8_t *ring, unsigned i, struct vgpu_cmd cmd)
+{
+    vgpu_cmd_encode(&cmd, ring + i * VGPU_CMD_SIZE);
+}
+
+/* The fence register's value, read while the read @rd may answer first
+ * (then *@read_done is set and its reply checked). */
+static uint32_t dp_fence(struct conn *c, uint16_t rd, bool *read_done)
+{
+    uint16_t id = dp_send_region_read(c, VGPU_BAR_REGS, VGPU_REG_FENCE_LO);
+
+    for (;;) {
+        struct {
+            struct vfu_region_rw rw;
+            uint32_t v;
+        } r = {0};
+        struct vfu_hdr h = dp_reply(c, &r, sizeof(r));
+
+        if (h.id == id) {
+            return vg_get_le32((const uint8_t *)&r.v);
+        }
+        g_assert_cmpuint(h.id, ==, rd);
+        g_assert_false(*read_done);
+        *read_done = true;
+    }
+}
+
+/* The device's thread runs the guest's commands while a pre-copy read is
+ * served; without it they wait for the read. */
+static void test_device_thread(void)
+{
+    for (int inline_step = 0; inline_step <= 1; inline_step++) {
+        struct sec s;
+        struct conn c;
+        uint8_t *area = dp_start_opt(&s, &c, DP_DELAY_MS,
+                                     inline_step ? "--no-device-thread" : NULL);
+        uint8_t *ring;
+        int fd = memfd_of(DP_RING_SIZE, &ring);
+        bool read_done = false, before;
+        gint64 t0;
+        uint16_t rd;
+        uint32_t fence = 0;
+
+        g_assert_cmpuint(dma_map(&c, DP_RING_IOVA, DP_RING_SIZE, 0,
+                                 VFIO_DMA_MAP_FLAG_READ, fd),
+                         ==, 0);
+        reg_wr(&c, VGPU_REG_RING_BASE_LO, (uint32_t)DP_RING_IOVA);
+        reg_wr(&c, VGPU_REG_RING_BASE_HI, 0);
+        reg_wr(&c, VGPU_REG_RING_SIZE, DP_RING_N);
+        dp_ring_put(ring, 0,
+                    (struct vgpu_cmd){.opcode = VGPU_OP_FILL,
+                                      .arg = {0, 4096, DP_FILL}});
+        dp_ring_put(
+            ring, 1,
+            (struct vgpu_cmd){.opcode = VGPU_OP_FENCE, .arg = {DP_FENCE}});
+        t0 = g_get_monotonic_time();
+        rd = dp_send_read(&c, 0);
+        /* Register writes are answered beside the read (test_prompt). */
+        dp_send(&c, VFU_CMD_REGION_WRITE, &(struct {
+            struct vfu_region_rw rw;
+            uint32_t v;
+        }){{VGPU_REG_RING_TAIL, VGPU_BAR_REGS, 4}, 2},
+                sizeof(struct vfu_region_rw) + 4);
+        dp_send(&c, VFU_CMD_REGION_WRITE, &(struct {
+            struct vfu_region_rw rw;
+            uint32_t v;
+        }){{VGPU_REG_DOORBELL, VGPU_BAR_REGS, 4}, 1},
+                sizeof(struct vfu_region_rw) + 4);
+        for (int i = 0; i < 2; i++) {
+            struct vfu_region_rw w;
+            struct vfu_hdr h = dp_reply(&c, &w, sizeof(w));
+
+            g_assert_cmpuint(h.command, ==, VFU_CMD_REGION_WRITE);
+        }
+        while (fence != DP_FENCE && !read_done) {
+            fence = dp_fence(&c, rd, &read_done);
+            g_usleep(1000);
+        }
+        /* Seen done before the read's reply came, or only after it. */
+        before = fence == DP_FENCE && !read_done;
+        g_test_message(
+            "%s: the fence seen %s the read's reply, after %" G_GINT64_FORMAT
+            " ms; a read takes %d ms",
+            inline_step ? "--no-device-thread" : "device thread",
+            before ? "before" : "only after",
+            (g_get_monotonic_time() - t0) / 1000, DP_DELAY_MS);
+        g_assert_true(before == !inline_step);
+        if (before) {
+            dp_expect_read(&c, rd, 0); /* then the read's reply */
+        }
+        while (dp_fence(&c, rd, &read_done) != DP_FENCE) {
+            g_assert_cmpint(g_get_monotonic_time() - t0, <,
+                            10 * G_USEC_PER_SEC);
+        }
+        g_assert_cmpuint(reg_rd(&c, VGPU_REG_ERROR_CODE), ==, VGPU_ERR_NONE);
+        assert_serving(&c);
+        close(fd);
+        munmap(ring, DP_RING_SIZE);
+        dp_stop(&s, &c, area);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/data-plane/prompt", test_prompt);
     g_test_add_func("/data-plane/ordered", test_ordered);
     g_test_add_func("/data-plane/disconnect", test_disconnect);
+    g_test_add_func("/data-plane/device-thread", test_device_thread);
     return g_test_run();
 }
