@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "qclient/pause.h"
+#include "vgpu/cmd.h"
 
 void reg_probe_init(struct reg_probe *p, unsigned cap)
 {
@@ -37,6 +38,27 @@ int reg_probe_read(struct reg_probe *p, struct vg_vgpu *gpu, uint32_t reg,
         }
     }
     return 0;
+}
+
+int reg_probe_fence(struct reg_probe *p, struct vg_vgpu *gpu, uint32_t value,
+                    int timeout_ms, struct vg_error *err)
+{
+    struct vgpu_cmd cmd = vgpu_cmd_make(VGPU_OP_FENCE, value, 0, 0, 0, 0, 0);
+    gint64 t0 = g_get_monotonic_time();
+    uint32_t v = ~value;
+    int ret = vg_vgpu_submit(gpu, &cmd, 1, err);
+
+    while (ret == 0 && v != value) {
+        ret = vg_vgpu_rd(gpu, VGPU_REG_FENCE_LO, &v, err);
+        if (ret == 0 && v != value &&
+            g_get_monotonic_time() - t0 > (gint64)timeout_ms * 1000) {
+            return 1;
+        }
+    }
+    if (ret == 0 && p->n < p->cap) {
+        p->us[p->n++] = g_get_monotonic_time() - t0;
+    }
+    return ret;
 }
 
 double reg_probe_pct(const struct reg_probe *p, unsigned pct)

@@ -94,11 +94,14 @@
 #define QMP_TIMEOUT_MS   300000
 #define RATE_MIN_BYTES   ((int64_t)1 << 20) /* less: mostly fixed cost */
 #define MAX_VGPUS        4
-#define PROBE_BEFORE     40   /* timed register reads before migrating */
-#define PROBE_PER_TICK   4    /* and at each poll while it is active */
-#define PROBE_MAX        4096 /* at most */
-#define MULTI_VGPUS      2    /* vGPUs of the --multi-vgpu cells */
-#define MULTI_TARGET     1.2  /* their downtime / one vGPU's, at most */
+#define PROBE_BEFORE     40          /* timed register reads before migrating */
+#define PROBE_PER_TICK   4           /* and at each poll while it is active */
+#define PROBE_MAX        4096        /* at most */
+#define FENCE_BEFORE     20          /* timed FENCE commands before migrating */
+#define FENCE_TIMEOUT_MS 200         /* one not done by then is not timed */
+#define FENCE_BASE       0xfe000000u /* the probe's fence values */
+#define MULTI_VGPUS      2           /* vGPUs of the --multi-vgpu cells */
+#define MULTI_TARGET     1.2         /* their downtime / one vGPU's, at most */
 #define MAX_MULTI_ROUNDS 9
 #define MAX_MULTI_CELLS  (4 * MAX_MULTI_ROUNDS)
 
@@ -162,6 +165,7 @@ struct bench_opts {
     enum vg_log_level log_level;
     bool prealloc;           /* servers --prealloc, QEMUs prealloc=on */
     bool no_data_plane;      /* servers --no-data-plane */
+    bool no_device_thread;   /* servers --no-device-thread */
     uint64_t max_bandwidth;  /* --max-bandwidth, bytes per second */
     const char *dst_backend; /* --dst-backend, NULL: as the source's */
 };
@@ -196,6 +200,10 @@ struct cell {
      * was active (-1: no reads). */
     double reg_before_us, reg_p50_us, reg_p90_us, reg_p99_us;
     unsigned reg_reads; /* taken while active */
+    /* The same for a FENCE command's round trip on the first vGPU, in
+     * cells whose workload gives its engines nothing (fence_probed). */
+    double fence_before_us, fence_p50_us, fence_p90_us, fence_p99_us;
+    unsigned fences; /* timed while active */
     bool forced, verified;
     char error[VG_MIG_TEXT_MAX];
 };
@@ -236,6 +244,8 @@ struct run {
     uint8_t *image;           /* their VRAM before the first write */
     struct bench_rate rate;   /* of the bytes moved while active */
     struct reg_probe probe;   /* register reads while active */
+    struct reg_probe fence;   /* FENCE round trips while active */
+    uint32_t fence_value;     /* the last one submitted */
 };
 
 static void usage(FILE *f)
@@ -292,6 +302,12 @@ static void usage(FILE *f)
         "                    server without the data plane's thread\n"
         "                    does: the baseline of the register reads'\n"
         "                    table\n"
+        "  --no-device-thread\n"
+        "                    every vgpu-server steps its device on the\n"
+        "                    thread that served the last request\n"
+        "                    (--no-device-thread), as a server without the\n"
+        "                    device's thread does: the guest's commands\n"
+        "                    then wait while a pre-copy read is served\n"
         "  --dst-backend NAME\n"
         "                    the destination servers' --backend, e.g.\n"
         "                    cuda:1 on a machine with two GPUs, as\n"
@@ -482,6 +498,9 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'p':
         o->no_data_plane = true;
         return 0;
+    case 'T':
+        o->no_device_thread = true;
+        return 0;
     case 'B':
         return parse_size_opt("max-bandwidth", optarg, 1ull << 20, 1ull << 40,
                               &o->max_bandwidth);
@@ -533,6 +552,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"keep", no_argument, NULL, 'k'},
         {"prealloc", no_argument, NULL, 'P'},
         {"no-data-plane", no_argument, NULL, 'p'},
+        {"no-device-thread", no_argument, NULL, 'T'},
         {"max-bandwidth", required_argument, NULL, 'B'},
         {"dst-backend", required_argument, NULL, 'D'},
         {"append", required_argument, NULL, 'a'},
@@ -627,7 +647,7 @@ static int start_side(struct run *r, struct side *s, const char *name,
     g_autofree char *ta = g_strdup_printf("--dirty-track=%s", md->track);
     g_autofree char *vram = g_strdup_printf("%" PRIu64 "M", r->c->vram >> 20);
     g_autofree char *qname = g_strdup_printf("qemu-%s", name);
-    const char *extra[5] = {pa, ta};
+    const char *extra[6] = {pa, ta};
     unsigned nextra = 2;
     struct vg_server_opts so = {.dir = r->dir,
                                 .vram = vram,
@@ -643,6 +663,9 @@ static int start_side(struct run *r, struct side *s, const char *name,
     }
     if (r->o->no_data_plane) {
         extra[nextra++] = "--no-data-plane";
+    }
+    if (r->o->no_device_thread) {
+        extra[nextra++] = "--no-device-thread";
     }
     /* Threads named (mig/src/main, mig/src/send_N, ...) for whoever
      * samples them; the source's downtime to the microsecond
@@ -993,6 +1016,22 @@ static bool force_due(struct run *r, const struct vg_mig_info *info)
     return since > FORCE_AFTER_MS || (now - r->t0_us) / 1000 > r->force_ms;
 }
 
+/* Whether @c's workload leaves the first vGPU's engines idle, so that a
+ * FENCE's round trip is the device's answer alone. */
+static bool fence_probed(const struct cell *c)
+{
+    return c->wl == WL_IDLE || c->wl == WL_CPU || c->wl == WL_CPU_HEAVY;
+}
+
+/* Time one FENCE round trip on the first vGPU into @p. */
+static int probe_fence(struct run *r, struct reg_probe *p, struct vg_error *err)
+{
+    int ret = reg_probe_fence(p, &r->dev[0].gpu, FENCE_BASE + ++r->fence_value,
+                              FENCE_TIMEOUT_MS, err);
+
+    return ret < 0 ? ret : 0;
+}
+
 static int poll_cb(const struct vg_mig_info *info, void *opaque,
                    struct vg_error *err)
 {
@@ -1005,6 +1044,9 @@ static int poll_cb(const struct vg_mig_info *info, void *opaque,
     }
     ret = reg_probe_read(&r->probe, &r->dev[0].gpu, VGPU_REG_STATUS,
                          PROBE_PER_TICK, err);
+    if (ret == 0 && fence_probed(r->c)) {
+        ret = probe_fence(r, &r->fence, err);
+    }
     if (ret == 0) {
         ret = tick(r, err);
     }
@@ -1052,20 +1094,29 @@ static double trace_downtime(struct vg_qemu *q)
     return tr.downtime_ms;
 }
 
-/* The first vGPU's register reads before the migration, a millisecond
- * apart: what the guest waits with no device data moving. */
+/* The first vGPU's register reads and FENCE round trips before the
+ * migration, a millisecond apart: what the guest waits with no device
+ * data moving. */
 static int probe_before(struct run *r, struct vg_error *err)
 {
-    struct reg_probe p;
+    struct reg_probe p, f;
     int ret = 0;
 
     reg_probe_init(&p, PROBE_BEFORE);
+    reg_probe_init(&f, FENCE_BEFORE);
     for (unsigned i = 0; ret == 0 && i < PROBE_BEFORE; i++) {
         ret = reg_probe_read(&p, &r->dev[0].gpu, VGPU_REG_STATUS, 1, err);
         g_usleep(1000);
     }
+    for (unsigned i = 0; ret == 0 && fence_probed(r->c) && i < FENCE_BEFORE;
+         i++) {
+        ret = probe_fence(r, &f, err);
+        g_usleep(1000);
+    }
     r->c->reg_before_us = reg_probe_pct(&p, 50);
+    r->c->fence_before_us = reg_probe_pct(&f, 50);
     reg_probe_free(&p);
+    reg_probe_free(&f);
     return ret;
 }
 
@@ -1076,6 +1127,10 @@ static void probe_record(struct run *r)
     r->c->reg_p50_us = reg_probe_pct(&r->probe, 50);
     r->c->reg_p90_us = reg_probe_pct(&r->probe, 90);
     r->c->reg_p99_us = reg_probe_pct(&r->probe, 99);
+    r->c->fences = r->fence.n;
+    r->c->fence_p50_us = reg_probe_pct(&r->fence, 50);
+    r->c->fence_p90_us = reg_probe_pct(&r->fence, 90);
+    r->c->fence_p99_us = reg_probe_pct(&r->fence, 99);
 }
 
 static int migrate(struct run *r, struct vg_error *err)
@@ -1340,7 +1395,10 @@ static int run_cell(const struct bench_opts *o, struct cell *c)
     r.d = &r.dev[0];
     r.rng = g_rand_new_with_seed(0x76676d67u ^ (uint32_t)c->wl);
     reg_probe_init(&r.probe, PROBE_MAX);
+    reg_probe_init(&r.fence, PROBE_MAX);
     c->reg_before_us = c->reg_p50_us = c->reg_p90_us = c->reg_p99_us = -1;
+    c->fence_before_us = c->fence_p50_us = c->fence_p90_us = -1;
+    c->fence_p99_us = -1;
     ret = vg_tmpdir_create("bench", &r.dir, &err);
     if (ret == 0) {
         ret = run_cell_steps(&r, &err);
@@ -1364,6 +1422,7 @@ static int run_cell(const struct bench_opts *o, struct cell *c)
     g_free(r.dir);
     g_rand_free(r.rng);
     reg_probe_free(&r.probe);
+    reg_probe_free(&r.fence);
     return ret;
 }
 
@@ -1458,7 +1517,9 @@ static void json_cell(GString *js, const struct cell *c, double rate,
         ", \"load_writes\": %" PRId64 ", \"load_write_ms\": %.3f"
         ", \"reg_read_before_us\": %.1f, \"reg_reads\": %u"
         ", \"reg_read_p50_us\": %.1f, \"reg_read_p90_us\": %.1f"
-        ", \"reg_read_p99_us\": %.1f, \"forced\": %s, \"verified\": %s, "
+        ", \"reg_read_p99_us\": %.1f, \"fence_before_us\": %.1f"
+        ", \"fences\": %u, \"fence_p50_us\": %.1f, \"fence_p90_us\": %.1f"
+        ", \"fence_p99_us\": %.1f, \"forced\": %s, \"verified\": %s, "
         "\"error\": \"%s\"}",
         wl_names[c->wl], c->vram, c->vgpus, modes[c->mode].name,
         modes[c->mode].precopy, modes[c->mode].track, c->channels,
@@ -1469,8 +1530,9 @@ static void json_cell(GString *js, const struct cell *c, double rate,
         c->estimate, c->rounds, c->throttle, c->cpu_writes, c->cpu_uncertain,
         c->cpu_rate, c->postcopy_bytes, c->postcopy_ms, c->reads, c->read_ms,
         c->writes, c->write_ms, c->reg_before_us, c->reg_reads, c->reg_p50_us,
-        c->reg_p90_us, c->reg_p99_us, c->forced ? "true" : "false",
-        c->verified ? "true" : "false", error);
+        c->reg_p90_us, c->reg_p99_us, c->fence_before_us, c->fences,
+        c->fence_p50_us, c->fence_p90_us, c->fence_p99_us,
+        c->forced ? "true" : "false", c->verified ? "true" : "false", error);
 }
 
 static int write_file(const char *path, const GString *s, struct vg_error *err)
@@ -1900,14 +1962,62 @@ static void md_reg_reads(GString *s, const struct cell *cells, unsigned n,
         "bench: %u reads a millisecond apart before the migration (their "
         "median), then %u at every poll while it was active, that is in "
         "pre-copy, and for the poll that falls into the switchover, inside "
-        "the downtime.  The server serves them between the migration's data "
-        "requests, so a read that comes during one waits for it.\n\n"
+        "the downtime.  The server's control loop serves them beside a data "
+        "request its data plane's thread is serving; with --no-data-plane "
+        "a read that comes during one waits for it.\n\n"
         "| workload | VRAM | vGPUs | mode | before, median us | reads while "
         "active | median us | 90th percentile us | 99th percentile us |\n"
         "|---|---|---:|---|---:|---:|---:|---:|---:|\n",
         PROBE_BEFORE, PROBE_PER_TICK);
     md_reg_rows(s, cells, n);
     md_reg_rows(s, multi, nmulti);
+}
+
+static void md_fence_rows(GString *s, const struct cell *cells, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        const struct cell *c = &cells[i];
+
+        if (!c->verified || c->fences == 0) {
+            continue;
+        }
+        g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
+        md_size(s, c->vram);
+        g_string_append_printf(s, " | %u | %s |", c->vgpus,
+                               modes[c->mode].name);
+        md_num(s, c->fence_before_us, 0);
+        g_string_append_printf(s, " %u |", c->fences);
+        md_num(s, c->fence_p50_us, 0);
+        md_num(s, c->fence_p90_us, 0);
+        md_num(s, c->fence_p99_us, 0);
+        g_string_append(s, "\n");
+    }
+}
+
+/* How long the guest waited for a command before and while the device's
+ * data moved (@cells, then the several-vGPU cells @multi). */
+static void md_fences(GString *s, const struct cell *cells, unsigned n,
+                      const struct cell *multi, unsigned nmulti)
+{
+    g_string_append_printf(
+        s,
+        "\n## The guest's commands while the data moves\n\nIn the cells "
+        "whose workload leaves the engines idle (idle, cpu-writes, "
+        "cpu-heavy), the bench submits a FENCE command to the first vGPU "
+        "through qtest and reads its FENCE register until the command is "
+        "done: a command's round trip as a guest's driver waits for one.  "
+        "%u a millisecond apart before the migration (their median), then "
+        "one at every poll while it was active (one not done within %d ms, "
+        "a device stopped for the switchover, is not timed).  With the "
+        "device's own thread (vgpu-server's default) the command runs "
+        "while a pre-copy read is being served; with --no-device-thread it "
+        "waits for the read.\n\n"
+        "| workload | VRAM | vGPUs | mode | before, median us | fences while "
+        "active | median us | 90th percentile us | 99th percentile us |\n"
+        "|---|---|---:|---|---:|---:|---:|---:|---:|\n",
+        FENCE_BEFORE, FENCE_TIMEOUT_MS);
+    md_fence_rows(s, cells, n);
+    md_fence_rows(s, multi, nmulti);
 }
 
 /* One issue target: @ok, with what was measured. */
@@ -2307,6 +2417,11 @@ static void md_method(GString *s, const struct bench_opts *o)
                            "the data requests on its control loop "
                            "(--no-data-plane).  ");
     }
+    if (o->no_device_thread) {
+        g_string_append(s, "With --no-device-thread: every vgpu-server steps "
+                           "its device on the thread that served the last "
+                           "request (--no-device-thread).  ");
+    }
     if (o->dst_backend) {
         g_string_append_printf(s,
                                "The destination's vgpu-servers run with "
@@ -2423,6 +2538,7 @@ static int write_doc(const struct bench_opts *o, const struct cell *cells,
     md_vs_ram(s, cells, n, an);
     md_server_time(s, cells, n, multi, nmulti);
     md_reg_reads(s, cells, n, multi, nmulti);
+    md_fences(s, cells, n, multi, nmulti);
     md_targets_ram(s, cells, n, an);
     md_cpu_writes(s, cells, n);
     md_targets(s, cells, n);
@@ -2728,6 +2844,7 @@ static void print_ratios(const struct cell *cells, unsigned n,
     md_vs_ram(s, cells, n, an);
     md_server_time(s, cells, n, multi, nmulti);
     md_reg_reads(s, cells, n, multi, nmulti);
+    md_fences(s, cells, n, multi, nmulti);
     fputs(s->str, stdout);
     g_string_free(s, TRUE);
 }
