@@ -96,8 +96,7 @@ void vfu_device_step_locked(struct vfu_server *srv)
 void vfu_device_run(struct vfu_server *srv)
 {
     if (srv->devthread) {
-        vfu_devthread_kick(srv);
-        return;
+        return; /* it runs by itself; requests kick it (vfu-dispatch.c) */
     }
     pthread_mutex_lock(&srv->regs_lock);
     vfu_device_step_locked(srv);

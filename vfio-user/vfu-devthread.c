@@ -11,9 +11,10 @@
  * pre-copy read runs beside a step: it reads VRAM, which the step may
  * write, and the migration module takes the step's writes from its
  * write log (vfio-migration/mig-wlog.h) when its next call begins.
- * The others kick the thread after anything that may give the device
- * work (vfu_device_run()); with none, it sleeps until kicked, or for as
- * long as the throttle or post-copy asks (vfu_device_wait_ms()).
+ * The control loop kicks the thread after each request it serves (only
+ * those can give the device work: a doorbell, a state change, a reset);
+ * with no work, it sleeps until kicked, or for as long as the throttle
+ * or post-copy asks (vfu_device_wait_ms()).
  */
 #include "vfu-server-int.h"
 

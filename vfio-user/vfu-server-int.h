@@ -271,7 +271,9 @@ void vfu_device_release(struct vfu_server *srv);
 /* Run the command processor for a while, if the device runs; the caller
  * holds regs_lock. */
 void vfu_device_step_locked(struct vfu_server *srv);
-/* Let the device run after a request: kick its thread, or step it here. */
+/* Let the device run after a request: step it here, unless it has a
+ * thread of its own (which the control loop kicks after each request it
+ * serves: only those can give the device work). */
 void vfu_device_run(struct vfu_server *srv);
 /* How long the device can wait for its next step (0 unless throttled);
  * -1 while it is stopped or has nothing to do. */
