@@ -95,9 +95,9 @@ void vfu_data_release(struct vfu_server *srv)
 
 void vfu_mig_idle(struct vfu_server *srv, bool served)
 {
-    pthread_mutex_lock(&srv->regs_lock);
+    vfu_regs_lock(srv);
     mig_idle(srv->mig, served);
-    pthread_mutex_unlock(&srv->regs_lock);
+    vfu_regs_unlock(srv);
 }
 
 /* ------------------------------------------------------- DEVICE_FEATURE */

@@ -98,9 +98,9 @@ void vfu_device_run(struct vfu_server *srv)
     if (srv->devthread) {
         return; /* it runs by itself; requests kick it (vfu-dispatch.c) */
     }
-    pthread_mutex_lock(&srv->regs_lock);
+    vfu_regs_lock(srv);
     vfu_device_step_locked(srv);
-    pthread_mutex_unlock(&srv->regs_lock);
+    vfu_regs_unlock(srv);
 }
 
 int vfu_device_wait_ms(const struct vfu_server *srv)

@@ -11,6 +11,10 @@
  * pre-copy read runs beside a step: it reads VRAM, which the step may
  * write, and the migration module takes the step's writes from its
  * write log (vfio-migration/mig-wlog.h) when its next call begins.
+ * The others take regs_lock through vfu_regs_lock(): a device with work
+ * steps again as soon as it can, and a plain mutex would let it take the
+ * lock again before a waiting register access ever gets it, so the
+ * thread waits until every such waiter has had it.
  * The control loop kicks the thread after each request it serves (only
  * those can give the device work: a doorbell, a state change, a reset);
  * with no work, it sleeps until kicked, or for as long as the throttle
@@ -19,7 +23,6 @@
 #include "vfu-server-int.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -83,10 +86,12 @@ static void *devthread_main(void *arg)
         dt->kicked = false;
         pthread_mutex_unlock(&dt->lock);
         wait = step_once(srv);
-        if (wait == 0) {
-            sched_yield(); /* a register access waiting gets the lock */
-        }
         pthread_mutex_lock(&dt->lock);
+        /* A thread waiting for regs_lock has it before the next step: a
+         * mutex would let this thread take it again first. */
+        while (atomic_load(&srv->regs_waiters) > 0 && !dt->stop) {
+            pthread_cond_wait(&dt->cond, &dt->lock);
+        }
         if (wait != 0) {
             sleep_until_kicked(dt, wait);
         }
@@ -147,4 +152,18 @@ void vfu_devthread_kick(struct vfu_server *srv)
     dt->kicked = true;
     pthread_cond_signal(&dt->cond);
     pthread_mutex_unlock(&dt->lock);
+}
+
+void vfu_regs_lock(struct vfu_server *srv)
+{
+    atomic_fetch_add(&srv->regs_waiters, 1);
+    pthread_mutex_lock(&srv->regs_lock);
+    if (atomic_fetch_sub(&srv->regs_waiters, 1) == 1 && srv->devthread) {
+        vfu_devthread_kick(srv); /* the last waiter is in */
+    }
+}
+
+void vfu_regs_unlock(struct vfu_server *srv)
+{
+    pthread_mutex_unlock(&srv->regs_lock);
 }

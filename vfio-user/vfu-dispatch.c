@@ -183,12 +183,12 @@ void vfu_serve_request(struct vfu_server *srv)
     if (ret == 0) {
         /* Beside the device's step and the plane's requests that may
          * touch the model (vfu-devthread.c). */
-        pthread_mutex_lock(&srv->regs_lock);
+        vfu_regs_lock(srv);
         ret = srv->rx.fds_lost
                   ? vg_error_set(&err, EINVAL, "more than %u file descriptors",
                                  MAX_FDS)
                   : dispatch(srv, hdr->command, p, len, &r, &err);
-        pthread_mutex_unlock(&srv->regs_lock);
+        vfu_regs_unlock(srv);
     }
     if (ret < 0) {
         vg_warn("request %u %s: %s", hdr->id, vfu_cmd_name(hdr->command),

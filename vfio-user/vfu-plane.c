@@ -62,7 +62,7 @@ static int serve(struct vfu_server *srv, struct plane_req *req,
     int ret;
 
     if (!beside) {
-        pthread_mutex_lock(&srv->regs_lock);
+        vfu_regs_lock(srv);
     }
     if (read) {
         ret = mig_read(srv->mig, slot, req->io.size, &req->io.size, err);
@@ -70,7 +70,7 @@ static int serve(struct vfu_server *srv, struct plane_req *req,
         ret = mig_write(srv->mig, slot, req->io.size, err);
     }
     if (!beside) {
-        pthread_mutex_unlock(&srv->regs_lock);
+        vfu_regs_unlock(srv);
     }
     if (ret == 0) {
         mig_note_shm_bytes(srv->mig, req->io.size);

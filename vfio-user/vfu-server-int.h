@@ -23,6 +23,7 @@
 
 #include <linux/vfio.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -113,6 +114,9 @@ struct vfu_server {
      * serves, deferred migration work and the plane's requests but
      * pre-copy reads (vfu-devthread.c). */
     pthread_mutex_t regs_lock;
+    /* Threads waiting in vfu_regs_lock(): the device's thread lets them
+     * have the lock before its next step. */
+    atomic_uint regs_waiters;
     /* The device's own thread; NULL: the step runs inline, after each
      * request (vfu_device_run()). */
     struct vfu_devthread *devthread;
@@ -301,6 +305,11 @@ int vfu_devthread_start(struct vfu_server *srv, struct vg_error *err);
 void vfu_devthread_stop(struct vfu_server *srv);
 /* The device may have work: step it now. */
 void vfu_devthread_kick(struct vfu_server *srv);
+/* Take regs_lock, or release it, from any thread but the device's: the
+ * device's thread, which steps again as soon as it can, waits until
+ * every thread waiting here has had the lock (no starving). */
+void vfu_regs_lock(struct vfu_server *srv);
+void vfu_regs_unlock(struct vfu_server *srv);
 
 /* ---------------------------------------------------- device: vfu-irq.c */
 

@@ -154,9 +154,9 @@ void vfu_client_close(struct vfu_server *srv)
     srv->negotiated = false;
     srv->drop = false;
     vfu_rx_reset(&srv->rx);
-    pthread_mutex_lock(&srv->regs_lock); /* the device may be stepping */
+    vfu_regs_lock(srv); /* the device may be stepping */
     vfu_data_release(srv);
     vfu_device_release(srv);
     mig_client_gone(srv->mig);
-    pthread_mutex_unlock(&srv->regs_lock);
+    vfu_regs_unlock(srv);
 }
