@@ -1,8 +1,8 @@
 /*
  * vfu-devthread.c -- the device's own thread: it runs the command
- * processor (vfu_device_step()) whenever the device has work, so that
- * the guest's commands go on while the control loop waits on the client
- * and while the data plane serves a pre-copy read.
+ * processor (vfu_device_step_locked()) whenever the device has work, so
+ * that the guest's commands go on while the control loop waits on the
+ * client and while the data plane serves a pre-copy read.
  *
  * Ownership (docs/architecture.md): each step holds regs_lock, as does
  * every request the control loop serves and every data plane request but

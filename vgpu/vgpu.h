@@ -6,7 +6,12 @@
  * BAR accesses here, runs the command processor from its event loop with
  * vgpu_step() (through mig_gpu_step()), and provides DMA and interrupts
  * through struct vgpu_host.
- * Single-threaded: every function is called from the transport's thread.
+ * Not thread-safe: the transport calls it under one lock (regs_lock,
+ * vfio-user/vfu-devthread.c), the step on the device's own thread; the
+ * one exception is the migration's VRAM access (reads, hashes, the
+ * prefetch and read-ahead) in pre-copy, which runs beside a step: its
+ * bytes may be torn by an engine write, which the write observer then
+ * reports (from the stepping thread), so the page goes again.
  * The guest-visible registers and commands are in vgpu-regs.h.
  */
 #ifndef VGPU_H
