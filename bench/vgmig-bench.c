@@ -170,6 +170,13 @@ struct bench_opts {
     const char *dst_backend; /* --dst-backend, NULL: as the source's */
 };
 
+/* What a probe took (reg-probe.h), us: the median before the migration;
+ * the median, 90th and 99th percentiles while it was active (-1: none). */
+struct probe_result {
+    double before_us, p50_us, p90_us, p99_us;
+    unsigned n; /* taken while active */
+};
+
 /* One measured cell. */
 struct cell {
     enum workload wl;
@@ -195,15 +202,10 @@ struct cell {
     double postcopy_ms;       /* ...from the load's end to the last page */
     int64_t reads, writes;    /* the servers' pre-copy reads, load writes */
     double read_ms, write_ms; /* ...and the time inside them */
-    /* The first vGPU's STATUS read through qtest, us (reg-probe.h): median
-     * before the migration; median, 90th and 99th percentiles while it
-     * was active (-1: no reads). */
-    double reg_before_us, reg_p50_us, reg_p90_us, reg_p99_us;
-    unsigned reg_reads; /* taken while active */
-    /* The same for a FENCE command's round trip on the first vGPU, in
-     * cells whose workload gives its engines nothing (fence_probed). */
-    double fence_before_us, fence_p50_us, fence_p90_us, fence_p99_us;
-    unsigned fences; /* timed while active */
+    /* The first vGPU's STATUS read through qtest (reg-probe.h), and a
+     * FENCE command's round trip on it in the cells whose workload gives
+     * its engines nothing (fence_probed()). */
+    struct probe_result reg, fence;
     bool forced, verified;
     char error[VG_MIG_TEXT_MAX];
 };
@@ -1113,24 +1115,27 @@ static int probe_before(struct run *r, struct vg_error *err)
         ret = probe_fence(r, &f, err);
         g_usleep(1000);
     }
-    r->c->reg_before_us = reg_probe_pct(&p, 50);
-    r->c->fence_before_us = reg_probe_pct(&f, 50);
+    r->c->reg.before_us = reg_probe_pct(&p, 50);
+    r->c->fence.before_us = reg_probe_pct(&f, 50);
     reg_probe_free(&p);
     reg_probe_free(&f);
     return ret;
 }
 
+/* What @p took while the migration was active, into @res. */
+static void probe_take(struct probe_result *res, const struct reg_probe *p)
+{
+    res->n = p->n;
+    res->p50_us = reg_probe_pct(p, 50);
+    res->p90_us = reg_probe_pct(p, 90);
+    res->p99_us = reg_probe_pct(p, 99);
+}
+
 /* ... and while it was active. */
 static void probe_record(struct run *r)
 {
-    r->c->reg_reads = r->probe.n;
-    r->c->reg_p50_us = reg_probe_pct(&r->probe, 50);
-    r->c->reg_p90_us = reg_probe_pct(&r->probe, 90);
-    r->c->reg_p99_us = reg_probe_pct(&r->probe, 99);
-    r->c->fences = r->fence.n;
-    r->c->fence_p50_us = reg_probe_pct(&r->fence, 50);
-    r->c->fence_p90_us = reg_probe_pct(&r->fence, 90);
-    r->c->fence_p99_us = reg_probe_pct(&r->fence, 99);
+    probe_take(&r->c->reg, &r->probe);
+    probe_take(&r->c->fence, &r->fence);
 }
 
 static int migrate(struct run *r, struct vg_error *err)
@@ -1396,9 +1401,7 @@ static int run_cell(const struct bench_opts *o, struct cell *c)
     r.rng = g_rand_new_with_seed(0x76676d67u ^ (uint32_t)c->wl);
     reg_probe_init(&r.probe, PROBE_MAX);
     reg_probe_init(&r.fence, PROBE_MAX);
-    c->reg_before_us = c->reg_p50_us = c->reg_p90_us = c->reg_p99_us = -1;
-    c->fence_before_us = c->fence_p50_us = c->fence_p90_us = -1;
-    c->fence_p99_us = -1;
+    c->reg = c->fence = (struct probe_result){-1, -1, -1, -1, 0};
     ret = vg_tmpdir_create("bench", &r.dir, &err);
     if (ret == 0) {
         ret = run_cell_steps(&r, &err);
@@ -1529,9 +1532,9 @@ static void json_cell(GString *js, const struct cell *c, double rate,
         rate, c->stream_bps, floor_ms(c, rate), ram, floor_ms(c, ram),
         c->estimate, c->rounds, c->throttle, c->cpu_writes, c->cpu_uncertain,
         c->cpu_rate, c->postcopy_bytes, c->postcopy_ms, c->reads, c->read_ms,
-        c->writes, c->write_ms, c->reg_before_us, c->reg_reads, c->reg_p50_us,
-        c->reg_p90_us, c->reg_p99_us, c->fence_before_us, c->fences,
-        c->fence_p50_us, c->fence_p90_us, c->fence_p99_us,
+        c->writes, c->write_ms, c->reg.before_us, c->reg.n, c->reg.p50_us,
+        c->reg.p90_us, c->reg.p99_us, c->fence.before_us, c->fence.n,
+        c->fence.p50_us, c->fence.p90_us, c->fence.p99_us,
         c->forced ? "true" : "false", c->verified ? "true" : "false", error);
 }
 
@@ -1928,25 +1931,45 @@ static void md_server_time(GString *s, const struct cell *cells, unsigned n,
     md_server_rows(s, multi, nmulti);
 }
 
-static void md_reg_rows(GString *s, const struct cell *cells, unsigned n)
+/* The rows of the probe @fence (else the register reads) of @cells. */
+static void md_probe_rows(GString *s, const struct cell *cells, unsigned n,
+                          bool fence)
 {
     for (unsigned i = 0; i < n; i++) {
         const struct cell *c = &cells[i];
+        const struct probe_result *p = fence ? &c->fence : &c->reg;
 
-        if (!c->verified || c->reg_reads == 0) {
+        if (!c->verified || p->n == 0) {
             continue;
         }
         g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
         md_size(s, c->vram);
         g_string_append_printf(s, " | %u | %s |", c->vgpus,
                                modes[c->mode].name);
-        md_num(s, c->reg_before_us, 0);
-        g_string_append_printf(s, " %u |", c->reg_reads);
-        md_num(s, c->reg_p50_us, 0);
-        md_num(s, c->reg_p90_us, 0);
-        md_num(s, c->reg_p99_us, 0);
+        md_num(s, p->before_us, 0);
+        g_string_append_printf(s, " %u |", p->n);
+        md_num(s, p->p50_us, 0);
+        md_num(s, p->p90_us, 0);
+        md_num(s, p->p99_us, 0);
         g_string_append(s, "\n");
     }
+}
+
+/* The table of the probe @fence (else the register reads), @cells then
+ * the several-vGPU cells @multi, under its heading and text @intro. */
+static void md_probe_table(GString *s, const char *intro,
+                           const struct cell *cells, unsigned n,
+                           const struct cell *multi, unsigned nmulti,
+                           bool fence)
+{
+    g_string_append_printf(
+        s,
+        "%s\n\n| workload | VRAM | vGPUs | mode | before, median us | %s "
+        "while active | median us | 90th percentile us | 99th percentile "
+        "us |\n|---|---|---:|---|---:|---:|---:|---:|---:|\n",
+        intro, fence ? "fences" : "reads");
+    md_probe_rows(s, cells, n, fence);
+    md_probe_rows(s, multi, nmulti, fence);
 }
 
 /* How long the guest waited for a register read before and while the
@@ -1954,8 +1977,7 @@ static void md_reg_rows(GString *s, const struct cell *cells, unsigned n)
 static void md_reg_reads(GString *s, const struct cell *cells, unsigned n,
                          const struct cell *multi, unsigned nmulti)
 {
-    g_string_append_printf(
-        s,
+    g_autofree char *intro = g_strdup_printf(
         "\n## The guest's register reads while the data moves\n\nThe "
         "first vGPU's STATUS register read through qtest, as a guest's MMIO "
         "read goes (QEMU, the vfio-user socket, the server), timed by the "
@@ -1964,34 +1986,10 @@ static void md_reg_reads(GString *s, const struct cell *cells, unsigned n,
         "pre-copy, and for the poll that falls into the switchover, inside "
         "the downtime.  The server's control loop serves them beside a data "
         "request its data plane's thread is serving; with --no-data-plane "
-        "a read that comes during one waits for it.\n\n"
-        "| workload | VRAM | vGPUs | mode | before, median us | reads while "
-        "active | median us | 90th percentile us | 99th percentile us |\n"
-        "|---|---|---:|---|---:|---:|---:|---:|---:|\n",
+        "a read that comes during one waits for it.",
         PROBE_BEFORE, PROBE_PER_TICK);
-    md_reg_rows(s, cells, n);
-    md_reg_rows(s, multi, nmulti);
-}
 
-static void md_fence_rows(GString *s, const struct cell *cells, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++) {
-        const struct cell *c = &cells[i];
-
-        if (!c->verified || c->fences == 0) {
-            continue;
-        }
-        g_string_append_printf(s, "| %s | ", wl_names[c->wl]);
-        md_size(s, c->vram);
-        g_string_append_printf(s, " | %u | %s |", c->vgpus,
-                               modes[c->mode].name);
-        md_num(s, c->fence_before_us, 0);
-        g_string_append_printf(s, " %u |", c->fences);
-        md_num(s, c->fence_p50_us, 0);
-        md_num(s, c->fence_p90_us, 0);
-        md_num(s, c->fence_p99_us, 0);
-        g_string_append(s, "\n");
-    }
+    md_probe_table(s, intro, cells, n, multi, nmulti, false);
 }
 
 /* How long the guest waited for a command before and while the device's
@@ -1999,8 +1997,7 @@ static void md_fence_rows(GString *s, const struct cell *cells, unsigned n)
 static void md_fences(GString *s, const struct cell *cells, unsigned n,
                       const struct cell *multi, unsigned nmulti)
 {
-    g_string_append_printf(
-        s,
+    g_autofree char *intro = g_strdup_printf(
         "\n## The guest's commands while the data moves\n\nIn the cells "
         "whose workload leaves the engines idle (idle, cpu-writes, "
         "cpu-heavy), the bench submits a FENCE command to the first vGPU "
@@ -2011,13 +2008,10 @@ static void md_fences(GString *s, const struct cell *cells, unsigned n,
         "a device stopped for the switchover, is not timed).  With the "
         "device's own thread (vgpu-server's default) the command runs "
         "while a pre-copy read is being served; with --no-device-thread it "
-        "waits for the read.\n\n"
-        "| workload | VRAM | vGPUs | mode | before, median us | fences while "
-        "active | median us | 90th percentile us | 99th percentile us |\n"
-        "|---|---|---:|---|---:|---:|---:|---:|---:|\n",
+        "waits for the read.",
         FENCE_BEFORE, FENCE_TIMEOUT_MS);
-    md_fence_rows(s, cells, n);
-    md_fence_rows(s, multi, nmulti);
+
+    md_probe_table(s, intro, cells, n, multi, nmulti, true);
 }
 
 /* One issue target: @ok, with what was measured. */
