@@ -89,6 +89,14 @@ static void usage(FILE *out)
         "                         of all of VRAM); hash: hash every page\n"
         "                         every round; none: every round resends\n"
         "                         every page\n"
+        "      --gpu-hash=WHERE   with VRAM on a GPU (--backend cuda), the\n"
+        "                         page data whose hashes the GPU computes\n"
+        "                         as it copies them: source (default: the\n"
+        "                         pages a source reads to send), both (and\n"
+        "                         the pages a destination loads; pays where\n"
+        "                         the destination has its GPU to itself),\n"
+        "                         none (the server's threads hash every\n"
+        "                         copy, as before)\n"
         "      --migration-threads N\n"
         "                         threads that hash pages for dirty tracking\n"
         "                         and, on the destination, write and hash\n"
@@ -259,7 +267,10 @@ static void usage(FILE *out)
         "bytes read or written, those that moved through the client's\n"
         "shared memory area, negotiated as data_shm, not the socket);\n"
         "gpu_direct_bytes (of those, the bytes a GPU copied to or from\n"
-        "the area itself, without a staging copy); postcopy (true when the\n"
+        "the area itself, without a staging copy); gpu_hashed_bytes (of\n"
+        "the page data read or written, the bytes whose hashes the GPU\n"
+        "computed as it copied them, so the CPU did not hash them);\n"
+        "postcopy (true when the\n"
         "last migration switched over in post-copy), postcopy_pages (the\n"
         "pages it left to the page channel), postcopy_served (source:\n"
         "pages sent on it), postcopy_fetched, postcopy_faults,\n"
@@ -304,6 +315,7 @@ struct options {
     unsigned data_slots; /* 0: the server's default */
     enum mig_precopy_mode precopy;
     enum mig_track_mode track;
+    enum mig_gpu_hash gpu_hash;
     unsigned migration_threads; /* 0: default_migration_threads() */
     unsigned stream_version;    /* 0: mig's default (MIG_STREAM_VERSION) */
     bool prealloc;
@@ -315,6 +327,7 @@ enum {
     OPT_NO_MIGRATION,
     OPT_PRECOPY,
     OPT_DIRTY_TRACK,
+    OPT_GPU_HASH,
     OPT_NO_REGION_LOG,
     OPT_NO_DATA_SHM,
     OPT_NO_DATA_PLANE,
@@ -488,6 +501,8 @@ static int parse_opt(int c, struct options *o)
         return mig_precopy_mode_parse(optarg, &o->precopy);
     case OPT_DIRTY_TRACK:
         return mig_track_mode_parse(optarg, &o->track);
+    case OPT_GPU_HASH:
+        return mig_gpu_hash_parse(optarg, &o->gpu_hash);
     case OPT_NO_REGION_LOG:
         o->no_region_log = true;
         return 0;
@@ -544,6 +559,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"no-migration", no_argument, NULL, OPT_NO_MIGRATION},
         {"precopy", required_argument, NULL, OPT_PRECOPY},
         {"dirty-track", required_argument, NULL, OPT_DIRTY_TRACK},
+        {"gpu-hash", required_argument, NULL, OPT_GPU_HASH},
         {"no-region-log", no_argument, NULL, OPT_NO_REGION_LOG},
         {"no-data-shm", no_argument, NULL, OPT_NO_DATA_SHM},
         {"no-data-plane", no_argument, NULL, OPT_NO_DATA_PLANE},
@@ -691,6 +707,7 @@ int main(int argc, char **argv)
         .data_slots = o.data_slots,
         .precopy = o.precopy,
         .track = o.track,
+        .gpu_hash = o.gpu_hash,
         .migration_threads = o.migration_threads ? o.migration_threads
                                                  : default_migration_threads(),
         .stream_version = o.stream_version,

@@ -32,6 +32,7 @@ struct mig {
     uint64_t nonzero_count;
     enum mig_precopy_mode precopy;
     enum mig_track_mode track;
+    enum mig_gpu_hash gpu_hash;
     unsigned hash_threads;   /* hashing and loading threads, >= 1 */
     unsigned stream_version; /* written by saving sessions */
     bool bar2_shared;   /* a client got the VRAM fd: CPU writes are unseen */

@@ -184,12 +184,32 @@ static void copy_hash_piece(void *arg, uint64_t piece)
     }
 }
 
+/* A GPU writes the pages and hashes them where they landed. */
+static int gpu_write_hashed(struct mig *m, uint64_t first, uint64_t count,
+                            const uint8_t *data, uint64_t *hashes,
+                            struct vg_error *err)
+{
+    uint32_t ps = m->scfg.page_size;
+    struct vgpu_copy_hashes h = {
+        .page_size = ps, .nseeds = 1, .seeds = {0}, .hashes = {hashes}};
+    double t0 = mig_now_ms();
+    int ret =
+        vgpu_vram_write_hashed(m->gpu, first * ps, data, count * ps, &h, err);
+
+    m->stats.data_copy_ms += mig_now_ms() - t0;
+    if (ret == 0) {
+        m->stats.gpu_hashed_bytes += count * ps;
+    }
+    return ret;
+}
+
 /*
  * The decoder's write_hashed: the record's pages go to VRAM before it
  * checks them, and their hashes are taken from what was written (host
- * VRAM: copied and hashed piece by piece on the pool) or while the GPU
- * copies them.  A record that then fails its check fails the load, and
- * nothing runs on this VRAM before the load has succeeded.
+ * VRAM: copied and hashed piece by piece on the pool; a GPU: hashed by
+ * the GPU after its copy, or by the pool while the GPU copies them).  A
+ * record that then fails its check fails the load, and nothing runs on
+ * this VRAM before the load has succeeded.
  */
 static int sink_write_hashed(void *opaque, uint64_t first, uint64_t count,
                              const uint8_t *data, uint64_t *hashes,
@@ -208,6 +228,9 @@ static int sink_write_hashed(void *opaque, uint64_t first, uint64_t count,
         mig_run_pieces(m->load->pool, ps, count, copy_hash_piece, &job);
         m->stats.data_hash_ms += mig_now_ms() - t0;
         return 0;
+    }
+    if (m->gpu_hash == MIG_GPU_HASH_BOTH && vgpu_copies_hash(m->gpu)) {
+        return gpu_write_hashed(m, first, count, data, hashes, err);
     }
     ret = vgpu_vram_write_async(m->gpu, first * ps, data, count * ps, err);
     if (ret == 0) {

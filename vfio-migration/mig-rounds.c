@@ -17,6 +17,12 @@ static const char *const track_names[] = {
     [MIG_TRACK_NONE] = "none",
 };
 
+static const char *const gpu_hash_names[] = {
+    [MIG_GPU_HASH_SOURCE] = "source",
+    [MIG_GPU_HASH_BOTH] = "both",
+    [MIG_GPU_HASH_NONE] = "none",
+};
+
 #define NAMES 3u
 
 const char *mig_precopy_mode_name(enum mig_precopy_mode mode)
@@ -27,6 +33,11 @@ const char *mig_precopy_mode_name(enum mig_precopy_mode mode)
 const char *mig_track_mode_name(enum mig_track_mode mode)
 {
     return (unsigned)mode < NAMES ? track_names[mode] : NULL;
+}
+
+const char *mig_gpu_hash_name(enum mig_gpu_hash mode)
+{
+    return (unsigned)mode < NAMES ? gpu_hash_names[mode] : NULL;
 }
 
 static int find_name(const char *const *names, const char *name)
@@ -45,6 +56,16 @@ int mig_precopy_mode_parse(const char *name, enum mig_precopy_mode *out)
 
     if (i >= 0) {
         *out = (enum mig_precopy_mode)i;
+    }
+    return i < 0 ? -1 : 0;
+}
+
+int mig_gpu_hash_parse(const char *name, enum mig_gpu_hash *out)
+{
+    int i = find_name(gpu_hash_names, name);
+
+    if (i >= 0) {
+        *out = (enum mig_gpu_hash)i;
     }
     return i < 0 ? -1 : 0;
 }

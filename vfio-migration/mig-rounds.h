@@ -22,12 +22,21 @@ enum mig_track_mode {
     MIG_TRACK_NONE,   /* no tracking: every round resends every page */
 };
 
+/* Which copies of page data a GPU hashes itself (vgpu_copies_hash). */
+enum mig_gpu_hash {
+    MIG_GPU_HASH_SOURCE, /* a source's reads; a destination's CPU hashes */
+    MIG_GPU_HASH_BOTH,   /* and a destination's writes */
+    MIG_GPU_HASH_NONE,   /* neither: the servers' CPUs hash every copy */
+};
+
 /* Names as on the command line; NULL for a bad value. */
 const char *mig_precopy_mode_name(enum mig_precopy_mode mode);
 const char *mig_track_mode_name(enum mig_track_mode mode);
+const char *mig_gpu_hash_name(enum mig_gpu_hash mode);
 /* 0, or -1 if @name is no mode. */
 int mig_precopy_mode_parse(const char *name, enum mig_precopy_mode *out);
 int mig_track_mode_parse(const char *name, enum mig_track_mode *out);
+int mig_gpu_hash_parse(const char *name, enum mig_gpu_hash *out);
 
 /* Least time between two pre-copy epochs (an idle device then reports
  * no dirty data between them, so QEMU converges). */

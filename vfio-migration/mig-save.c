@@ -96,6 +96,12 @@ struct mig_save {
     struct dt_pool *pool; /* copies and hashes large records */
     uint64_t stream_hash[MIG_RUN_MAX_PAGES]; /* a record's page hashes */
     uint64_t track_hash[MIG_RUN_MAX_PAGES];  /* ...and the tracker's */
+    /* VRAM not mapped here: the GPU hashes the pages it reads; the run
+     * read last is all zero where its bit is set, and run_hashed says its
+     * hashes are in the arrays above already. */
+    bool gpu_hashes;
+    bool run_hashed;
+    uint64_t run_zero[MIG_RUN_MAX_PAGES / 64];
 };
 
 /* One PAGES record's pages being copied and hashed (on the pool). */
@@ -505,6 +511,22 @@ static void settle_ahead(struct mig *m)
     }
 }
 
+/* What a read of VRAM not mapped here asks the GPU to hash: the stream's
+ * page hashes (seed 0) and, in pre-copy with a tracker, its baselines. */
+static void read_hashes(const struct mig *m, struct vgpu_copy_hashes *h)
+{
+    struct mig_save *s = m->save;
+    bool track = s->dt && s->phase == SAVE_PRECOPY;
+
+    *h = (struct vgpu_copy_hashes){
+        .page_size = m->scfg.page_size,
+        .nseeds = track ? 2 : 1,
+        .seeds = {0, track ? dt_seed(s->dt) : 0},
+        .hashes = {s->stream_hash, s->track_hash},
+        .zero = s->run_zero,
+    };
+}
+
 /*
  * The run at @next comes after the @n pages just read into a PAGES record
  * (@zero false) staged in the read's buffer: where the next record will
@@ -522,26 +544,66 @@ static void read_ahead(struct mig *m, uint64_t next, uint64_t limit, uint64_t n,
 
     if (!zero && s->room > len && record_fits(m, s->room - (uint32_t)len)) {
         uint32_t cap = run_cap_for(m, s->room - (uint32_t)len);
+        uint8_t *into = s->rec + len + RUN_OVERHEAD;
+        uint64_t bytes = span_upto(m, next, limit, cap) * ps;
+        struct vgpu_copy_hashes h;
 
-        vgpu_vram_read_ahead(m->gpu, next * ps, s->rec + len + RUN_OVERHEAD,
-                             span_upto(m, next, limit, cap) * ps);
+        if (s->gpu_hashes) {
+            read_hashes(m, &h);
+            vgpu_vram_read_ahead_hashed(m->gpu, next * ps, into, bytes, &h);
+        } else {
+            vgpu_vram_read_ahead(m->gpu, next * ps, into, bytes);
+        }
         s->ahead = true;
     }
     vgpu_vram_prefetch(m->gpu, next * ps, run_span(m, next, limit) * ps);
+}
+
+/* Page @i of the run read last is all zero. */
+static bool run_page_zero(const struct mig *m, const uint8_t *data, uint64_t i)
+{
+    const struct mig_save *s = m->save;
+    uint32_t ps = m->scfg.page_size;
+
+    if (s->run_hashed) {
+        return (s->run_zero[i / 64] >> (i % 64)) & 1;
+    }
+    return page_is_zero(data + i * ps, ps);
+}
+
+/* Read the span of @n pages at @p into @data: hashed by the GPU where it
+ * can (s->run_hashed then set). */
+static int device_read(struct mig *m, uint64_t p, uint64_t n, uint8_t *data)
+{
+    struct mig_save *s = m->save;
+    uint32_t ps = m->scfg.page_size;
+    struct vgpu_copy_hashes h;
+    int ret;
+
+    s->run_hashed = false;
+    if (!s->gpu_hashes) {
+        return vgpu_vram_read(m->gpu, p * ps, data, n * ps, &s->error);
+    }
+    read_hashes(m, &h);
+    ret = vgpu_vram_read_hashed(m->gpu, p * ps, data, n * ps, &h, &s->error);
+    if (ret == 0) {
+        s->run_hashed = true;
+        m->stats.gpu_hashed_bytes += n * ps;
+    }
+    return ret;
 }
 
 /*
  * VRAM not mapped here (a GPU): copy the run at @p into the record's data
  * area (from the read-ahead copy started by the previous call), ask for
  * the next run to be copied while this one is sent, and classify pages
- * on the copy.  Returns the pages of the run that are all zero (@zero) or
- * all not, or 0 with s->error set.
+ * (on the copy, or from the GPU's zero bits).  Returns the pages of the
+ * run that are all zero (@zero) or all not, or 0 with s->error set.
  */
 static uint64_t device_run(struct mig *m, uint64_t p, uint64_t limit,
                            bool *zero)
 {
     struct mig_save *s = m->save;
-    uint32_t ps = m->scfg.page_size;
     uint8_t *data = mig_enc_pages_data(s->rec);
     uint64_t span = run_span(m, p, limit), n = 1, next;
 
@@ -549,7 +611,7 @@ static uint64_t device_run(struct mig *m, uint64_t p, uint64_t limit,
     int ret;
 
     s->ahead = false; /* the read settles it */
-    ret = vgpu_vram_read(m->gpu, p * ps, data, span * ps, &s->error);
+    ret = device_read(m, p, span, data);
     m->stats.data_copy_ms += mig_now_ms() - t0;
     if (ret < 0) {
         vg_error_prefix(&s->error,
@@ -558,8 +620,8 @@ static uint64_t device_run(struct mig *m, uint64_t p, uint64_t limit,
                         p, span);
         return 0;
     }
-    *zero = page_is_zero(data, ps);
-    while (n < span && page_is_zero(data + n * ps, ps) == *zero) {
+    *zero = run_page_zero(m, data, 0);
+    while (n < span && run_page_zero(m, data, n) == *zero) {
         n++;
     }
     s->cursor = p + n;
@@ -643,7 +705,9 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
         s->ref = data;
         s->len = s->ref_at + n * m->scfg.page_size;
     } else {
-        save_pages(m, data, data == into ? NULL : into, n, track);
+        if (!s->run_hashed) {
+            save_pages(m, data, data == into ? NULL : into, n, track);
+        }
         s->len = mig_enc_pages_hashed(s->enc, p, (uint32_t)n, s->stream_hash,
                                       s->rec);
     }
@@ -1123,6 +1187,8 @@ static int save_alloc(struct mig *m, struct vg_error *err)
     s->buf = malloc(MIG_REC_MAX);
     s->rec = s->buf;
     s->run_cap = MIG_RUN_MAX_BYTES / m->scfg.page_size;
+    s->gpu_hashes =
+        m->gpu_hash != MIG_GPU_HASH_NONE && vgpu_copies_hash(m->gpu);
     s->pass = calloc(1, bytes);
     s->dirty = calloc(1, bytes);
     s->marked = calloc(1, bytes);

@@ -62,6 +62,7 @@ struct mig_config {
     struct mig_fault fault;
     enum mig_precopy_mode precopy; /* --precopy */
     enum mig_track_mode track;     /* --dirty-track */
+    enum mig_gpu_hash gpu_hash;    /* --gpu-hash */
     unsigned hash_threads;         /* 0: 2 */
     unsigned stream_version;       /* written as a source; 0: the newest */
     /* Where a post-copy source's page server puts its socket; NULL: no
@@ -108,6 +109,9 @@ struct mig_stats {
                                 records whole in one write) */
     uint64_t gpu_direct_bytes; /* copied between the GPU and the shared
                                   area without staging (vgpu_host_register) */
+    uint64_t gpu_hashed_bytes; /* page data the GPU hashed as it was read
+                                  or written (vgpu_vram_read_hashed,
+                                  vgpu_vram_write_hashed), not the CPU */
     uint32_t stream_version;   /* written or read (HEADER), 0: not yet */
     bool have_checksums;
     uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */

@@ -49,6 +49,7 @@ struct vfu_server_config {
     unsigned data_slots;           /* slots of the data_shm area, 0: default */
     enum mig_precopy_mode precopy; /* pre-copy mode (mig-rounds.h) */
     enum mig_track_mode track;     /* dirty tracking mode */
+    enum mig_gpu_hash gpu_hash;    /* which copies a GPU hashes */
     unsigned migration_threads;    /* hashing and loading, 0: mig's default */
     unsigned stream_version;       /* written as a source, 0: mig's default */
 };

@@ -17,6 +17,10 @@
  * it, and prefetch() is then skipped (its copy would be staged).
  * Hashing uploads the page selection, runs vg_hash_pages and brings back
  * 8 bytes per page and the zero bitmap: page data never crosses PCIe.
+ * A hashed read (read_hashed, or a read_ahead given hashes) queues the
+ * hash kernel on the pages just before the copy that takes them, on the
+ * one stream under op_lock, so both see the same bytes; a hashed write
+ * queues it just after the copy that writes them.
  */
 #include "backend-cuda.h"
 
@@ -34,20 +38,26 @@
 #include "common/log.h"
 #include "cuda-drv.h"
 #include "cuda-fatbin.h"
+#include "vgpu.h"
 
-#define STAGE_HALF   (4u << 20) /* bytes in each half of the stage */
-#define SLOT_BYTES   (2u << 20) /* a read-ahead slot */
-#define SLOTS        4
-#define THREADS      256u
-#define MAX_BLOCKS   4096u
-#define SECRET_BYTES 192
-#define HOST_RANGES  4 /* host_register() ranges at once */
+#define STAGE_HALF        (4u << 20) /* bytes in each half of the stage */
+#define SLOT_BYTES        (2u << 20) /* a read-ahead slot */
+#define SLOTS             4
+#define THREADS           256u
+#define MAX_BLOCKS        4096u
+#define SECRET_BYTES      192
+#define HOST_RANGES       4 /* host_register() ranges at once */
+#define RUN_HASH_LAUNCHES 100
 
-/* Must match struct vg_xxh3_keys in cuda-kernels.cu. */
+/* Must match struct vg_xxh3_keys and vg_hash_keys in cuda-kernels.cu. */
 struct xxh3_keys {
     uint64_t stripe[24];
     uint64_t last[8];
     uint64_t merge[8];
+};
+
+struct hash_keys {
+    struct xxh3_keys k[2];
 };
 
 struct slot {
@@ -74,7 +84,7 @@ struct cuda_be {
     CUcontext ctx;
     bool ctx_retained;
     CUmodule mod;
-    CUfunction axpy, add, scatter_check, scatter_add, hash, read_only;
+    CUfunction axpy, add, scatter_check, scatter_add, hash, hash_run, read_only;
     CUstream stream;
     CUdeviceptr vram;
     struct half stage[2];
@@ -86,14 +96,22 @@ struct cuda_be {
     uint64_t hash_pages;
     CUdeviceptr d_select, d_hashes, d_zero, d_misc;
     uint64_t *h_hashes, *h_zero; /* pinned */
-    pthread_mutex_t host_lock;   /* host[] */
-    pthread_mutex_t op_lock;     /* one call at a time (see "Any thread") */
+    /* Hashes of a hashed read, for up to run_pages pages: seed 0's, seed
+     * 1's, then the zero bitmap, on the device and pinned. */
+    uint64_t run_pages;
+    CUdeviceptr d_run;
+    uint64_t *h_run;
+    pthread_mutex_t host_lock; /* host[] */
+    pthread_mutex_t op_lock;   /* one call at a time (see "Any thread") */
     struct host_range host[HOST_RANGES];
     bool reads_direct; /* the last read went straight to host memory */
     struct {           /* a copy to or from registered memory in flight */
         uint64_t off, len;
         const void *host;
-        bool on, write; /* write_async, else read_ahead */
+        bool on, write;             /* write_async, else read_ahead */
+        bool hashed;                /* a read_ahead with hashes ... */
+        uint32_t page_size, nseeds; /* ... of these pages and seeds */
+        uint64_t seeds[2];
     } ahead;
     char desc[160];
 };
@@ -151,6 +169,7 @@ static int load_module(struct cuda_be *c, struct vg_error *err)
         {"vg_scatter_check", offsetof(struct cuda_be, scatter_check)},
         {"vg_scatter_add", offsetof(struct cuda_be, scatter_add)},
         {"vg_hash_pages", offsetof(struct cuda_be, hash)},
+        {"vg_hash_run", offsetof(struct cuda_be, hash_run)},
         {"vg_read_only", offsetof(struct cuda_be, read_only)},
     };
     int ret = check(c, c->api.ModuleLoadData(&c->mod, vgc_fatbin),
@@ -250,6 +269,19 @@ static void free_hash_scratch(struct cuda_be *c)
     c->hash_pages = 0;
 }
 
+static void free_run_scratch(struct cuda_be *c)
+{
+    if (c->d_run) {
+        c->api.MemFree(c->d_run);
+    }
+    if (c->h_run) {
+        c->api.MemFreeHost(c->h_run);
+    }
+    c->d_run = 0;
+    c->h_run = NULL;
+    c->run_pages = 0;
+}
+
 static void cuda_fini(struct vgpu_backend *be)
 {
     struct cuda_be *c = cb(be);
@@ -264,6 +296,7 @@ static void cuda_fini(struct vgpu_backend *be)
             a->StreamSynchronize(c->stream);
         }
         free_hash_scratch(c);
+        free_run_scratch(c);
         for (unsigned i = 0; i < HOST_RANGES; i++) {
             if (c->host[i].ptr) {
                 a->MemHostUnregister(c->host[i].ptr);
@@ -351,6 +384,226 @@ static const char *cuda_describe(const struct vgpu_backend *be)
     return cb(be)->desc;
 }
 
+/* ------------------------------------------------------------- hashing */
+
+/* XXH3's keys for @seed, laid out for the kernel. */
+static void xxh3_keys(uint64_t seed, struct xxh3_keys *k)
+{
+    uint8_t secret[SECRET_BYTES];
+
+    XXH3_generateSecret_fromSeed(secret, seed);
+    memcpy(k->stripe, secret, sizeof(k->stripe));
+    for (unsigned i = 0; i < 8; i++) {
+        memcpy(&k->last[i], secret + SECRET_BYTES - 64 - 7 + 8 * i, 8);
+        memcpy(&k->merge[i], secret + 11 + 8 * i, 8);
+    }
+}
+
+static int hash_scratch(struct cuda_be *c, uint64_t pages, struct vg_error *err)
+{
+    uint64_t words = (pages + 63) / 64;
+    int ret;
+
+    if (pages <= c->hash_pages) {
+        return 0;
+    }
+    free_hash_scratch(c);
+    /* one allocation: select words, hashes, zero words */
+    ret = check(c, c->api.MemAlloc(&c->d_select, (words * 2 + pages) * 8),
+                "hash scratch", err);
+    if (ret == 0) {
+        c->d_hashes = c->d_select + words * 8;
+        c->d_zero = c->d_hashes + pages * 8;
+        ret = check(c, c->api.MemAllocHost((void **)&c->h_hashes, pages * 8),
+                    "pinned hash array", err);
+    }
+    if (ret == 0) {
+        ret = check(c, c->api.MemAllocHost((void **)&c->h_zero, words * 8),
+                    "pinned zero bitmap", err);
+    }
+    if (ret == 0) {
+        c->hash_pages = pages;
+    } else {
+        free_hash_scratch(c);
+    }
+    return ret;
+}
+
+/* Enqueue vg_hash_pages over every page, or @select's, into d_hashes
+ * and d_zero. */
+static int hash_all(struct cuda_be *c, uint64_t pages, uint32_t page_size,
+                    const uint64_t *select, uint64_t seed, struct vg_error *err)
+{
+    uint64_t words = (pages + 63) / 64, warps_per_block = THREADS / 32;
+    CUdeviceptr d_sel = select ? c->d_select : 0;
+    struct xxh3_keys keys;
+    void *params[] = {&c->vram, &pages,       &page_size, &d_sel,
+                      &keys,    &c->d_hashes, &c->d_zero};
+    int ret = 0;
+
+    xxh3_keys(seed, &keys);
+    if (select) {
+        memcpy(c->h_zero, select, words * 8); /* pinned bounce */
+        ret = check(c,
+                    c->api.MemcpyHtoDAsync(c->d_select, c->h_zero, words * 8,
+                                           c->stream),
+                    "page selection", err);
+    }
+    if (ret == 0) {
+        ret =
+            check(c, c->api.MemsetD32Async(c->d_zero, 0, words * 2, c->stream),
+                  "zero bitmap", err);
+    }
+    if (ret == 0) {
+        ret = check(
+            c,
+            c->api.LaunchKernel(
+                c->hash,
+                (unsigned)((pages + warps_per_block - 1) / warps_per_block), 1,
+                1, THREADS, 1, 1, 0, c->stream, params, NULL),
+            "page hash kernel", err);
+    }
+    return ret;
+}
+
+/* Enqueue vg_hash_run over the @pages pages at VRAM offset @off with
+ * @nseeds of @seeds, into @d_hashes (seed 1's follow seed 0's) and
+ * @d_zero, which it clears first. */
+static int hash_run(struct cuda_be *c, uint64_t off, uint64_t pages,
+                    uint32_t page_size, const uint64_t *seeds, uint32_t nseeds,
+                    CUdeviceptr d_hashes, CUdeviceptr d_zero,
+                    struct vg_error *err)
+{
+    CUdeviceptr base = c->vram + off, d_h1 = d_hashes + pages * 8;
+    struct hash_keys keys = {0};
+    void *params[] = {&base,   &pages,    &page_size, &keys,
+                      &nseeds, &d_hashes, &d_h1,      &d_zero};
+    int ret;
+
+    for (uint32_t k = 0; k < nseeds; k++) {
+        xxh3_keys(seeds[k], &keys.k[k]);
+    }
+    ret = check(
+        c, c->api.MemsetD32Async(d_zero, 0, (pages + 63) / 64 * 2, c->stream),
+        "zero bitmap", err);
+    if (ret == 0) {
+        ret = check(c,
+                    c->api.LaunchKernel(c->hash_run, (unsigned)pages, 1, 1,
+                                        THREADS, 1, 1, 0, c->stream, params,
+                                        NULL),
+                    "read hash kernel", err);
+    }
+    return ret;
+}
+
+/* Room for the hashes of a read of @pages pages. */
+static int run_scratch(struct cuda_be *c, uint64_t pages, struct vg_error *err)
+{
+    uint64_t bytes = (2 * pages + (pages + 63) / 64) * 8;
+    int ret;
+
+    if (pages <= c->run_pages) {
+        return 0;
+    }
+    free_run_scratch(c);
+    ret = check(c, c->api.MemAlloc(&c->d_run, bytes), "read hash scratch", err);
+    if (ret == 0) {
+        ret = check(c, c->api.MemAllocHost((void **)&c->h_run, bytes),
+                    "pinned read hashes", err);
+    }
+    if (ret == 0) {
+        c->run_pages = pages;
+    } else {
+        free_run_scratch(c);
+    }
+    return ret;
+}
+
+/* Enqueue the hashes of the pages of [@off, +@len) (whole pages, @h's
+ * size and seeds) and their copy back into h_run; the caller copies the
+ * pages next, on the same stream. */
+static int run_hash_enqueue(struct cuda_be *c, uint64_t off, uint64_t len,
+                            const struct vgpu_copy_hashes *h,
+                            struct vg_error *err)
+{
+    uint64_t pages = len / h->page_size;
+    uint64_t bytes = (2 * pages + (pages + 63) / 64) * 8;
+    int ret = run_scratch(c, pages, err);
+
+    if (ret == 0) {
+        ret = hash_run(c, off, pages, h->page_size, h->seeds, h->nseeds,
+                       c->d_run, c->d_run + 2 * pages * 8, err);
+    }
+    if (ret == 0) {
+        ret = check(
+            c, c->api.MemcpyDtoHAsync(c->h_run, c->d_run, bytes, c->stream),
+            "read hashes", err);
+    }
+    return ret;
+}
+
+/* Hand out the hashes of a read of @len bytes, once its stream is done. */
+static void run_hash_out(struct cuda_be *c, uint64_t len,
+                         const struct vgpu_copy_hashes *h)
+{
+    uint64_t pages = len / h->page_size;
+
+    for (uint32_t k = 0; k < h->nseeds; k++) {
+        memcpy(h->hashes[k], c->h_run + k * pages, pages * 8);
+    }
+    if (h->zero) {
+        memcpy(h->zero, c->h_run + 2 * pages, (pages + 63) / 64 * 8);
+    }
+}
+
+static int cuda_hash(struct vgpu_backend *be, const struct vgpu_hash_req *r,
+                     struct vg_error *err)
+{
+    struct cuda_be *c = cb(be);
+    uint64_t words = (r->pages + 63) / 64;
+    int ret = enter(c, err);
+
+    if (ret == 0) {
+        ret = hash_scratch(c, r->pages, err);
+    }
+    if (ret == 0) {
+        ret = hash_all(c, r->pages, r->page_size, r->select, r->seed, err);
+    }
+    if (ret == 0) {
+        ret = check(c,
+                    c->api.MemcpyDtoHAsync(c->h_hashes, c->d_hashes,
+                                           r->pages * 8, c->stream),
+                    "page hashes", err);
+    }
+    if (ret == 0) {
+        ret = check(
+            c,
+            c->api.MemcpyDtoHAsync(c->h_zero, c->d_zero, words * 8, c->stream),
+            "zero bitmap", err);
+    }
+    if (ret == 0) {
+        ret = sync_stream(c, err);
+    }
+    for (uint64_t w = 0; ret == 0 && w < words; w++) {
+        uint64_t sel = r->select ? r->select[w] : ~0ull, left = sel;
+
+        if (w == words - 1 && r->pages % 64) {
+            sel &= (1ull << (r->pages % 64)) - 1;
+            left = sel;
+        }
+        while (left) {
+            uint64_t p = w * 64 + (uint64_t)__builtin_ctzll(left);
+
+            r->hashes[p] = c->h_hashes[p];
+            left &= left - 1;
+        }
+        if (r->zero) {
+            r->zero[w] = (r->zero[w] & ~sel) | (c->h_zero[w] & sel);
+        }
+    }
+    return ret;
+}
+
 /* ------------------------------------------------------- host <-> VRAM */
 
 static bool overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
@@ -415,12 +668,12 @@ static int direct_done(struct vgpu_backend *be, uint64_t len,
 
 /* A direct copy of [@off, +@len) into registered @dst, not waited for. */
 static void cuda_read_ahead(struct vgpu_backend *be, uint64_t off, void *dst,
-                            uint64_t len)
+                            uint64_t len, const struct vgpu_copy_hashes *h)
 {
     struct cuda_be *c = cb(be);
 
     if (c->ahead.on || len == 0 || !host_direct(c, dst, len) ||
-        enter(c, NULL) < 0) {
+        enter(c, NULL) < 0 || (h && run_hash_enqueue(c, off, len, h, NULL))) {
         return;
     }
     c->ahead.on =
@@ -429,6 +682,31 @@ static void cuda_read_ahead(struct vgpu_backend *be, uint64_t off, void *dst,
     c->ahead.host = dst;
     c->ahead.len = len;
     c->ahead.write = false;
+    c->ahead.hashed = h != NULL;
+    if (h) {
+        c->ahead.page_size = h->page_size;
+        c->ahead.nseeds = h->nseeds;
+        memcpy(c->ahead.seeds, h->seeds, sizeof(c->ahead.seeds));
+    }
+}
+
+/* The read ahead in flight took the hashes @h asks for (any, if NULL). */
+static bool ahead_hashes(const struct cuda_be *c,
+                         const struct vgpu_copy_hashes *h)
+{
+    if (!h) {
+        return true;
+    }
+    if (!c->ahead.hashed || c->ahead.page_size != h->page_size ||
+        c->ahead.nseeds != h->nseeds) {
+        return false;
+    }
+    for (uint32_t k = 0; k < h->nseeds; k++) {
+        if (c->ahead.seeds[k] != h->seeds[k]) {
+            return false;
+        }
+    }
+    return true;
 }
 
 /* Wait for a copy in flight; its bytes count as copied directly if @used
@@ -516,23 +794,17 @@ static void cuda_prefetch(struct vgpu_backend *be, uint64_t off, uint64_t len)
     s->len = len;
 }
 
-static int cuda_read(struct vgpu_backend *be, uint64_t off, void *dst,
-                     uint64_t len, struct vg_error *err)
+/* Copy [@off, +@len) of VRAM to @dst: from a prefetched slot (unless
+ * @fresh), straight into registered memory, or through the stage. */
+static int copy_out(struct vgpu_backend *be, uint64_t off, void *dst,
+                    uint64_t len, bool fresh, struct vg_error *err)
 {
     struct cuda_be *c = cb(be);
-    struct slot *s = slot_covering(c, off, len);
-    bool same = c->ahead.on && !c->ahead.write && c->ahead.off == off &&
-                c->ahead.host == dst && c->ahead.len == len;
-    int ret = ahead_settle(be, same, err);
-
-    if (same || ret) {
-        c->reads_direct = c->reads_direct || same;
-        return ret;
-    }
-    ret = enter(c, err);
+    struct slot *s = fresh ? NULL : slot_covering(c, off, len);
+    int ret = 0;
 
     c->reads_direct = host_direct(c, dst, len);
-    if (ret == 0 && s) {
+    if (s) {
         ret = check(c, c->api.EventSynchronize(s->done), "read-ahead", err);
         if (ret == 0) {
             memcpy(dst, s->buf + (off - s->off), len);
@@ -565,6 +837,41 @@ static int cuda_read(struct vgpu_backend *be, uint64_t off, void *dst,
         c->stage[0].busy = c->stage[1].busy = false; /* stream drained */
     }
     return ret;
+}
+
+/* A read, hashed if @h: from the read ahead of the same range, or the
+ * hash kernel queued just before the copy, both on the stream. */
+static int read_range(struct vgpu_backend *be, uint64_t off, void *dst,
+                      uint64_t len, const struct vgpu_copy_hashes *h,
+                      struct vg_error *err)
+{
+    struct cuda_be *c = cb(be);
+    bool same = c->ahead.on && !c->ahead.write && c->ahead.off == off &&
+                c->ahead.host == dst && c->ahead.len == len &&
+                ahead_hashes(c, h);
+    int ret = ahead_settle(be, same, err);
+
+    if (same || ret) {
+        c->reads_direct = c->reads_direct || same;
+    } else {
+        ret = enter(c, err);
+        if (ret == 0 && h) {
+            ret = run_hash_enqueue(c, off, len, h, err);
+        }
+        if (ret == 0) {
+            ret = copy_out(be, off, dst, len, h != NULL, err);
+        }
+    }
+    if (ret == 0 && h) {
+        run_hash_out(c, len, h);
+    }
+    return ret;
+}
+
+static int cuda_read(struct vgpu_backend *be, uint64_t off, void *dst,
+                     uint64_t len, struct vg_error *err)
+{
+    return read_range(be, off, dst, len, NULL, err);
 }
 
 /* Copy into the next stage half and start its copy to VRAM; the half is
@@ -630,6 +937,28 @@ static int cuda_write_async(struct vgpu_backend *be, uint64_t off,
     c->ahead.host = src;
     c->ahead.len = len;
     c->ahead.write = true;
+    return ret;
+}
+
+/* Write, then hash the pages as they are in VRAM (the stream's order). */
+static int write_hashed(struct vgpu_backend *be, uint64_t off, const void *src,
+                        uint64_t len, const struct vgpu_copy_hashes *h,
+                        struct vg_error *err)
+{
+    struct cuda_be *c = cb(be);
+    int ret = cuda_write_async(be, off, src, len, err), settled;
+
+    if (ret == 0) {
+        ret = run_hash_enqueue(c, off, len, h, err);
+    }
+    settled = ahead_settle(be, true, ret ? NULL : err);
+    ret = ret ? ret : settled;
+    if (ret == 0) {
+        ret = sync_stream(c, err); /* a staged write did not wait */
+    }
+    if (ret == 0) {
+        run_hash_out(c, len, h);
+    }
     return ret;
 }
 
@@ -756,137 +1085,6 @@ static int cuda_scatter(struct vgpu_backend *be,
     return ret;
 }
 
-/* ------------------------------------------------------------- hashing */
-
-/* XXH3's keys for @seed, laid out for the kernel. */
-static void xxh3_keys(uint64_t seed, struct xxh3_keys *k)
-{
-    uint8_t secret[SECRET_BYTES];
-
-    XXH3_generateSecret_fromSeed(secret, seed);
-    memcpy(k->stripe, secret, sizeof(k->stripe));
-    for (unsigned i = 0; i < 8; i++) {
-        memcpy(&k->last[i], secret + SECRET_BYTES - 64 - 7 + 8 * i, 8);
-        memcpy(&k->merge[i], secret + 11 + 8 * i, 8);
-    }
-}
-
-static int hash_scratch(struct cuda_be *c, uint64_t pages, struct vg_error *err)
-{
-    uint64_t words = (pages + 63) / 64;
-    int ret;
-
-    if (pages <= c->hash_pages) {
-        return 0;
-    }
-    free_hash_scratch(c);
-    /* one allocation: select words, hashes, zero words */
-    ret = check(c, c->api.MemAlloc(&c->d_select, (words * 2 + pages) * 8),
-                "hash scratch", err);
-    if (ret == 0) {
-        c->d_hashes = c->d_select + words * 8;
-        c->d_zero = c->d_hashes + pages * 8;
-        ret = check(c, c->api.MemAllocHost((void **)&c->h_hashes, pages * 8),
-                    "pinned hash array", err);
-    }
-    if (ret == 0) {
-        ret = check(c, c->api.MemAllocHost((void **)&c->h_zero, words * 8),
-                    "pinned zero bitmap", err);
-    }
-    if (ret == 0) {
-        c->hash_pages = pages;
-    } else {
-        free_hash_scratch(c);
-    }
-    return ret;
-}
-
-/* Enqueue vg_hash_pages over @pages pages (all, or @select's). */
-static int hash_launch(struct cuda_be *c, uint64_t pages, uint32_t page_size,
-                       const uint64_t *select, uint64_t seed,
-                       struct vg_error *err)
-{
-    uint64_t words = (pages + 63) / 64;
-    CUdeviceptr d_sel = select ? c->d_select : 0;
-    struct xxh3_keys keys;
-    void *params[] = {&c->vram, &pages,       &page_size, &d_sel,
-                      &keys,    &c->d_hashes, &c->d_zero};
-    uint64_t warps_per_block = THREADS / 32;
-    int ret = 0;
-
-    xxh3_keys(seed, &keys);
-    if (select) {
-        memcpy(c->h_zero, select, words * 8); /* pinned bounce */
-        ret = check(c,
-                    c->api.MemcpyHtoDAsync(c->d_select, c->h_zero, words * 8,
-                                           c->stream),
-                    "page selection", err);
-    }
-    if (ret == 0) {
-        ret =
-            check(c, c->api.MemsetD32Async(c->d_zero, 0, words * 2, c->stream),
-                  "zero bitmap", err);
-    }
-    if (ret == 0) {
-        ret = check(
-            c,
-            c->api.LaunchKernel(
-                c->hash,
-                (unsigned)((pages + warps_per_block - 1) / warps_per_block), 1,
-                1, THREADS, 1, 1, 0, c->stream, params, NULL),
-            "page hash kernel", err);
-    }
-    return ret;
-}
-
-static int cuda_hash(struct vgpu_backend *be, const struct vgpu_hash_req *r,
-                     struct vg_error *err)
-{
-    struct cuda_be *c = cb(be);
-    uint64_t words = (r->pages + 63) / 64;
-    int ret = enter(c, err);
-
-    if (ret == 0) {
-        ret = hash_scratch(c, r->pages, err);
-    }
-    if (ret == 0) {
-        ret = hash_launch(c, r->pages, r->page_size, r->select, r->seed, err);
-    }
-    if (ret == 0) {
-        ret = check(c,
-                    c->api.MemcpyDtoHAsync(c->h_hashes, c->d_hashes,
-                                           r->pages * 8, c->stream),
-                    "page hashes", err);
-    }
-    if (ret == 0) {
-        ret = check(
-            c,
-            c->api.MemcpyDtoHAsync(c->h_zero, c->d_zero, words * 8, c->stream),
-            "zero bitmap", err);
-    }
-    if (ret == 0) {
-        ret = sync_stream(c, err);
-    }
-    for (uint64_t w = 0; ret == 0 && w < words; w++) {
-        uint64_t sel = r->select ? r->select[w] : ~0ull, left = sel;
-
-        if (w == words - 1 && r->pages % 64) {
-            sel &= (1ull << (r->pages % 64)) - 1;
-            left = sel;
-        }
-        while (left) {
-            uint64_t p = w * 64 + (uint64_t)__builtin_ctzll(left);
-
-            r->hashes[p] = c->h_hashes[p];
-            left &= left - 1;
-        }
-        if (r->zero) {
-            r->zero[w] = (r->zero[w] & ~sel) | (c->h_zero[w] & sel);
-        }
-    }
-    return ret;
-}
-
 /* ---------------------------------------------------------- benchmark */
 
 static int timed(struct cuda_be *c, CUevent t0, CUevent t1, double *ms,
@@ -903,6 +1101,29 @@ static int timed(struct cuda_be *c, CUevent t0, CUevent t1, double *ms,
                     "cuEventElapsedTime", err);
     }
     *ms = f;
+    return ret;
+}
+
+/* The hashes of a 2 MiB record's pages (both seeds), launched back to
+ * back: the mean time of one. */
+static int time_run_hash(struct cuda_be *c, uint64_t size, uint32_t page_size,
+                         CUevent t0, CUevent t1, double *ms,
+                         struct vg_error *err)
+{
+    uint64_t seeds[2] = {0, 1}, pages = (2u << 20) / page_size;
+    int ret = check(c, c->api.EventRecord(t0, c->stream), "cuEventRecord", err);
+
+    pages = pages ? pages : 1;
+    for (unsigned i = 0; ret == 0 && i < RUN_HASH_LAUNCHES; i++) {
+        uint64_t off = (i * pages * page_size) % (size - pages * page_size + 1);
+
+        ret = hash_run(c, off - off % page_size, pages, page_size, seeds, 2,
+                       c->d_hashes, c->d_zero, err);
+    }
+    if (ret == 0) {
+        ret = timed(c, t0, t1, ms, err);
+        *ms /= RUN_HASH_LAUNCHES;
+    }
     return ret;
 }
 
@@ -925,7 +1146,7 @@ static int time_all(struct cuda_be *c, uint64_t size, uint32_t page_size,
         ret = check(c, c->api.EventRecord(t0, c->stream), "cuEventRecord", err);
     }
     if (ret == 0) {
-        ret = hash_launch(c, size / page_size, page_size, NULL, 1, err);
+        ret = hash_all(c, size / page_size, page_size, NULL, 1, err);
     }
     if (ret == 0) {
         ret = timed(c, t0, t1, &t->hash_ms, err);
@@ -940,6 +1161,9 @@ static int time_all(struct cuda_be *c, uint64_t size, uint32_t page_size,
     }
     if (ret == 0) {
         ret = timed(c, t0, t1, &t->copy_ms, err);
+    }
+    if (ret == 0) {
+        ret = time_run_hash(c, size, page_size, t0, t1, &t->run_hash_ms, err);
     }
     return ret;
 }
@@ -1022,11 +1246,36 @@ static int locked_write(struct vgpu_backend *be, uint64_t off, const void *src,
 }
 
 static void locked_read_ahead(struct vgpu_backend *be, uint64_t off, void *dst,
-                              uint64_t len)
+                              uint64_t len, const struct vgpu_copy_hashes *h)
 {
     op_lock(be);
-    cuda_read_ahead(be, off, dst, len);
+    cuda_read_ahead(be, off, dst, len, h);
     op_unlock(be);
+}
+
+static int locked_write_hashed(struct vgpu_backend *be, uint64_t off,
+                               const void *src, uint64_t len,
+                               const struct vgpu_copy_hashes *h,
+                               struct vg_error *err)
+{
+    int ret;
+
+    op_lock(be);
+    ret = write_hashed(be, off, src, len, h, err);
+    op_unlock(be);
+    return ret;
+}
+
+static int locked_read_hashed(struct vgpu_backend *be, uint64_t off, void *dst,
+                              uint64_t len, const struct vgpu_copy_hashes *h,
+                              struct vg_error *err)
+{
+    int ret;
+
+    op_lock(be);
+    ret = read_range(be, off, dst, len, h, err);
+    op_unlock(be);
+    return ret;
 }
 
 static int locked_write_async(struct vgpu_backend *be, uint64_t off,
@@ -1151,6 +1400,8 @@ const struct vgpu_backend_ops vgpu_backend_cuda_ops = {
     .write = locked_write,
     .prefetch = locked_prefetch,
     .read_ahead = locked_read_ahead,
+    .read_hashed = locked_read_hashed,
+    .write_hashed = locked_write_hashed,
     .write_async = locked_write_async,
     .settle = locked_settle,
     .host_register = locked_host_register,

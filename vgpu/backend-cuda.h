@@ -15,6 +15,9 @@ struct vgc_timing {
     double read_ms; /* a kernel that only reads VRAM */
     double hash_ms; /* vg_hash_pages over every page */
     double copy_ms; /* device-to-device copy of half of VRAM to the other */
+    /* vg_hash_pages with two seeds over the pages of one 2 MiB record, as
+     * a hashed read runs it: the mean of RUN_HASH_LAUNCHES launches. */
+    double run_hash_ms;
 };
 
 /* Time each kernel once on @be (a "cuda" backend) with @page_size pages. */

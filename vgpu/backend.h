@@ -26,6 +26,9 @@ struct vgpu_hash_req {
     uint64_t *zero;         /* out, may be NULL: bit p set iff all zero */
 };
 
+/* Hashes of the pages a read or write copies (vgpu.h). */
+struct vgpu_copy_hashes;
+
 /* SCATTER_ADD's arguments (vgpu-regs.h), for the device op. */
 struct vgpu_scatter_args {
     uint64_t table, rows, row_bytes, idx;
@@ -52,7 +55,18 @@ struct vgpu_backend_ops {
      * vgpu_vram_read_ahead).  write_async: write, not waiting for a copy
      * from registered memory.  settle waits for those copies. */
     void (*read_ahead)(struct vgpu_backend *be, uint64_t off, void *dst,
-                       uint64_t len);
+                       uint64_t len, const struct vgpu_copy_hashes *h);
+    /* Optional: read, and hash the pages read where VRAM lives, from the
+     * bytes the copy takes.  A read_ahead of the same range with the same
+     * @h (seeds, page size) hashed them already. */
+    int (*read_hashed)(struct vgpu_backend *be, uint64_t off, void *dst,
+                       uint64_t len, const struct vgpu_copy_hashes *h,
+                       struct vg_error *err);
+    /* Optional (with read_hashed): write, then hash the pages written
+     * where VRAM lives. */
+    int (*write_hashed)(struct vgpu_backend *be, uint64_t off, const void *src,
+                        uint64_t len, const struct vgpu_copy_hashes *h,
+                        struct vg_error *err);
     int (*write_async)(struct vgpu_backend *be, uint64_t off, const void *src,
                        uint64_t len, struct vg_error *err);
     int (*settle)(struct vgpu_backend *be, struct vg_error *err);

@@ -263,7 +263,72 @@ void vgpu_vram_read_ahead(struct vgpu *gpu, uint64_t off, void *dst,
     const struct vgpu_backend_ops *ops = gpu->be->ops;
 
     if (!gpu->be->base && ops->read_ahead && vram_ok(gpu, off, len)) {
-        ops->read_ahead(gpu->be, off, dst, len);
+        ops->read_ahead(gpu->be, off, dst, len, NULL);
+    }
+}
+
+bool vgpu_copies_hash(const struct vgpu *gpu)
+{
+    return !gpu->be->base && gpu->be->ops->read_hashed &&
+           gpu->be->ops->write_hashed;
+}
+
+/* Whole pages of a size the hash kernels take (4 KiB to 2 MiB). */
+static bool hashed_copy_ok(const struct vgpu *gpu, uint64_t off, uint64_t len,
+                           const struct vgpu_copy_hashes *h)
+{
+    uint32_t ps = h->page_size;
+
+    return vram_ok(gpu, off, len) && ps >= 4096 && ps <= (2u << 20) &&
+           (ps & (ps - 1)) == 0 && off % ps == 0 && len % ps == 0 &&
+           (h->nseeds == 1 || h->nseeds == 2);
+}
+
+static int hashed_copy_error(uint64_t off, uint64_t len,
+                             const struct vgpu_copy_hashes *h,
+                             struct vg_error *err)
+{
+    return vg_error_set(err, EINVAL,
+                        "hashed VRAM copy [%#llx, +%#llx) of %u-byte pages "
+                        "with %u seeds: not whole pages in VRAM",
+                        (unsigned long long)off, (unsigned long long)len,
+                        h->page_size, h->nseeds);
+}
+
+int vgpu_vram_read_hashed(struct vgpu *gpu, uint64_t off, void *dst,
+                          uint64_t len, const struct vgpu_copy_hashes *h,
+                          struct vg_error *err)
+{
+    if (!vgpu_copies_hash(gpu)) {
+        return vg_error_set(err, ENOTSUP,
+                            "VRAM is mapped here: hash the pages read");
+    }
+    if (!hashed_copy_ok(gpu, off, len, h)) {
+        return hashed_copy_error(off, len, h, err);
+    }
+    return gpu->be->ops->read_hashed(gpu->be, off, dst, len, h, err);
+}
+
+int vgpu_vram_write_hashed(struct vgpu *gpu, uint64_t off, const void *src,
+                           uint64_t len, const struct vgpu_copy_hashes *h,
+                           struct vg_error *err)
+{
+    if (!vgpu_copies_hash(gpu)) {
+        return vg_error_set(err, ENOTSUP,
+                            "VRAM is mapped here: hash the pages written");
+    }
+    if (!hashed_copy_ok(gpu, off, len, h)) {
+        return hashed_copy_error(off, len, h, err);
+    }
+    return gpu->be->ops->write_hashed(gpu->be, off, src, len, h, err);
+}
+
+void vgpu_vram_read_ahead_hashed(struct vgpu *gpu, uint64_t off, void *dst,
+                                 uint64_t len, const struct vgpu_copy_hashes *h)
+{
+    if (vgpu_copies_hash(gpu) && gpu->be->ops->read_ahead &&
+        hashed_copy_ok(gpu, off, len, h)) {
+        gpu->be->ops->read_ahead(gpu->be, off, dst, len, h);
     }
 }
 

@@ -100,6 +100,37 @@ void vgpu_vram_prefetch(struct vgpu *gpu, uint64_t off, uint64_t len);
  */
 void vgpu_vram_read_ahead(struct vgpu *gpu, uint64_t off, void *dst,
                           uint64_t len);
+/* Hashes of the pages a read or a write copies (below). */
+struct vgpu_copy_hashes {
+    uint32_t page_size;  /* the copy covers whole pages of this size */
+    uint32_t nseeds;     /* 1 or 2 */
+    uint64_t seeds[2];   /* XXH3-64 seeds */
+    uint64_t *hashes[2]; /* out: hashes[k][i] for page i of the copy */
+    uint64_t *zero;      /* out, may be NULL: bit i set iff page i is all
+                            zero */
+};
+
+/*
+ * vgpu_vram_read_hashed: vgpu_vram_read of whole pages of @h->page_size
+ * that also hashes them where VRAM lives (the GPU), from the very bytes
+ * the copy takes: @h->hashes[k][i] = XXH3_64bits_withSeed(page i of @dst,
+ * @h->seeds[k]) for k < @h->nseeds, and bit i of @h->zero set iff page i
+ * is all zero.  Only where vgpu_copies_hash() says so (-ENOTSUP elsewhere).
+ * vgpu_vram_read_ahead_hashed: vgpu_vram_read_ahead for such a read with
+ * the same seeds; its hashes are taken with the copy.
+ * vgpu_vram_write_hashed: vgpu_vram_write of whole pages, then the hashes
+ * of the pages as they landed in VRAM, the same way.
+ */
+bool vgpu_copies_hash(const struct vgpu *gpu);
+int vgpu_vram_read_hashed(struct vgpu *gpu, uint64_t off, void *dst,
+                          uint64_t len, const struct vgpu_copy_hashes *h,
+                          struct vg_error *err);
+void vgpu_vram_read_ahead_hashed(struct vgpu *gpu, uint64_t off, void *dst,
+                                 uint64_t len,
+                                 const struct vgpu_copy_hashes *h);
+int vgpu_vram_write_hashed(struct vgpu *gpu, uint64_t off, const void *src,
+                           uint64_t len, const struct vgpu_copy_hashes *h,
+                           struct vg_error *err);
 /* As vgpu_vram_write, but a copy straight from registered @src (see
  * vgpu_host_register) may still be reading it when this returns, so the
  * caller's work overlaps it: @src must not change until vgpu_vram_settle

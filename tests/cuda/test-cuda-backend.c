@@ -10,7 +10,10 @@
  * indices and with an index out of range.  Reads see every write, also
  * after a read-ahead.  Reads into and writes from registered host memory
  * (a shared memfd mapping, like the migration's area) copy straight, are
- * counted, and move the same bytes.  Skipped (TAP "1..0 # SKIP") without
+ * counted, and move the same bytes.  A hashed read gives the hashes and
+ * zero bits of the very bytes it copied, also from a read ahead that a
+ * later write did not reach; a hashed write gives the hashes of the pages
+ * as they landed.  Skipped (TAP "1..0 # SKIP") without
  * a GPU.
  */
 #include <string.h>
@@ -391,18 +394,18 @@ static void test_read_ahead_write_async(void)
     twin_init(&t, 13);
     g_assert_cmpint(t.be->ops->host_register(t.be, area, size, &err), ==, 0);
 
-    t.be->ops->read_ahead(t.be, 2 * mib, area, 2 * mib);
+    t.be->ops->read_ahead(t.be, 2 * mib, area, 2 * mib, NULL);
     g_assert_cmpint(t.be->ops->read(t.be, 2 * mib, area, 2 * mib, &err), ==, 0);
     g_assert_cmpmem(area, 2 * mib, t.ref + 2 * mib, 2 * mib);
     g_assert_cmpuint(t.be->direct_bytes, ==, 2 * mib);
 
     /* Another range, overlapping in the area: the read's bytes win. */
-    t.be->ops->read_ahead(t.be, 4 * mib, area + mib, 2 * mib);
+    t.be->ops->read_ahead(t.be, 4 * mib, area + mib, 2 * mib, NULL);
     g_assert_cmpint(t.be->ops->read(t.be, 6 * mib, area, 2 * mib, &err), ==, 0);
     g_assert_cmpmem(area, 2 * mib, t.ref + 6 * mib, 2 * mib);
     g_assert_cmpmem(area + 2 * mib, mib, t.ref + 5 * mib, mib);
 
-    t.be->ops->read_ahead(t.be, 0, area + 4 * mib, mib);
+    t.be->ops->read_ahead(t.be, 0, area + 4 * mib, mib, NULL);
     g_assert_cmpint(t.be->ops->settle(t.be, &err), ==, 0);
     g_assert_cmpmem(area + 4 * mib, mib, t.ref, mib);
     g_assert_cmpint(t.be->ops->settle(t.be, &err), ==, 0); /* none now */
@@ -427,6 +430,141 @@ static void test_read_ahead_write_async(void)
     close(fd);
 }
 
+/* Hashes and zero bits of the @len bytes at @got, read from @ref. */
+static void check_read_hashes(const uint8_t *got, const uint8_t *ref,
+                              uint64_t len, const struct vgpu_copy_hashes *h)
+{
+    uint32_t ps = h->page_size;
+
+    g_assert_cmpmem(got, len, ref, len);
+    for (uint64_t i = 0; i < len / ps; i++) {
+        const uint8_t *d = got + i * ps;
+        bool z = d[0] == 0 && memcmp(d, d + 1, ps - 1) == 0;
+
+        for (uint32_t k = 0; k < h->nseeds; k++) {
+            g_assert_cmphex(h->hashes[k][i], ==,
+                            XXH3_64bits_withSeed(d, ps, h->seeds[k]));
+        }
+        g_assert_cmpint(!!(h->zero[i / 64] & (1ull << (i % 64))), ==, z);
+    }
+}
+
+/* Hashed reads into registered and plain memory, at three page sizes,
+ * one and two seeds; from a read ahead (counted as direct) and from a
+ * read ahead with other seeds; a write after a hashed read ahead does
+ * not reach the bytes or hashes it took. */
+static void test_read_hashed(void)
+{
+    static const uint32_t sizes[] = {4096, 65536, 2u << 20};
+    const size_t size = 8u << 20, mib = 1u << 20;
+    struct vg_error err = {0};
+    struct twin t;
+    int fd = memfd_create("test-area", MFD_CLOEXEC);
+    uint8_t *area, *plain = g_malloc(4 * mib);
+    g_autofree uint64_t *h0 = g_malloc(1024 * 8), *h1 = g_malloc(1024 * 8);
+    uint64_t zero[16];
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, size), ==, 0);
+    area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    g_assert_true(area != MAP_FAILED);
+    twin_init(&t, 17);
+    g_assert_cmpint(t.be->ops->host_register(t.be, area, size, &err), ==, 0);
+    for (unsigned s = 0; s < G_N_ELEMENTS(sizes); s++) {
+        struct vgpu_copy_hashes h = {
+            sizes[s], 2, {0, g_test_rand_int()}, {h0, h1}, zero};
+        struct vgpu_copy_hashes other = h;
+        uint64_t direct = t.be->direct_bytes;
+
+        g_assert_cmpint(
+            t.be->ops->read_hashed(t.be, 2 * mib, area, 4 * mib, &h, &err), ==,
+            0);
+        check_read_hashes(area, t.ref + 2 * mib, 4 * mib, &h);
+        g_assert_cmpint(
+            t.be->ops->read_hashed(t.be, 2 * mib, plain, 4 * mib, &h, &err), ==,
+            0);
+        check_read_hashes(plain, t.ref + 2 * mib, 4 * mib, &h);
+
+        h.nseeds = 1;
+        t.be->ops->read_ahead(t.be, 0, area + 4 * mib, 4 * mib, &h);
+        g_assert_cmpint(
+            t.be->ops->read_hashed(t.be, 0, area + 4 * mib, 4 * mib, &h, &err),
+            ==, 0);
+        check_read_hashes(area + 4 * mib, t.ref, 4 * mib, &h);
+        g_assert_cmpuint(t.be->direct_bytes, ==, direct + 8 * mib);
+
+        other.seeds[1] ^= 1;
+        t.be->ops->read_ahead(t.be, 0, area, 4 * mib, &h);
+        g_assert_cmpint(
+            t.be->ops->read_hashed(t.be, 0, area, 4 * mib, &other, &err), ==,
+            0);
+        check_read_hashes(area, t.ref, 4 * mib, &other);
+    }
+    /* The write lands after the read ahead took its bytes and hashes. */
+    {
+        struct vgpu_copy_hashes h = {65536, 2, {0, 7}, {h0, h1}, zero};
+
+        t.be->ops->read_ahead(t.be, 4 * mib, area, 2 * mib, &h);
+        g_assert_cmpint(
+            t.be->ops->fill(t.be, 4 * mib + 65536, 65536, 0x01020304, &err), ==,
+            0);
+        g_assert_cmpint(
+            t.be->ops->read_hashed(t.be, 4 * mib, area, 2 * mib, &h, &err), ==,
+            0);
+        check_read_hashes(area, t.ref + 4 * mib, 2 * mib, &h);
+    }
+    t.be->ops->host_unregister(t.be, area);
+    twin_fini(&t);
+    munmap(area, size);
+    close(fd);
+    g_free(plain);
+}
+
+/* Hashed writes from registered and plain memory: VRAM holds the bytes,
+ * and the hashes are theirs. */
+static void test_write_hashed(void)
+{
+    const size_t size = 4u << 20, mib = 1u << 20;
+    struct vg_error err = {0};
+    struct twin t;
+    int fd = memfd_create("test-area", MFD_CLOEXEC);
+    uint8_t *area, *plain = g_malloc(size), *back = g_malloc(size);
+    g_autofree uint64_t *h0 = g_malloc(64 * 8);
+    struct vgpu_copy_hashes h = {65536, 1, {0, 0}, {h0, NULL}, NULL};
+    GRand *r = g_rand_new_with_seed(19);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, size), ==, 0);
+    area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    g_assert_true(area != MAP_FAILED);
+    twin_init(&t, 23);
+    g_assert_cmpint(t.be->ops->host_register(t.be, area, size, &err), ==, 0);
+    fill_random(r, area, size);
+    memset(area + mib, 0, 65536); /* a zero page */
+    fill_random(r, plain, size);
+    for (unsigned k = 0; k < 2; k++) {
+        uint8_t *src = k ? plain : area;
+        uint64_t off = k ? 8 * mib : 2 * mib;
+
+        memset(h0, 0xa5, 64 * 8);
+        g_assert_cmpint(t.be->ops->write_hashed(t.be, off, src, size, &h, &err),
+                        ==, 0);
+        g_assert_cmpint(t.be->ops->read(t.be, off, back, size, &err), ==, 0);
+        g_assert_cmpmem(back, size, src, size);
+        for (unsigned i = 0; i < size / 65536; i++) {
+            g_assert_cmphex(h0[i], ==,
+                            XXH3_64bits_withSeed(src + i * 65536, 65536, 0));
+        }
+    }
+    t.be->ops->host_unregister(t.be, area);
+    twin_fini(&t);
+    g_rand_free(r);
+    munmap(area, size);
+    close(fd);
+    g_free(plain);
+    g_free(back);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -439,5 +577,7 @@ int main(int argc, char **argv)
     g_test_add_func("/cuda/host-register", test_host_register);
     g_test_add_func("/cuda/read-ahead-write-async",
                     test_read_ahead_write_async);
+    g_test_add_func("/cuda/read-hashed", test_read_hashed);
+    g_test_add_func("/cuda/write-hashed", test_write_hashed);
     return g_test_run();
 }

@@ -12,18 +12,18 @@
  * DMA_FROM_VRAM copies every MiB of VRAM into guest RAM and the test reads
  * it: it must equal a reference that the CPU engines computed from the
  * same commands.  Both servers' checksums agree, and the source hashed
- * its pages.  The same runs between a CPU-backed and a CUDA-backed
- * server, both ways: the stream does not depend on the backend.
- * Post-copy (docs/postcopy.md) the same ways: switched over at the
- * release with the batches' pages still on the source, slowed, so that
- * the destination's DMA of every MiB waits for pages from the page
- * server; the page server of a GPU source reads its VRAM on demand.
- * Restore on demand (docs/restore.md) the same ways: the VM is saved with
- * "migrate file:" after the batches and restored by a server that reads
- * the file on demand, slowed on each read so that the engines' DMA of
- * every MiB waits for pages still in the file; VRAM must equal the
- * reference and the checksums agree.
- * Skipped (TAP "1..0 # SKIP") without a GPU.
+ * its pages (a GPU on the GPU, also those it sends, and those it loads
+ * with --gpu-hash=both).  The same runs
+ * between a CPU-backed and a CUDA-backed server, both ways: the stream does not
+ * depend on the backend. Post-copy (docs/postcopy.md) the same ways: switched
+ * over at the release with the batches' pages still on the source, slowed, so
+ * that the destination's DMA of every MiB waits for pages from the page server;
+ * the page server of a GPU source reads its VRAM on demand. Restore on demand
+ * (docs/restore.md) the same ways: the VM is saved with "migrate file:" after
+ * the batches and restored by a server that reads the file on demand, slowed on
+ * each read so that the engines' DMA of every MiB waits for pages still in the
+ * file; VRAM must equal the reference and the checksums agree. Skipped (TAP
+ * "1..0 # SKIP") without a GPU.
  */
 #include "../qtest/mig-test.h"
 #include "cuda-test.h"
@@ -219,11 +219,28 @@ static void assert_direct(struct vg_stats *st, const char *backend, bool source)
     }
 }
 
+/* A GPU hashes the pages a source reads and a destination writes, at
+ * least the pages filled; a CPU backend's server hashes them itself. */
+static void assert_gpu_hashed(struct vg_stats *st, const char *backend)
+{
+    int64_t hashed = 0;
+
+    VGT_OK(vg_stats_int(st, "gpu_hashed_bytes", &hashed, VGT_ERR));
+    g_test_message("%s: the GPU hashed %" G_GINT64_FORMAT
+                   " bytes of the pages read",
+                   backend, hashed);
+    if (strcmp(backend, "cpu") == 0) {
+        g_assert_cmpint(hashed, ==, 0);
+    } else {
+        g_assert_cmpint(hashed, >=, (int64_t)MT_FILLED_MIB << 20);
+    }
+}
+
 /* Migrate from a server with backend @from to one with backend @to. */
 static void migrate(const char *from, const char *to)
 {
     const char *src_args[] = {"--backend", from, NULL};
-    const char *dst_args[] = {"--backend", to, NULL};
+    const char *dst_args[] = {"--backend", to, "--gpu-hash=both", NULL};
     struct vg_stats sst, dst;
     struct vg_mig_info info;
     int64_t hashed = 0;
@@ -251,6 +268,8 @@ static void migrate(const char *from, const char *to)
     if (!strcmp(from, "cuda")) {
         g_assert_cmpint(hashed, >=, VGT_VRAM_SIZE / VGT_PAGE_SIZE);
     }
+    assert_gpu_hashed(&sst, from);
+    assert_gpu_hashed(&dst, to);
     assert_direct(&sst, from, true);
     assert_direct(&dst, to, false);
     check_dst_vram(&r);

@@ -13,6 +13,7 @@ static void test_names(void)
 {
     enum mig_precopy_mode pm;
     enum mig_track_mode tm;
+    enum mig_gpu_hash gh;
 
     g_assert_cmpint(mig_precopy_mode_parse("one-shot", &pm), ==, 0);
     g_assert_cmpint(pm, ==, MIG_PRECOPY_ONE_SHOT);
@@ -22,6 +23,11 @@ static void test_names(void)
     g_assert_cmpint(mig_precopy_mode_parse("often", &pm), ==, -1);
     g_assert_cmpint(mig_track_mode_parse("", &tm), ==, -1);
     g_assert_null(mig_track_mode_name((enum mig_track_mode)7));
+    g_assert_cmpint(mig_gpu_hash_parse("both", &gh), ==, 0);
+    g_assert_cmpint(gh, ==, MIG_GPU_HASH_BOTH);
+    g_assert_cmpstr(mig_gpu_hash_name(MIG_GPU_HASH_SOURCE), ==, "source");
+    g_assert_cmpint(mig_gpu_hash_parse("gpu", &gh), ==, -1);
+    g_assert_cmpint(gh, ==, MIG_GPU_HASH_BOTH); /* untouched */
 }
 
 static void test_epoch_rate(void)
