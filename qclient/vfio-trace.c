@@ -161,6 +161,7 @@ struct trace_phase {
      * running (early ones at setup, final ones at the switchover, never
      * at the same time). */
     unsigned early_due, early_loads, final_loads;
+    unsigned aheads; /* reads sent ahead and not taken yet */
     /* State changes in flight: the device's name and the state sent. */
     unsigned in_flight;
     struct {
@@ -353,6 +354,7 @@ static int count_event(const char *ev, const char *args, double t,
 
     if (!strcmp(ev, "vfio_save_setup")) {
         ph->round.exact_t = -1; /* a new migration */
+        ph->aheads = 0;
         ret =
             arg_int(ev, args, "data buffer size ", &tr->data_buffer_size, err);
     } else if (!strcmp(ev, "vfio_save_complete_precopy_thread_start")) {
@@ -379,6 +381,7 @@ static int count_event(const char *ev, const char *args, double t,
             tr->lends++;
             tr->lent += v;
         }
+        ph->aheads -= ph->aheads > 0; /* a read takes the oldest */
     } else if (!strcmp(ev, "vfio_user_mig_data_lend_release")) {
         tr->lend_releases++;
     } else if (!strcmp(ev, "vfio_user_mig_data_write_buf")) {
@@ -386,6 +389,8 @@ static int count_event(const char *ev, const char *args, double t,
         tr->write_lends += v == 0;
     } else if (!strcmp(ev, "vfio_user_mig_data_read_ahead")) {
         tr->thread_read_aheads += ph->save_threads > 0;
+        ph->aheads++;
+        tr->aheads_in_flight_max = MAX(tr->aheads_in_flight_max, ph->aheads);
     } else if (!strcmp(ev, "vfio_load_bufs_thread_start")) {
         tr->load_threads++;
         ph->load_threads++;
@@ -673,7 +678,7 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
 {
     return g_strdup_printf(
         "save threads %u (ok %u) read %" PRId64 " bytes (%u reads sent "
-        "ahead), main stop-copy %u "
+        "ahead), reads ahead in flight at most %u, main stop-copy %u "
         "read %" PRId64 " bytes, buffer size %" PRId64 "; load threads %u/%u "
         "wrote %" PRId64 " bytes (%" PRId64 " of %" PRId64
         " acknowledged behind, %u failed), reads lent %u (%" PRId64
@@ -694,12 +699,12 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "everything and did not wait %u; exact pending queries before the "
         "approval %u (%u of them within 50 ms of the one before)",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
-        tr->thread_read_aheads, tr->main_completes, tr->main_read,
-        tr->data_buffer_size, tr->load_threads, tr->load_threads_done,
-        tr->thread_written, tr->written_behind, tr->written,
-        tr->writes_behind_failed, tr->lends, tr->lent, tr->lend_releases,
-        tr->write_lends, tr->buffers, tr->max_buffer_idx, tr->main_configs,
-        tr->load_ready, tr->send_channels, tr->recv_channels,
+        tr->thread_read_aheads, tr->aheads_in_flight_max, tr->main_completes,
+        tr->main_read, tr->data_buffer_size, tr->load_threads,
+        tr->load_threads_done, tr->thread_written, tr->written_behind,
+        tr->written, tr->writes_behind_failed, tr->lends, tr->lent,
+        tr->lend_releases, tr->write_lends, tr->buffers, tr->max_buffer_idx,
+        tr->main_configs, tr->load_ready, tr->send_channels, tr->recv_channels,
         tr->main_precopy_read, tr->precopy_setups, tr->precopy_buffers,
         tr->precopy_read, tr->precopy_loads, tr->channel_syncs,
         tr->region_log_stops, tr->region_log_stops_in_downtime,

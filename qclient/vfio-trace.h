@@ -52,13 +52,16 @@ struct vg_vfio_trace {
     unsigned main_completes;     /* vfio_save_complete_precopy_start */
     int64_t thread_read;         /* read by the save threads */
     unsigned thread_read_aheads; /* ...and reads they sent ahead (0019) */
-    int64_t main_read;           /* read by vfio_save_complete_precopy() */
-    int64_t data_buffer_size;    /* vfio_save_setup's, -1 if none */
-    unsigned load_threads;       /* vfio_load_bufs_thread_start */
-    unsigned load_threads_done;  /* vfio_load_bufs_thread_end */
-    int64_t thread_written;      /* written by the load threads */
-    int64_t written;             /* written in all (vfio_user_mig_data_write) */
-    int64_t written_behind;      /* ...acknowledged behind (patch 0029) */
+    /* Reads sent ahead and not yet taken by a read, at most at once
+     * (patches 0069-0070 keep two in pre-copy; over all devices). */
+    unsigned aheads_in_flight_max;
+    int64_t main_read;          /* read by vfio_save_complete_precopy() */
+    int64_t data_buffer_size;   /* vfio_save_setup's, -1 if none */
+    unsigned load_threads;      /* vfio_load_bufs_thread_start */
+    unsigned load_threads_done; /* vfio_load_bufs_thread_end */
+    int64_t thread_written;     /* written by the load threads */
+    int64_t written;            /* written in all (vfio_user_mig_data_write) */
+    int64_t written_behind;     /* ...acknowledged behind (patch 0029) */
     unsigned writes_behind_failed; /* writes behind the server refused */
     unsigned lends;                /* reads lent to multifd (patch 0031) */
     int64_t lent;                  /* ...their bytes */

@@ -60,8 +60,10 @@
  * map; off, neither); a guest that moves the register BAR during
  * pre-copy, after that early config, whose destination must then have
  * it where the source left it (where it did not, the final config space
- * is the early one, and patch 0059 does not send it again);
- * and on without the multifd capability, which
+ * is the early one, and patch 0059 does not send it again); on with
+ * x-migration-read-ahead=1, where every other case's pre-copy over
+ * multifd keeps two reads in flight ahead (patches 0069-0070) and this
+ * one keeps one; and on without the multifd capability, which
  * QEMU must refuse in setup with an error that names the problem,
  * leaving the source running with its vGPU intact; the property is then
  * turned off at run time and a migration to a fresh destination
@@ -86,6 +88,7 @@
 #define MF_LOAD_CFG "x-migration-load-config-after-iter"
 #define MF_PRECOPY  "x-migration-multifd-precopy"
 #define MF_EARLY    "x-migration-early-config"
+#define MF_AHEAD    "x-migration-read-ahead"
 /* vfio_load_state's "data" for a config space section and for the
  * config-load-ready marker (hw/vfio/vfio-migration-internal.h). */
 #define MF_MEASURE_VRAM "1G"
@@ -113,6 +116,7 @@ struct mf_case {
     const char *load_cfg;   /* x-migration-load-config-after-iter */
     const char *mf_precopy; /* x-migration-multifd-precopy, NULL: auto */
     const char *early;      /* x-migration-early-config, NULL: on */
+    unsigned read_ahead;    /* x-migration-read-ahead, 0: its default, 2 */
     bool move_bar;          /* the guest moves BAR0 during pre-copy */
     const char *precopy;    /* the servers' --precopy, NULL: default */
     unsigned data_slots;    /* the servers' --data-slots, 0: default */
@@ -161,6 +165,11 @@ static GPtrArray *mf_qemu_args(const struct mf_case *c)
         g_ptr_array_add(a, g_strdup("-global"));
         g_ptr_array_add(
             a, g_strdup_printf("vfio-user-pci." MF_EARLY "=%s", c->early));
+    }
+    if (c->read_ahead) {
+        g_ptr_array_add(a, g_strdup("-global"));
+        g_ptr_array_add(
+            a, g_strdup_printf("vfio-user-pci." MF_AHEAD "=%u", c->read_ahead));
     }
     g_ptr_array_add(a, NULL);
     return a;
@@ -244,6 +253,13 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
          * all.  What pre-copy sent after it holds no page. */
         g_assert_cmpint(precopy - src.init_data_bytes, >=, 0);
         g_assert_cmpint(precopy - src.init_data_bytes, <, 4096);
+    }
+    /* Pre-copy over multifd of more than two pieces kept as many reads in
+     * flight ahead as x-migration-read-ahead says (patches 0069-0070). */
+    if (c->want_mf_precopy && src.precopy_read_size > 0 &&
+        precopy > 3 * src.precopy_read_size) {
+        g_assert_cmpuint(src.aheads_in_flight_max, ==,
+                         c->read_ahead ? c->read_ahead : 2);
     }
     /* ...and until it approved, the source asked for the exact pending
      * sizes at most every 100 ms (patch 0068; -msg timestamp=on). */
@@ -697,6 +713,12 @@ static const struct mf_case cases[] = {
      .data_slots = 2,
      .want_multifd = true,
      .want_mf_precopy = true},
+    {.tag = "mf-read-ahead-1",
+     .channels = 2,
+     .transfer = "on",
+     .read_ahead = 1,
+     .want_multifd = true,
+     .want_mf_precopy = true},
 };
 
 static const char *const case_paths[G_N_ELEMENTS(cases)] = {
@@ -712,6 +734,7 @@ static const char *const case_paths[G_N_ELEMENTS(cases)] = {
     "/mig/multifd/early-config-off",
     "/mig/multifd/bar-moved-in-precopy",
     "/mig/multifd/two-data-slots",
+    "/mig/multifd/one-read-ahead",
 };
 
 int main(int argc, char **argv)

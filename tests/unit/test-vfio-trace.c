@@ -121,6 +121,9 @@ static void test_check_multifd_precopy(void)
     g_assert_cmpuint(src.thread_read_aheads, ==, 2);
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, 0);
 
+    /* No pre-copy read ahead in this trace; the save thread's one. */
+    g_assert_cmpuint(src.aheads_in_flight_max, ==, 1);
+
     /* A save thread that read without sending the next read ahead... */
     src.thread_read_aheads = 1;
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
@@ -152,6 +155,28 @@ static void test_check_multifd_precopy(void)
 
 /* The log of guest writes to BAR2 stops after the source's downtime (patch
  * 0051): a stop inside it is reported, one after it is not. */
+/* Two reads sent ahead in pre-copy, each taken by the next read in
+ * order, then one: at most two in flight; a new migration starts over. */
+static void test_aheads_in_flight(void)
+{
+    g_autofree char *t = g_strdup(
+        "vfio_save_setup  (dev) data buffer size 4194304\n"
+        "vfio_user_mig_data_read_lend  size 4194304 ret 4194304 slot 0\n"
+        "vfio_user_mig_data_read_ahead  size 4194304\n"
+        "vfio_user_mig_data_read_ahead  size 4194304\n"
+        "vfio_user_mig_data_read_lend  size 4194304 ret 4194304 slot 1\n"
+        "vfio_user_mig_data_read_ahead  size 4194304\n"
+        "vfio_user_mig_data_read_lend  size 4194304 ret 4194304 slot 2\n"
+        "vfio_user_mig_data_read_lend  size 4194304 ret 0 slot 3\n"
+        "vfio_save_setup  (dev) data buffer size 4194304\n"
+        "vfio_user_mig_data_read_ahead  size 4194304\n");
+    struct vg_vfio_trace tr;
+    struct vg_error err = {0};
+
+    g_assert_cmpint(vg_vfio_trace_parse(t, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.aheads_in_flight_max, ==, 2);
+}
+
 static void test_check_region_log_stop(void)
 {
     const char *const in = "2026-11-26T17:00:00.000001Z "
@@ -842,6 +867,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/vfio-trace/counts", test_counts);
+    g_test_add_func("/vfio-trace/aheads-in-flight", test_aheads_in_flight);
     g_test_add_func("/vfio-trace/missing-argument", test_missing_argument);
     g_test_add_func("/vfio-trace/check-multifd-precopy",
                     test_check_multifd_precopy);
