@@ -18,12 +18,14 @@ static const char *const track_names[] = {
 };
 
 static const char *const gpu_hash_names[] = {
+    [MIG_GPU_HASH_AUTO] = "auto",
     [MIG_GPU_HASH_SOURCE] = "source",
     [MIG_GPU_HASH_BOTH] = "both",
     [MIG_GPU_HASH_NONE] = "none",
 };
 
-#define NAMES 3u
+#define NAMES      3u
+#define HASH_NAMES 4u
 
 const char *mig_precopy_mode_name(enum mig_precopy_mode mode)
 {
@@ -37,12 +39,12 @@ const char *mig_track_mode_name(enum mig_track_mode mode)
 
 const char *mig_gpu_hash_name(enum mig_gpu_hash mode)
 {
-    return (unsigned)mode < NAMES ? gpu_hash_names[mode] : NULL;
+    return (unsigned)mode < HASH_NAMES ? gpu_hash_names[mode] : NULL;
 }
 
-static int find_name(const char *const *names, const char *name)
+static int find_name(const char *const *names, unsigned count, const char *name)
 {
-    for (unsigned i = 0; i < NAMES; i++) {
+    for (unsigned i = 0; i < count; i++) {
         if (strcmp(names[i], name) == 0) {
             return (int)i;
         }
@@ -52,7 +54,7 @@ static int find_name(const char *const *names, const char *name)
 
 int mig_precopy_mode_parse(const char *name, enum mig_precopy_mode *out)
 {
-    int i = find_name(precopy_names, name);
+    int i = find_name(precopy_names, NAMES, name);
 
     if (i >= 0) {
         *out = (enum mig_precopy_mode)i;
@@ -62,7 +64,7 @@ int mig_precopy_mode_parse(const char *name, enum mig_precopy_mode *out)
 
 int mig_gpu_hash_parse(const char *name, enum mig_gpu_hash *out)
 {
-    int i = find_name(gpu_hash_names, name);
+    int i = find_name(gpu_hash_names, HASH_NAMES, name);
 
     if (i >= 0) {
         *out = (enum mig_gpu_hash)i;
@@ -72,7 +74,7 @@ int mig_gpu_hash_parse(const char *name, enum mig_gpu_hash *out)
 
 int mig_track_mode_parse(const char *name, enum mig_track_mode *out)
 {
-    int i = find_name(track_names, name);
+    int i = find_name(track_names, NAMES, name);
 
     if (i >= 0) {
         *out = (enum mig_track_mode)i;

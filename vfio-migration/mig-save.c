@@ -12,6 +12,7 @@
  * on the session's thread.
  */
 #include "mig-int.h"
+#include "mig-hashway.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -96,10 +97,15 @@ struct mig_save {
     struct dt_pool *pool; /* copies and hashes large records */
     uint64_t stream_hash[MIG_RUN_MAX_PAGES]; /* a record's page hashes */
     uint64_t track_hash[MIG_RUN_MAX_PAGES];  /* ...and the tracker's */
-    /* VRAM not mapped here: the GPU hashes the pages it reads; the run
-     * read last is all zero where its bit is set, and run_hashed says its
-     * hashes are in the arrays above already. */
+    /* VRAM not mapped here: the GPU may hash the pages it reads
+     * (can_gpu_hash), and does for the read being served (gpu_hashes,
+     * chosen per read with --gpu-hash=auto); the run read last is all
+     * zero where its bit is set, and run_hashed says its hashes are in
+     * the arrays above already. */
+    bool can_gpu_hash;
     bool gpu_hashes;
+    struct mig_hashway hashway;
+    uint64_t read_page_bytes; /* page data hashed in the read being served */
     bool run_hashed;
     uint64_t run_zero[MIG_RUN_MAX_PAGES / 64];
 };
@@ -734,6 +740,9 @@ static bool stage_device_run(struct mig *m, uint64_t p, uint64_t limit)
     for (uint64_t i = 0; i < n; i++) {
         pass_take(m, p + i, zero);
     }
+    if (!zero) {
+        m->save->read_page_bytes += n * m->scfg.page_size;
+    }
     return stage_encode(m, p, n, zero, mig_enc_pages_data(m->save->rec));
 }
 
@@ -911,12 +920,37 @@ static bool stage_into(struct mig *m, uint8_t *out, uint32_t room)
     return stage_next(m);
 }
 
+/* How this read's pages are hashed: on the GPU or by the threads. */
+static void hashway_choose(struct mig *m)
+{
+    struct mig_save *s = m->save;
+
+    s->read_page_bytes = 0;
+    s->gpu_hashes =
+        s->can_gpu_hash && (m->gpu_hash != MIG_GPU_HASH_AUTO ||
+                            mig_hashway_choose(&s->hashway) == MIG_WAY_GPU);
+}
+
+/* What the read that took @ms taught about its way. */
+static void hashway_learn(struct mig *m, double ms)
+{
+    struct mig_save *s = m->save;
+
+    if (s->can_gpu_hash && m->gpu_hash == MIG_GPU_HASH_AUTO) {
+        mig_hashway_learn(&s->hashway,
+                          s->gpu_hashes ? MIG_WAY_GPU : MIG_WAY_THREADS, ms,
+                          s->read_page_bytes);
+    }
+}
+
 int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
                   struct vg_error *err)
 {
     struct mig_save *s = m->save;
+    double t0 = mig_now_ms();
 
     *got = 0;
+    hashway_choose(m);
     while (*got < size) {
         const uint8_t *from;
         uint32_t n;
@@ -937,6 +971,7 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
         account(m, n);
     }
     settle_ahead(m); /* the buffer goes back to QEMU */
+    hashway_learn(m, mig_now_ms() - t0);
     if (*got > 0 && s->phase == SAVE_PRECOPY) {
         time_stream(s, *got);
     }
@@ -1187,7 +1222,7 @@ static int save_alloc(struct mig *m, struct vg_error *err)
     s->buf = malloc(MIG_REC_MAX);
     s->rec = s->buf;
     s->run_cap = MIG_RUN_MAX_BYTES / m->scfg.page_size;
-    s->gpu_hashes =
+    s->can_gpu_hash =
         m->gpu_hash != MIG_GPU_HASH_NONE && vgpu_copies_hash(m->gpu);
     s->pass = calloc(1, bytes);
     s->dirty = calloc(1, bytes);

@@ -12,8 +12,8 @@
  * DMA_FROM_VRAM copies every MiB of VRAM into guest RAM and the test reads
  * it: it must equal a reference that the CPU engines computed from the
  * same commands.  Both servers' checksums agree, and the source hashed
- * its pages (a GPU on the GPU, also those it sends, and those it loads
- * with --gpu-hash=both).  The same runs
+ * its pages (a GPU on the GPU, also those it sends with
+ * --gpu-hash=source, and those it loads with --gpu-hash=both).  The same runs
  * between a CPU-backed and a CUDA-backed server, both ways: the stream does not
  * depend on the backend. Post-copy (docs/postcopy.md) the same ways: switched
  * over at the release with the batches' pages still on the source, slowed, so
@@ -239,7 +239,7 @@ static void assert_gpu_hashed(struct vg_stats *st, const char *backend)
 /* Migrate from a server with backend @from to one with backend @to. */
 static void migrate(const char *from, const char *to)
 {
-    const char *src_args[] = {"--backend", from, NULL};
+    const char *src_args[] = {"--backend", from, "--gpu-hash=source", NULL};
     const char *dst_args[] = {"--backend", to, "--gpu-hash=both", NULL};
     struct vg_stats sst, dst;
     struct vg_mig_info info;

@@ -26,8 +26,11 @@ static void test_names(void)
     g_assert_cmpint(mig_gpu_hash_parse("both", &gh), ==, 0);
     g_assert_cmpint(gh, ==, MIG_GPU_HASH_BOTH);
     g_assert_cmpstr(mig_gpu_hash_name(MIG_GPU_HASH_SOURCE), ==, "source");
+    g_assert_cmpstr(mig_gpu_hash_name((enum mig_gpu_hash)0), ==, "auto");
+    g_assert_cmpint(mig_gpu_hash_parse("none", &gh), ==, 0);
+    g_assert_cmpint(gh, ==, MIG_GPU_HASH_NONE);
     g_assert_cmpint(mig_gpu_hash_parse("gpu", &gh), ==, -1);
-    g_assert_cmpint(gh, ==, MIG_GPU_HASH_BOTH); /* untouched */
+    g_assert_cmpint(gh, ==, MIG_GPU_HASH_NONE); /* untouched */
 }
 
 static void test_epoch_rate(void)
