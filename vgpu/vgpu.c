@@ -284,43 +284,44 @@ static bool hashed_copy_ok(const struct vgpu *gpu, uint64_t off, uint64_t len,
            (h->nseeds == 1 || h->nseeds == 2);
 }
 
-static int hashed_copy_error(uint64_t off, uint64_t len,
-                             const struct vgpu_copy_hashes *h,
+/* 0 if @gpu hashes copies, and [@off, +@len) is whole pages of VRAM of
+ * a size and seeds @h may ask for; else the error, naming @what. */
+static int hashed_copy_check(const struct vgpu *gpu, uint64_t off, uint64_t len,
+                             const struct vgpu_copy_hashes *h, const char *what,
                              struct vg_error *err)
 {
-    return vg_error_set(err, EINVAL,
-                        "hashed VRAM copy [%#llx, +%#llx) of %u-byte pages "
-                        "with %u seeds: not whole pages in VRAM",
-                        (unsigned long long)off, (unsigned long long)len,
-                        h->page_size, h->nseeds);
+    if (!vgpu_copies_hash(gpu)) {
+        return vg_error_set(err, ENOTSUP, "VRAM is mapped here: no hashed %s",
+                            what);
+    }
+    if (!hashed_copy_ok(gpu, off, len, h)) {
+        return vg_error_set(err, EINVAL,
+                            "hashed VRAM %s [%#llx, +%#llx) of %u-byte pages "
+                            "with %u seeds: not whole pages in VRAM",
+                            what, (unsigned long long)off,
+                            (unsigned long long)len, h->page_size, h->nseeds);
+    }
+    return 0;
 }
 
 int vgpu_vram_read_hashed(struct vgpu *gpu, uint64_t off, void *dst,
                           uint64_t len, const struct vgpu_copy_hashes *h,
                           struct vg_error *err)
 {
-    if (!vgpu_copies_hash(gpu)) {
-        return vg_error_set(err, ENOTSUP,
-                            "VRAM is mapped here: hash the pages read");
-    }
-    if (!hashed_copy_ok(gpu, off, len, h)) {
-        return hashed_copy_error(off, len, h, err);
-    }
-    return gpu->be->ops->read_hashed(gpu->be, off, dst, len, h, err);
+    int ret = hashed_copy_check(gpu, off, len, h, "read", err);
+
+    return ret ? ret
+               : gpu->be->ops->read_hashed(gpu->be, off, dst, len, h, err);
 }
 
 int vgpu_vram_write_hashed(struct vgpu *gpu, uint64_t off, const void *src,
                            uint64_t len, const struct vgpu_copy_hashes *h,
                            struct vg_error *err)
 {
-    if (!vgpu_copies_hash(gpu)) {
-        return vg_error_set(err, ENOTSUP,
-                            "VRAM is mapped here: hash the pages written");
-    }
-    if (!hashed_copy_ok(gpu, off, len, h)) {
-        return hashed_copy_error(off, len, h, err);
-    }
-    return gpu->be->ops->write_hashed(gpu->be, off, src, len, h, err);
+    int ret = hashed_copy_check(gpu, off, len, h, "write", err);
+
+    return ret ? ret
+               : gpu->be->ops->write_hashed(gpu->be, off, src, len, h, err);
 }
 
 void vgpu_vram_read_ahead_hashed(struct vgpu *gpu, uint64_t off, void *dst,

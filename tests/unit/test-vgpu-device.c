@@ -748,6 +748,28 @@ static int64_t vram_blocks(struct tb *t)
 /* Migration's writes and clears of VRAM: a large clear frees the host
  * pages (zero afterwards, less memory), a small or unaligned one zeroes
  * exactly its range. */
+/* VRAM mapped here (the CPU backend): no hashed copies, said so. */
+static void test_vram_hashed_copies(void)
+{
+    uint64_t h0[1], zero[1];
+    struct vgpu_copy_hashes h = {65536, 1, {0, 0}, {h0, NULL}, zero};
+    uint8_t page[65536];
+    struct vg_error err = {0};
+    struct tb t;
+
+    tb_init(&t);
+    g_assert_false(vgpu_copies_hash(t.gpu));
+    g_assert_cmpint(
+        vgpu_vram_read_hashed(t.gpu, 0, page, sizeof(page), &h, &err), ==,
+        -ENOTSUP);
+    g_assert_nonnull(strstr(err.msg, "no hashed read"));
+    g_assert_cmpint(
+        vgpu_vram_write_hashed(t.gpu, 0, page, sizeof(page), &h, &err), ==,
+        -ENOTSUP);
+    g_assert_nonnull(strstr(err.msg, "no hashed write"));
+    tb_fini(&t);
+}
+
 static void test_vram_write_clear(void)
 {
     const uint64_t len = 256 * 1024;
@@ -827,6 +849,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vgpu/device/slicing", test_slicing);
     g_test_add_func("/vgpu/device/reset", test_reset);
     g_test_add_func("/vgpu/device/vram-write-clear", test_vram_write_clear);
+    g_test_add_func("/vgpu/device/vram-hashed-copies", test_vram_hashed_copies);
     g_test_add_func("/vgpu/device/bar2-and-fd", test_bar2_and_fd);
     g_test_add_func("/vgpu/device/new-config", test_new_config);
     return g_test_run();
