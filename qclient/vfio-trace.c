@@ -317,6 +317,9 @@ static int count_round(const char *ev, const char *args, double t,
     } else if (!strcmp(ev, "migration_switchover_ack_wait_done")) {
         ret = arg_int(ev, args, "acked ", &v, err);
         tr->ack_waits_acked += v != 0;
+        /* The wait saw the approval, which the return path's own event
+         * may trace only after the queries that follow. */
+        r->approved_now |= v != 0;
     } else if (!strcmp(ev, "source_return_path_thread_switchover_acked")) {
         r->approved_now = true;
     }

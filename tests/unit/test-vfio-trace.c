@@ -687,6 +687,13 @@ static void test_exact_unapproved(void)
         EXACT AT("00.040000") ESTIMATE AT("00.041000") EXACT
             AT("00.041500") "source_return_path_thread_switchover_acked \n" AT(
                 "00.050000") ESTIMATE;
+    /* The wait saw the approval; the return path traced it only after
+     * the query that followed (the wait's event says so first). */
+    static const char wait_race[] = AT("00.000000") ESTIMATE AT("00.001000")
+        EXACT AT("00.030000") "migration_switchover_ack_wait_done acked 1\n" AT(
+            "00.030100") ESTIMATE AT("00.030500")
+            EXACT AT(
+                "00.030600") "source_return_path_thread_switchover_acked \n";
 #undef AT
 #undef ESTIMATE
 #undef EXACT
@@ -704,6 +711,9 @@ static void test_exact_unapproved(void)
     g_assert_cmpuint(tr.exact_unapproved_close, ==, 0);
     g_assert_cmpint(vg_vfio_trace_parse(ack_race, &tr, &err), ==, 0);
     g_assert_cmpuint(tr.exact_unapproved, ==, 2);
+    g_assert_cmpuint(tr.exact_unapproved_close, ==, 0);
+    g_assert_cmpint(vg_vfio_trace_parse(wait_race, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.exact_unapproved, ==, 1);
     g_assert_cmpuint(tr.exact_unapproved_close, ==, 0);
     g_assert_cmpint(vg_vfio_trace_parse(untimed, &tr, &err), ==, 0);
     g_assert_cmpuint(tr.exact_unapproved, ==, 2);
