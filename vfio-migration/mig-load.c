@@ -26,6 +26,7 @@
  * to tell) its bytes are read here and decoded as if written.
  */
 #include "mig-int.h"
+#include "mig-hashway.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -69,6 +70,9 @@ struct mig_load {
     struct sf *file;
     int file_fd;
     bool failed; /* a write failed (reported once) */
+    /* With --gpu-hash=auto, whether the GPU or the pool hashes the next
+     * write's pages (the faster way, learnt). */
+    struct mig_hashway hashway;
 };
 
 /* Pages [first, first + count) are inside VRAM (re-checked here). */
@@ -203,6 +207,26 @@ static int gpu_write_hashed(struct mig *m, uint64_t first, uint64_t count,
     return ret;
 }
 
+/* Whether the GPU hashes the pages of the write about to be made. */
+static bool gpu_hashes_write(struct mig *m)
+{
+    if (!vgpu_copies_hash(m->gpu)) {
+        return false;
+    }
+    return m->gpu_hash == MIG_GPU_HASH_BOTH ||
+           (m->gpu_hash == MIG_GPU_HASH_AUTO &&
+            mig_hashway_choose(&m->load->hashway) == MIG_WAY_GPU);
+}
+
+/* What a write of @bytes of pages, begun at @t0 (ms), taught about @way. */
+static void learn_hashway(struct mig *m, enum mig_way way, double t0,
+                          uint64_t bytes)
+{
+    if (m->gpu_hash == MIG_GPU_HASH_AUTO && vgpu_copies_hash(m->gpu)) {
+        mig_hashway_learn(&m->load->hashway, way, mig_now_ms() - t0, bytes);
+    }
+}
+
 /*
  * The decoder's write_hashed: the record's pages go to VRAM before it
  * checks them, and their hashes are taken from what was written (host
@@ -229,8 +253,10 @@ static int sink_write_hashed(void *opaque, uint64_t first, uint64_t count,
         m->stats.data_hash_ms += mig_now_ms() - t0;
         return 0;
     }
-    if (m->gpu_hash == MIG_GPU_HASH_BOTH && vgpu_copies_hash(m->gpu)) {
-        return gpu_write_hashed(m, first, count, data, hashes, err);
+    if (gpu_hashes_write(m)) {
+        ret = gpu_write_hashed(m, first, count, data, hashes, err);
+        learn_hashway(m, MIG_WAY_GPU, t0, count * ps);
+        return ret;
     }
     ret = vgpu_vram_write_async(m->gpu, first * ps, data, count * ps, err);
     if (ret == 0) {
@@ -240,6 +266,7 @@ static int sink_write_hashed(void *opaque, uint64_t first, uint64_t count,
     settled = vgpu_vram_settle(m->gpu, ret ? NULL : err);
     m->stats.data_hash_ms += t1 - t0;
     m->stats.data_copy_ms += mig_now_ms() - t1;
+    learn_hashway(m, MIG_WAY_THREADS, t0, count * ps);
     return ret ? ret : settled;
 }
 

@@ -24,7 +24,7 @@ enum mig_track_mode {
 
 /* Which copies of page data a GPU hashes itself (vgpu_copies_hash). */
 enum mig_gpu_hash {
-    MIG_GPU_HASH_AUTO,   /* a source's reads, where faster (mig-hashway.h) */
+    MIG_GPU_HASH_AUTO,   /* reads and writes, where faster (mig-hashway.h) */
     MIG_GPU_HASH_SOURCE, /* a source's reads; a destination's CPU hashes */
     MIG_GPU_HASH_BOTH,   /* and a destination's writes */
     MIG_GPU_HASH_NONE,   /* neither: the servers' CPUs hash every copy */

@@ -13,7 +13,8 @@
  * it: it must equal a reference that the CPU engines computed from the
  * same commands.  Both servers' checksums agree, and the source hashed
  * its pages (a GPU on the GPU, also those it sends with
- * --gpu-hash=source, and those it loads with --gpu-hash=both).  The same runs
+ * --gpu-hash=source, and those it loads with --gpu-hash=both; with the
+ * default, auto, at least the first copy on each side).  The same runs
  * between a CPU-backed and a CUDA-backed server, both ways: the stream does not
  * depend on the backend. Post-copy (docs/postcopy.md) the same ways: switched
  * over at the release with the batches' pages still on the source, slowed, so
@@ -220,8 +221,10 @@ static void assert_direct(struct vg_stats *st, const char *backend, bool source)
 }
 
 /* A GPU hashes the pages a source reads and a destination writes, at
- * least the pages filled; a CPU backend's server hashes them itself. */
-static void assert_gpu_hashed(struct vg_stats *st, const char *backend)
+ * least the pages filled (with @auto_hash, at least those of the first
+ * copy); a CPU backend's server hashes them itself. */
+static void assert_gpu_hashed(struct vg_stats *st, const char *backend,
+                              bool auto_hash)
 {
     int64_t hashed = 0;
 
@@ -231,13 +234,20 @@ static void assert_gpu_hashed(struct vg_stats *st, const char *backend)
                    backend, hashed);
     if (strcmp(backend, "cpu") == 0) {
         g_assert_cmpint(hashed, ==, 0);
+    } else if (auto_hash) {
+        g_assert_cmpint(hashed, >=, 1 << 20);
     } else {
         g_assert_cmpint(hashed, >=, (int64_t)MT_FILLED_MIB << 20);
     }
 }
 
-/* Migrate from a server with backend @from to one with backend @to. */
-static void migrate(const char *from, const char *to)
+/*
+ * Migrate from a server with backend @from to one with backend @to, the
+ * GPU hashing every copy (the source's reads with --gpu-hash=source, the
+ * destination's writes with --gpu-hash=both), or, with @auto_hash, where
+ * it is faster (the default): the first copies on each side take the GPU.
+ */
+static void migrate(const char *from, const char *to, bool auto_hash)
 {
     const char *src_args[] = {"--backend", from, "--gpu-hash=source", NULL};
     const char *dst_args[] = {"--backend", to, "--gpu-hash=both", NULL};
@@ -247,7 +257,11 @@ static void migrate(const char *from, const char *to)
     struct mt t;
     struct run r = {&t, g_malloc0(VGT_VRAM_SIZE), 0, false, false};
 
-    g_test_message("%s -> %s", from, to);
+    g_test_message("%s -> %s%s", from, to,
+                   auto_hash ? ", --gpu-hash=auto" : "");
+    if (auto_hash) {
+        src_args[2] = dst_args[2] = "--gpu-hash=auto";
+    }
     mt_start_src(&t, "cuda-mig", src_args);
     setup(&r);
     mt_start_dst(&t, VGT_VRAM_ARG, dst_args);
@@ -268,8 +282,8 @@ static void migrate(const char *from, const char *to)
     if (!strcmp(from, "cuda")) {
         g_assert_cmpint(hashed, >=, VGT_VRAM_SIZE / VGT_PAGE_SIZE);
     }
-    assert_gpu_hashed(&sst, from);
-    assert_gpu_hashed(&dst, to);
+    assert_gpu_hashed(&sst, from, auto_hash);
+    assert_gpu_hashed(&dst, to, auto_hash);
     assert_direct(&sst, from, true);
     assert_direct(&dst, to, false);
     check_dst_vram(&r);
@@ -433,17 +447,22 @@ static void test_restore_cuda_to_cpu(void)
 
 static void test_cuda_to_cuda(void)
 {
-    migrate(ct_backend_name(), ct_dst_backend_name());
+    migrate(ct_backend_name(), ct_dst_backend_name(), false);
+}
+
+static void test_cuda_to_cuda_auto(void)
+{
+    migrate(ct_backend_name(), ct_dst_backend_name(), true);
 }
 
 static void test_cpu_to_cuda(void)
 {
-    migrate("cpu", ct_dst_backend_name());
+    migrate("cpu", ct_dst_backend_name(), false);
 }
 
 static void test_cuda_to_cpu(void)
 {
-    migrate(ct_backend_name(), "cpu");
+    migrate(ct_backend_name(), "cpu", false);
 }
 
 int main(int argc, char **argv)
@@ -452,6 +471,7 @@ int main(int argc, char **argv)
     ct_require_gpu();
     ct_require(ct_dst_backend_name());
     g_test_add_func("/cuda/migrate/cuda-to-cuda", test_cuda_to_cuda);
+    g_test_add_func("/cuda/migrate/cuda-to-cuda-auto", test_cuda_to_cuda_auto);
     g_test_add_func("/cuda/migrate/cpu-to-cuda", test_cpu_to_cuda);
     g_test_add_func("/cuda/migrate/cuda-to-cpu", test_cuda_to_cpu);
     g_test_add_func("/cuda/postcopy/cuda-to-cuda", test_postcopy_cuda);
