@@ -428,20 +428,6 @@ static int parse_rounds(const char *text, unsigned *rounds)
     return 0;
 }
 
-/* Size option --@name's @text, @min to @max, into *@out; -1 (said on
- * stderr) if it is not one. */
-static int parse_size_opt(const char *name, const char *text, uint64_t min,
-                          uint64_t max, uint64_t *out)
-{
-    struct vg_error err = {0};
-
-    if (vg_parse_size(text, min, max, out, &err) < 0) {
-        fprintf(stderr, "vgmig-bench: --%s: %s\n", name, err.msg);
-        return -1;
-    }
-    return 0;
-}
-
 /* A vgpu-server --backend name: cpu, cuda or cuda:N. */
 static bool backend_name_ok(const char *name)
 {
@@ -468,7 +454,8 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'm':
         return parse_modes(optarg, &o->mode_mask);
     case 'b':
-        return parse_size_opt("big", optarg, 0, 1ull << 40, &o->big_limit);
+        return vg_parse_size_opt("vgmig-bench", "big", optarg, 0, 1ull << 40,
+                                 &o->big_limit);
     case 'C':
         return parse_channels(optarg, &o->channels);
     case 'o':
@@ -487,8 +474,8 @@ static int parse_opt(int c, struct bench_opts *o)
         o->quick = true;
         return 0;
     case 'M':
-        return parse_size_opt("multi-vgpu", optarg, 256ull << 20, 16ull << 30,
-                              &o->multi_size);
+        return vg_parse_size_opt("vgmig-bench", "multi-vgpu", optarg,
+                                 256ull << 20, 16ull << 30, &o->multi_size);
     case 'R':
         return parse_rounds(optarg, &o->multi_rounds);
     case 'k':
@@ -504,8 +491,8 @@ static int parse_opt(int c, struct bench_opts *o)
         o->no_device_thread = true;
         return 0;
     case 'B':
-        return parse_size_opt("max-bandwidth", optarg, 1ull << 20, 1ull << 40,
-                              &o->max_bandwidth);
+        return vg_parse_size_opt("vgmig-bench", "max-bandwidth", optarg,
+                                 1ull << 20, 1ull << 40, &o->max_bandwidth);
     case 'D':
         if (!backend_name_ok(optarg)) {
             fprintf(stderr,

@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <strings.h>
 
 static int suffix_shift(const char *s)
@@ -55,5 +56,17 @@ int vg_parse_size(const char *text, uint64_t min, uint64_t max, uint64_t *out,
                             (unsigned long long)min, (unsigned long long)max);
     }
     *out = value;
+    return 0;
+}
+
+int vg_parse_size_opt(const char *prog, const char *opt, const char *text,
+                      uint64_t min, uint64_t max, uint64_t *out)
+{
+    struct vg_error err = {0};
+
+    if (vg_parse_size(text, min, max, out, &err) < 0) {
+        fprintf(stderr, "%s: --%s: %s\n", prog, opt, err.msg);
+        return -1;
+    }
     return 0;
 }

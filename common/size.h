@@ -16,4 +16,11 @@
 int vg_parse_size(const char *text, uint64_t min, uint64_t max, uint64_t *out,
                   struct vg_error *err);
 
+/*
+ * The same for option --@opt of program @prog's command line: on failure
+ * it says so on stderr ("@prog: --@opt: why") and returns -1.
+ */
+int vg_parse_size_opt(const char *prog, const char *opt, const char *text,
+                      uint64_t min, uint64_t max, uint64_t *out);
+
 #endif

@@ -184,19 +184,6 @@ static void usage(FILE *f)
         HOLD_DOWNTIME_MS, HOLD_BANDWIDTH >> 20, HOLD_SWITCHOVER_BW);
 }
 
-/* Parse size option --@name (K/M/G/T suffixes) into *@out. */
-static int parse_size_opt(const char *name, const char *text, uint64_t min,
-                          uint64_t max, uint64_t *out)
-{
-    struct vg_error err = {0};
-
-    if (vg_parse_size(text, min, max, out, &err) < 0) {
-        fprintf(stderr, "vgmig-demo: --%s: %s\n", name, err.msg);
-        return -1;
-    }
-    return 0;
-}
-
 /* Parse count option --@name, a decimal number in [@min, @max]. */
 static int parse_num(const char *name, const char *text, uint64_t min,
                      uint64_t max, uint64_t *out)
@@ -221,7 +208,8 @@ static int parse_opt(int c, struct demo_opts *o)
         return 0;
     case 'v':
         o->vram = optarg;
-        return parse_size_opt("vram", optarg, 16u << 20, 4ull << 30, &n);
+        return vg_parse_size_opt("vgmig-demo", "vram", optarg, 16u << 20,
+                                 4ull << 30, &n);
     case 's':
         if (parse_num("steps", optarg, 3, 1000, &n) < 0) {
             return -1;
@@ -235,8 +223,8 @@ static int parse_opt(int c, struct demo_opts *o)
         o->downtime_ms = (unsigned)n;
         return 0;
     case 'b':
-        return parse_size_opt("switchover-bandwidth", optarg, 0, 1ull << 40,
-                              &o->switchover_bw);
+        return vg_parse_size_opt("vgmig-demo", "switchover-bandwidth", optarg,
+                                 0, 1ull << 40, &o->switchover_bw);
     case 'l':
         if (!vg_log_parse_level(optarg, &o->log_level)) {
             fprintf(stderr, "vgmig-demo: --log-level: unknown level '%s'\n",

@@ -439,13 +439,11 @@ static int parse_fault(const char *spec, struct mig_fault *f)
     return parse_corrupt(spec + sizeof(prefix) - 1, f);
 }
 
+/* Size option --@name: also a power of two. */
 static int parse_size_opt(const char *name, const char *text, uint64_t min,
                           uint64_t max, uint64_t *out)
 {
-    struct vg_error err;
-
-    if (vg_parse_size(text, min, max, out, &err) < 0) {
-        fprintf(stderr, "vgpu-server: --%s: %s\n", name, err.msg);
+    if (vg_parse_size_opt("vgpu-server", name, text, min, max, out) < 0) {
         return -1;
     }
     if (*out & (*out - 1)) {

@@ -2,6 +2,7 @@
  * medians. */
 #include <errno.h>
 #include <glib.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -66,6 +67,25 @@ static void test_size_range_and_overflow(void)
     g_assert_cmpuint(v, ==, 65536);
 }
 
+/* Command-line sizes: the value, or the program's and option's names and
+ * why on stderr. */
+static void test_size_opt(void)
+{
+    uint64_t v = 0;
+
+    if (g_test_subprocess()) {
+        exit(vg_parse_size_opt("prog", "vram", "3Q", 0, UINT64_MAX, &v) == -1
+                 ? 0
+                 : 1);
+    }
+    g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+    g_test_trap_assert_passed();
+    g_test_trap_assert_stderr("prog: --vram: '3Q': unknown suffix*");
+    g_assert_cmpint(vg_parse_size_opt("prog", "vram", "2M", 0, 4 << 20, &v), ==,
+                    0);
+    g_assert_cmpuint(v, ==, 2 << 20);
+}
+
 static void test_error_prefix(void)
 {
     struct vg_error err = {0};
@@ -115,6 +135,7 @@ int main(int argc, char **argv)
     g_test_add_func("/common/size/rejects", test_size_rejects);
     g_test_add_func("/common/size/range-overflow",
                     test_size_range_and_overflow);
+    g_test_add_func("/common/size/option", test_size_opt);
     g_test_add_func("/common/error/prefix", test_error_prefix);
     g_test_add_func("/common/log/levels", test_log_levels);
     g_test_add_func("/common/median", test_median);
