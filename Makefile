@@ -430,12 +430,13 @@ check-qtest: all $(QTESTS)
 
 # Tests of the build itself (shell, TAP), run from the top of the tree.
 BUILD_TESTS := tests/build/test-make-default.sh tests/build/test-check-qemu.sh \
-               tests/build/test-server-cli.sh tests/build/test-thread-cpu.sh
+               tests/build/test-server-cli.sh tests/build/test-thread-cpu.sh \
+               tests/build/test-bench-cli.sh
 
 # The libvirt test (save/restore, post-copy, several vGPUs through the real
 # daemons) is part of it: its own target sets the userfaultfd sysctl.
 check: all $(UNIT_TESTS) $(QTESTS) $(CUDA_TESTS) guest-image $(GUEST_TESTS) \
-       $(LIBVIRT_TEST)
+       $(LIBVIRT_TEST) $(O)/vgmig-bench
 	$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) $(RUN_TEST) $(BUILD_TESTS) \
 	    $(UNIT_TESTS) $(QTESTS) $(CUDA_TESTS) $(GUEST_TESTS)
 	$(MAKE) --no-print-directory check-libvirt

@@ -163,11 +163,17 @@ struct bench_opts {
     const char *append[MAX_APPEND]; /* files appended to the report */
     unsigned nappend;
     enum vg_log_level log_level;
-    bool prealloc;           /* servers --prealloc, QEMUs prealloc=on */
-    bool no_data_plane;      /* servers --no-data-plane */
-    bool no_device_thread;   /* servers --no-device-thread */
-    uint64_t max_bandwidth;  /* --max-bandwidth, bytes per second */
-    const char *dst_backend; /* --dst-backend, NULL: as the source's */
+    bool prealloc;          /* servers --prealloc, QEMUs prealloc=on */
+    bool no_data_plane;     /* servers --no-data-plane */
+    bool no_device_thread;  /* servers --no-device-thread */
+    uint64_t max_bandwidth; /* --max-bandwidth, bytes per second */
+    /* --src-backend and --dst-backend: vGPU i's server takes entry i
+     * modulo their count; NULL: $VGMIG_SERVER_BACKEND, else the server's */
+    struct backends {
+        char *list[MAX_VGPUS];
+        unsigned n;
+        char *text; /* as given */
+    } src_backends, dst_backends;
 };
 
 /* What a probe took (reg-probe.h), us: the median before the migration;
@@ -310,11 +316,17 @@ static void usage(FILE *f)
         "                    (--no-device-thread), as a server without the\n"
         "                    device's thread does: the guest's commands\n"
         "                    then wait while a pre-copy read is served\n"
-        "  --dst-backend NAME\n"
-        "                    the destination servers' --backend, e.g.\n"
-        "                    cuda:1 on a machine with two GPUs, as\n"
-        "                    between two hosts [as the source's:\n"
-        "                    $VGMIG_SERVER_BACKEND, else the server's]\n"
+        "  --src-backend LIST, --dst-backend LIST\n"
+        "                    the source's and the destination's servers'\n"
+        "                    --backend: cpu, cuda or cuda:N, or up to 4\n"
+        "                    of them separated by commas, one per vGPU\n"
+        "                    of a VM in turn; e.g. --dst-backend cuda:1\n"
+        "                    on a machine with two GPUs, as between two\n"
+        "                    hosts, or --src-backend cuda:0,cuda:1\n"
+        "                    --dst-backend cuda:2,cuda:3 for a GPU per\n"
+        "                    vGPU with --multi-vgpu [the source's:\n"
+        "                    $VGMIG_SERVER_BACKEND, else the server's;\n"
+        "                    the destination's: as the source's]\n"
         "  --no-ram-anchor   skip the RAM anchors: before the cells of "
         "each size,\n"
         "                    a VM without a vGPU whose guest RAM of that "
@@ -443,6 +455,43 @@ static bool backend_name_ok(const char *name)
     return *n && strlen(n) <= 3 && strspn(n, "0123456789") == strlen(n);
 }
 
+/* --@opt's @text: backend names separated by commas, one per vGPU in
+ * turn, into @b (pointing into @text, which is split in place). */
+static int parse_backends(const char *opt, char *text, struct backends *b)
+{
+    char *save = NULL, *name;
+
+    b->text = g_strdup(text);
+    b->n = 0;
+    for (name = strtok_r(text, ",", &save); name;
+         name = strtok_r(NULL, ",", &save)) {
+        if (!backend_name_ok(name)) {
+            fprintf(stderr,
+                    "vgmig-bench: --%s: '%s' is not cpu, cuda or cuda:N\n", opt,
+                    name);
+            return -1;
+        }
+        if (b->n == MAX_VGPUS) {
+            fprintf(stderr, "vgmig-bench: --%s: more than %d backends\n", opt,
+                    MAX_VGPUS);
+            return -1;
+        }
+        b->list[b->n++] = name;
+    }
+    if (b->n == 0) {
+        fprintf(stderr, "vgmig-bench: --%s: no backend in '%s'\n", opt,
+                b->text);
+        return -1;
+    }
+    return 0;
+}
+
+/* The --backend of vGPU @i's server on one side, NULL for the default. */
+static const char *backend_of(const struct backends *b, unsigned i)
+{
+    return b->n ? b->list[i % b->n] : NULL;
+}
+
 static int parse_opt(int c, struct bench_opts *o)
 {
     switch (c) {
@@ -493,16 +542,10 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'B':
         return vg_parse_size_opt("vgmig-bench", "max-bandwidth", optarg,
                                  1ull << 20, 1ull << 40, &o->max_bandwidth);
+    case 'S':
+        return parse_backends("src-backend", optarg, &o->src_backends);
     case 'D':
-        if (!backend_name_ok(optarg)) {
-            fprintf(stderr,
-                    "vgmig-bench: --dst-backend: '%s' is not cpu, cuda or "
-                    "cuda:N\n",
-                    optarg);
-            return -1;
-        }
-        o->dst_backend = optarg;
-        return 0;
+        return parse_backends("dst-backend", optarg, &o->dst_backends);
     case 'a':
         if (o->nappend == MAX_APPEND) {
             fprintf(stderr, "vgmig-bench: --append: at most %d files\n",
@@ -543,6 +586,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"no-data-plane", no_argument, NULL, 'p'},
         {"no-device-thread", no_argument, NULL, 'T'},
         {"max-bandwidth", required_argument, NULL, 'B'},
+        {"src-backend", required_argument, NULL, 'S'},
         {"dst-backend", required_argument, NULL, 'D'},
         {"append", required_argument, NULL, 'a'},
         {"log-level", required_argument, NULL, 'l'},
@@ -628,6 +672,16 @@ static int wait_preallocated(struct run *r, struct vg_server *srv,
     return 0;
 }
 
+/* vGPU @i's server's --backend on the destination (@incoming) or the
+ * source; NULL for $VGMIG_SERVER_BACKEND's, else the server's default. */
+static const char *vgpu_backend(const struct bench_opts *o, bool incoming,
+                                unsigned i)
+{
+    const char *dst = backend_of(&o->dst_backends, i);
+
+    return incoming && dst ? dst : backend_of(&o->src_backends, i);
+}
+
 static int start_side(struct run *r, struct side *s, const char *name,
                       bool incoming, struct vg_error *err)
 {
@@ -643,7 +697,6 @@ static int start_side(struct run *r, struct side *s, const char *name,
                                 .page_size = PAGE_ARG,
                                 .log_level = "warn",
                                 .name = name,
-                                .backend = incoming ? r->o->dst_backend : NULL,
                                 .extra_args = extra};
     const char *more[MAX_VGPUS] = {NULL}; /* vgpu1.., NULL-terminated */
 
@@ -680,6 +733,7 @@ static int start_side(struct run *r, struct side *s, const char *name,
         s->stats[i] = g_strdup_printf("%s/%s-stats.json", r->dir, sname);
         so.name = sname;
         so.stats_file = s->stats[i];
+        so.backend = vgpu_backend(r->o, incoming, i);
         ret = vg_server_start(&so, &s->server[i], err);
         if (ret == 0) {
             ret = wait_preallocated(r, s->server[i], so.backend, err);
@@ -2403,11 +2457,19 @@ static void md_method(GString *s, const struct bench_opts *o)
                            "its device on the thread that served the last "
                            "request (--no-device-thread).  ");
     }
-    if (o->dst_backend) {
+    if (o->src_backends.n) {
+        g_string_append_printf(s,
+                               "The source's vgpu-servers run with --backend "
+                               "%s (--src-backend; a VM's vGPUs take them in "
+                               "turn).  ",
+                               o->src_backends.text);
+    }
+    if (o->dst_backends.n) {
         g_string_append_printf(s,
                                "The destination's vgpu-servers run with "
-                               "--backend %s (--dst-backend).  ",
-                               o->dst_backend);
+                               "--backend %s (--dst-backend; a VM's vGPUs "
+                               "take them in turn).  ",
+                               o->dst_backends.text);
     }
 
     g_string_append_printf(

@@ -1,0 +1,59 @@
+#!/bin/sh
+# test-bench-cli.sh -- vgmig-bench's --src-backend and --dst-backend:
+# --help documents them; a name that is no backend, an empty list and more
+# backends than vGPUs exit 2 naming the option and what is wrong; and a
+# VM's vGPUs take the list's entries in turn: with --src-backend
+# cpu,cuda:999 the one-vGPU cell runs on the CPU backend and verifies,
+# while the two-vGPU cell fails starting its second server (vgpu-src-1),
+# which refuses that backend.  TAP output for prove; run from the top of the
+# tree after `make all build/vgmig-bench` ($VGMIG_QEMU and $VGMIG_SERVER
+# as make check sets them).
+set -u
+bench=${VGMIG_BENCH:-build/vgmig-bench}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/vgmig-bench-cli-XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+echo "1..6"
+
+if "$bench" --help | grep -q -- "--src-backend LIST, --dst-backend LIST"; then
+    echo "ok 1 - --help documents --src-backend and --dst-backend"
+else
+    echo "not ok 1 - --help does not document the backend lists"
+fi
+
+n=1
+# Option $1 with value $2 must exit 2 saying $3.
+bad() {
+    n=$((n + 1))
+    "$bench" "$1" "$2" --out "$tmp/bad" >"$tmp/out" 2>&1
+    rc=$?
+    if [ "$rc" = 2 ] && grep -qF -- "$3" "$tmp/out"; then
+        echo "ok $n - $1 '$2': exit 2, $3"
+    else
+        echo "not ok $n - $1 '$2': exit $rc:"
+        sed 's/^/# /' "$tmp/out"
+    fi
+}
+bad --src-backend cpu,gpu "--src-backend: 'gpu' is not cpu, cuda or cuda:N"
+bad --dst-backend , "--dst-backend: no backend in ','"
+bad --dst-backend cpu,cpu,cpu,cpu,cpu "--dst-backend: more than 4 backends"
+
+timeout 300 "$bench" --sizes 256M --workloads idle --modes ours \
+    --no-ram-anchor --multi-vgpu 256M --multi-rounds 1 \
+    --src-backend cpu,cuda:999 --out "$tmp/run" >"$tmp/run.log" 2>&1
+rc=$?
+if [ "$rc" = 1 ] &&
+    grep -q "start vgpu-src-1: vgpu-src-1 exited with status 1" "$tmp/run.log" &&
+    grep -q "unknown VRAM backend 'cuda:999'" "$tmp/run.log"; then
+    echo "ok 5 - the second vGPU's server took the second backend, and failed"
+else
+    echo "not ok 5 - exit $rc, second vGPU's failure not reported:"
+    sed 's/^/# /' "$tmp/run.log"
+fi
+if grep -qE '^\| idle \| 256 MiB \| 1 \| [0-9]+ \| [0-9.]+ \|.*\| no \|$' \
+    "$tmp/run.log" &&
+    grep -qE '^\| idle \| 256 MiB \| 2 \|.*\| failed \|$' "$tmp/run.log"; then
+    echo "ok 6 - the one-vGPU cell ran on the first backend and verified"
+else
+    echo "not ok 6 - cells not as expected:"
+    grep '^| idle' "$tmp/run.log" | sed 's/^/# /'
+fi
