@@ -30,6 +30,7 @@
 #include <getopt.h>
 #include <glib.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2744,11 +2745,26 @@ static unsigned run_multi(const struct bench_opts *o, const struct anchors *an,
     return n;
 }
 
+/* Final dirty MiB per vGPU from @lo (inclusive) to @hi (exclusive); a
+ * cell that does not know its own is in only the range of everything. */
+struct dirty_range {
+    double lo, hi;
+};
+static const struct dirty_range ANY_DIRTY = {-1, INFINITY};
+
+static double dirty_per_vgpu(const struct cell *c)
+{
+    return c->final_dirty < 0 ? -1
+                              : (double)c->final_dirty / c->vgpus / (1 << 20);
+}
+
 /* The median downtime of the verified --multi-vgpu cells of @wl with
- * @vgpus vGPUs: to the microsecond if every one has it (*@traced), else
- * QEMU's whole ms; -1 if there is none.  *@runs: how many. */
+ * @vgpus vGPUs and final dirty data in @range: to the microsecond if every
+ * one has it (*@traced), else QEMU's whole ms; -1 if there is none.
+ * *@runs: how many. */
 static double multi_median(const struct cell *cells, unsigned n,
-                           enum workload wl, unsigned vgpus, bool *traced,
+                           enum workload wl, unsigned vgpus,
+                           struct dirty_range range, bool *traced,
                            unsigned *runs)
 {
     double trace[MAX_MULTI_CELLS], whole[MAX_MULTI_CELLS], *v;
@@ -2757,8 +2773,10 @@ static double multi_median(const struct cell *cells, unsigned n,
     *traced = true;
     for (unsigned i = 0; i < n; i++) {
         const struct cell *c = &cells[i];
+        double dirty = dirty_per_vgpu(c);
 
-        if (c->wl == wl && c->vgpus == vgpus && c->verified) {
+        if (c->wl == wl && c->vgpus == vgpus && c->verified &&
+            dirty >= range.lo && dirty < range.hi) {
             *traced = *traced && c->downtime_trace_ms >= 0;
             trace[k] = c->downtime_trace_ms;
             whole[k++] = (double)c->downtime_ms;
@@ -2786,10 +2804,65 @@ static double multi_dirty_median(const struct cell *cells, unsigned n,
 
         if (c->wl == wl && c->vgpus == vgpus && c->verified &&
             c->final_dirty >= 0) {
-            v[k++] = (double)c->final_dirty / vgpus / (1 << 20);
+            v[k++] = dirty_per_vgpu(c);
         }
     }
     return k ? vg_median(v, k) : -1;
+}
+
+/* The most final dirty MiB per vGPU of a verified cell of @wl; -1 if none
+ * knows it. */
+static double multi_dirty_max(const struct cell *cells, unsigned n,
+                              enum workload wl)
+{
+    double most = -1;
+
+    for (unsigned i = 0; i < n; i++) {
+        if (cells[i].wl == wl && cells[i].verified) {
+            most = MAX(most, dirty_per_vgpu(&cells[i]));
+        }
+    }
+    return most;
+}
+
+/*
+ * Two vGPUs over one among cells that had like amounts of final dirty data
+ * per vGPU: where a workload's stop sometimes falls in a clean window, the
+ * medians over all cells compare stops with different amounts of data.
+ * The cells with at least half the workload's most and those with less,
+ * each where both sides have one.
+ */
+static void md_multi_like(GString *s, const struct cell *cells, unsigned n,
+                          enum workload wl)
+{
+    double half = multi_dirty_max(cells, n, wl) / 2;
+    const struct dirty_range ranges[] = {{half, INFINITY}, {0, half}};
+    const char *names[] = {"at least", "less than"};
+
+    if (half < 0.5) {
+        return; /* nothing dirty to speak of anywhere */
+    }
+    g_string_append_printf(s, "  - like for like (%s):", wl_names[wl]);
+    for (unsigned i = 0; i < G_N_ELEMENTS(ranges); i++) {
+        bool t1, tn;
+        unsigned r1, rn;
+        double one = multi_median(cells, n, wl, 1, ranges[i], &t1, &r1);
+        double many =
+            multi_median(cells, n, wl, MULTI_VGPUS, ranges[i], &tn, &rn);
+
+        g_string_append_printf(s, "%s %s %.1f MiB dirty per vGPU, ",
+                               i ? ";" : "", names[i], half);
+        if (one < 0 || many < 0) {
+            g_string_append(s, one < 0 && many < 0 ? "no cell"
+                               : one < 0           ? "no cell with one vGPU"
+                                                   : "no cell with several");
+            continue;
+        }
+        g_string_append_printf(s, "%.3f / %.3f ms (%u and %u runs) = %.2f",
+                               many, one, rn, r1,
+                               many / MAX(one, t1 && tn ? 1e-3 : 1));
+    }
+    g_string_append(s, "\n");
 }
 
 /* The section of the --multi-vgpu cells: each cell, and per workload the
@@ -2837,8 +2910,9 @@ static void md_multi(GString *s, const struct cell *cells, unsigned n)
     for (unsigned w = 0; w < WL_COUNT; w++) {
         bool t1, tn;
         unsigned r1, rn;
-        double one = multi_median(cells, n, w, 1, &t1, &r1);
-        double many = multi_median(cells, n, w, MULTI_VGPUS, &tn, &rn);
+        double one = multi_median(cells, n, w, 1, ANY_DIRTY, &t1, &r1);
+        double many =
+            multi_median(cells, n, w, MULTI_VGPUS, ANY_DIRTY, &tn, &rn);
         double ratio;
 
         if (one < 0 || many < 0) {
@@ -2855,6 +2929,7 @@ static void md_multi(GString *s, const struct cell *cells, unsigned n)
             MULTI_TARGET, ratio <= MULTI_TARGET ? "met" : "missed",
             multi_dirty_median(cells, n, w, MULTI_VGPUS),
             multi_dirty_median(cells, n, w, 1));
+        md_multi_like(s, cells, n, w);
     }
 }
 
