@@ -5,6 +5,7 @@
  */
 #include "mig-int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -400,6 +401,49 @@ static const struct mig_fsm_ops fsm_ops = {
 
 /* ------------------------------------------------------------- lifecycle */
 
+/* Whether @name is a temporary file of write_atomic() for a file named
+ * @base: "@base.tmp." and the six characters mkostemp() put there. */
+static bool is_stale_tmp(const char *name, const char *base)
+{
+    size_t n = strlen(base);
+
+    return strncmp(name, base, n) == 0 && strncmp(name + n, ".tmp.", 5) == 0 &&
+           strlen(name + n + 5) == 6 &&
+           strspn(name + n + 5, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopq"
+                                "rstuvwxyz0123456789") == 6;
+}
+
+/*
+ * Remove the temporary files a server killed between write_atomic()'s
+ * create and rename left beside the statistics file @path (a server
+ * writes only its own; the next rename would not have reached them).
+ */
+static void remove_stale_tmp(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path + 1)) : strdup(".");
+    const char *base = slash ? slash + 1 : path;
+    DIR *d = dir ? opendir(dir) : NULL;
+    struct dirent *e;
+    unsigned removed = 0;
+
+    while (d && (e = readdir(d)) != NULL) {
+        if (is_stale_tmp(e->d_name, base) &&
+            unlinkat(dirfd(d), e->d_name, 0) == 0) {
+            removed++;
+        }
+    }
+    if (removed) {
+        vg_info("stats file %s: removed %u temporary file%s left by a server "
+                "that was killed",
+                path, removed, removed == 1 ? "" : "s");
+    }
+    if (d) {
+        closedir(d);
+    }
+    free(dir);
+}
+
 int mig_new(const struct mig_config *cfg, struct mig **out,
             struct vg_error *err)
 {
@@ -442,6 +486,9 @@ int mig_new(const struct mig_config *cfg, struct mig **out,
     m->nonzero_count = m->npages;
     m->stats.device_stopcopy_ms = -1;
     mig_fsm_init(&m->fsm, &fsm_ops, m);
+    if (m->stats_path) {
+        remove_stale_tmp(m->stats_path);
+    }
     ret = mig_stats_flush(m, err);
     if (ret < 0) {
         free(m->stats_path);

@@ -7,7 +7,9 @@
 # --stream-version is documented and bad values exit 2 naming the range
 # (a good one is migrated with by /mig/basic/stream-v1); so do bad
 # --data-slots values (2 is used by /mig/multifd/two-data-slots); without
-# --migration-threads the server runs a quarter of its CPUs' worth, 2 to 4.
+# --migration-threads the server runs a quarter of its CPUs' worth, 2 to 4;
+# a temporary statistics file that a killed server left (<file>.tmp.XXXXXX)
+# is removed when the next server starts, and other names are kept.
 # TAP output for
 # prove; run from the top of the tree after `make all` ($VGMIG_SERVER, as
 # make check sets it, or build/vgpu-server).
@@ -15,7 +17,7 @@ set -u
 srv=${VGMIG_SERVER:-build/vgpu-server}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vgmig-cli-XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..18"
+echo "1..20"
 
 if "$srv" --help | grep -q -- "--migration-threads N"; then
     echo "ok 1 - --help documents --migration-threads"
@@ -137,4 +139,27 @@ if [ "$got" = 2 ]; then
 else
     echo "not ok 18 - default on one CPU: ${got:-no} migration threads, want 2:"
     sed 's/^/# /' "$tmp/dlog"
+fi
+
+# A server killed between creating its statistics' temporary file and
+# renaming it leaves <file>.tmp.XXXXXX behind: the next one removes it.
+echo stale >"$tmp/st.json.tmp.Ab3xY9"
+echo mine >"$tmp/st.json.tmp.keep-me"
+"$srv" --socket "$tmp/t" --vram 1M --stats-file "$tmp/st.json" >"$tmp/tlog" 2>&1 &
+pid=$!
+wait_log "$tmp/tlog" "listening on" 50
+kill "$pid" 2>/dev/null
+wait "$pid"
+if [ ! -e "$tmp/st.json.tmp.Ab3xY9" ] && [ -s "$tmp/st.json" ] &&
+    grep -q "removed 1 temporary file left by a server that was killed" "$tmp/tlog"; then
+    echo "ok 19 - a killed server's temporary statistics file is removed, and said"
+else
+    echo "not ok 19 - stale temporary statistics file:"
+    ls "$tmp" | sed 's/^/# /'
+    sed 's/^/# /' "$tmp/tlog"
+fi
+if [ "$(cat "$tmp/st.json.tmp.keep-me" 2>/dev/null)" = mine ]; then
+    echo "ok 20 - a file of another name beside it is kept"
+else
+    echo "not ok 20 - $tmp/st.json.tmp.keep-me was touched"
 fi
