@@ -186,6 +186,9 @@ static void usage(FILE *out)
         "                         read-delay:MS (each read of migration data\n"
         "                         waits MS ms, 1 to 10000, before it is\n"
         "                         served: a slow device), or\n"
+        "                         write-delay:MS (each write of migration\n"
+        "                         data waits MS ms, 1 to 10000, before it is\n"
+        "                         applied: a slow destination), or\n"
         "                         late-dma:GPA (on its way out of RUNNING or\n"
         "                         PRE_COPY the device writes the 4 KiB page\n"
         "                         at guest address GPA, page-aligned, decimal\n"
@@ -357,7 +360,8 @@ static int parse_u64(const char *text, uint64_t *out)
 }
 
 /* --fault corrupt-stream:OFFSET | corrupt-stream:random[:SEED] |
- * no-dma-log | postcopy-delay:MS | read-delay:MS | late-dma:GPA */
+ * no-dma-log | postcopy-delay:MS | read-delay:MS | write-delay:MS |
+ * late-dma:GPA */
 /* corrupt-stream:SPEC[@N]: SPEC is OFFSET or random[:SEED]. */
 static int parse_corrupt(const char *arg, struct mig_fault *f)
 {
@@ -409,6 +413,7 @@ static int parse_fault(const char *spec, struct mig_fault *f)
 
     static const char delay[] = "postcopy-delay:";
     static const char read_delay[] = "read-delay:";
+    static const char write_delay[] = "write-delay:";
     static const char late[] = "late-dma:";
     char *end;
 
@@ -421,6 +426,10 @@ static int parse_fault(const char *spec, struct mig_fault *f)
     }
     if (strncmp(spec, read_delay, sizeof(read_delay) - 1) == 0) {
         return parse_delay_ms(spec + sizeof(read_delay) - 1, &f->read_delay_ms);
+    }
+    if (strncmp(spec, write_delay, sizeof(write_delay) - 1) == 0) {
+        return parse_delay_ms(spec + sizeof(write_delay) - 1,
+                              &f->write_delay_ms);
     }
     if (strncmp(spec, late, sizeof(late) - 1) == 0) {
         const char *gpa = spec + sizeof(late) - 1;
@@ -653,6 +662,11 @@ static void warn_faults(const struct mig_fault *f)
         vg_warn("TEST ONLY fault injection: each read of migration data waits "
                 "%u ms",
                 f->read_delay_ms);
+    }
+    if (f->write_delay_ms) {
+        vg_warn("TEST ONLY fault injection: each write of migration data "
+                "waits %u ms",
+                f->write_delay_ms);
     }
 }
 

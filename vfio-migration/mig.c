@@ -614,6 +614,9 @@ int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
                             mig_state_name(m->fsm.state));
     }
     t0 = mig_now_ms();
+    if (m->fault.write_delay_ms) {
+        usleep(m->fault.write_delay_ms * 1000u);
+    }
     ret = mig_load_write(m, data, size, err);
     m->stats.load_writes++;
     m->stats.load_write_ms += mig_now_ms() - t0;

@@ -53,6 +53,7 @@ struct mig_fault {
     uint64_t late_dma_gpa;      /* leaves a running state (vfu-data.c) */
     unsigned postcopy_delay_ms; /* the page server waits before each reply */
     unsigned read_delay_ms;     /* each mig_read() waits first: slow data */
+    unsigned write_delay_ms;    /* each mig_write() waits first: slow load */
 };
 
 struct mig_config {
