@@ -31,7 +31,7 @@ struct vfu_server;
  * (QEMU patch 0031). */
 #define VFU_DATA_SLOTS_MIN     2u
 #define VFU_DATA_SLOTS_MAX     64u
-#define VFU_DATA_SLOTS_DEFAULT 16u
+#define VFU_DATA_SLOTS_DEFAULT 32u
 
 struct vfu_server_config {
     const char *socket_path;

@@ -26,7 +26,7 @@
 
 #define DP_VRAM_ARG   "64M"
 #define DP_VRAM_SIZE  (64u << 20)
-#define DP_SLOTS      16u /* vgpu-server --data-slots default */
+#define DP_SLOTS      32u /* vgpu-server --data-slots default */
 #define DP_SLOT_SIZE  (4u << 20)
 #define DP_DELAY_MS   300
 #define DP_QUEUE_PLUS 12u /* reads in flight: more than the plane queues */

@@ -135,7 +135,7 @@
 #define VC_CAPS_FILE                                                           \
     "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576,"     \
     "\"migration\":{\"pgsize\":4096,\"load-from-file\":true}}}"
-#define SHM_SLOTS     16u /* vgpu-server --data-slots default */
+#define SHM_SLOTS     32u /* vgpu-server --data-slots default */
 #define SHM_SLOT_SIZE (4u << 20)
 
 static uint32_t dirty_log(struct conn *c, uint32_t region, uint32_t pgsize,
