@@ -161,7 +161,8 @@ struct trace_phase {
      * running (early ones at setup, final ones at the switchover, never
      * at the same time). */
     unsigned early_due, early_loads, final_loads;
-    unsigned aheads; /* reads sent ahead and not taken yet */
+    unsigned aheads;  /* reads sent ahead and not taken yet */
+    unsigned behinds; /* writes sent and not acknowledged behind yet */
     /* State changes in flight: the device's name and the state sent. */
     unsigned in_flight;
     struct {
@@ -406,8 +407,11 @@ static int count_event(const char *ev, const char *args, double t,
         if (v > 0 && ph->load_threads) {
             tr->thread_written += v;
         }
+        ph->behinds += v > 0;
+        tr->behinds_in_flight_max = MAX(tr->behinds_in_flight_max, ph->behinds);
     } else if (!strcmp(ev, "vfio_user_mig_data_write_behind_done")) {
         ret = arg_int(ev, args, "ret ", &v, err);
+        ph->behinds -= ph->behinds > 0;
         tr->written_behind += v > 0 ? v : 0;
         tr->writes_behind_failed += v < 0;
     } else if (!strcmp(ev, "vfio_load_state_device_buffer_incoming")) {
@@ -595,6 +599,13 @@ static int check_main(const struct vg_vfio_trace *src,
     return 0;
 }
 
+/* The writes a destination keeps in flight through an area of @slots
+ * slots (0: the servers' default, 32): patch 0071. */
+static unsigned writes_behind_max(unsigned slots)
+{
+    return MIN(MAX((slots ? slots : 32) / 8, 2), 4);
+}
+
 int vg_vfio_trace_check(const struct vg_vfio_trace *src,
                         const struct vg_vfio_trace *dst,
                         const struct vg_vfio_path *want, struct vg_error *err)
@@ -604,6 +615,10 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
     CHECK("destination bytes acknowledged behind", dst->written_behind, ==,
           want->data_shm ? dst->written : 0);
     CHECK("destination writes behind failed", dst->writes_behind_failed, ==, 0);
+    if (want->data_shm) {
+        CHECK("destination writes in flight at once",
+              dst->behinds_in_flight_max, <=, writes_behind_max(want->slots));
+    }
     /* Every slot lent to multifd came back, and every slot a channel
      * received into was written; over multifd, both are lent. */
     CHECK("source lent slots given back", src->lend_releases, ==, src->lends);

@@ -120,8 +120,13 @@ struct mf_case {
     bool move_bar;          /* the guest moves BAR0 during pre-copy */
     const char *precopy;    /* the servers' --precopy, NULL: default */
     unsigned data_slots;    /* the servers' --data-slots, 0: default */
-    bool want_multifd;      /* the device state must go over multifd */
-    bool want_mf_precopy;   /* ... and its pre-copy data too */
+    /* > 0: the servers' --fault=write-delay:MS (each write of the load
+     * waits), and the writes the destination must have had in flight at
+     * once at the most (patch 0071). */
+    unsigned write_delay_ms;
+    unsigned want_behinds;
+    bool want_multifd;    /* the device state must go over multifd */
+    bool want_mf_precopy; /* ... and its pre-copy data too */
     /* NULL: VGT_VRAM_ARG, filled by mt_fill_vram(); else this much VRAM
      * (vram_size bytes), all of it filled, migrated without holding. */
     const char *vram;
@@ -181,15 +186,18 @@ static char **mf_server_args(const struct mf_case *c)
     char **a;
     unsigned n = 0;
 
-    if (!c->precopy && !c->data_slots) {
+    if (!c->precopy && !c->data_slots && !c->write_delay_ms) {
         return NULL;
     }
-    a = g_new0(char *, 3);
+    a = g_new0(char *, 4);
     if (c->precopy) {
         a[n++] = g_strdup_printf("--precopy=%s", c->precopy);
     }
     if (c->data_slots) {
         a[n++] = g_strdup_printf("--data-slots=%u", c->data_slots);
+    }
+    if (c->write_delay_ms) {
+        a[n++] = g_strdup_printf("--fault=write-delay:%u", c->write_delay_ms);
     }
     return a;
 }
@@ -232,7 +240,8 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
                                 .precopy = precopy,
                                 .stopcopy = stopcopy,
                                 .data_shm = true,
-                                .two_slots = c->data_slots == 2};
+                                .two_slots = c->data_slots == 2,
+                                .slots = c->data_slots};
     struct vg_vfio_trace src, dst;
 
     mt_trace_read(t->src.qemu, "source", &src);
@@ -260,6 +269,12 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
         precopy > 3 * src.precopy_read_size) {
         g_assert_cmpuint(src.aheads_in_flight_max, ==,
                          c->read_ahead ? c->read_ahead : 2);
+    }
+    /* A destination server slower than the channels had as many writes
+     * in flight as its area's slots allow: 4 with 32 (the default), 2
+     * with 16 (patch 0071). */
+    if (c->want_behinds) {
+        g_assert_cmpuint(dst.behinds_in_flight_max, ==, c->want_behinds);
     }
     /* ...and until it approved, the source asked for the exact pending
      * sizes at most every 100 ms (patch 0068; -msg timestamp=on). */
@@ -713,6 +728,27 @@ static const struct mf_case cases[] = {
      .data_slots = 2,
      .want_multifd = true,
      .want_mf_precopy = true},
+    {.tag = "mf-writes-behind-4",
+     .channels = 4,
+     .transfer = "on",
+     .precopy = "none",
+     .write_delay_ms = 10,
+     .want_behinds = 4,
+     .want_multifd = true,
+     .want_mf_precopy = true,
+     .vram = MF_LARGE_VRAM,
+     .vram_size = MF_LARGE_SIZE},
+    {.tag = "mf-writes-behind-2",
+     .channels = 4,
+     .transfer = "on",
+     .precopy = "none",
+     .data_slots = 16,
+     .write_delay_ms = 10,
+     .want_behinds = 2,
+     .want_multifd = true,
+     .want_mf_precopy = true,
+     .vram = MF_LARGE_VRAM,
+     .vram_size = MF_LARGE_SIZE},
     {.tag = "mf-read-ahead-1",
      .channels = 2,
      .transfer = "on",
@@ -734,6 +770,8 @@ static const char *const case_paths[G_N_ELEMENTS(cases)] = {
     "/mig/multifd/early-config-off",
     "/mig/multifd/bar-moved-in-precopy",
     "/mig/multifd/two-data-slots",
+    "/mig/multifd/four-writes-behind",
+    "/mig/multifd/two-writes-behind-with-16-slots",
     "/mig/multifd/one-read-ahead",
 };
 

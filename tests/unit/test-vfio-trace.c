@@ -786,6 +786,19 @@ static void test_check_writes_behind(void)
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
     g_assert_nonnull(strstr(err.msg, "writes behind failed"));
     dst.writes_behind_failed = 0;
+    /* Two writes were in flight at once: within what the servers' default
+     * area (4) and one of 16 slots (2) allow, not within 3 more... */
+    g_assert_cmpuint(dst.behinds_in_flight_max, ==, 2);
+    want.slots = 16;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, 0);
+    dst.behinds_in_flight_max = 3;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "writes in flight at once is 3"));
+    want.slots = 0;
+    dst.behinds_in_flight_max = 5;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(strstr(err.msg, "expected <= 4"));
+    dst.behinds_in_flight_max = 2;
     /* Through the sockets nothing goes behind. */
     want.data_shm = false;
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
