@@ -617,7 +617,9 @@ int vg_vfio_trace_check(const struct vg_vfio_trace *src,
     CHECK("destination writes behind failed", dst->writes_behind_failed, ==, 0);
     if (want->data_shm) {
         CHECK("destination writes in flight at once",
-              dst->behinds_in_flight_max, <=, writes_behind_max(want->slots));
+              dst->behinds_in_flight_max, <=,
+              writes_behind_max(want->slots) *
+                  (want->devices ? want->devices : 1));
     }
     /* Every slot lent to multifd came back, and every slot a channel
      * received into was written; over multifd, both are lent. */

@@ -62,8 +62,9 @@ struct vg_vfio_trace {
     int64_t thread_written;     /* written by the load threads */
     int64_t written;            /* written in all (vfio_user_mig_data_write) */
     int64_t written_behind;     /* ...acknowledged behind (patch 0029) */
-    /* Writes not yet acknowledged behind, at most at once (through the
-     * shared areas: patch 0071 keeps up to 4 in flight). */
+    /* Writes not yet acknowledged behind, at most at once, over all
+     * devices (through the shared areas: patch 0071 keeps up to 4 in
+     * flight per device). */
     unsigned behinds_in_flight_max;
     unsigned writes_behind_failed; /* writes behind the server refused */
     unsigned lends;                /* reads lent to multifd (patch 0031) */
@@ -163,7 +164,7 @@ struct vg_vfio_path {
                            * (--data-slots 2): nothing lent, all copied */
     unsigned slots;       /* the servers' area slots, 0: their default;
                            * the destination keeps one write in flight per
-                           * 8 of them, 2 to 4 (patch 0071) */
+                           * 8 of them, 2 to 4, per device (patch 0071) */
 };
 
 /*
