@@ -2438,6 +2438,18 @@ static char *channels_text(unsigned n)
                  : g_strdup("one channel (multifd off)");
 }
 
+/* The backends one side's servers were given with --@opt, if any. */
+static void md_backends(GString *s, const char *side, const char *opt,
+                        const struct backends *b)
+{
+    if (b->n) {
+        g_string_append_printf(s,
+                               "The %s vgpu-servers run with --backend %s "
+                               "(--%s; a VM's vGPUs take them in turn).  ",
+                               side, b->text, opt);
+    }
+}
+
 static void md_method(GString *s, const struct bench_opts *o)
 {
     g_autofree char *ch = channels_text(o->channels);
@@ -2458,20 +2470,8 @@ static void md_method(GString *s, const struct bench_opts *o)
                            "its device on the thread that served the last "
                            "request (--no-device-thread).  ");
     }
-    if (o->src_backends.n) {
-        g_string_append_printf(s,
-                               "The source's vgpu-servers run with --backend "
-                               "%s (--src-backend; a VM's vGPUs take them in "
-                               "turn).  ",
-                               o->src_backends.text);
-    }
-    if (o->dst_backends.n) {
-        g_string_append_printf(s,
-                               "The destination's vgpu-servers run with "
-                               "--backend %s (--dst-backend; a VM's vGPUs "
-                               "take them in turn).  ",
-                               o->dst_backends.text);
-    }
+    md_backends(s, "source's", "src-backend", &o->src_backends);
+    md_backends(s, "destination's", "dst-backend", &o->dst_backends);
 
     g_string_append_printf(
         s,
