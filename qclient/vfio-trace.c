@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "vfio-user/vfu-server.h"
+
 const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "vfio_save_setup",
     "vfio_save_complete_precopy*",
@@ -600,10 +602,10 @@ static int check_main(const struct vg_vfio_trace *src,
 }
 
 /* The writes a destination keeps in flight through an area of @slots
- * slots (0: the servers' default, 32): patch 0071. */
+ * slots (0: the servers' default): patch 0071. */
 static unsigned writes_behind_max(unsigned slots)
 {
-    return MIN(MAX((slots ? slots : 32) / 8, 2), 4);
+    return MIN(MAX((slots ? slots : VFU_DATA_SLOTS_DEFAULT) / 8, 2), 4);
 }
 
 int vg_vfio_trace_check(const struct vg_vfio_trace *src,

@@ -2,10 +2,12 @@
  * vfu-server.h -- the vfio-user server of the vGPU.
  *
  * Listens on a UNIX socket (mode 0600, peers must have our uid or be root)
- * and serves one client at a time (others wait in the backlog) from a
- * single-threaded poll loop, which also runs the device's command processor
- * while it is busy.  A malformed request gets an error reply and serving goes
- * on; a message that cannot be framed (size below the header, or stalled
+ * and serves one client at a time (others wait in the backlog) from the
+ * caller's thread, the control loop (vfu-loop.c).  Beside it run the data
+ * plane (vfu-plane.c: the data_shm area's reads and writes) and the
+ * device's own thread (vfu-devthread.c: the command processor), unless
+ * the config turns them off; docs/architecture.md says which thread owns
+ * what.  A malformed request gets an error reply and serving goes on; a message that cannot be framed (size below the header, or stalled
  * mid-message) gets an error reply and the client is disconnected.  On
  * disconnect DMA mappings, DMA logging and interrupt eventfds are released;
  * device state (the migration state included) is kept for the next client.
