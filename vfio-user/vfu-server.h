@@ -7,10 +7,11 @@
  * plane (vfu-plane.c: the data_shm area's reads and writes) and the
  * device's own thread (vfu-devthread.c: the command processor), unless
  * the config turns them off; docs/architecture.md says which thread owns
- * what.  A malformed request gets an error reply and serving goes on; a message that cannot be framed (size below the header, or stalled
- * mid-message) gets an error reply and the client is disconnected.  On
- * disconnect DMA mappings, DMA logging and interrupt eventfds are released;
- * device state (the migration state included) is kept for the next client.
+ * what.  A malformed request gets an error reply and serving goes on; a message
+ * that cannot be framed (size below the header, or stalled mid-message) gets an
+ * error reply and the client is disconnected.  On disconnect DMA mappings, DMA
+ * logging and interrupt eventfds are released; device state (the migration
+ * state included) is kept for the next client.
  *
  * Migration (mig.h): DEVICE_FEATURE with the MIGRATION, MIG_DEVICE_STATE,
  * MIG_DATA_SIZE and DMA_LOGGING_START/STOP/REPORT features, MIG_DATA_READ,
