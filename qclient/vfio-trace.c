@@ -430,6 +430,8 @@ static int count_event(const char *ev, const char *args, double t,
     } else if (!strcmp(ev, "vfio_multifd_precopy_setup")) {
         tr->precopy_setups++;
         ret = arg_int(ev, args, "read size ", &tr->precopy_read_size, err);
+    } else if (!strcmp(ev, "vfio_multifd_stopcopy_data_ended")) {
+        tr->thread_data_ends++;
     } else if (!strcmp(ev, "vfio_multifd_stopcopy_read_size")) {
         ret = arg_int(ev, args, "read size ", &tr->stopcopy_read_size, err);
     } else if (!strcmp(ev, "vfio_multifd_save_precopy_block")) {
@@ -552,8 +554,13 @@ static int check_multifd(const struct vg_vfio_trace *src,
     CHECK("source data buffer size", bs, >, 0);
     /* Stop-copy reads as large as pre-copy's (patch 0048). */
     CHECK("source multifd stop-copy read size", sbs, >=, pbs);
-    /* Every read that returned data sent the next one ahead. */
-    CHECK("source save thread reads sent ahead", src->thread_read_aheads, >=,
+    /* Every read that returned data sent the next one ahead, but the one
+     * whose reply said that it ended the device's data: over the shared
+     * area, each device's last (patch 0073). */
+    CHECK("source save threads told the data ended", src->thread_data_ends, ==,
+          want->data_shm ? n : 0);
+    CHECK("source save thread reads sent ahead",
+          src->thread_read_aheads + src->thread_data_ends, >=,
           div_up(src->thread_read, sbs));
     CHECK("source multifd pre-copy setups", src->precopy_setups, ==,
           pre ? n : 0);
@@ -700,7 +707,8 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
 {
     return g_strdup_printf(
         "save threads %u (ok %u) read %" PRId64 " bytes (%u reads sent "
-        "ahead), reads ahead in flight at most %u, main stop-copy %u "
+        "ahead, %u told the data ended), reads ahead in flight at most %u, "
+        "main stop-copy %u "
         "read %" PRId64 " bytes, buffer size %" PRId64 "; load threads %u/%u "
         "wrote %" PRId64 " bytes (%" PRId64 " of %" PRId64
         " acknowledged behind, %u failed), reads lent %u (%" PRId64
@@ -721,19 +729,20 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "everything and did not wait %u; exact pending queries before the "
         "approval %u (%u of them within 50 ms of the one before)",
         tr->save_threads, tr->save_threads_ok, tr->thread_read,
-        tr->thread_read_aheads, tr->aheads_in_flight_max, tr->main_completes,
-        tr->main_read, tr->data_buffer_size, tr->load_threads,
-        tr->load_threads_done, tr->thread_written, tr->written_behind,
-        tr->written, tr->writes_behind_failed, tr->lends, tr->lent,
-        tr->lend_releases, tr->write_lends, tr->buffers, tr->max_buffer_idx,
-        tr->main_configs, tr->load_ready, tr->send_channels, tr->recv_channels,
-        tr->main_precopy_read, tr->precopy_setups, tr->precopy_buffers,
-        tr->precopy_read, tr->precopy_loads, tr->channel_syncs,
-        tr->region_log_stops, tr->region_log_stops_in_downtime,
-        tr->init_data_counts, tr->init_data_packets, tr->init_data_waits,
-        tr->init_data_approvals, tr->init_data_unacked, tr->early_configs,
-        tr->switchover_config_maps, tr->configs_unchanged, tr->state_sends,
-        tr->state_waits, tr->state_in_flight_max, tr->state_p2p_left_early,
+        tr->thread_read_aheads, tr->thread_data_ends, tr->aheads_in_flight_max,
+        tr->main_completes, tr->main_read, tr->data_buffer_size,
+        tr->load_threads, tr->load_threads_done, tr->thread_written,
+        tr->written_behind, tr->written, tr->writes_behind_failed, tr->lends,
+        tr->lent, tr->lend_releases, tr->write_lends, tr->buffers,
+        tr->max_buffer_idx, tr->main_configs, tr->load_ready, tr->send_channels,
+        tr->recv_channels, tr->main_precopy_read, tr->precopy_setups,
+        tr->precopy_buffers, tr->precopy_read, tr->precopy_loads,
+        tr->channel_syncs, tr->region_log_stops,
+        tr->region_log_stops_in_downtime, tr->init_data_counts,
+        tr->init_data_packets, tr->init_data_waits, tr->init_data_approvals,
+        tr->init_data_unacked, tr->early_configs, tr->switchover_config_maps,
+        tr->configs_unchanged, tr->state_sends, tr->state_waits,
+        tr->state_in_flight_max, tr->state_p2p_left_early,
         tr->dma_reports_ahead, tr->dma_reports_taken,
         tr->dma_reports_asked_in_downtime, tr->ack_waits, tr->ack_waits_acked,
         tr->idle_rounds_unwaited, tr->exact_unapproved,

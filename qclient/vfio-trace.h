@@ -7,6 +7,7 @@
  * threads of multifd device state, the bytes they moved, pre-copy data
  * on the main channel or over multifd (patch 0012), the multifd buffers
  * and channels, the reads the save threads sent ahead (patch 0019), the
+ * stop-copy reads that the device said ended its data (patch 0073), the
  * writes acknowledged behind (patch 0029), the source's reads lent to
  * multifd and given back (patch 0031), the destination's slots the
  * channels received into (patch 0034), the config sections on the
@@ -52,6 +53,9 @@ struct vg_vfio_trace {
     unsigned main_completes;     /* vfio_save_complete_precopy_start */
     int64_t thread_read;         /* read by the save threads */
     unsigned thread_read_aheads; /* ...and reads they sent ahead (0019) */
+    /* ...and the threads the device told, with their last data, that
+     * those ended its data, so that they asked for no more (0073) */
+    unsigned thread_data_ends;
     /* Reads sent ahead and not yet taken by a read, at most at once
      * (patches 0069-0070 keep two in pre-copy; over all devices). */
     unsigned aheads_in_flight_max;

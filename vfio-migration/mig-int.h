@@ -140,6 +140,8 @@ int mig_save_open(struct mig *m, bool precopy, struct vg_error *err);
 /* The device is quiesced: start the stop-copy pass. */
 void mig_save_stopcopy(struct mig *m);
 void mig_save_close(struct mig *m);
+/* Whether the stream's last byte (END's) has been read. */
+bool mig_save_ended(const struct mig *m);
 int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
                   struct vg_error *err);
 /* PRECOPY_INFO: bytes of round 0 and of a later round not read yet;

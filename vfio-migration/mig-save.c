@@ -982,6 +982,13 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
     return 0;
 }
 
+bool mig_save_ended(const struct mig *m)
+{
+    const struct mig_save *s = m->save;
+
+    return s && s->phase == SAVE_DONE && s->pos == s->len;
+}
+
 /* Bytes of the current round not read yet (staged record, header
  * included). */
 static uint64_t round_left(const struct mig *m)

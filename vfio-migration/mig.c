@@ -583,6 +583,11 @@ int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
     return ret;
 }
 
+bool mig_read_ended(const struct mig *m)
+{
+    return m->fsm.state == MIG_STATE_STOP_COPY && mig_save_ended(m);
+}
+
 int mig_write_file(struct mig *m, int fd, uint64_t off, uint64_t len,
                    struct vg_error *err)
 {

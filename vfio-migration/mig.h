@@ -163,6 +163,9 @@ void mig_reset(struct mig *m);
  * data now.  -EINVAL outside PRE_COPY, PRE_COPY_P2P and STOP_COPY. */
 int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
              struct vg_error *err);
+/* Whether the reads have taken the stream's last byte, in STOP_COPY: a
+ * further mig_read() gets nothing. */
+bool mig_read_ended(const struct mig *m);
 /* MIG_DATA_WRITE: -EINVAL outside RESUMING, or the decoder's error, which
  * also puts the device in ERROR.  @data may be memory that another process
  * writes at the same time: every byte the decoder checks is copied first,

@@ -469,9 +469,15 @@ int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
     }
     if (ret == 0) {
         mig_note_shm_bytes(srv->mig, io.size);
+        io.flags = vfu_read_shm_flags(srv);
         shm_io_reply(srv, &io, r);
     }
     return ret;
+}
+
+uint32_t vfu_read_shm_flags(const struct vfu_server *srv)
+{
+    return mig_read_ended(srv->mig) ? VFU_MIG_SHM_IO_END : 0;
 }
 
 int vfu_data_queue_shm(struct vfu_server *srv, const uint8_t *p, size_t len,

@@ -66,6 +66,7 @@ static int serve(struct vfu_server *srv, struct plane_req *req,
     }
     if (read) {
         ret = mig_read(srv->mig, slot, req->io.size, &req->io.size, err);
+        req->io.flags = vfu_read_shm_flags(srv);
     } else {
         ret = mig_write(srv->mig, slot, req->io.size, err);
     }

@@ -222,7 +222,10 @@ struct vfu_mig_shm {
 };
 
 /* MIG_DATA_READ_SHM and MIG_DATA_WRITE_SHM, request and reply: @size
- * bytes of migration data at the start of slot @slot. */
+ * bytes of migration data at the start of slot @slot.  @flags is 0 in
+ * requests; a read's reply sets VFU_MIG_SHM_IO_END when, in STOP_COPY,
+ * its data end the device's (a further read would get none). */
+#define VFU_MIG_SHM_IO_END 1u
 struct vfu_mig_shm_io {
     uint32_t argsz;
     uint32_t slot;

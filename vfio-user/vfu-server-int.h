@@ -217,6 +217,9 @@ int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
 int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
                                   size_t len, struct vfu_reply *r,
                                   struct vg_error *err);
+/* The flags of a MIG_DATA_READ_SHM reply: VFU_MIG_SHM_IO_END once the
+ * reads have taken the stop-copy stream's last byte. */
+uint32_t vfu_read_shm_flags(const struct vfu_server *srv);
 /* The control loop's half of a MIG_DATA_{READ,WRITE}_SHM request that the
  * plane takes (vfu_plane_takes()): check it and queue it; the plane
  * replies.  A negative errno with @err set: the caller replies. */

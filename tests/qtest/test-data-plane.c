@@ -13,6 +13,10 @@
  *    plane's queue holds come back in order, every one of them whole.
  *  - disconnect: a client that leaves with reads in flight; the server
  *    serves the next client, and its device leaves PRE_COPY.
+ *  - end-flag: pre-copy reads' replies carry no flag; in STOP_COPY the
+ *    reply whose data end the stream says END (VFU_MIG_SHM_IO_END, QEMU
+ *    patch 0072), earlier ones do not, and an empty read after it says
+ *    END again; served by the plane and by the control loop alike.
  *  - device-thread: the guest's commands (a FILL of VRAM, then a FENCE)
  *    submitted behind a slow pre-copy read complete before the read's
  *    reply, on the device's own thread (vfio-user/vfu-devthread.c); with
@@ -202,6 +206,51 @@ static void test_prompt(void)
     }
 }
 
+/* The reply to the read @id, whatever its size. */
+static struct vfu_mig_shm_io dp_read_reply(struct conn *c, uint16_t id)
+{
+    struct vfu_mig_shm_io io = {0};
+    struct vfu_hdr h = dp_reply(c, &io, sizeof(io));
+
+    g_assert_cmpuint(h.id, ==, id);
+    g_assert_cmpuint(h.command, ==, VFU_CMD_MIG_DATA_READ_SHM);
+    return io;
+}
+
+/* END on the stop-copy reply that ends the stream, on no other. */
+static void test_end_flag(void)
+{
+    /* Pre-copy reads one slot: the rest of VRAM goes in stop-copy, in
+     * reads of whole records (a slot holds most of one). */
+    const unsigned max_reads = 2 * (DP_VRAM_SIZE / DP_SLOT_SIZE) + 2;
+    struct sec s;
+    struct conn c;
+
+    for (int no_plane = 0; no_plane <= 1; no_plane++) {
+        uint8_t *area = dp_start(&s, &c, 1, no_plane);
+        struct vfu_mig_shm_io io = dp_read_reply(&c, dp_send_read(&c, 0));
+        unsigned reads = 0;
+
+        g_assert_cmpuint(io.size, >, 0);
+        g_assert_cmphex(io.flags, ==, 0);
+        g_assert_cmpuint(set_state(&c, MIG_STATE_STOP_COPY), ==, 0);
+        do {
+            io = dp_read_reply(&c, dp_send_read(&c, reads % 2));
+            g_assert_cmpuint(io.size, >, 0); /* END comes with data */
+            g_assert_cmpuint(++reads, <=, max_reads);
+        } while (io.flags == 0);
+        g_assert_cmphex(io.flags, ==, VFU_MIG_SHM_IO_END);
+        g_assert_cmpuint(reads, >, DP_VRAM_SIZE / DP_SLOT_SIZE / 2);
+        io = dp_read_reply(&c, dp_send_read(&c, 0));
+        g_assert_cmpuint(io.size, ==, 0);
+        g_assert_cmphex(io.flags, ==, VFU_MIG_SHM_IO_END);
+        g_test_message("%s: END with stop-copy read %u",
+                       no_plane ? "--no-data-plane" : "data plane", reads);
+        assert_serving(&c);
+        dp_stop(&s, &c, area);
+    }
+}
+
 /* A state GET waits for the reads queued before it; a burst of reads
  * longer than the plane's queue comes back in order, whole. */
 static void test_ordered(void)
@@ -367,6 +416,7 @@ int main(int argc, char **argv)
     g_test_add_func("/data-plane/prompt", test_prompt);
     g_test_add_func("/data-plane/ordered", test_ordered);
     g_test_add_func("/data-plane/disconnect", test_disconnect);
+    g_test_add_func("/data-plane/end-flag", test_end_flag);
     g_test_add_func("/data-plane/device-thread", test_device_thread);
     return g_test_run();
 }

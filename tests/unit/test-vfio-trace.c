@@ -53,7 +53,9 @@ static void test_missing_argument(void)
 
 /* A migration with pre-copy over multifd: 3 MiB in pre-copy, 1 MiB + 100
  * bytes in stop-copy, buffers of 1 MiB (packets 0-2 pre-copy, 3-4
- * stop-copy, 5 the config space), 2 channels. */
+ * stop-copy, 5 the config space), 2 channels.  The reply to the second
+ * stop-copy read says that it ends the device's data: no read follows it
+ * (patch 0073). */
 static const char *const mf_src =
     "vfio_save_setup  (dev) data buffer size 1048576\n"
     "multifd_send_thread_start 0\nmultifd_send_thread_start 1\n"
@@ -67,9 +69,9 @@ static const char *const mf_src =
     "vfio_user_mig_data_read_lend  size 1048576 ret 1048576 slot 2\n"
     "vfio_user_mig_data_read_ahead  size 1048576\n"
     "vfio_user_mig_data_read  size 1048576 ret 100\n"
-    "vfio_user_mig_data_read_ahead  size 1048576\n"
+    "vfio_multifd_stopcopy_data_ended  (dev) the device said buffer 4 ends "
+    "its data\n"
     "vfio_user_mig_data_lend_release  slot 2\n"
-    "vfio_user_mig_data_read_lend  size 1048576 ret 0 slot 4294967295\n"
     "vfio_save_complete_precopy_thread_end  (dev) ret 1\n";
 static const char *const mf_dst =
     "multifd_recv_thread_start 0\nmultifd_recv_thread_start 1\n"
@@ -118,17 +120,26 @@ static void test_check_multifd_precopy(void)
     g_assert_cmpuint(src.precopy_buffers, ==, 3);
     g_assert_cmpint(src.precopy_read, ==, 3 << 20);
     g_assert_cmpuint(dst.precopy_loads, ==, 1);
-    g_assert_cmpuint(src.thread_read_aheads, ==, 2);
+    g_assert_cmpuint(src.thread_read_aheads, ==, 1);
+    g_assert_cmpuint(src.thread_data_ends, ==, 1);
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, 0);
 
     /* No pre-copy read ahead in this trace; the save thread's one. */
     g_assert_cmpuint(src.aheads_in_flight_max, ==, 1);
 
     /* A save thread that read without sending the next read ahead... */
-    src.thread_read_aheads = 1;
+    src.thread_read_aheads = 0;
     g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
     g_assert_nonnull(strstr(err.msg, "reads sent ahead is 1, expected >= 2"));
-    src.thread_read_aheads = 2;
+    src.thread_read_aheads = 1;
+
+    /* ... or that went on reading past the end its device had named (a
+     * QEMU without patch 0073 reads until a read returns nothing)... */
+    src.thread_data_ends = 0;
+    g_assert_cmpint(vg_vfio_trace_check(&src, &dst, &want, &err), ==, -EPROTO);
+    g_assert_nonnull(
+        strstr(err.msg, "told the data ended is 0, expected == 1"));
+    src.thread_data_ends = 1;
 
     /* ... nor stop-copy reads smaller than pre-copy's (patch 0048). */
     g_assert_cmpint(src.stopcopy_read_size, ==, 1 << 20);
