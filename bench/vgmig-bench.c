@@ -167,6 +167,7 @@ struct bench_opts {
     bool prealloc;          /* servers --prealloc, QEMUs prealloc=on */
     bool no_data_plane;     /* servers --no-data-plane */
     bool no_device_thread;  /* servers --no-device-thread */
+    bool no_data_vram;      /* servers --no-data-vram */
     uint64_t max_bandwidth; /* --max-bandwidth, bytes per second */
     /* --src-backend and --dst-backend: vGPU i's server takes entry i
      * modulo their count; NULL: $VGMIG_SERVER_BACKEND, else the server's */
@@ -311,6 +312,11 @@ static void usage(FILE *f)
         "                    server without the data plane's thread\n"
         "                    does: the baseline of the register reads'\n"
         "                    table\n"
+        "  --no-data-vram    every vgpu-server refuses to let QEMU take\n"
+        "                    stop-copy pages from a read-only view of\n"
+        "                    VRAM (--no-data-vram), as a server without\n"
+        "                    data_vram does: it then copies them into its\n"
+        "                    shared area\n"
         "  --no-device-thread\n"
         "                    every vgpu-server steps its device on the\n"
         "                    thread that served the last request\n"
@@ -540,6 +546,9 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'T':
         o->no_device_thread = true;
         return 0;
+    case 'V':
+        o->no_data_vram = true;
+        return 0;
     case 'B':
         return vg_parse_size_opt("vgmig-bench", "max-bandwidth", optarg,
                                  1ull << 20, 1ull << 40, &o->max_bandwidth);
@@ -586,6 +595,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"prealloc", no_argument, NULL, 'P'},
         {"no-data-plane", no_argument, NULL, 'p'},
         {"no-device-thread", no_argument, NULL, 'T'},
+        {"no-data-vram", no_argument, NULL, 'V'},
         {"max-bandwidth", required_argument, NULL, 'B'},
         {"src-backend", required_argument, NULL, 'S'},
         {"dst-backend", required_argument, NULL, 'D'},
@@ -691,7 +701,7 @@ static int start_side(struct run *r, struct side *s, const char *name,
     g_autofree char *ta = g_strdup_printf("--dirty-track=%s", md->track);
     g_autofree char *vram = g_strdup_printf("%" PRIu64 "M", r->c->vram >> 20);
     g_autofree char *qname = g_strdup_printf("qemu-%s", name);
-    const char *extra[6] = {pa, ta};
+    const char *extra[7] = {pa, ta};
     unsigned nextra = 2;
     struct vg_server_opts so = {.dir = r->dir,
                                 .vram = vram,
@@ -709,6 +719,9 @@ static int start_side(struct run *r, struct side *s, const char *name,
     }
     if (r->o->no_device_thread) {
         extra[nextra++] = "--no-device-thread";
+    }
+    if (r->o->no_data_vram) {
+        extra[nextra++] = "--no-data-vram";
     }
     /* Threads named (mig/src/main, mig/src/send_N, ...) for whoever
      * samples them; the source's downtime to the microsecond
@@ -2469,6 +2482,11 @@ static void md_method(GString *s, const struct bench_opts *o)
         g_string_append(s, "With --no-device-thread: every vgpu-server steps "
                            "its device on the thread that served the last "
                            "request (--no-device-thread).  ");
+    }
+    if (o->no_data_vram) {
+        g_string_append(s, "With --no-data-vram: every vgpu-server copies "
+                           "the stop-copy's pages into its shared area "
+                           "(--no-data-vram).  ");
     }
     md_backends(s, "source's", "src-backend", &o->src_backends);
     md_backends(s, "destination's", "dst-backend", &o->dst_backends);

@@ -125,6 +125,10 @@ static void usage(FILE *out)
         "                         data through a shared memory area, as a\n"
         "                         server predating data_shm would: the data\n"
         "                         then crosses the socket\n"
+        "      --no-data-vram     refuse the client's offer to take stop-copy\n"
+        "                         page data from a read-only map of VRAM, as\n"
+        "                         a server predating data_vram would: the\n"
+        "                         server then copies them into the area\n"
         "      --no-data-plane    serve the data requests of that area on the\n"
         "                         control loop, not on the data plane's\n"
         "                         thread, as a server without it does: the\n"
@@ -276,7 +280,10 @@ static void usage(FILE *out)
         "records); shm_bytes (of the\n"
         "bytes read or written, those that moved through the client's\n"
         "shared memory area, negotiated as data_shm, not the socket);\n"
-        "gpu_direct_bytes (of those, the bytes a GPU copied to or from\n"
+        "vram_piece_bytes (of those, stop-copy page bytes the client took\n"
+        "from its read-only view of VRAM, negotiated as data_vram, not\n"
+        "copied by the server); gpu_direct_bytes (of those, the bytes a\n"
+        "GPU copied to or from\n"
         "the area itself, without a staging copy); gpu_hashed_bytes (of\n"
         "the page data read or written, the bytes whose hashes the GPU\n"
         "computed as it copied them, so the CPU did not hash them);\n"
@@ -317,6 +324,7 @@ struct options {
     bool no_migration;
     bool no_region_log;
     bool no_data_shm;
+    bool no_data_vram;
     bool no_data_plane;
     bool no_device_thread;
     bool no_postcopy;
@@ -340,6 +348,7 @@ enum {
     OPT_GPU_HASH,
     OPT_NO_REGION_LOG,
     OPT_NO_DATA_SHM,
+    OPT_NO_DATA_VRAM,
     OPT_NO_DATA_PLANE,
     OPT_NO_DEVICE_THREAD,
     OPT_NO_POSTCOPY,
@@ -523,6 +532,9 @@ static int parse_opt(int c, struct options *o)
     case OPT_NO_DATA_SHM:
         o->no_data_shm = true;
         return 0;
+    case OPT_NO_DATA_VRAM:
+        o->no_data_vram = true;
+        return 0;
     case OPT_NO_DATA_PLANE:
         o->no_data_plane = true;
         return 0;
@@ -576,6 +588,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"gpu-hash", required_argument, NULL, OPT_GPU_HASH},
         {"no-region-log", no_argument, NULL, OPT_NO_REGION_LOG},
         {"no-data-shm", no_argument, NULL, OPT_NO_DATA_SHM},
+        {"no-data-vram", no_argument, NULL, OPT_NO_DATA_VRAM},
         {"no-data-plane", no_argument, NULL, OPT_NO_DATA_PLANE},
         {"no-device-thread", no_argument, NULL, OPT_NO_DEVICE_THREAD},
         {"no-postcopy", no_argument, NULL, OPT_NO_POSTCOPY},
@@ -718,6 +731,7 @@ int main(int argc, char **argv)
         .no_migration = o.no_migration,
         .no_region_log = o.no_region_log,
         .no_data_shm = o.no_data_shm,
+        .no_data_vram = o.no_data_vram,
         .no_data_plane = o.no_data_plane,
         .device_thread = !o.no_device_thread,
         .no_postcopy = o.no_postcopy,

@@ -142,8 +142,13 @@ void mig_save_stopcopy(struct mig *m);
 void mig_save_close(struct mig *m);
 /* Whether the stream's last byte (END's) has been read. */
 bool mig_save_ended(const struct mig *m);
+/* mig_read, and mig_read_pieces where @pieces is not NULL. */
+struct mig_pieces {
+    struct mig_piece *piece;
+    unsigned max, count;
+};
 int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
-                  struct vg_error *err);
+                  struct mig_pieces *pieces, struct vg_error *err);
 /* PRECOPY_INFO: bytes of round 0 and of a later round not read yet;
  * a drained round may start the next one first. */
 void mig_save_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty);

@@ -943,11 +943,68 @@ static void hashway_learn(struct mig *m, double ms)
     }
 }
 
+/* Whether the next @n staged bytes may stay in VRAM rather than go into
+ * the read's buffer (mig_read_pieces): page data of a record by reference
+ * (see staged_piece). */
+static bool piece_stays(const struct mig *m, const struct mig_pieces *pieces,
+                        uint32_t n)
+{
+    const struct mig_save *s = m->save;
+
+    return pieces && s->ref && s->pos >= s->ref_at && n >= MIG_PIECE_VRAM_MIN &&
+           !s->fault_armed;
+}
+
+/* Append @n bytes at @offset (of VRAM, or of the read's buffer) to
+ * @pieces, extending the last piece where they follow it. */
+static void piece_add(struct mig_pieces *pieces, bool in_vram, uint64_t offset,
+                      uint32_t n)
+{
+    struct mig_piece *last =
+        pieces->count ? &pieces->piece[pieces->count - 1] : NULL;
+
+    if (last && last->in_vram == in_vram &&
+        last->offset + last->len == offset) {
+        last->len += n;
+        return;
+    }
+    pieces->piece[pieces->count++] =
+        (struct mig_piece){.offset = offset, .len = n, .in_vram = in_vram};
+}
+
+/* Take @n staged bytes at @from into the read: into @out, or as a piece of
+ * VRAM; returns the bytes of @out used. */
+static uint32_t take_piece(struct mig *m, struct mig_pieces *pieces,
+                           const uint8_t *from, uint32_t n, uint8_t *out,
+                           uint64_t out_offset)
+{
+    if (piece_stays(m, pieces, n)) {
+        piece_add(pieces, true, (uint64_t)(from - vgpu_vram(m->gpu)), n);
+        m->stats.vram_piece_bytes += n;
+        return 0;
+    }
+    if (from != out) {
+        memcpy(out, from, n);
+    }
+    inject_fault(m, out, n);
+    if (pieces) {
+        piece_add(pieces, false, out_offset, n);
+    }
+    return n;
+}
+
+/* Room for the pieces of one more record: its headers and its pages. */
+static bool pieces_room(const struct mig_pieces *pieces)
+{
+    return !pieces || pieces->count + 2 <= pieces->max;
+}
+
 int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
-                  struct vg_error *err)
+                  struct mig_pieces *pieces, struct vg_error *err)
 {
     struct mig_save *s = m->save;
     double t0 = mig_now_ms();
+    uint32_t used = 0; /* bytes of @buf filled */
 
     *got = 0;
     hashway_choose(m);
@@ -957,15 +1014,13 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
 
         /* A read ends before a record it cannot hold whole: the
          * destination then reads its page data in place. */
-        if (s->pos == s->len && ((*got > 0 && !record_fits(m, size - *got)) ||
-                                 !stage_into(m, buf + *got, size - *got))) {
+        if (s->pos == s->len && ((*got > 0 && (!record_fits(m, size - *got) ||
+                                               !pieces_room(pieces))) ||
+                                 !stage_into(m, buf + used, size - *got))) {
             break;
         }
         n = staged_piece(s, size - *got, &from);
-        if (from != buf + *got) {
-            memcpy(buf + *got, from, n);
-        }
-        inject_fault(m, buf + *got, n);
+        used += take_piece(m, pieces, from, n, buf + used, used);
         s->pos += n;
         *got += n;
         account(m, n);

@@ -186,6 +186,7 @@ static void session_started(struct mig *m)
     m->stats.data_copy_ms = 0;
     m->stats.shm_bytes = 0;
     m->stats.in_place_bytes = 0;
+    m->stats.vram_piece_bytes = 0;
     m->stats.gpu_direct_bytes = 0;
     m->stats.gpu_hashed_bytes = 0;
     m->direct_base = vgpu_direct_bytes(m->gpu);
@@ -555,8 +556,9 @@ void mig_reset(struct mig *m)
     mig_fsm_reset(&m->fsm);
 }
 
-int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
-             struct vg_error *err)
+static int read_stream(struct mig *m, uint8_t *buf, uint32_t size,
+                       uint32_t *got, struct mig_pieces *pieces,
+                       struct vg_error *err)
 {
     enum mig_state s = m->fsm.state;
 
@@ -572,7 +574,7 @@ int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
     if (m->fault.read_delay_ms) {
         usleep(m->fault.read_delay_ms * 1000u);
     }
-    ret = mig_save_read(m, buf, size, got, err);
+    ret = mig_save_read(m, buf, size, got, pieces, err);
     if (s == MIG_STATE_STOP_COPY) {
         m->stats.stopcopy_reads++;
         m->stats.stopcopy_read_ms += mig_now_ms() - t0;
@@ -580,6 +582,28 @@ int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
         m->stats.precopy_reads++;
         m->stats.precopy_read_ms += mig_now_ms() - t0;
     }
+    return ret;
+}
+
+int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
+             struct vg_error *err)
+{
+    return read_stream(m, buf, size, got, NULL, err);
+}
+
+int mig_read_pieces(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
+                    struct mig_piece *pieces, unsigned max, unsigned *npieces,
+                    struct vg_error *err)
+{
+    struct mig_pieces p = {.piece = pieces, .max = max};
+    int ret;
+
+    *npieces = 0;
+    if (max < 2) {
+        return vg_error_set(err, EINVAL, "room for %u pieces, at least 2", max);
+    }
+    ret = read_stream(m, buf, size, got, &p, err);
+    *npieces = p.count;
     return ret;
 }
 
@@ -833,6 +857,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"load_writes\": %" PRIu64 ",\n  \"load_write_ms\": %.3f"
         ",\n  \"data_hash_ms\": %.3f,\n  \"data_copy_ms\": %.3f"
         ",\n  \"shm_bytes\": %" PRIu64 ",\n  \"in_place_bytes\": %" PRIu64
+        ",\n  \"vram_piece_bytes\": %" PRIu64
         ",\n  \"gpu_direct_bytes\": %" PRIu64
         ",\n  \"gpu_hashed_bytes\": %" PRIu64 ",\n  \"stream_version\": %u"
         "%s,\n  \"last_error\": \"%s\"\n}\n",
@@ -848,8 +873,8 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->cpu_log_pages, st->stopcopy_reads, st->stopcopy_read_ms,
         st->precopy_reads, st->precopy_read_ms, st->load_writes,
         st->load_write_ms, st->data_hash_ms, st->data_copy_ms, st->shm_bytes,
-        st->in_place_bytes, st->gpu_direct_bytes, st->gpu_hashed_bytes,
-        st->stream_version, postcopy, error);
+        st->in_place_bytes, st->vram_piece_bytes, st->gpu_direct_bytes,
+        st->gpu_hashed_bytes, st->stream_version, postcopy, error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

@@ -108,6 +108,8 @@ struct mig_stats {
     uint64_t shm_bytes;      /* of those, through the shared area (data_shm) */
     uint64_t in_place_bytes; /* page data loaded without a copy (version 2
                                 records whole in one write) */
+    uint64_t vram_piece_bytes; /* read as pieces of VRAM (mig_read_pieces),
+                                  not copied by the server */
     uint64_t gpu_direct_bytes; /* copied between the GPU and the shared
                                   area without staging (vgpu_host_register) */
     uint64_t gpu_hashed_bytes; /* page data the GPU hashed as it was read
@@ -163,6 +165,23 @@ void mig_reset(struct mig *m);
  * data now.  -EINVAL outside PRE_COPY, PRE_COPY_P2P and STOP_COPY. */
 int mig_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
              struct vg_error *err);
+/* A piece of a read's data (mig_read_pieces): @len bytes at @offset of
+ * the read's buffer, or of VRAM if @in_vram. */
+struct mig_piece {
+    uint64_t offset;
+    uint32_t len;
+    bool in_vram;
+};
+/* Stop-copy pages from mapped VRAM, quiesced, in runs of at least this
+ * many bytes, are left where they are (smaller ones are copied). */
+#define MIG_PIECE_VRAM_MIN (32u * 1024)
+/* mig_read, but in STOP_COPY the page data of runs of mapped VRAM stay
+ * in VRAM, unchanged until the device leaves STOP_COPY: the read's
+ * stream bytes are @pieces[0..*@npieces) in order, the buffer's packed
+ * from @buf on; at most @max pieces (>= 2). */
+int mig_read_pieces(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
+                    struct mig_piece *pieces, unsigned max, unsigned *npieces,
+                    struct vg_error *err);
 /* Whether the reads have taken the stream's last byte, in STOP_COPY: a
  * further mig_read() gets nothing. */
 bool mig_read_ended(const struct mig *m);

@@ -292,6 +292,9 @@ static int migr_member(struct json *j, const char *key, int depth, void *opaque)
     if (strcmp(key, "data_shm") == 0) {
         return json_bool(j, &mc->data_shm);
     }
+    if (strcmp(key, "data_vram") == 0) {
+        return json_bool(j, &mc->data_vram);
+    }
     if (strcmp(key, "postcopy") == 0) {
         return json_bool(j, &mc->postcopy);
     }
@@ -365,7 +368,7 @@ static int format_migr(const struct vfu_migr_caps *client,
                        char *buf, size_t size)
 {
     uint64_t bitmap = ours->max_bitmap_size;
-    char members[160] = "";
+    char members[320] = "";
     size_t n = 0;
 
     if (client->has_max_bitmap && client->max_bitmap_size < bitmap) {
@@ -392,6 +395,10 @@ static int format_migr(const struct vfu_migr_caps *client,
     if (client->data_shm && ours->data_shm) {
         n += (size_t)snprintf(members + n, sizeof(members) - n,
                               ",\"data_shm\":true");
+    }
+    if (client->data_vram && ours->data_vram) {
+        n += (size_t)snprintf(members + n, sizeof(members) - n,
+                              ",\"data_vram\":true");
     }
     if (client->postcopy && ours->postcopy) {
         n += (size_t)snprintf(members + n, sizeof(members) - n,

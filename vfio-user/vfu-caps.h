@@ -16,7 +16,8 @@
  * pre-copy and sends them with VFIO_USER_REGION_DIRTY_LOG) and "data_shm"
  * (migration data may move through a shared memory area: MIG_DATA_SHM,
  * MIG_DATA_READ_SHM, MIG_DATA_WRITE_SHM) and "postcopy" (REGION_UFFD and
- * MIG_POSTCOPY, docs/postcopy.md), "postcopy-dma" (DMA_UFFD) and
+ * MIG_POSTCOPY, docs/postcopy.md), "data_vram" (MIG_DATA_VRAM and reads
+ * whose replies leave page data in VRAM), "postcopy-dma" (DMA_UFFD) and
  * "load-from-file" (MIG_DATA_FILE,
  * docs/restore.md).  An object
  * with none of these members is left out of the reply.
@@ -45,6 +46,7 @@ struct vfu_migr_caps {
     bool precopy_info;     /* "precopy_info": true */
     bool region_dirty_log; /* "region_dirty_log": true */
     bool data_shm;         /* "data_shm": true */
+    bool data_vram;        /* "data_vram": true */
     bool postcopy;         /* "postcopy": true */
     bool load_from_file;   /* "load-from-file": true */
     bool postcopy_dma;     /* "postcopy-dma": true */

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
         mc.runtime_dir = dir[0] ? dir : "/";
     }
     srv->shm_fd = -1;
+    srv->vram_ro_fd = -1;
     /* The destination must offer the features the source's guest saw. */
     vgpu_bar0_read(srv->gpu, VGPU_REG_FEATURES, &mc.features, 4);
     return mig_new(&mc, &srv->mig, err);
@@ -66,6 +68,10 @@ static void shm_release(struct vfu_server *srv)
     if (srv->shm_fd >= 0) {
         close(srv->shm_fd);
         srv->shm_fd = -1;
+    }
+    if (srv->vram_ro_fd >= 0) {
+        close(srv->vram_ro_fd);
+        srv->vram_ro_fd = -1;
     }
 }
 
@@ -89,6 +95,7 @@ void vfu_data_release(struct vfu_server *srv)
     srv->precopy_info = false;
     srv->region_log = false;
     srv->data_shm = false;
+    srv->data_vram = false;
     shm_release(srv);
     mig_note_bar2_logged(srv->mig, false);
     dma_log_stop(srv);
@@ -438,14 +445,124 @@ int vfu_handle_mig_data_shm(struct vfu_server *srv, const uint8_t *p,
     return ret;
 }
 
-/* Parse a MIG_DATA_{READ,WRITE}_SHM request into @io. */
+/* Parse the MIG_DATA_{READ,WRITE}_SHM request being served into @io. */
 static int shm_io_parse(struct vfu_server *srv, const uint8_t *p, size_t len,
                         struct vfu_mig_shm_io *io, struct vg_error *err)
 {
+    uint32_t flags_ok =
+        srv->data_vram && srv->rx.hdr.command == VFU_CMD_MIG_DATA_READ_SHM
+            ? VFU_MIG_SHM_IO_PIECES
+            : 0;
+
     if (!srv->data_shm || !srv->shm) {
         return vg_error_set(err, ENOTSUP, "data_shm was not negotiated");
     }
-    return vfu_parse_mig_shm_io(p, len, srv->shm_slots, SHM_SLOT_SIZE, io, err);
+    return vfu_parse_mig_shm_io(p, len, srv->shm_slots, SHM_SLOT_SIZE, flags_ok,
+                                io, err);
+}
+
+int vfu_handle_mig_data_vram(struct vfu_server *srv, const uint8_t *p,
+                             size_t len, struct vfu_reply *r,
+                             struct vg_error *err)
+{
+    struct vfu_mig_vram vram = {sizeof(vram), 0, vgpu_vram_size(srv->gpu)};
+    char path[64];
+    int ret;
+
+    if (!srv->data_vram) {
+        return vg_error_set(err, ENOTSUP, "data_vram was not negotiated");
+    }
+    ret = vfu_parse_mig_shm(p, len, err);
+    if (ret < 0) {
+        return ret;
+    }
+    if (srv->vram_ro_fd < 0) {
+        /* A view the client cannot write VRAM through, even if it maps
+         * it (the BAR2 fd is another matter: region info). */
+        snprintf(path, sizeof(path), "/proc/self/fd/%d",
+                 vgpu_vram_fd(srv->gpu));
+        srv->vram_ro_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (srv->vram_ro_fd < 0) {
+            return vg_error_set(err, errno, "read-only view of VRAM (%s): %s",
+                                path, strerror(errno));
+        }
+    }
+    memcpy(vfu_payload(srv), &vram, sizeof(vram));
+    r->len = sizeof(vram);
+    r->fd = srv->vram_ro_fd;
+    return 0;
+}
+
+/* The read's pieces in the reply's form. */
+static void pieces_to_reply(const struct mig_piece *in, unsigned n,
+                            struct vfu_mig_pieces *out)
+{
+    out->count = n;
+    out->reserved = 0;
+    for (unsigned i = 0; i < n; i++) {
+        out->piece[i] = (struct vfu_mig_piece){
+            .offset = in[i].offset,
+            .len = in[i].len,
+            .where = in[i].in_vram ? VFU_MIG_PIECE_VRAM : VFU_MIG_PIECE_SLOT,
+        };
+    }
+}
+
+int vfu_read_shm(struct vfu_server *srv, struct vfu_mig_shm_io *io,
+                 struct vfu_mig_pieces *pieces, struct vg_error *err)
+{
+    uint8_t *slot = srv->shm + (size_t)io->slot * SHM_SLOT_SIZE;
+    struct mig_piece piece[VFU_MIG_PIECES_MAX];
+    bool in_pieces = io->flags & VFU_MIG_SHM_IO_PIECES;
+    unsigned n = 0;
+    int ret;
+
+    if (in_pieces) {
+        ret = mig_read_pieces(srv->mig, slot, io->size, &io->size, piece,
+                              VFU_MIG_PIECES_MAX, &n, err);
+    } else {
+        ret = mig_read(srv->mig, slot, io->size, &io->size, err);
+    }
+    if (ret < 0) {
+        return ret;
+    }
+    mig_note_shm_bytes(srv->mig, io->size);
+    io->flags = mig_read_ended(srv->mig) ? VFU_MIG_SHM_IO_END : 0;
+    if (in_pieces) {
+        io->flags |= VFU_MIG_SHM_IO_PIECES;
+        pieces_to_reply(piece, n, pieces);
+    }
+    io->argsz = (uint32_t)vfu_read_shm_reply_len(io, pieces);
+    return 0;
+}
+
+size_t vfu_read_shm_reply_len(const struct vfu_mig_shm_io *io,
+                              const struct vfu_mig_pieces *pieces)
+{
+    if (!(io->flags & VFU_MIG_SHM_IO_PIECES)) {
+        return sizeof(*io);
+    }
+    return sizeof(*io) + offsetof(struct vfu_mig_pieces, piece) +
+           (size_t)pieces->count * sizeof(pieces->piece[0]);
+}
+
+int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
+                                 size_t len, struct vfu_reply *r,
+                                 struct vg_error *err)
+{
+    struct vfu_mig_shm_io io;
+    struct vfu_mig_pieces pieces;
+    int ret = shm_io_parse(srv, p, len, &io, err);
+
+    if (ret == 0) {
+        ret = vfu_read_shm(srv, &io, &pieces, err);
+    }
+    if (ret == 0) {
+        memcpy(vfu_payload(srv), &io, sizeof(io));
+        memcpy(vfu_payload(srv) + sizeof(io), &pieces, io.argsz - sizeof(io));
+        r->len = io.argsz;
+    }
+    return ret;
 }
 
 static void shm_io_reply(struct vfu_server *srv, struct vfu_mig_shm_io *io,
@@ -454,30 +571,6 @@ static void shm_io_reply(struct vfu_server *srv, struct vfu_mig_shm_io *io,
     io->argsz = sizeof(*io);
     memcpy(vfu_payload(srv), io, sizeof(*io));
     r->len = sizeof(*io);
-}
-
-int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
-                                 size_t len, struct vfu_reply *r,
-                                 struct vg_error *err)
-{
-    struct vfu_mig_shm_io io;
-    int ret = shm_io_parse(srv, p, len, &io, err);
-
-    if (ret == 0) {
-        ret = mig_read(srv->mig, srv->shm + (size_t)io.slot * SHM_SLOT_SIZE,
-                       io.size, &io.size, err);
-    }
-    if (ret == 0) {
-        mig_note_shm_bytes(srv->mig, io.size);
-        io.flags = vfu_read_shm_flags(srv);
-        shm_io_reply(srv, &io, r);
-    }
-    return ret;
-}
-
-uint32_t vfu_read_shm_flags(const struct vfu_server *srv)
-{
-    return mig_read_ended(srv->mig) ? VFU_MIG_SHM_IO_END : 0;
 }
 
 int vfu_data_queue_shm(struct vfu_server *srv, const uint8_t *p, size_t len,

@@ -26,6 +26,7 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
                  .precopy_info = true,
                  .region_dirty_log = true,
                  .data_shm = true,
+                 .data_vram = true,
                  .postcopy = true,
                  .load_from_file = true,
                  .postcopy_dma = true,
@@ -42,6 +43,9 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
     }
     ours.migr.region_dirty_log &= !srv->no_region_log;
     ours.migr.data_shm &= !srv->no_data_shm;
+    /* Only VRAM mapped from a memfd can be lent to the client. */
+    ours.migr.data_vram &=
+        ours.migr.data_shm && !srv->no_data_vram && vgpu_vram_fd(srv->gpu) >= 0;
     ours.migr.postcopy &= !srv->no_postcopy && mig_postcopy_capable(srv->mig);
     ours.migr.load_from_file &= mig_restore_capable(srv->mig);
     ours.migr.postcopy_dma &= ours.migr.postcopy;
@@ -86,6 +90,8 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
         req.caps.migr.region_dirty_log && ours.migr.region_dirty_log;
     mig_note_bar2_logged(srv->mig, srv->region_log);
     srv->data_shm = req.caps.migr.data_shm && ours.migr.data_shm;
+    srv->data_vram =
+        srv->data_shm && req.caps.migr.data_vram && ours.migr.data_vram;
     srv->postcopy = req.caps.migr.postcopy && ours.migr.postcopy;
     srv->load_from_file =
         req.caps.migr.load_from_file && ours.migr.load_from_file;
@@ -118,6 +124,7 @@ static const struct {
     [VFU_CMD_REGION_DIRTY_LOG] = {vfu_handle_region_dirty_log, false},
     [VFU_CMD_MIG_DATA_SHM] = {vfu_handle_mig_data_shm, false},
     [VFU_CMD_MIG_DATA_READ_SHM] = {vfu_handle_mig_data_read_shm, false},
+    [VFU_CMD_MIG_DATA_VRAM] = {vfu_handle_mig_data_vram, false},
     [VFU_CMD_MIG_DATA_WRITE_SHM] = {vfu_handle_mig_data_write_shm, false},
     [VFU_CMD_REGION_UFFD] = {vfu_handle_region_uffd, true},
     [VFU_CMD_MIG_POSTCOPY] = {vfu_handle_mig_postcopy, false},

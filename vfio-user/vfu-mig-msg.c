@@ -368,8 +368,8 @@ int vfu_parse_mig_shm(const void *p, size_t len, struct vg_error *err)
 }
 
 int vfu_parse_mig_shm_io(const void *p, size_t len, uint32_t slots,
-                         uint32_t slot_size, struct vfu_mig_shm_io *out,
-                         struct vg_error *err)
+                         uint32_t slot_size, uint32_t flags_ok,
+                         struct vfu_mig_shm_io *out, struct vg_error *err)
 {
     struct vfu_mig_shm_io io;
 
@@ -378,7 +378,7 @@ int vfu_parse_mig_shm_io(const void *p, size_t len, uint32_t slots,
                             len, sizeof(io));
     }
     memcpy(&io, p, sizeof(io));
-    if (io.argsz < sizeof(io) || io.flags != 0) {
+    if (io.argsz < sizeof(io) || (io.flags & ~flags_ok)) {
         return vg_error_set(err, EINVAL, "argsz %u (min %zu) or flags %#x",
                             io.argsz, sizeof(io), io.flags);
     }

@@ -58,10 +58,11 @@ int vfu_parse_mig_data_write(const void *p, size_t len, uint32_t max_xfer,
 /* MIG_DATA_SHM: exactly argsz and flags, argsz >= 16, flags 0. */
 int vfu_parse_mig_shm(const void *p, size_t len, struct vg_error *err);
 /* MIG_DATA_READ_SHM, MIG_DATA_WRITE_SHM: exactly a struct vfu_mig_shm_io,
- * argsz >= 16, flags 0, slot < @slots, size <= @slot_size. */
+ * argsz >= 16, no flags but those of @flags_ok, slot < @slots, size <=
+ * @slot_size. */
 int vfu_parse_mig_shm_io(const void *p, size_t len, uint32_t slots,
-                         uint32_t slot_size, struct vfu_mig_shm_io *out,
-                         struct vg_error *err);
+                         uint32_t slot_size, uint32_t flags_ok,
+                         struct vfu_mig_shm_io *out, struct vg_error *err);
 /* MIG_GET_PRECOPY_INFO: exactly argsz and flags, argsz >= 24, flags 0. */
 int vfu_parse_precopy_info(const void *p, size_t len, struct vg_error *err);
 /* MIG_POSTCOPY: exactly a struct vfu_mig_postcopy, argsz 8, flags 0. */

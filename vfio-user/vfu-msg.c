@@ -39,6 +39,7 @@ static const char *const cmd_names[] = {
     [VFU_CMD_MIG_POSTCOPY] = "MIG_POSTCOPY",
     [VFU_CMD_MIG_DATA_FILE] = "MIG_DATA_FILE",
     [VFU_CMD_DMA_UFFD] = "DMA_UFFD",
+    [VFU_CMD_MIG_DATA_VRAM] = "MIG_DATA_VRAM",
 };
 
 const char *vfu_cmd_name(uint16_t cmd)

@@ -44,7 +44,9 @@ struct vfu_plane {
     bool stop;
     bool lost;   /* a reply could not be sent: the control loop disconnects */
     int wake_fd; /* eventfd: the plane went idle (the control loop polls) */
-    uint8_t tx[sizeof(struct vfu_hdr) + sizeof(struct vfu_mig_shm_io)];
+    struct vfu_mig_pieces pieces; /* the read in service's, if asked for */
+    uint8_t tx[sizeof(struct vfu_hdr) + sizeof(struct vfu_mig_shm_io) +
+               sizeof(struct vfu_mig_pieces)];
 };
 
 /* Serve @req: the slot it names goes to or comes from the migration module;
@@ -65,16 +67,16 @@ static int serve(struct vfu_server *srv, struct plane_req *req,
         vfu_regs_lock(srv);
     }
     if (read) {
-        ret = mig_read(srv->mig, slot, req->io.size, &req->io.size, err);
-        req->io.flags = vfu_read_shm_flags(srv);
+        ret = vfu_read_shm(srv, &req->io, &srv->plane->pieces, err);
     } else {
         ret = mig_write(srv->mig, slot, req->io.size, err);
+        req->io.argsz = sizeof(req->io);
+        if (ret == 0) {
+            mig_note_shm_bytes(srv->mig, req->io.size);
+        }
     }
     if (!beside) {
         vfu_regs_unlock(srv);
-    }
-    if (ret == 0) {
-        mig_note_shm_bytes(srv->mig, req->io.size);
     }
     return ret;
 }
@@ -98,11 +100,15 @@ static void serve_and_reply(struct vfu_server *srv, struct plane_req *req)
     if (lost || (req->hdr.flags & VFU_FLAG_NO_REPLY)) {
         return; /* the client did not take a reply in time: it goes */
     }
-    req->io.argsz = sizeof(req->io);
-    vfu_hdr_reply(&req->hdr, ret < 0 ? 0 : sizeof(req->io), ret < 0 ? -ret : 0,
+    /* On success serve() set argsz to the reply's payload bytes */
+    vfu_hdr_reply(&req->hdr, ret < 0 ? 0 : req->io.argsz, ret < 0 ? -ret : 0,
                   &reply);
     memcpy(pl->tx, &reply, sizeof(reply));
-    memcpy(pl->tx + sizeof(reply), &req->io, sizeof(req->io));
+    if (ret == 0) {
+        memcpy(pl->tx + sizeof(reply), &req->io, sizeof(req->io));
+        memcpy(pl->tx + sizeof(reply) + sizeof(req->io), &pl->pieces,
+               req->io.argsz - sizeof(req->io));
+    }
     if (vfu_send_msg(srv, pl->tx, reply.size, -1, &err) < 0) {
         vg_warn("request %u %s: %s", req->hdr.id,
                 vfu_cmd_name(req->hdr.command), err.msg);

@@ -55,6 +55,10 @@ enum vfu_command {
      * wait, through a userfaultfd of the server's that the client polls,
      * for the pages not received yet */
     VFU_CMD_DMA_UFFD = 27,
+    /* vgmig extension, negotiated with "data_vram" (docs/data-path.md):
+     * a read-only fd of VRAM, so that a stop-copy read's reply may leave
+     * page data there (VFU_MIG_SHM_IO_PIECES) */
+    VFU_CMD_MIG_DATA_VRAM = 28,
 };
 
 /* Header flags */
@@ -223,14 +227,44 @@ struct vfu_mig_shm {
 
 /* MIG_DATA_READ_SHM and MIG_DATA_WRITE_SHM, request and reply: @size
  * bytes of migration data at the start of slot @slot.  @flags is 0 in
- * requests; a read's reply sets VFU_MIG_SHM_IO_END when, in STOP_COPY,
- * its data end the device's (a further read would get none). */
-#define VFU_MIG_SHM_IO_END 1u
+ * requests but for VFU_MIG_SHM_IO_PIECES in a read's, with "data_vram"
+ * negotiated; a read's reply sets VFU_MIG_SHM_IO_END when, in STOP_COPY,
+ * its data end the device's (a further read would get none), and
+ * VFU_MIG_SHM_IO_PIECES when a struct vfu_mig_pieces follows it. */
+#define VFU_MIG_SHM_IO_END    1u
+#define VFU_MIG_SHM_IO_PIECES 2u
 struct vfu_mig_shm_io {
     uint32_t argsz;
     uint32_t slot;
     uint32_t size;
     uint32_t flags;
+};
+
+/* MIG_DATA_VRAM request (argsz, flags 0) and reply, which passes a
+ * read-only fd of VRAM, @size bytes. */
+struct vfu_mig_vram {
+    uint32_t argsz;
+    uint32_t flags;
+    uint64_t size;
+};
+
+/* After a read's reply with VFU_MIG_SHM_IO_PIECES: the read's @size
+ * bytes are @count pieces, in order, each @len bytes at @offset of the
+ * slot (@where VFU_MIG_PIECE_SLOT) or of VRAM (VFU_MIG_PIECE_VRAM, as
+ * MIG_DATA_VRAM's fd maps it, unchanged until the device leaves
+ * STOP_COPY). */
+#define VFU_MIG_PIECE_SLOT 0u
+#define VFU_MIG_PIECE_VRAM 1u
+#define VFU_MIG_PIECES_MAX 64u
+struct vfu_mig_piece {
+    uint64_t offset;
+    uint32_t len;
+    uint32_t where;
+};
+struct vfu_mig_pieces {
+    uint32_t count;
+    uint32_t reserved;
+    struct vfu_mig_piece piece[VFU_MIG_PIECES_MAX]; /* @count sent */
 };
 
 /* MIG_GET_PRECOPY_INFO: the request is argsz and flags only. */

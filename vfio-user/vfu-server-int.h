@@ -61,6 +61,7 @@ struct vfu_server {
     bool no_migration;  /* --no-migration: no migration features */
     bool no_region_log; /* --no-region-log: refuse REGION_DIRTY_LOG */
     bool no_data_shm;   /* --no-data-shm: refuse data_shm */
+    bool no_data_vram;  /* --no-data-vram: refuse data_vram */
     bool no_postcopy;   /* --no-postcopy: refuse postcopy */
     unsigned shm_slots; /* --data-slots: slots of the data_shm area */
     /* TEST ONLY --fault (the server applies late-dma, vfu-data.c) */
@@ -90,6 +91,7 @@ struct vfu_server {
     bool precopy_info;   /* the client negotiated MIG_GET_PRECOPY_INFO */
     bool region_log;     /* ... and REGION_DIRTY_LOG (it logs BAR2 writes) */
     bool data_shm;       /* ... and MIG_DATA_SHM, MIG_DATA_{READ,WRITE}_SHM */
+    bool data_vram;      /* ... and MIG_DATA_VRAM, reads left in VRAM */
     bool postcopy;       /* ... and REGION_UFFD, MIG_POSTCOPY */
     bool load_from_file; /* ... and MIG_DATA_FILE */
     bool postcopy_dma;   /* ... and DMA_UFFD */
@@ -98,6 +100,7 @@ struct vfu_server {
      * client asks for it, freed on disconnect).  The client may write it
      * at any time: what reads it copies what it checks (mig_write). */
     int shm_fd;
+    int vram_ro_fd; /* MIG_DATA_VRAM's read-only fd of VRAM, -1: none yet */
     uint8_t *shm;
 
     /* Data plane: the migration module.  The device's step runs through
@@ -217,9 +220,20 @@ int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
 int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
                                   size_t len, struct vfu_reply *r,
                                   struct vg_error *err);
-/* The flags of a MIG_DATA_READ_SHM reply: VFU_MIG_SHM_IO_END once the
- * reads have taken the stop-copy stream's last byte. */
-uint32_t vfu_read_shm_flags(const struct vfu_server *srv);
+/* MIG_DATA_VRAM: the read-only fd of VRAM (data_vram). */
+int vfu_handle_mig_data_vram(struct vfu_server *srv, const uint8_t *p,
+                             size_t len, struct vfu_reply *r,
+                             struct vg_error *err);
+/* Serve the MIG_DATA_READ_SHM @io (parsed) into its slot: @io becomes the
+ * reply (size, VFU_MIG_SHM_IO_END once the reads have taken the stop-copy
+ * stream's last byte, argsz the reply's payload bytes), followed by
+ * @pieces where @io asked for VFU_MIG_SHM_IO_PIECES. */
+int vfu_read_shm(struct vfu_server *srv, struct vfu_mig_shm_io *io,
+                 struct vfu_mig_pieces *pieces, struct vg_error *err);
+/* The payload bytes of a MIG_DATA_READ_SHM reply: @io, and @pieces if it
+ * says VFU_MIG_SHM_IO_PIECES. */
+size_t vfu_read_shm_reply_len(const struct vfu_mig_shm_io *io,
+                              const struct vfu_mig_pieces *pieces);
 /* The control loop's half of a MIG_DATA_{READ,WRITE}_SHM request that the
  * plane takes (vfu_plane_takes()): check it and queue it; the plane
  * replies.  A negative errno with @err set: the caller replies. */

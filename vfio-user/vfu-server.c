@@ -23,6 +23,7 @@ static int server_init(struct vfu_server *srv,
     srv->no_migration = cfg->no_migration;
     srv->no_region_log = cfg->no_region_log;
     srv->no_data_shm = cfg->no_data_shm;
+    srv->no_data_vram = cfg->no_data_vram;
     srv->no_postcopy = cfg->no_postcopy;
     srv->fault = cfg->fault;
     srv->shm_slots = cfg->data_slots ? cfg->data_slots : VFU_DATA_SLOTS_DEFAULT;

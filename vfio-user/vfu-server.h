@@ -44,6 +44,7 @@ struct vfu_server_config {
     bool no_migration;             /* refuse the migration features */
     bool no_region_log;            /* refuse REGION_DIRTY_LOG */
     bool no_data_shm;              /* refuse data_shm */
+    bool no_data_vram;             /* refuse data_vram */
     bool no_data_plane;            /* serve its requests on the control loop */
     bool device_thread;            /* step the device on a thread of its own */
     bool no_postcopy;              /* refuse postcopy */

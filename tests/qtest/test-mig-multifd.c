@@ -49,7 +49,10 @@
  * non-zero VRAM in iterative pre-copy over multifd at full speed; on
  * with a device without pre-copy (--precopy=none:
  * all of VRAM in stop-copy), with 64 MiB and with 256 MiB of VRAM that
- * is all non-zero (the destination hung without patch 0010); off with
+ * is all non-zero (the destination hung without patch 0010), where QEMU
+ * sends the pages from its read-only view of VRAM (data_vram, patches
+ * 0074-0076), and the first again with servers that refuse that view
+ * (--no-data-vram), whose source server copies them; off with
  * multifd (set at run time with qom-set, as the property allows); auto
  * with and without multifd; on with servers whose shared areas have two
  * slots (--data-slots 2, what servers offered before patch 0031), from
@@ -120,6 +123,7 @@ struct mf_case {
     bool move_bar;          /* the guest moves BAR0 during pre-copy */
     const char *precopy;    /* the servers' --precopy, NULL: default */
     unsigned data_slots;    /* the servers' --data-slots, 0: default */
+    bool no_data_vram;      /* the servers' --no-data-vram */
     /* > 0: the servers' --fault=write-delay:MS (each write of the load
      * waits), and the writes the destination must have had in flight at
      * once at the most (patch 0071). */
@@ -186,10 +190,11 @@ static char **mf_server_args(const struct mf_case *c)
     char **a;
     unsigned n = 0;
 
-    if (!c->precopy && !c->data_slots && !c->write_delay_ms) {
+    if (!c->precopy && !c->data_slots && !c->write_delay_ms &&
+        !c->no_data_vram) {
         return NULL;
     }
-    a = g_new0(char *, 4);
+    a = g_new0(char *, 5);
     if (c->precopy) {
         a[n++] = g_strdup_printf("--precopy=%s", c->precopy);
     }
@@ -198,6 +203,9 @@ static char **mf_server_args(const struct mf_case *c)
     }
     if (c->write_delay_ms) {
         a[n++] = g_strdup_printf("--fault=write-delay:%u", c->write_delay_ms);
+    }
+    if (c->no_data_vram) {
+        a[n++] = g_strdup("--no-data-vram");
     }
     return a;
 }
@@ -311,6 +319,25 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
 
 /* ---------------------------------------------------------- cases -- */
 
+/* The pages of a stop-copy of @stopcopy bytes: QEMU took those of long
+ * runs from its read-only view of VRAM (data_vram), not from copies the
+ * source server made, unless the servers refused it; the destination has
+ * no such view.  Where the device had no pre-copy, all of VRAM went so. */
+static void mf_assert_vram_pieces(const struct mf_case *c, struct vg_stats *sst,
+                                  struct vg_stats *dst, int64_t stopcopy)
+{
+    int64_t pieces = mt_stat_int(sst, "vram_piece_bytes");
+
+    g_assert_cmpint(mt_stat_int(dst, "vram_piece_bytes"), ==, 0);
+    g_assert_cmpint(pieces, <=, mt_stat_int(sst, "final_dirty_bytes"));
+    if (c->no_data_vram) {
+        g_assert_cmpint(pieces, ==, 0);
+    } else if (c->precopy && !strcmp(c->precopy, "none")) {
+        /* All but the records' headers and the runs' short tails */
+        g_assert_cmpint(pieces, >=, stopcopy / 2);
+    }
+}
+
 /* Known VRAM on the source; its samples (checked) in *@samples. */
 static void mf_fill(struct mt *t, uint8_t **samples)
 {
@@ -414,10 +441,12 @@ static void mf_migrate_iterative(struct mt *t, const struct mf_case *c,
 /* The migration completed: the whole VRAM (equal to *@src_samples, read
  * again from the source, which got a FILL during pre-copy when
  * @iterative) and the device state (the last fence was @fence) arrived,
- * the destination's vGPU works; the source server's pre-copy and
+ * the destination's vGPU works, the stop-copy's pages took the way @c
+ * says (mf_assert_vram_pieces()); the source server's pre-copy and
  * stop-copy bytes in *@precopy and *@stopcopy. */
-static void mf_check_dst(struct mt *t, uint8_t **src_samples, bool iterative,
-                         uint32_t fence, int64_t *precopy, int64_t *stopcopy)
+static void mf_check_dst(struct mt *t, const struct mf_case *c,
+                         uint8_t **src_samples, bool iterative, uint32_t fence,
+                         int64_t *precopy, int64_t *stopcopy)
 {
     g_autofree uint8_t *dst_samples = NULL;
     struct vg_stats sst, dst;
@@ -443,6 +472,7 @@ static void mf_check_dst(struct mt *t, uint8_t **src_samples, bool iterative,
         g_assert_cmpint(*precopy, ==, 0);
         g_assert_cmpint(*stopcopy, >=, (int64_t)MT_FILLED_MIB << 20);
     }
+    mf_assert_vram_pieces(c, &sst, &dst, *stopcopy);
     dst_samples = mt_vram_samples(&t->dgpu);
     mt_assert_samples(dst_samples, *src_samples, "destination");
     g_assert_cmphex(mt_rd(&t->dgpu, VGPU_REG_FENCE_LO), ==, fence);
@@ -538,6 +568,7 @@ static void mf_run_full(const struct mf_case *c)
                   (1 << 20) / (info.total_time_ms / 1000.0)
             : 0.0);
     g_assert_cmpint(pre + stop, >=, (int64_t)c->vram_size);
+    mf_assert_vram_pieces(c, &sst, &dst, stop);
     g_assert_cmpint(resume_us, >, stop_us);
     g_assert_cmphex(mt_rd(&t.dgpu, VGPU_REG_FENCE_LO), ==, 0x77);
     mt_fence(&t.dgpu, 0x78);
@@ -571,7 +602,7 @@ static void mf_run_case(const void *opaque)
     }
     g_assert_true(info.has_vfio);
     g_assert_cmpint(info.vfio_transferred, >, 0);
-    mf_check_dst(&t, &samples, iterative, 0x77, &precopy, &stopcopy);
+    mf_check_dst(&t, c, &samples, iterative, 0x77, &precopy, &stopcopy);
     mf_assert_path(&t, c, precopy, stopcopy);
     g_assert_true(vg_proc_alive(&t.src.srv->proc));
     g_assert_true(vg_proc_alive(&t.dst.srv->proc));
@@ -621,7 +652,7 @@ static void mf_run_refused(const void *opaque)
     mf_assert_prop(t.src.qemu, r->prop, "off");
     mf_start_dst(&t, &r->retry, NULL);
     mf_migrate_iterative(&t, &r->retry, &info);
-    mf_check_dst(&t, &samples, true, 0x79, &precopy, &stopcopy);
+    mf_check_dst(&t, &r->retry, &samples, true, 0x79, &precopy, &stopcopy);
     mf_assert_path(&t, &r->retry, precopy, stopcopy);
     mt_stop(&t);
 }
@@ -749,6 +780,13 @@ static const struct mf_case cases[] = {
      .want_mf_precopy = true,
      .vram = MF_LARGE_VRAM,
      .vram_size = MF_LARGE_SIZE},
+    {.tag = "mf-stopcopy-no-data-vram",
+     .channels = 2,
+     .transfer = "on",
+     .precopy = "none",
+     .no_data_vram = true,
+     .want_multifd = true,
+     .want_mf_precopy = true},
     {.tag = "mf-read-ahead-1",
      .channels = 2,
      .transfer = "on",
@@ -772,6 +810,7 @@ static const char *const case_paths[G_N_ELEMENTS(cases)] = {
     "/mig/multifd/two-data-slots",
     "/mig/multifd/four-writes-behind",
     "/mig/multifd/two-writes-behind-with-16-slots",
+    "/mig/multifd/on-no-device-precopy-no-data-vram",
     "/mig/multifd/one-read-ahead",
 };
 

@@ -7,7 +7,10 @@
  * The source stages a record straight into a read's buffer where it fits
  * whole, so its records follow the read sizes: streams read in pieces of
  * many sizes, from pre-copy and from stop-copy, load the same VRAM.
+ * Read as pieces (mig_read_pieces), a stop-copy leaves its pages in VRAM
+ * and the pieces, gathered, are the same stream.
  */
+#include <errno.h>
 #include <glib.h>
 #include <string.h>
 
@@ -86,25 +89,83 @@ static void read_out(struct mig *m, uint32_t size, GByteArray *out)
     } while (got);
 }
 
-/* The whole stream of @m read in pieces of @size: its pre-copy round 0
- * if @precopy, then stop-copy. */
-static GByteArray *save_sized(struct mig *m, uint32_t size, bool precopy)
+/* Read @m's stream as read_out(), each read as at most @max pieces
+ * (mig_read_pieces), which are checked and gathered into @out: the
+ * buffer's packed from its start, VRAM's only in STOP_COPY, each of
+ * MIG_PIECE_VRAM_MIN bytes or more. */
+static void read_pieces_out(struct mig *m, struct vgpu *gpu, uint32_t size,
+                            unsigned max, GByteArray *out)
+{
+    struct mig_piece piece[64];
+    struct vg_error err;
+    uint32_t got;
+    unsigned n;
+
+    g_assert_cmpuint(max, <=, G_N_ELEMENTS(piece));
+    do {
+        uint8_t *buf = g_malloc(size);
+        uint64_t used = 0, total = 0;
+
+        g_assert_cmpint(
+            mig_read_pieces(m, buf, size, &got, piece, max, &n, &err), ==, 0);
+        g_assert_cmpuint(n, <=, max);
+        for (unsigned i = 0; i < n; i++) {
+            const uint8_t *from = buf + piece[i].offset;
+
+            g_assert_cmpuint(piece[i].len, >, 0);
+            if (piece[i].in_vram) {
+                g_assert_cmpint(mig_state(m), ==, MIG_STATE_STOP_COPY);
+                g_assert_cmpuint(piece[i].len, >=, MIG_PIECE_VRAM_MIN);
+                g_assert_cmpuint(piece[i].offset + piece[i].len, <=, VRAM);
+                from = vgpu_vram(gpu) + piece[i].offset;
+            } else {
+                g_assert_cmpuint(piece[i].offset, ==, used);
+                used += piece[i].len;
+            }
+            g_byte_array_append(out, from, piece[i].len);
+            total += piece[i].len;
+        }
+        g_assert_cmpuint(total, ==, got);
+        g_assert_cmpuint(used, <=, size);
+        memset(buf, 0xa5, size);
+        g_free(buf);
+    } while (got);
+}
+
+/* The whole stream of @m (of @gpu) read in pieces of @size: its pre-copy
+ * round 0 if @precopy, then stop-copy; as pieces, at most @max a read, if
+ * not 0. */
+static GByteArray *save_read(struct mig *m, struct vgpu *gpu, uint32_t size,
+                             bool precopy, unsigned max)
 {
     GByteArray *out = g_byte_array_new();
 
     if (precopy) {
         set_state(m, MIG_STATE_PRE_COPY);
-        read_out(m, size, out);
+        if (max) {
+            read_pieces_out(m, gpu, size, max, out);
+        } else {
+            read_out(m, size, out);
+        }
         g_assert_cmpuint(out->len, >, VRAM / 2); /* round 0 went */
         set_state(m, MIG_STATE_STOP_COPY);
     } else {
         set_state(m, MIG_STATE_STOP);
         set_state(m, MIG_STATE_STOP_COPY);
     }
-    read_out(m, size, out);
+    if (max) {
+        read_pieces_out(m, gpu, size, max, out);
+    } else {
+        read_out(m, size, out);
+    }
     set_state(m, MIG_STATE_STOP);
     mig_idle(m, true); /* the source's checksums */
     return out;
+}
+
+static GByteArray *save_sized(struct mig *m, uint32_t size, bool precopy)
+{
+    return save_read(m, NULL, size, precopy, 0);
 }
 
 /* The whole stop-copy stream of @m. */
@@ -197,6 +258,86 @@ static void test_read_sizes(void)
     }
 }
 
+/* Reads as pieces, 64 or 2 at most, of several sizes: the stream they
+ * gather loads the same VRAM, and a stop-copy of all of VRAM left all but
+ * its records' headers there. */
+static void test_read_pieces(void)
+{
+    static const uint32_t sizes[] = {4u << 20, (2u << 20) + 32, 1u << 20,
+                                     PAGE + 32, 70001};
+    static const unsigned maxes[] = {64, 2};
+    static const uint32_t mib = 1u << 20;
+
+    for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
+        for (size_t j = 0; j < G_N_ELEMENTS(maxes); j++) {
+            for (int precopy = 0; precopy < 2; precopy++) {
+                struct vgpu *sgpu;
+                struct mig *src = new_mig_mode(&sgpu, 2,
+                                               precopy ? MIG_PRECOPY_ITERATIVE
+                                                       : MIG_PRECOPY_NONE);
+                g_autoptr(GByteArray) stream = NULL;
+                struct mig_stats st;
+
+                fill(sgpu);
+                stream = save_read(src, sgpu, sizes[i], precopy, maxes[j]);
+                mig_get_stats(src, &st);
+                if (precopy) {
+                    g_assert_cmpuint(st.vram_piece_bytes, ==, 0);
+                } else {
+                    /* every non-zero page (6 of 7) */
+                    g_assert_cmpuint(st.vram_piece_bytes, ==,
+                                     st.final_dirty_bytes);
+                    g_assert_cmpuint(st.vram_piece_bytes, >=, VRAM / 2);
+                }
+                load_equal(src, sgpu, stream, 2, &mib, 1);
+                mig_free(src);
+                vgpu_free(sgpu);
+            }
+        }
+    }
+}
+
+/* The same stream read whole and as pieces, byte for byte. */
+static void test_pieces_same_stream(void)
+{
+    struct vgpu *ga, *gb;
+    struct mig *a = new_mig(&ga, 2), *b = new_mig(&gb, 2);
+    g_autoptr(GByteArray) whole = NULL, pieces = NULL;
+
+    fill(ga);
+    fill(gb);
+    whole = save_read(a, ga, 1u << 20, false, 0);
+    pieces = save_read(b, gb, 1u << 20, false, 64);
+    g_assert_cmpuint(whole->len, ==, pieces->len);
+    g_assert_cmpint(memcmp(whole->data, pieces->data, whole->len), ==, 0);
+    mig_free(a);
+    mig_free(b);
+    vgpu_free(ga);
+    vgpu_free(gb);
+}
+
+/* Too little room for the pieces of one record is refused. */
+static void test_pieces_room(void)
+{
+    struct vgpu *gpu;
+    struct mig *m = new_mig(&gpu, 1);
+    struct mig_piece piece[1];
+    struct vg_error err;
+    uint8_t buf[64];
+    uint32_t got;
+    unsigned n = 7;
+
+    set_state(m, MIG_STATE_STOP);
+    set_state(m, MIG_STATE_STOP_COPY);
+    g_assert_cmpint(
+        mig_read_pieces(m, buf, sizeof(buf), &got, piece, 1, &n, &err), ==,
+        -EINVAL);
+    g_assert_cmpuint(n, ==, 0);
+    g_assert_nonnull(strstr(err.msg, "room for 1 pieces"));
+    mig_free(m);
+    vgpu_free(gpu);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -204,5 +345,8 @@ int main(int argc, char **argv)
                          test_load);
     g_test_add_data_func("/mig/load/pool-of-4", GUINT_TO_POINTER(4), test_load);
     g_test_add_func("/mig/load/read-sizes", test_read_sizes);
+    g_test_add_func("/mig/load/read-pieces", test_read_pieces);
+    g_test_add_func("/mig/load/pieces-same-stream", test_pieces_same_stream);
+    g_test_add_func("/mig/load/pieces-room", test_pieces_room);
     return g_test_run();
 }

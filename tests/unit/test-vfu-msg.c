@@ -273,25 +273,39 @@ static void test_mig_shm(void)
     g_assert_nonnull(strstr(err.msg, "flags 0x1"));
     g_assert_cmpint(vfu_parse_mig_shm(setup_small, 8, &err), ==, -EINVAL);
 
-    g_assert_cmpint(vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4096, &out, &err),
-                    ==, 0);
+    g_assert_cmpint(
+        vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4096, 0, &out, &err), ==, 0);
     g_assert_cmpuint(out.slot, ==, 1);
     g_assert_cmpuint(out.size, ==, 4096);
-    g_assert_cmpint(vfu_parse_mig_shm_io(&io, 12, 2, 4096, &out, &err), ==,
+    g_assert_cmpint(vfu_parse_mig_shm_io(&io, 12, 2, 4096, 0, &out, &err), ==,
                     -EINVAL);
-    g_assert_cmpint(vfu_parse_mig_shm_io(&io, sizeof(io), 1, 4096, &out, &err),
-                    ==, -EINVAL);
+    g_assert_cmpint(
+        vfu_parse_mig_shm_io(&io, sizeof(io), 1, 4096, 0, &out, &err), ==,
+        -EINVAL);
     g_assert_nonnull(strstr(err.msg, "slot 1 (of 1)"));
-    g_assert_cmpint(vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4095, &out, &err),
-                    ==, -EINVAL);
+    g_assert_cmpint(
+        vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4095, 0, &out, &err), ==,
+        -EINVAL);
     g_assert_nonnull(strstr(err.msg, "size 4096 (max 4095)"));
-    io.flags = 2;
-    g_assert_cmpint(vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4096, &out, &err),
+    io.flags = VFU_MIG_SHM_IO_PIECES;
+    g_assert_cmpint(
+        vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4096, 0, &out, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "flags 0x2"));
+    /* A read may ask for pieces where data_vram was negotiated */
+    g_assert_cmpint(vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4096,
+                                         VFU_MIG_SHM_IO_PIECES, &out, &err),
+                    ==, 0);
+    g_assert_cmpuint(out.flags, ==, VFU_MIG_SHM_IO_PIECES);
+    io.flags = VFU_MIG_SHM_IO_PIECES | VFU_MIG_SHM_IO_END;
+    g_assert_cmpint(vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4096,
+                                         VFU_MIG_SHM_IO_PIECES, &out, &err),
                     ==, -EINVAL);
     io.flags = 0;
     io.argsz = 8;
-    g_assert_cmpint(vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4096, &out, &err),
-                    ==, -EINVAL);
+    g_assert_cmpint(
+        vfu_parse_mig_shm_io(&io, sizeof(io), 2, 4096, 0, &out, &err), ==,
+        -EINVAL);
 }
 
 /* REGION_DIRTY_LOG: every field bounded, the bitmap exactly as long as
