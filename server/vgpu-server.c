@@ -200,7 +200,11 @@ static void usage(FILE *out)
         "                         at guest address GPA, page-aligned, decimal\n"
         "                         or 0x hex, with 0x1a7ed3a0 by DMA, as a\n"
         "                         device finishing its DMA in flight would:\n"
-        "                         only the downtime's RAM sync can see it)\n"
+        "                         only the downtime's RAM sync can see it),\n"
+        "                         or bad-piece (a stop-copy read's reply\n"
+        "                         that lists pieces of VRAM, data_vram, puts\n"
+        "                         its first one past the end of VRAM: a\n"
+        "                         hostile server)\n"
         "  -h, --help             show this help and exit\n"
         "\n"
         "MIGRATION\n"
@@ -372,7 +376,7 @@ static int parse_u64(const char *text, uint64_t *out)
 
 /* --fault corrupt-stream:OFFSET | corrupt-stream:random[:SEED] |
  * no-dma-log | postcopy-delay:MS | read-delay:MS | write-delay:MS |
- * late-dma:GPA */
+ * late-dma:GPA | bad-piece */
 /* corrupt-stream:SPEC[@N]: SPEC is OFFSET or random[:SEED]. */
 static int parse_corrupt(const char *arg, struct mig_fault *f)
 {
@@ -430,6 +434,10 @@ static int parse_fault(const char *spec, struct mig_fault *f)
 
     if (strcmp(spec, "no-dma-log") == 0) {
         f->no_dma_log = true;
+        return 0;
+    }
+    if (strcmp(spec, "bad-piece") == 0) {
+        f->bad_piece = true;
         return 0;
     }
     if (strncmp(spec, delay, sizeof(delay) - 1) == 0) {
@@ -662,6 +670,10 @@ static void warn_faults(const struct mig_fault *f)
     if (f->no_dma_log) {
         vg_warn("TEST ONLY fault injection: no-dma-log (device writes to "
                 "guest RAM are not DMA-logged)");
+    }
+    if (f->bad_piece) {
+        vg_warn("TEST ONLY fault injection: bad-piece (stop-copy replies "
+                "point past VRAM)");
     }
     if (f->late_dma) {
         vg_warn("TEST ONLY fault injection: late-dma (the device writes guest "

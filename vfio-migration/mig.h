@@ -54,6 +54,7 @@ struct mig_fault {
     unsigned postcopy_delay_ms; /* the page server waits before each reply */
     unsigned read_delay_ms;     /* each mig_read() waits first: slow data */
     unsigned write_delay_ms;    /* each mig_write() waits first: slow load */
+    bool bad_piece; /* a read's first VRAM piece points past VRAM (vfu) */
 };
 
 struct mig_config {

@@ -69,6 +69,13 @@
  *    MIG_DATA_READ_SHM or MIG_DATA_WRITE_SHM is checked; a whole
  *    migration through the areas of two servers loads the source's VRAM.
  *
+ *  - data-vram: MIG_DATA_VRAM and reads that ask for pieces (patches
+ *    0074-0076) are refused without "data_vram", a write may not ask;
+ *    the view of VRAM is read-only (not writable, not mappable writable,
+ *    not resizable); pre-copy replies list pieces of the slot only, and
+ *    stop-copy's pages are pieces of VRAM; gathered, the stream loads the
+ *    source's VRAM through another server.
+ *
  *  - postcopy-msgs: REGION_UFFD and MIG_POSTCOPY (patch 0037) are refused
  *    without the "postcopy" capability, with a descriptor that is not a
  *    userfaultfd or none, with an area past BAR2, and MIG_POSTCOPY
@@ -135,6 +142,10 @@
 #define VC_CAPS_FILE                                                           \
     "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576,"     \
     "\"migration\":{\"pgsize\":4096,\"load-from-file\":true}}}"
+#define VC_CAPS_VRAM                                                           \
+    "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576,"     \
+    "\"migration\":{\"pgsize\":4096,\"precopy_info\":true,"                    \
+    "\"data_shm\":true,\"data_vram\":true}}}"
 #define SHM_SLOTS     32u /* vgpu-server --data-slots default */
 #define SHM_SLOT_SIZE (4u << 20)
 
@@ -421,6 +432,171 @@ static void test_data_shm(void)
     munmap(dst_vram, H_VRAM);
     conn_close(&d);
     sec_stop(&t);
+    munmap(area, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
+    munmap(vram, H_VRAM);
+    conn_close(&c);
+    sec_stop(&s);
+}
+
+/* ------------------------------------------------------ data_vram */
+
+/* MIG_DATA_VRAM: its fd (-1: refused, the errno in *@error). */
+static int vram_view(struct conn *c, uint32_t *error)
+{
+    const uint32_t req[2] = {sizeof(struct vfu_mig_vram), 0};
+    struct vfu_mig_vram reply = {0};
+    size_t len = 0;
+    int fd = -1;
+
+    *error = request_ex(c, VFU_CMD_MIG_DATA_VRAM, req, sizeof(req), 0, -1,
+                        &reply, sizeof(reply), &len, &fd);
+    if (*error) {
+        g_assert_cmpint(fd, <, 0);
+        return -1;
+    }
+    g_assert_cmpuint(len, ==, sizeof(reply));
+    g_assert_cmpuint(reply.size, ==, H_VRAM);
+    return fd;
+}
+
+/* A read of slot 0 with PIECES: its pieces checked (the slot's packed
+ * from its start, VRAM's inside VRAM, adding up to the size) and gathered
+ * into @out from @area and @view, those of VRAM counted in *@in_vram; the
+ * read's size. */
+static uint32_t pieces_read(struct conn *c, const uint8_t *area,
+                            const uint8_t *view, GByteArray *out,
+                            uint64_t *in_vram)
+{
+    struct vfu_mig_shm_io io = {16, 0, SHM_SLOT_SIZE, VFU_MIG_SHM_IO_PIECES};
+    struct {
+        struct vfu_mig_shm_io io;
+        struct vfu_mig_pieces p;
+    } reply;
+    uint64_t total = 0, packed = 0;
+    size_t len = 0;
+
+    g_assert_cmpuint(request_ex(c, VFU_CMD_MIG_DATA_READ_SHM, &io, sizeof(io),
+                                0, -1, &reply, sizeof(reply), &len, NULL),
+                     ==, 0);
+    g_assert_true(reply.io.flags & VFU_MIG_SHM_IO_PIECES);
+    g_assert_cmpuint(reply.p.count, <=, VFU_MIG_PIECES_MAX);
+    g_assert_cmpuint(len, ==,
+                     sizeof(reply.io) + 8 +
+                         reply.p.count * sizeof(reply.p.piece[0]));
+    g_assert_cmpuint(reply.io.argsz, ==, len);
+    for (uint32_t i = 0; i < reply.p.count; i++) {
+        const struct vfu_mig_piece *q = &reply.p.piece[i];
+
+        if (q->where == VFU_MIG_PIECE_VRAM) {
+            g_assert_cmpuint(q->offset + q->len, <=, H_VRAM);
+            g_byte_array_append(out, view + q->offset, q->len);
+            *in_vram += q->len;
+        } else {
+            g_assert_cmpuint(q->where, ==, VFU_MIG_PIECE_SLOT);
+            g_assert_cmpuint(q->offset, ==, packed);
+            packed += q->len;
+            g_byte_array_append(out, area + q->offset, q->len);
+        }
+        total += q->len;
+    }
+    g_assert_cmpuint(total, ==, reply.io.size);
+    return reply.io.size;
+}
+
+/*
+ * data_vram: MIG_DATA_VRAM and reads in pieces only where negotiated; the
+ * view cannot be written or mapped writable; pieces of VRAM only in
+ * STOP_COPY, and the stream they make loads the source's VRAM.
+ */
+static void test_data_vram(void)
+{
+    g_autoptr(GByteArray) stream = g_byte_array_new();
+    g_autofree uint8_t *want = g_malloc(H_VRAM);
+    uint32_t error = 0, got = 0, n;
+    uint64_t in_vram = 0;
+    struct conn c, d;
+    struct sec s, t;
+    uint8_t *vram, *area, *view, *dst_vram, *dst_area;
+    int fd;
+
+    sec_start_opts(&s, "hostile-vram-view", H_VRAM_ARG, "64K", NULL);
+    /* not negotiated: no view, no pieces */
+    conn_open_caps(&c, &s, VC_CAPS_SHM);
+    area = shm_area(&c, &error);
+    g_assert_nonnull(area);
+    g_assert_cmpint(vram_view(&c, &error), <, 0);
+    g_assert_cmpuint(error, ==, ENOTSUP);
+    g_assert_cmpuint(shm_io(&c, VFU_CMD_MIG_DATA_READ_SHM, 16, 0, 4096,
+                            VFU_MIG_SHM_IO_PIECES, &got),
+                     ==, EINVAL);
+    munmap(area, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
+    conn_close(&c);
+
+    conn_open_caps(&c, &s, VC_CAPS_VRAM);
+    vram = map_vram_size(&c, H_VRAM);
+    fill_pattern(vram, H_VRAM / 2, 11);
+    area = shm_area(&c, &error);
+    g_assert_nonnull(area);
+    fd = vram_view(&c, &error);
+    g_assert_cmpint(fd, >=, 0);
+    /* read-only: not writable, not mappable writable, not resizable */
+    g_assert_cmpint(fcntl(fd, F_GETFL) & O_ACCMODE, ==, O_RDONLY);
+    g_assert_true(mmap(NULL, H_VRAM, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                       0) == MAP_FAILED);
+    g_assert_cmpint(errno, ==, EACCES);
+    g_assert_cmpint(pwrite(fd, "x", 1, 0), ==, -1);
+    g_assert_cmpint(ftruncate(fd, 0), ==, -1);
+    view = mmap(NULL, H_VRAM, PROT_READ, MAP_SHARED, fd, 0);
+    g_assert_true(view != MAP_FAILED);
+    close(fd);
+    g_assert_true(memcmp(view, vram, H_VRAM) == 0);
+    /* a write never takes pieces */
+    g_assert_cmpuint(shm_io(&c, VFU_CMD_MIG_DATA_WRITE_SHM, 16, 0, 4096,
+                            VFU_MIG_SHM_IO_PIECES, &got),
+                     ==, EINVAL);
+    assert_serving(&c);
+
+    /* pre-copy: pieces of the slot only */
+    g_assert_cmpuint(set_state(&c, MIG_STATE_PRE_COPY), ==, 0);
+    do {
+        guint before = stream->len;
+
+        n = pieces_read(&c, area, view, stream, &in_vram);
+        g_assert_cmpuint(stream->len - before, ==, n);
+    } while (n);
+    g_assert_cmpuint(in_vram, ==, 0);
+    /* all of VRAM written through BAR2 meanwhile: stop-copy sends it, its
+     * pages as pieces of VRAM */
+    fill_pattern(vram, H_VRAM, 12);
+    memcpy(want, vram, H_VRAM);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP_COPY), ==, 0);
+    while (pieces_read(&c, area, view, stream, &in_vram)) {
+    }
+    g_assert_cmpuint(in_vram, >=, H_VRAM / 2);
+    g_assert_cmpuint(set_state(&c, MIG_STATE_STOP), ==, 0);
+
+    /* the stream loads the source's VRAM through a second server */
+    sec_start_opts(&t, "hostile-vram-view-dst", H_VRAM_ARG, "64K", NULL);
+    conn_open_caps(&d, &t, VC_CAPS_SHM);
+    dst_vram = map_vram_size(&d, H_VRAM);
+    dst_area = shm_area(&d, &error);
+    g_assert_nonnull(dst_area);
+    g_assert_cmpuint(set_state(&d, MIG_STATE_STOP), ==, 0);
+    g_assert_cmpuint(set_state(&d, MIG_STATE_RESUMING), ==, 0);
+    for (guint off = 0; off < stream->len; off += SHM_SLOT_SIZE) {
+        guint len = MIN(SHM_SLOT_SIZE, stream->len - off);
+
+        memcpy(dst_area, stream->data + off, len);
+        g_assert_cmpuint(
+            shm_io(&d, VFU_CMD_MIG_DATA_WRITE_SHM, 16, 0, len, 0, &got), ==, 0);
+    }
+    g_assert_cmpuint(set_state(&d, MIG_STATE_STOP), ==, 0);
+    g_assert_true(memcmp(dst_vram, want, H_VRAM) == 0);
+    munmap(dst_area, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
+    munmap(dst_vram, H_VRAM);
+    conn_close(&d);
+    sec_stop(&t);
+    munmap(view, H_VRAM);
     munmap(area, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
     munmap(vram, H_VRAM);
     conn_close(&c);
@@ -1648,6 +1824,7 @@ int main(int argc, char **argv)
     g_test_add_func("/hostile/stats-symlink", test_stats_symlink);
     g_test_add_func("/hostile/vram-write-busy", test_vram_write_busy);
     g_test_add_func("/hostile/data-shm", test_data_shm);
+    g_test_add_func("/hostile/data-vram", test_data_vram);
     g_test_add_func("/hostile/postcopy-msgs", test_postcopy_msgs);
     g_test_add_func("/hostile/data-file-msgs", test_data_file_msgs);
     g_test_add_func("/hostile/dma-uffd-msgs", test_dma_uffd_msgs);

@@ -240,6 +240,33 @@ static void test_corrupt_stream_once(void)
     mt_stop(&t);
 }
 
+/* A source server that lists a stop-copy page past the end of VRAM
+ * (--fault=bad-piece, with data_vram): QEMU checks the pieces before it
+ * sends any, fails the migration and leaves the source running with its
+ * vGPU intact. */
+static void test_bad_vram_piece(void)
+{
+    static const char *const fault[] = {"--fault", "bad-piece",
+                                        "--precopy=none", NULL};
+    g_autofree uint8_t *before = NULL;
+    g_autofree char *log = NULL, *want = NULL;
+    struct vg_mig_info info;
+    struct mt t;
+
+    start_filled_src(&t, "mig-bad-piece", fault, &before);
+    mt_start_dst(&t, VGT_VRAM_ARG, NULL);
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+    mt_wait_final(&t, "failed", &info);
+    g_test_message("error-desc: %s", info.error_desc);
+    /* QEMU's log names the server and what was wrong */
+    g_assert_true(g_file_get_contents(t.src.qemu->proc.log, &log, NULL, NULL));
+    want = g_strdup_printf("%s: a read's piece", t.src.srv->socket);
+    g_assert_nonnull(strstr(log, want));
+    g_assert_nonnull(strstr(log, "lies outside"));
+    mt_assert_source_intact(&t, before, 0x601);
+    mt_stop(&t);
+}
+
 static void test_no_migration_support(void)
 {
     static const char *const nomig[] = {"--no-migration", NULL};
@@ -273,6 +300,7 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/faults/no-migration-support",
                     test_no_migration_support);
     g_test_add_func("/mig/faults/corrupt-stream", test_corrupt_stream);
+    g_test_add_func("/mig/faults/bad-vram-piece", test_bad_vram_piece);
     g_test_add_func("/mig/faults/corrupt-stream-once",
                     test_corrupt_stream_once);
     return g_test_run();
