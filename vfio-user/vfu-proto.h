@@ -38,7 +38,7 @@ enum vfu_command {
      * writes to an mmap'ed region area, logged by the client */
     VFU_CMD_REGION_DIRTY_LOG = 20,
     /* vgmig extension, negotiated with "data_shm": migration data through
-     * a shared memory area instead of the socket (docs/vfio-user.md) */
+     * a shared memory area instead of the socket (docs/data-path.md) */
     VFU_CMD_MIG_DATA_SHM = 21,
     VFU_CMD_MIG_DATA_READ_SHM = 22,
     VFU_CMD_MIG_DATA_WRITE_SHM = 23,
