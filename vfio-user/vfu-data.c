@@ -461,31 +461,37 @@ static int shm_io_parse(struct vfu_server *srv, const uint8_t *p, size_t len,
                                 io, err);
 }
 
+/* A view of VRAM the client cannot write VRAM through, even if it maps it
+ * (the BAR2 fd is another matter: region info). */
+int vfu_data_vram_open(struct vfu_server *srv, struct vg_error *err)
+{
+    char path[64];
+
+    if (srv->vram_ro_fd >= 0) {
+        return 0;
+    }
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", vgpu_vram_fd(srv->gpu));
+    srv->vram_ro_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (srv->vram_ro_fd < 0) {
+        return vg_error_set(err, errno, "read-only view of VRAM (%s): %s", path,
+                            strerror(errno));
+    }
+    return 0;
+}
+
 int vfu_handle_mig_data_vram(struct vfu_server *srv, const uint8_t *p,
                              size_t len, struct vfu_reply *r,
                              struct vg_error *err)
 {
     struct vfu_mig_vram vram = {sizeof(vram), 0, vgpu_vram_size(srv->gpu)};
-    char path[64];
     int ret;
 
-    if (!srv->data_vram) {
+    if (!srv->data_vram || srv->vram_ro_fd < 0) {
         return vg_error_set(err, ENOTSUP, "data_vram was not negotiated");
     }
     ret = vfu_parse_mig_shm(p, len, err);
     if (ret < 0) {
         return ret;
-    }
-    if (srv->vram_ro_fd < 0) {
-        /* A view the client cannot write VRAM through, even if it maps
-         * it (the BAR2 fd is another matter: region info). */
-        snprintf(path, sizeof(path), "/proc/self/fd/%d",
-                 vgpu_vram_fd(srv->gpu));
-        srv->vram_ro_fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (srv->vram_ro_fd < 0) {
-            return vg_error_set(err, errno, "read-only view of VRAM (%s): %s",
-                                path, strerror(errno));
-        }
     }
     memcpy(vfu_payload(srv), &vram, sizeof(vram));
     r->len = sizeof(vram);

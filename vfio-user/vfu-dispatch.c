@@ -76,6 +76,15 @@ static int handle_version(struct vfu_server *srv, const uint8_t *p, size_t len,
             ours.migr.data_shm = false;
         }
     }
+    ours.migr.data_vram &= ours.migr.data_shm;
+    if (req.caps.migr.data_vram && ours.migr.data_vram) {
+        struct vg_error vram_err = {0};
+
+        if (vfu_data_vram_open(srv, &vram_err) < 0) {
+            vg_warn("data_vram not offered: %s", vram_err.msg);
+            ours.migr.data_vram = false;
+        }
+    }
     memcpy(vfu_payload(srv), &ver, sizeof(ver));
     ret = vfu_caps_format(&req.caps, &ours,
                           (char *)vfu_payload(srv) + sizeof(ver),

@@ -100,7 +100,7 @@ struct vfu_server {
      * client asks for it, freed on disconnect).  The client may write it
      * at any time: what reads it copies what it checks (mig_write). */
     int shm_fd;
-    int vram_ro_fd; /* MIG_DATA_VRAM's read-only fd of VRAM, -1: none yet */
+    int vram_ro_fd; /* MIG_DATA_VRAM's read-only fd of VRAM, -1: none */
     uint8_t *shm;
 
     /* Data plane: the migration module.  The device's step runs through
@@ -220,6 +220,9 @@ int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
 int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
                                   size_t len, struct vfu_reply *r,
                                   struct vg_error *err);
+/* The client negotiated data_vram: open the read-only view of VRAM that
+ * MIG_DATA_VRAM hands out (kept until it disconnects, like the area). */
+int vfu_data_vram_open(struct vfu_server *srv, struct vg_error *err);
 /* MIG_DATA_VRAM: the read-only fd of VRAM (data_vram). */
 int vfu_handle_mig_data_vram(struct vfu_server *srv, const uint8_t *p,
                              size_t len, struct vfu_reply *r,
