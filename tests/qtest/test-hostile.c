@@ -351,14 +351,47 @@ static void shm_read_phase(struct conn *c, const uint8_t *area, GByteArray *out)
     }
 }
 
+/* Load @stream into a fresh server @tag through its area, slot 0 in
+ * turn: its VRAM must come out as @want. */
+static void shm_load_equal(const GByteArray *stream, const uint8_t *want,
+                           const char *tag)
+{
+    uint32_t error = 0, got = 0;
+    uint8_t *vram, *area;
+    struct conn d;
+    struct sec t;
+
+    sec_start_opts(&t, tag, H_VRAM_ARG, "64K", NULL);
+    conn_open_caps(&d, &t, VC_CAPS_SHM);
+    vram = map_vram_size(&d, H_VRAM);
+    area = shm_area(&d, &error);
+    g_assert_nonnull(area);
+    g_assert_cmpuint(set_state(&d, MIG_STATE_STOP), ==, 0);
+    g_assert_cmpuint(set_state(&d, MIG_STATE_RESUMING), ==, 0);
+    for (guint off = 0; off < stream->len; off += SHM_SLOT_SIZE) {
+        guint n = MIN(SHM_SLOT_SIZE, stream->len - off);
+
+        memcpy(area, stream->data + off, n);
+        g_assert_cmpuint(
+            shm_io(&d, VFU_CMD_MIG_DATA_WRITE_SHM, 16, 0, n, 0, &got), ==, 0);
+        g_assert_cmpuint(got, ==, n);
+    }
+    g_assert_cmpuint(set_state(&d, MIG_STATE_STOP), ==, 0);
+    g_assert_true(memcmp(vram, want, H_VRAM) == 0);
+    munmap(area, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
+    munmap(vram, H_VRAM);
+    conn_close(&d);
+    sec_stop(&t);
+}
+
 static void test_data_shm(void)
 {
     g_autoptr(GByteArray) stream = g_byte_array_new();
     g_autofree uint8_t *want = g_malloc(H_VRAM);
     uint32_t error = 0, got = 0;
-    struct conn c, d;
-    struct sec s, t;
-    uint8_t *vram, *area, *dst_vram, *dst_area;
+    struct conn c;
+    struct sec s;
+    uint8_t *vram, *area;
 
     sec_start_opts(&s, "hostile-shm", H_VRAM_ARG, "64K", NULL);
     /* not negotiated: no area, no data through one */
@@ -411,27 +444,7 @@ static void test_data_shm(void)
     memcpy(want, vram, H_VRAM);
 
     /* the stream loads through a second server's area */
-    sec_start_opts(&t, "hostile-shm-dst", H_VRAM_ARG, "64K", NULL);
-    conn_open_caps(&d, &t, VC_CAPS_SHM);
-    dst_vram = map_vram_size(&d, H_VRAM);
-    dst_area = shm_area(&d, &error);
-    g_assert_nonnull(dst_area);
-    g_assert_cmpuint(set_state(&d, MIG_STATE_STOP), ==, 0);
-    g_assert_cmpuint(set_state(&d, MIG_STATE_RESUMING), ==, 0);
-    for (guint off = 0; off < stream->len; off += SHM_SLOT_SIZE) {
-        guint n = MIN(SHM_SLOT_SIZE, stream->len - off);
-
-        memcpy(dst_area, stream->data + off, n);
-        g_assert_cmpuint(
-            shm_io(&d, VFU_CMD_MIG_DATA_WRITE_SHM, 16, 0, n, 0, &got), ==, 0);
-        g_assert_cmpuint(got, ==, n);
-    }
-    g_assert_cmpuint(set_state(&d, MIG_STATE_STOP), ==, 0);
-    g_assert_true(memcmp(dst_vram, want, H_VRAM) == 0);
-    munmap(dst_area, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
-    munmap(dst_vram, H_VRAM);
-    conn_close(&d);
-    sec_stop(&t);
+    shm_load_equal(stream, want, "hostile-shm-dst");
     munmap(area, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
     munmap(vram, H_VRAM);
     conn_close(&c);
@@ -514,9 +527,9 @@ static void test_data_vram(void)
     g_autofree uint8_t *want = g_malloc(H_VRAM);
     uint32_t error = 0, got = 0, n;
     uint64_t in_vram = 0;
-    struct conn c, d;
-    struct sec s, t;
-    uint8_t *vram, *area, *view, *dst_vram, *dst_area;
+    struct conn c;
+    struct sec s;
+    uint8_t *vram, *area, *view;
     int fd;
 
     sec_start_opts(&s, "hostile-vram-view", H_VRAM_ARG, "64K", NULL);
@@ -576,26 +589,7 @@ static void test_data_vram(void)
     g_assert_cmpuint(set_state(&c, MIG_STATE_STOP), ==, 0);
 
     /* the stream loads the source's VRAM through a second server */
-    sec_start_opts(&t, "hostile-vram-view-dst", H_VRAM_ARG, "64K", NULL);
-    conn_open_caps(&d, &t, VC_CAPS_SHM);
-    dst_vram = map_vram_size(&d, H_VRAM);
-    dst_area = shm_area(&d, &error);
-    g_assert_nonnull(dst_area);
-    g_assert_cmpuint(set_state(&d, MIG_STATE_STOP), ==, 0);
-    g_assert_cmpuint(set_state(&d, MIG_STATE_RESUMING), ==, 0);
-    for (guint off = 0; off < stream->len; off += SHM_SLOT_SIZE) {
-        guint len = MIN(SHM_SLOT_SIZE, stream->len - off);
-
-        memcpy(dst_area, stream->data + off, len);
-        g_assert_cmpuint(
-            shm_io(&d, VFU_CMD_MIG_DATA_WRITE_SHM, 16, 0, len, 0, &got), ==, 0);
-    }
-    g_assert_cmpuint(set_state(&d, MIG_STATE_STOP), ==, 0);
-    g_assert_true(memcmp(dst_vram, want, H_VRAM) == 0);
-    munmap(dst_area, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
-    munmap(dst_vram, H_VRAM);
-    conn_close(&d);
-    sec_stop(&t);
+    shm_load_equal(stream, want, "hostile-vram-view-dst");
     munmap(view, H_VRAM);
     munmap(area, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
     munmap(vram, H_VRAM);
