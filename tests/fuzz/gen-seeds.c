@@ -432,13 +432,20 @@ static void msg_mig_read(struct buf *b, uint32_t size)
     msg(b, VFU_CMD_MIG_DATA_READ, &d, sizeof(d), 0);
 }
 
+/* MIG_DATA_{READ,WRITE}_SHM of @size bytes at @slot, with @flags. */
+static void msg_shm_io_flags(struct buf *b, uint16_t cmd, uint32_t slot,
+                             uint32_t size, uint32_t flags)
+{
+    struct vfu_mig_shm_io io = {sizeof(io), slot, size, flags};
+
+    msg(b, cmd, &io, sizeof(io), 0);
+}
+
 /* MIG_DATA_{READ,WRITE}_SHM of @size bytes at @slot. */
 static void msg_shm_io(struct buf *b, uint16_t cmd, uint32_t slot,
                        uint32_t size)
 {
-    struct vfu_mig_shm_io io = {sizeof(io), slot, size, 0};
-
-    msg(b, cmd, &io, sizeof(io), 0);
+    msg_shm_io_flags(b, cmd, slot, size, 0);
 }
 
 /* The harness's configuration (first message): 64 KiB pages if @big. */
@@ -588,6 +595,45 @@ static void vfu_seeds_data_shm(void)
 
     mig_shm(&b);
     save("vfu", "mig-data-shm", &b);
+    free(b.p);
+}
+
+/*
+ * The data_vram extension (patches 0074-0076): the view of VRAM asked for
+ * (also with flags), stop-copy read as pieces through both slots, a write
+ * that asks for pieces; after every other seed, whose message ids it
+ * would otherwise shift.
+ */
+static void vfu_seeds_data_vram(void)
+{
+    const uint32_t shm[2] = {sizeof(struct vfu_mig_shm), 0};
+    const uint32_t view[2] = {sizeof(struct vfu_mig_vram), 0};
+    const uint32_t view_flags[2] = {sizeof(struct vfu_mig_vram), 1};
+    struct buf b = {0};
+
+    msg_version_json(&b, "{\"capabilities\":{\"max_msg_fds\":16,"
+                         "\"max_data_xfer_size\":1048576,\"pgsizes\":4096,"
+                         "\"migration\":{\"pgsize\":4096,"
+                         "\"max_bitmap_size\":1048576,"
+                         "\"precopy_info\":true,\"data_shm\":true,"
+                         "\"data_vram\":true}}}");
+    msg(&b, VFU_CMD_MIG_DATA_SHM, shm, sizeof(shm), 0);
+    msg(&b, VFU_CMD_MIG_DATA_VRAM, view, sizeof(view), 0);
+    msg(&b, VFU_CMD_MIG_DATA_VRAM, view_flags, sizeof(view_flags), 0);
+    msg_mig_state(&b, 6 /* PRE_COPY */);
+    msg_shm_io_flags(&b, VFU_CMD_MIG_DATA_READ_SHM, 0, 65536,
+                     VFU_MIG_SHM_IO_PIECES);
+    msg_mig_state(&b, 3 /* STOP_COPY */);
+    for (uint32_t i = 0; i < 6; i++) {
+        msg_shm_io_flags(&b, VFU_CMD_MIG_DATA_READ_SHM, i % 2, 1u << 20,
+                         VFU_MIG_SHM_IO_PIECES);
+    }
+    msg_mig_state(&b, 1 /* STOP */);
+    msg_mig_state(&b, 4 /* RESUMING */);
+    msg_shm_io_flags(&b, VFU_CMD_MIG_DATA_WRITE_SHM, 0, 4096,
+                     VFU_MIG_SHM_IO_PIECES);
+    msg_mig_state(&b, 1 /* STOP */);
+    save("vfu", "mig-data-vram", &b);
     free(b.p);
 }
 
@@ -1105,6 +1151,7 @@ int main(int argc, char **argv)
     cmd_seeds();
     sock_seeds(); /* msg_id goes on from the vfu seeds */
     vfu_seeds_data_shm();
-    sock_seeds_data_plane(); /* last: msg_id goes on from the others */
+    sock_seeds_data_plane(); /* msg_id goes on from the others */
+    vfu_seeds_data_vram();   /* last, likewise */
     return 0;
 }
