@@ -199,6 +199,10 @@ void mig_postcopy_free(struct mig *m);
 int mig_load_open(struct mig *m, struct vg_error *err);
 int mig_load_write(struct mig *m, const uint8_t *data, uint32_t size,
                    struct vg_error *err);
+/* The page data of the PAGES record fed last, already in VRAM at [@off,
+ * +@len) (mig_write_pieces). */
+int mig_load_placed(struct mig *m, uint64_t off, uint32_t len,
+                    struct vg_error *err);
 /* Stream bytes at [@off, +@len) of a save file; the first extent of the
  * session brings the file (@fd, taken over), the others -1. */
 int mig_load_file(struct mig *m, int fd, uint64_t off, uint64_t len,

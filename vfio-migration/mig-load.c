@@ -520,6 +520,35 @@ int mig_load_write(struct mig *m, const uint8_t *data, uint32_t size,
     return ret;
 }
 
+int mig_load_placed(struct mig *m, uint64_t off, uint32_t len,
+                    struct vg_error *err)
+{
+    struct mig_load *l = m->load;
+    uint8_t *vram = vgpu_vram(m->gpu);
+    int ret;
+
+    if (!vram) {
+        ret = vg_error_set(err, ENOTSUP,
+                           "page data in place: VRAM is not mapped here");
+    } else if (off > m->scfg.vram_size || len > m->scfg.vram_size - off) {
+        ret = vg_error_set(err, ERANGE,
+                           "page data in place: %u bytes at %#" PRIx64
+                           " outside VRAM (%" PRIu64 " bytes)",
+                           len, off, m->scfg.vram_size);
+    } else {
+        ret = mig_dec_feed_placed(l->dec, off, vram + off, len, err);
+    }
+    if (ret == 0) {
+        m->stats.bytes_received += len;
+        m->stats.vram_piece_bytes += len;
+        m->stats.in_place_bytes = mig_dec_bytes_in_place(l->dec);
+    } else if (!l->failed) {
+        l->failed = true;
+        mig_note_error(m, err ? err->msg : "migration data refused");
+    }
+    return ret;
+}
+
 int mig_load_finish(struct mig *m, struct vg_error *err)
 {
     struct mig_load *l = m->load;

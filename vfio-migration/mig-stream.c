@@ -374,7 +374,8 @@ struct mig_dec {
      * @rec). */
     const uint8_t *data_at;
     uint64_t in_place; /* page data bytes read so */
-    bool written;      /* the sink wrote this record's pages (write_hashed) */
+    bool placed;       /* ...at their place in VRAM (mig_dec_feed_placed) */
+    bool written;      /* the sink has this record's pages in VRAM */
     /* Version 2: the page hashes of the PAGES record in @rec. */
     uint64_t hashes[MIG_RUN_MAX_PAGES];
     uint8_t hash_le[MIG_RUN_MAX_PAGES * 8];
@@ -711,7 +712,7 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
         return dec->failed;
     }
     count = vg_get_le32(p + 8);
-    if (dec->sink.write_hashed) {
+    if (dec->sink.write_hashed && !dec->placed) {
         struct vg_error se;
         int ret = dec_range(dec, vg_get_le64(p), count);
 
@@ -736,6 +737,7 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
         page_hashes(pages_data(dec, p), count, dec->cfg.page_size, dec->hash_le,
                     dec->hashes);
     }
+    dec->written = dec->written || dec->placed;
     XXH3_64bits_reset_withSeed(dec->check, vg_get_le64(dec->rec));
     XXH3_64bits_update(dec->check, p, MIG_RUN_HDR_SIZE);
     XXH3_64bits_update(dec->check, dec->hash_le, (size_t)count * 8);
@@ -833,6 +835,53 @@ int mig_dec_feed(struct mig_dec *dec, const void *data, size_t len,
             dec_record(dec);
             dec->data_at = NULL;
         }
+    }
+    if (dec->failed && err) {
+        *err = dec->error;
+    }
+    return dec->failed;
+}
+
+/* The page data of the version 2 PAGES record whose headers were fed
+ * last, already at their place @at, VRAM offset @vram_off. */
+static void dec_place(struct mig_dec *dec, uint64_t vram_off, const uint8_t *at,
+                      size_t len)
+{
+    uint64_t first = vg_get_le64(dec->rec + MIG_REC_HDR_SIZE);
+
+    if (dec->seen_end) {
+        dec_fail(dec, EINVAL, "%zu bytes after the END record", len);
+        return;
+    }
+    if (dec->have != RUN_HEADERS_SIZE || !hashed_pages(dec)) {
+        dec_fail(dec, EINVAL,
+                 "%zu bytes of page data in place at VRAM offset %#" PRIx64
+                 " where no version 2 PAGES record's page data begin",
+                 len, vram_off);
+        return;
+    }
+    if (len != dec->want - dec->have || first >= dec->npages ||
+        vram_off != first * dec->cfg.page_size) {
+        dec_fail(dec, EINVAL,
+                 "%zu bytes of page data in place at VRAM offset %#" PRIx64
+                 ", the record's are %zu bytes from page %" PRIu64,
+                 len, vram_off, dec->want - dec->have, first);
+        return;
+    }
+    dec->data_at = at;
+    dec->placed = true;
+    dec->in_place += len;
+    dec->have = dec->want;
+    dec_record(dec);
+    dec->data_at = NULL;
+    dec->placed = false;
+}
+
+int mig_dec_feed_placed(struct mig_dec *dec, uint64_t vram_off,
+                        const uint8_t *at, size_t len, struct vg_error *err)
+{
+    if (!dec->failed) {
+        dec_place(dec, vram_off, at, len);
     }
     if (dec->failed && err) {
         *err = dec->error;

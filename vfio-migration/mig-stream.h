@@ -211,6 +211,15 @@ void mig_dec_free(struct mig_dec *dec);
  * every call fails with it. */
 int mig_dec_feed(struct mig_dec *dec, const void *data, size_t len,
                  struct vg_error *err);
+/* Consume the page data of the version 2 PAGES record whose headers were
+ * fed last (and nothing else), which a feeder put at their place in VRAM
+ * already: @len bytes at VRAM offset @vram_off, mapped here at @at, which
+ * the caller checked lies inside VRAM.  They must be the record's page
+ * data, whole, at the record's pages; they are hashed there (hash_pages),
+ * the record is checked with those hashes, and pages() gets @data NULL.
+ * As for write_hashed, a record that fails its check fails the stream. */
+int mig_dec_feed_placed(struct mig_dec *dec, uint64_t vram_off,
+                        const uint8_t *at, size_t len, struct vg_error *err);
 /* The stream is over: fails unless a valid END was decoded (which also
  * implies exactly one HEADER and one DEVICE_STATE) and no bytes are
  * pending. */
@@ -220,7 +229,8 @@ int mig_dec_finish(struct mig_dec *dec, struct vg_error *err);
 uint64_t mig_dec_bytes(const struct mig_dec *dec);
 /* The stream's version, once its HEADER was accepted; 0 before. */
 uint32_t mig_dec_version(const struct mig_dec *dec);
-/* Page data bytes read in place, without a copy (see mig_dec_feed). */
+/* Page data bytes read in place, without a copy (see mig_dec_feed and
+ * mig_dec_feed_placed). */
 uint64_t mig_dec_bytes_in_place(const struct mig_dec *dec);
 
 #endif

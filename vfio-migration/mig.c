@@ -656,6 +656,48 @@ int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
     return ret;
 }
 
+/* One piece of a write: inside the @size bytes at @buf, or in VRAM. */
+static int write_piece(struct mig *m, const uint8_t *buf, uint32_t size,
+                       const struct mig_piece *p, struct vg_error *err)
+{
+    if (p->in_vram) {
+        return mig_load_placed(m, p->offset, p->len, err);
+    }
+    if (p->offset > size || p->len > size - p->offset) {
+        return vg_error_set(err, ERANGE,
+                            "piece of %u bytes at %" PRIu64
+                            " outside the write's %u bytes",
+                            p->len, p->offset, size);
+    }
+    return mig_load_write(m, buf + p->offset, p->len, err);
+}
+
+int mig_write_pieces(struct mig *m, const uint8_t *buf, uint32_t size,
+                     const struct mig_piece *pieces, unsigned n,
+                     struct vg_error *err)
+{
+    double t0;
+    int ret = 0;
+
+    if (m->fsm.state != MIG_STATE_RESUMING) {
+        return vg_error_set(err, EINVAL, "migration data refused in %s",
+                            mig_state_name(m->fsm.state));
+    }
+    t0 = mig_now_ms();
+    if (m->fault.write_delay_ms) {
+        usleep(m->fault.write_delay_ms * 1000u);
+    }
+    for (unsigned i = 0; ret == 0 && i < n; i++) {
+        ret = write_piece(m, buf, size, &pieces[i], err);
+    }
+    m->stats.load_writes++;
+    m->stats.load_write_ms += mig_now_ms() - t0;
+    if (ret < 0) {
+        mig_fsm_fail(&m->fsm, "bad migration stream");
+    }
+    return ret;
+}
+
 int mig_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty,
                      struct vg_error *err)
 {

@@ -109,8 +109,9 @@ struct mig_stats {
     uint64_t shm_bytes;      /* of those, through the shared area (data_shm) */
     uint64_t in_place_bytes; /* page data loaded without a copy (version 2
                                 records whole in one write) */
-    uint64_t vram_piece_bytes; /* read as pieces of VRAM (mig_read_pieces),
-                                  not copied by the server */
+    uint64_t vram_piece_bytes; /* read or written as pieces of VRAM
+                                  (mig_read_pieces, mig_write_pieces), not
+                                  copied by the server */
     uint64_t gpu_direct_bytes; /* copied between the GPU and the shared
                                   area without staging (vgpu_host_register) */
     uint64_t gpu_hashed_bytes; /* page data the GPU hashed as it was read
@@ -193,6 +194,14 @@ bool mig_read_ended(const struct mig *m);
  * (mig_dec_feed); nothing of @data is read after this returns. */
 int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
               struct vg_error *err);
+/* mig_write of the stream bytes @pieces[0..@n) in order: those of the
+ * @size bytes at @buf, and page data already written to their place in
+ * VRAM (where it is mapped here), each the whole page data of the PAGES
+ * record before it, hashed there (mig_dec_feed_placed).  Every piece is
+ * checked against @size or VRAM before it is used. */
+int mig_write_pieces(struct mig *m, const uint8_t *buf, uint32_t size,
+                     const struct mig_piece *pieces, unsigned n,
+                     struct vg_error *err);
 /* VFIO_MIG_GET_PRECOPY_INFO: -EINVAL outside PRE_COPY and PRE_COPY_P2P.
  * @initial: bytes
  * of round 0 not read yet; @dirty: bytes of the current later round not

@@ -445,20 +445,22 @@ int vfu_handle_mig_data_shm(struct vfu_server *srv, const uint8_t *p,
     return ret;
 }
 
-/* Parse the MIG_DATA_{READ,WRITE}_SHM request being served into @io. */
+/* Parse the MIG_DATA_{READ,WRITE}_SHM request being served into @io and,
+ * for a write, the pieces that may follow it into @pieces. */
 static int shm_io_parse(struct vfu_server *srv, const uint8_t *p, size_t len,
-                        struct vfu_mig_shm_io *io, struct vg_error *err)
+                        struct vfu_mig_shm_io *io,
+                        struct vfu_mig_pieces *pieces, struct vg_error *err)
 {
-    uint32_t flags_ok =
-        srv->data_vram && srv->rx.hdr.command == VFU_CMD_MIG_DATA_READ_SHM
-            ? VFU_MIG_SHM_IO_PIECES
-            : 0;
-
     if (!srv->data_shm || !srv->shm) {
         return vg_error_set(err, ENOTSUP, "data_shm was not negotiated");
     }
-    return vfu_parse_mig_shm_io(p, len, srv->shm_slots, SHM_SLOT_SIZE, flags_ok,
-                                io, err);
+    if (srv->rx.hdr.command == VFU_CMD_MIG_DATA_WRITE_SHM) {
+        return vfu_parse_mig_shm_write(p, len, srv->shm_slots, SHM_SLOT_SIZE,
+                                       srv->data_vram, io, pieces, err);
+    }
+    return vfu_parse_mig_shm_io(p, len, srv->shm_slots, SHM_SLOT_SIZE,
+                                srv->data_vram ? VFU_MIG_SHM_IO_PIECES : 0, io,
+                                err);
 }
 
 /* A view of VRAM the client cannot write VRAM through, even if it maps it
@@ -484,18 +486,27 @@ int vfu_handle_mig_data_vram(struct vfu_server *srv, const uint8_t *p,
                              struct vg_error *err)
 {
     struct vfu_mig_vram vram = {sizeof(vram), 0, vgpu_vram_size(srv->gpu)};
+    uint32_t flags;
     int ret;
 
     if (!srv->data_vram || srv->vram_ro_fd < 0) {
         return vg_error_set(err, ENOTSUP, "data_vram was not negotiated");
     }
-    ret = vfu_parse_mig_shm(p, len, err);
+    ret = vfu_parse_mig_vram(p, len, &flags, err);
+    if (ret == 0 && (flags & VFU_MIG_VRAM_WRITE) &&
+        mig_state(srv->mig) != MIG_STATE_RESUMING) {
+        ret = vg_error_set(err, EPERM,
+                           "a writable view of VRAM is for RESUMING, not %s",
+                           mig_state_name(mig_state(srv->mig)));
+    }
     if (ret < 0) {
         return ret;
     }
+    vram.flags = flags;
     memcpy(vfu_payload(srv), &vram, sizeof(vram));
     r->len = sizeof(vram);
-    r->fd = srv->vram_ro_fd;
+    r->fd =
+        flags & VFU_MIG_VRAM_WRITE ? vgpu_vram_fd(srv->gpu) : srv->vram_ro_fd;
     return 0;
 }
 
@@ -573,7 +584,7 @@ int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
 {
     struct vfu_mig_shm_io io;
     struct vfu_mig_pieces pieces;
-    int ret = shm_io_parse(srv, p, len, &io, err);
+    int ret = shm_io_parse(srv, p, len, &io, &pieces, err);
 
     if (ret == 0) {
         ret = vfu_read_shm(srv, &io, &pieces, err);
@@ -586,45 +597,68 @@ int vfu_handle_mig_data_read_shm(struct vfu_server *srv, const uint8_t *p,
     return ret;
 }
 
-static void shm_io_reply(struct vfu_server *srv, struct vfu_mig_shm_io *io,
-                         struct vfu_reply *r)
-{
-    io->argsz = sizeof(*io);
-    memcpy(vfu_payload(srv), io, sizeof(*io));
-    r->len = sizeof(*io);
-}
-
 int vfu_data_queue_shm(struct vfu_server *srv, const uint8_t *p, size_t len,
                        struct vg_error *err)
 {
     struct vfu_mig_shm_io io;
-    int ret = shm_io_parse(srv, p, len, &io, err);
+    struct vfu_mig_pieces pieces;
+    int ret = shm_io_parse(srv, p, len, &io, &pieces, err);
 
     if (ret == 0) {
-        vfu_plane_submit(srv, &srv->rx.hdr, &io);
+        vfu_plane_submit(srv, &srv->rx.hdr, &io, &pieces);
     }
     return ret;
 }
 
-/* The client can write the area at any time: the slot is handed to
- * mig_write(), which copies every byte it checks before checking it; page
- * data it reads in place (twice: hashed, then written to VRAM) can only
- * land other than hashed, as the client could write VRAM through BAR2
- * anyway. */
+/*
+ * The client can write the area, and VRAM through BAR2, at any time: the
+ * slot goes to the migration module, which copies every byte it checks
+ * before checking it; page data it reads in place (hashed, then written to
+ * VRAM, or hashed where the client put them in VRAM) can only land other
+ * than hashed, which the client could make so anyway.
+ */
+int vfu_write_shm(struct vfu_server *srv, struct vfu_mig_shm_io *io,
+                  const struct vfu_mig_pieces *pieces, struct vg_error *err)
+{
+    uint8_t *slot = srv->shm + (size_t)io->slot * SHM_SLOT_SIZE;
+    struct mig_piece piece[VFU_MIG_PIECES_MAX];
+    int ret;
+
+    if (!(io->flags & VFU_MIG_SHM_IO_PIECES)) {
+        ret = mig_write(srv->mig, slot, io->size, err);
+    } else {
+        for (uint32_t i = 0; i < pieces->count; i++) {
+            piece[i] = (struct mig_piece){
+                .offset = pieces->piece[i].offset,
+                .len = pieces->piece[i].len,
+                .in_vram = pieces->piece[i].where == VFU_MIG_PIECE_VRAM,
+            };
+        }
+        ret = mig_write_pieces(srv->mig, slot, SHM_SLOT_SIZE, piece,
+                               pieces->count, err);
+    }
+    if (ret == 0) {
+        mig_note_shm_bytes(srv->mig, io->size);
+    }
+    io->argsz = sizeof(*io);
+    io->flags = 0;
+    return ret;
+}
+
 int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
                                   size_t len, struct vfu_reply *r,
                                   struct vg_error *err)
 {
     struct vfu_mig_shm_io io;
-    int ret = shm_io_parse(srv, p, len, &io, err);
+    struct vfu_mig_pieces pieces;
+    int ret = shm_io_parse(srv, p, len, &io, &pieces, err);
 
     if (ret == 0) {
-        ret = mig_write(srv->mig, srv->shm + (size_t)io.slot * SHM_SLOT_SIZE,
-                        io.size, err);
+        ret = vfu_write_shm(srv, &io, &pieces, err);
     }
     if (ret == 0) {
-        mig_note_shm_bytes(srv->mig, io.size);
-        shm_io_reply(srv, &io, r);
+        memcpy(vfu_payload(srv), &io, sizeof(io));
+        r->len = sizeof(io);
     }
     return ret;
 }

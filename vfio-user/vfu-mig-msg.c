@@ -390,3 +390,89 @@ int vfu_parse_mig_shm_io(const void *p, size_t len, uint32_t slots,
     *out = io;
     return 0;
 }
+
+/* The pieces of a write of @size bytes, @len bytes at @p. */
+static int parse_write_pieces(const uint8_t *p, size_t len, uint32_t size,
+                              uint32_t slot_size, struct vfu_mig_pieces *out,
+                              struct vg_error *err)
+{
+    size_t head = offsetof(struct vfu_mig_pieces, piece);
+    uint64_t total = 0;
+
+    if (len < head) {
+        return vg_error_set(err, EINVAL, "%zu bytes of pieces, at least %zu",
+                            len, head);
+    }
+    memcpy(out, p, head);
+    if (out->count == 0 || out->count > VFU_MIG_PIECES_MAX || out->reserved ||
+        len != head + (size_t)out->count * sizeof(out->piece[0])) {
+        return vg_error_set(err, EINVAL,
+                            "%u pieces (1 to %u), reserved %#x, in %zu bytes",
+                            out->count, VFU_MIG_PIECES_MAX, out->reserved, len);
+    }
+    memcpy(out->piece, p + head, len - head);
+    for (uint32_t i = 0; i < out->count; i++) {
+        const struct vfu_mig_piece *pc = &out->piece[i];
+        bool slot = pc->where == VFU_MIG_PIECE_SLOT;
+
+        if (pc->len == 0 || (!slot && pc->where != VFU_MIG_PIECE_VRAM) ||
+            (slot &&
+             (pc->offset > slot_size || pc->len > slot_size - pc->offset))) {
+            return vg_error_set(err, EINVAL,
+                                "piece %u: %u bytes at %#" PRIx64
+                                " of where %u (0: the slot of %u bytes, 1: "
+                                "VRAM)",
+                                i, pc->len, pc->offset, pc->where, slot_size);
+        }
+        total += pc->len;
+    }
+    if (total != size) {
+        return vg_error_set(err, EINVAL,
+                            "pieces hold %" PRIu64 " bytes, the write %u",
+                            total, size);
+    }
+    return 0;
+}
+
+int vfu_parse_mig_shm_write(const void *p, size_t len, uint32_t slots,
+                            uint32_t slot_size, bool pieces_ok,
+                            struct vfu_mig_shm_io *io,
+                            struct vfu_mig_pieces *pieces, struct vg_error *err)
+{
+    size_t head = sizeof(*io);
+    int ret =
+        vfu_parse_mig_shm_io(p, len < head ? len : head, slots, slot_size,
+                             pieces_ok ? VFU_MIG_SHM_IO_PIECES : 0, io, err);
+
+    pieces->count = 0;
+    if (ret < 0) {
+        return ret;
+    }
+    if (!(io->flags & VFU_MIG_SHM_IO_PIECES)) {
+        return len == head ? 0
+                           : vg_error_set(err, EINVAL,
+                                          "payload is %zu bytes, expected %zu",
+                                          len, head);
+    }
+    return parse_write_pieces((const uint8_t *)p + head, len - head, io->size,
+                              slot_size, pieces, err);
+}
+
+int vfu_parse_mig_vram(const void *p, size_t len, uint32_t *flags,
+                       struct vg_error *err)
+{
+    uint32_t hdr[2];
+
+    if (len != sizeof(hdr)) {
+        return vg_error_set(err, EINVAL, "payload is %zu bytes, expected %zu",
+                            len, sizeof(hdr));
+    }
+    memcpy(hdr, p, sizeof(hdr));
+    if (hdr[0] < sizeof(struct vfu_mig_vram) ||
+        (hdr[1] & ~VFU_MIG_VRAM_WRITE)) {
+        return vg_error_set(err, EINVAL, "argsz %u (min %zu) or flags %#x",
+                            hdr[0], sizeof(struct vfu_mig_vram), hdr[1]);
+    }
+    *flags = hdr[1];
+    return 0;
+}

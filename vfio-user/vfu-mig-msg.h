@@ -63,6 +63,21 @@ int vfu_parse_mig_shm(const void *p, size_t len, struct vg_error *err);
 int vfu_parse_mig_shm_io(const void *p, size_t len, uint32_t slots,
                          uint32_t slot_size, uint32_t flags_ok,
                          struct vfu_mig_shm_io *out, struct vg_error *err);
+/* MIG_DATA_WRITE_SHM: as vfu_parse_mig_shm_io, with VFU_MIG_SHM_IO_PIECES
+ * allowed if @pieces_ok; with that flag a struct vfu_mig_pieces follows,
+ * exactly its @count pieces, 1..VFU_MIG_PIECES_MAX, reserved 0, each of
+ * 1 byte or more in the slot (inside @slot_size) or in VRAM (which the
+ * migration module checks), adding up to the write's size; without it
+ * *@pieces holds 0 pieces. */
+int vfu_parse_mig_shm_write(const void *p, size_t len, uint32_t slots,
+                            uint32_t slot_size, bool pieces_ok,
+                            struct vfu_mig_shm_io *io,
+                            struct vfu_mig_pieces *pieces,
+                            struct vg_error *err);
+/* MIG_DATA_VRAM: exactly argsz and flags, argsz >= 16, flags 0 or
+ * VFU_MIG_VRAM_WRITE (*@flags). */
+int vfu_parse_mig_vram(const void *p, size_t len, uint32_t *flags,
+                       struct vg_error *err);
 /* MIG_GET_PRECOPY_INFO: exactly argsz and flags, argsz >= 24, flags 0. */
 int vfu_parse_precopy_info(const void *p, size_t len, struct vg_error *err);
 /* MIG_POSTCOPY: exactly a struct vfu_mig_postcopy, argsz 8, flags 0. */

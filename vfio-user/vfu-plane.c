@@ -33,6 +33,7 @@
 struct plane_req {
     struct vfu_hdr hdr;
     struct vfu_mig_shm_io io;
+    struct vfu_mig_pieces pieces; /* a write's, if it has any */
 };
 
 struct vfu_plane {
@@ -54,7 +55,6 @@ struct vfu_plane {
 static int serve(struct vfu_server *srv, struct plane_req *req,
                  struct vg_error *err)
 {
-    uint8_t *slot = srv->shm + (size_t)req->io.slot * SHM_SLOT_SIZE;
     bool read = req->hdr.command == VFU_CMD_MIG_DATA_READ_SHM;
     /* A read while the device runs (pre-copy) leaves the registers alone,
      * and the guest may be polling them: the control loop serves them
@@ -69,11 +69,7 @@ static int serve(struct vfu_server *srv, struct plane_req *req,
     if (read) {
         ret = vfu_read_shm(srv, &req->io, &srv->plane->pieces, err);
     } else {
-        ret = mig_write(srv->mig, slot, req->io.size, err);
-        req->io.argsz = sizeof(req->io);
-        if (ret == 0) {
-            mig_note_shm_bytes(srv->mig, req->io.size);
-        }
+        ret = vfu_write_shm(srv, &req->io, &req->pieces, err);
     }
     if (!beside) {
         vfu_regs_unlock(srv);
@@ -291,16 +287,25 @@ bool vfu_plane_takes(const struct vfu_server *srv, const struct vfu_hdr *hdr)
 }
 
 void vfu_plane_submit(struct vfu_server *srv, const struct vfu_hdr *hdr,
-                      const struct vfu_mig_shm_io *io)
+                      const struct vfu_mig_shm_io *io,
+                      const struct vfu_mig_pieces *pieces)
 {
     struct vfu_plane *pl = srv->plane;
+    struct plane_req *req;
 
     pthread_mutex_lock(&pl->lock);
     while (pl->count == PLANE_QUEUE) {
         pthread_cond_wait(&pl->cond, &pl->lock);
     }
-    pl->q[(pl->head + pl->count) % PLANE_QUEUE] =
-        (struct plane_req){.hdr = *hdr, .io = *io};
+    req = &pl->q[(pl->head + pl->count) % PLANE_QUEUE];
+    req->hdr = *hdr;
+    req->io = *io;
+    req->pieces.count = 0;
+    if (hdr->command == VFU_CMD_MIG_DATA_WRITE_SHM) {
+        memcpy(&req->pieces, pieces,
+               offsetof(struct vfu_mig_pieces, piece) +
+                   pieces->count * sizeof(pieces->piece[0]));
+    }
     pl->count++;
     pthread_cond_broadcast(&pl->cond);
     pthread_mutex_unlock(&pl->lock);

@@ -227,10 +227,14 @@ struct vfu_mig_shm {
 
 /* MIG_DATA_READ_SHM and MIG_DATA_WRITE_SHM, request and reply: @size
  * bytes of migration data at the start of slot @slot.  @flags is 0 in
- * requests but for VFU_MIG_SHM_IO_PIECES in a read's, with "data_vram"
- * negotiated; a read's reply sets VFU_MIG_SHM_IO_END when, in STOP_COPY,
- * its data end the device's (a further read would get none), and
- * VFU_MIG_SHM_IO_PIECES when a struct vfu_mig_pieces follows it. */
+ * requests but for VFU_MIG_SHM_IO_PIECES, with "data_vram" negotiated: in
+ * a read's, the reply may list pieces; in a write's, a struct
+ * vfu_mig_pieces follows the request, its data being those pieces, in
+ * order, of the slot and of VRAM (page data the client put in place
+ * through MIG_DATA_VRAM's writable fd).  A read's reply sets
+ * VFU_MIG_SHM_IO_END when, in STOP_COPY, its data end the device's (a
+ * further read would get none), and VFU_MIG_SHM_IO_PIECES when a struct
+ * vfu_mig_pieces follows it. */
 #define VFU_MIG_SHM_IO_END    1u
 #define VFU_MIG_SHM_IO_PIECES 2u
 struct vfu_mig_shm_io {
@@ -240,8 +244,10 @@ struct vfu_mig_shm_io {
     uint32_t flags;
 };
 
-/* MIG_DATA_VRAM request (argsz, flags 0) and reply, which passes a
- * read-only fd of VRAM, @size bytes. */
+/* MIG_DATA_VRAM request (argsz, flags) and reply, which passes an fd of
+ * VRAM, @size bytes: read-only, or with VFU_MIG_VRAM_WRITE, asked for in
+ * RESUMING only, writable (where a destination receives page data). */
+#define VFU_MIG_VRAM_WRITE 1u
 struct vfu_mig_vram {
     uint32_t argsz;
     uint32_t flags;

@@ -223,7 +223,8 @@ int vfu_handle_mig_data_write_shm(struct vfu_server *srv, const uint8_t *p,
 /* The client negotiated data_vram: open the read-only view of VRAM that
  * MIG_DATA_VRAM hands out (kept until it disconnects, like the area). */
 int vfu_data_vram_open(struct vfu_server *srv, struct vg_error *err);
-/* MIG_DATA_VRAM: the read-only fd of VRAM (data_vram). */
+/* MIG_DATA_VRAM: the read-only fd of VRAM (data_vram), or in RESUMING,
+ * asked for, the writable one. */
 int vfu_handle_mig_data_vram(struct vfu_server *srv, const uint8_t *p,
                              size_t len, struct vfu_reply *r,
                              struct vg_error *err);
@@ -233,6 +234,10 @@ int vfu_handle_mig_data_vram(struct vfu_server *srv, const uint8_t *p,
  * @pieces where @io asked for VFU_MIG_SHM_IO_PIECES. */
 int vfu_read_shm(struct vfu_server *srv, struct vfu_mig_shm_io *io,
                  struct vfu_mig_pieces *pieces, struct vg_error *err);
+/* Serve the MIG_DATA_WRITE_SHM @io (parsed), of its slot or of its
+ * @pieces where it says VFU_MIG_SHM_IO_PIECES: @io becomes the reply. */
+int vfu_write_shm(struct vfu_server *srv, struct vfu_mig_shm_io *io,
+                  const struct vfu_mig_pieces *pieces, struct vg_error *err);
 /* The payload bytes of a MIG_DATA_READ_SHM reply: @io, and @pieces if it
  * says VFU_MIG_SHM_IO_PIECES. */
 size_t vfu_read_shm_reply_len(const struct vfu_mig_shm_io *io,
@@ -275,9 +280,11 @@ bool vfu_plane_takes(const struct vfu_server *srv, const struct vfu_hdr *hdr);
  * write (BAR0 below the MSI-X area). */
 bool vfu_plane_prompt(const struct vfu_server *srv, const struct vfu_hdr *hdr,
                       const uint8_t *p, size_t len);
-/* Queue a checked request; waits while the queue is full. */
+/* Queue a checked request (a write's @pieces too); waits while the queue
+ * is full. */
 void vfu_plane_submit(struct vfu_server *srv, const struct vfu_hdr *hdr,
-                      const struct vfu_mig_shm_io *io);
+                      const struct vfu_mig_shm_io *io,
+                      const struct vfu_mig_pieces *pieces);
 /* An eventfd readable when the plane went idle (-1: no plane); after it
  * fired, vfu_plane_woken() clears it and says whether a reply of the
  * plane's was lost since the client came (then disconnect; the plane

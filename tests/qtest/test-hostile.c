@@ -69,12 +69,14 @@
  *    MIG_DATA_READ_SHM or MIG_DATA_WRITE_SHM is checked; a whole
  *    migration through the areas of two servers loads the source's VRAM.
  *
- *  - data-vram: MIG_DATA_VRAM and reads that ask for pieces (patches
- *    0074-0076) are refused without "data_vram", a write may not ask;
- *    the view of VRAM is read-only (not writable, not mappable writable,
- *    not resizable); pre-copy replies list pieces of the slot only, and
- *    stop-copy's pages are pieces of VRAM; gathered, the stream loads the
- *    source's VRAM through another server.
+ *  - data-vram: MIG_DATA_VRAM and reads or writes in pieces (patches
+ *    0074-0076, 0078) are refused without "data_vram"; the view of VRAM
+ *    is read-only (not writable, not mappable writable, not resizable)
+ *    but for a destination in RESUMING that asks for a writable one;
+ *    pre-copy replies list pieces of the slot only, and stop-copy's pages
+ *    are pieces of VRAM, which loaded in place at another server give it
+ *    the source's VRAM, as the gathered stream does through a slot;
+ *    pieces past VRAM or where the stream has no page data fail a load.
  *
  *  - postcopy-msgs: REGION_UFFD and MIG_POSTCOPY (patch 0037) are refused
  *    without the "postcopy" capability, with a descriptor that is not a
@@ -453,10 +455,11 @@ static void test_data_shm(void)
 
 /* ------------------------------------------------------ data_vram */
 
-/* MIG_DATA_VRAM: its fd (-1: refused, the errno in *@error). */
-static int vram_view(struct conn *c, uint32_t *error)
+/* MIG_DATA_VRAM with @flags: its fd (-1: refused, the errno in
+ * *@error). */
+static int vram_view_flags(struct conn *c, uint32_t flags, uint32_t *error)
 {
-    const uint32_t req[2] = {sizeof(struct vfu_mig_vram), 0};
+    const uint32_t req[2] = {sizeof(struct vfu_mig_vram), flags};
     struct vfu_mig_vram reply = {0};
     size_t len = 0;
     int fd = -1;
@@ -472,13 +475,18 @@ static int vram_view(struct conn *c, uint32_t *error)
     return fd;
 }
 
+static int vram_view(struct conn *c, uint32_t *error)
+{
+    return vram_view_flags(c, 0, error);
+}
+
 /* A read of slot 0 with PIECES: its pieces checked (the slot's packed
  * from its start, VRAM's inside VRAM, adding up to the size) and gathered
  * into @out from @area and @view, those of VRAM counted in *@in_vram; the
  * read's size. */
 static uint32_t pieces_read(struct conn *c, const uint8_t *area,
                             const uint8_t *view, GByteArray *out,
-                            uint64_t *in_vram)
+                            uint64_t *in_vram, struct vfu_mig_pieces *pieces)
 {
     struct vfu_mig_shm_io io = {16, 0, SHM_SLOT_SIZE, VFU_MIG_SHM_IO_PIECES};
     struct {
@@ -513,23 +521,118 @@ static uint32_t pieces_read(struct conn *c, const uint8_t *area,
         total += q->len;
     }
     g_assert_cmpuint(total, ==, reply.io.size);
+    if (pieces) {
+        *pieces = reply.p;
+    }
     return reply.io.size;
+}
+
+/* MIG_DATA_WRITE_SHM of slot 0 with @count pieces @piece of @size bytes:
+ * 0 or the error. */
+static uint32_t pieces_write(struct conn *d, uint32_t size, uint32_t count,
+                             const struct vfu_mig_piece *piece)
+{
+    struct {
+        struct vfu_mig_shm_io io;
+        struct vfu_mig_pieces p;
+    } w = {{16, 0, size, VFU_MIG_SHM_IO_PIECES}, {count, 0, {{0}}}};
+    struct vfu_mig_shm_io reply;
+    size_t len = 0;
+
+    memcpy(w.p.piece, piece, count * sizeof(*piece));
+    return request_ex(d, VFU_CMD_MIG_DATA_WRITE_SHM, &w,
+                      sizeof(w.io) + 8 + count * sizeof(*piece), 0, -1, &reply,
+                      sizeof(reply), &len, NULL);
+}
+
+/* Move the read whose @pieces came with slot 0 of @area and @view to @d as
+ * its client would: VRAM's to their place in @dview, the slot's packed in
+ * slot 0 of @darea, then written as pieces. */
+static void pieces_move(struct conn *d, uint8_t *darea, uint8_t *dview,
+                        const uint8_t *area, const uint8_t *view,
+                        struct vfu_mig_pieces *pieces, uint32_t size)
+{
+    uint32_t packed = 0;
+
+    for (uint32_t i = 0; i < pieces->count; i++) {
+        struct vfu_mig_piece *q = &pieces->piece[i];
+
+        if (q->where == VFU_MIG_PIECE_VRAM) {
+            memcpy(dview + q->offset, view + q->offset, q->len);
+        } else {
+            memcpy(darea + packed, area + q->offset, q->len);
+            q->offset = packed;
+            packed += q->len;
+        }
+    }
+    g_assert_cmpuint(pieces_write(d, size, pieces->count, pieces->piece), ==,
+                     0);
+}
+
+/* A destination for test_data_vram: server @t, connection @d in RESUMING
+ * with its area, its VRAM mapped as the guest's and the writable view,
+ * which a source may not have. */
+static void vram_dst_open(struct sec *t, struct conn *d, uint8_t **vram,
+                          uint8_t **area, uint8_t **view)
+{
+    uint32_t error = 0;
+    int fd;
+
+    sec_start_opts(t, "hostile-vram-view-dst", H_VRAM_ARG, "64K", NULL);
+    conn_open_caps(d, t, VC_CAPS_VRAM);
+    *vram = map_vram_size(d, H_VRAM);
+    *area = shm_area(d, &error);
+    g_assert_nonnull(*area);
+    g_assert_cmpint(vram_view_flags(d, VFU_MIG_VRAM_WRITE, &error), <, 0);
+    g_assert_cmpuint(error, ==, EPERM);
+    g_assert_cmpuint(set_state(d, MIG_STATE_STOP), ==, 0);
+    g_assert_cmpuint(set_state(d, MIG_STATE_RESUMING), ==, 0);
+    fd = vram_view_flags(d, VFU_MIG_VRAM_WRITE, &error);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(fcntl(fd, F_GETFL) & O_ACCMODE, ==, O_RDWR);
+    *view = mmap(NULL, H_VRAM, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    g_assert_true(*view != MAP_FAILED);
+    close(fd);
+}
+
+/* Pieces that do not fit VRAM or the stream fail the load of @d (then
+ * ERROR), but are answered. */
+static void vram_dst_bad_pieces(struct conn *d)
+{
+    const struct vfu_mig_piece past[1] = {
+        {H_VRAM - 4096, 8192, VFU_MIG_PIECE_VRAM}};
+    const struct vfu_mig_piece early[1] = {{0, 4096, VFU_MIG_PIECE_VRAM}};
+
+    g_assert_cmpuint(set_state(d, MIG_STATE_RESUMING), ==, 0);
+    g_assert_cmpuint(pieces_write(d, 8192, 1, past), ==, ERANGE);
+    assert_serving(d);
+    g_assert_cmpuint(get_state(d), ==, MIG_STATE_ERROR);
+    g_assert_cmpuint(request(d, VFU_CMD_DEVICE_RESET, NULL, 0), ==, 0);
+    g_assert_cmpuint(set_state(d, MIG_STATE_STOP), ==, 0);
+    g_assert_cmpuint(set_state(d, MIG_STATE_RESUMING), ==, 0);
+    /* page data before any record header */
+    g_assert_cmpuint(pieces_write(d, 4096, 1, early), ==, EINVAL);
+    assert_serving(d);
+    g_assert_cmpuint(get_state(d), ==, MIG_STATE_ERROR);
 }
 
 /*
  * data_vram: MIG_DATA_VRAM and reads in pieces only where negotiated; the
- * view cannot be written or mapped writable; pieces of VRAM only in
- * STOP_COPY, and the stream they make loads the source's VRAM.
+ * read-only view cannot be written or mapped writable; pieces of VRAM
+ * only in STOP_COPY.  A destination gets a writable view in RESUMING only,
+ * and loads the source's VRAM from stop-copy reads whose page data its
+ * client put in place; pieces that do not fit fail its load.
  */
 static void test_data_vram(void)
 {
     g_autoptr(GByteArray) stream = g_byte_array_new();
     g_autofree uint8_t *want = g_malloc(H_VRAM);
+    struct vfu_mig_pieces pieces;
     uint32_t error = 0, got = 0, n;
     uint64_t in_vram = 0;
-    struct conn c;
-    struct sec s;
-    uint8_t *vram, *area, *view;
+    struct conn c, d;
+    struct sec s, t;
+    uint8_t *vram, *area, *view, *dvram, *darea, *dview;
     int fd;
 
     sec_start_opts(&s, "hostile-vram-view", H_VRAM_ARG, "64K", NULL);
@@ -542,6 +645,7 @@ static void test_data_vram(void)
     g_assert_cmpuint(shm_io(&c, VFU_CMD_MIG_DATA_READ_SHM, 16, 0, 4096,
                             VFU_MIG_SHM_IO_PIECES, &got),
                      ==, EINVAL);
+    g_assert_cmpuint(pieces_write(&c, 4096, 0, NULL), ==, EINVAL);
     munmap(area, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
     conn_close(&c);
 
@@ -563,32 +667,45 @@ static void test_data_vram(void)
     g_assert_true(view != MAP_FAILED);
     close(fd);
     g_assert_true(memcmp(view, vram, H_VRAM) == 0);
-    /* a write never takes pieces */
+    /* a write's pieces must follow it */
     g_assert_cmpuint(shm_io(&c, VFU_CMD_MIG_DATA_WRITE_SHM, 16, 0, 4096,
                             VFU_MIG_SHM_IO_PIECES, &got),
                      ==, EINVAL);
     assert_serving(&c);
+    vram_dst_open(&t, &d, &dvram, &darea, &dview);
 
-    /* pre-copy: pieces of the slot only */
+    /* pre-copy: pieces of the slot only, written as they are */
     g_assert_cmpuint(set_state(&c, MIG_STATE_PRE_COPY), ==, 0);
     do {
         guint before = stream->len;
 
-        n = pieces_read(&c, area, view, stream, &in_vram);
+        n = pieces_read(&c, area, view, stream, &in_vram, NULL);
         g_assert_cmpuint(stream->len - before, ==, n);
+        memcpy(darea, stream->data + before, n);
+        g_assert_cmpuint(
+            shm_io(&d, VFU_CMD_MIG_DATA_WRITE_SHM, 16, 0, n, 0, &got), ==, 0);
     } while (n);
     g_assert_cmpuint(in_vram, ==, 0);
     /* all of VRAM written through BAR2 meanwhile: stop-copy sends it, its
-     * pages as pieces of VRAM */
+     * pages as pieces of VRAM, which go to their place at @d */
     fill_pattern(vram, H_VRAM, 12);
     memcpy(want, vram, H_VRAM);
     g_assert_cmpuint(set_state(&c, MIG_STATE_STOP_COPY), ==, 0);
-    while (pieces_read(&c, area, view, stream, &in_vram)) {
+    while ((n = pieces_read(&c, area, view, stream, &in_vram, &pieces))) {
+        pieces_move(&d, darea, dview, area, view, &pieces, n);
     }
     g_assert_cmpuint(in_vram, >=, H_VRAM / 2);
     g_assert_cmpuint(set_state(&c, MIG_STATE_STOP), ==, 0);
+    g_assert_cmpuint(set_state(&d, MIG_STATE_STOP), ==, 0);
+    g_assert_true(memcmp(dvram, want, H_VRAM) == 0);
+    vram_dst_bad_pieces(&d);
 
-    /* the stream loads the source's VRAM through a second server */
+    /* the gathered stream loads the source's VRAM through a slot */
+    munmap(dview, H_VRAM);
+    munmap(darea, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);
+    munmap(dvram, H_VRAM);
+    conn_close(&d);
+    sec_stop(&t);
     shm_load_equal(stream, want, "hostile-vram-view-dst");
     munmap(view, H_VRAM);
     munmap(area, (size_t)SHM_SLOTS * SHM_SLOT_SIZE);

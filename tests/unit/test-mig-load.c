@@ -8,7 +8,9 @@
  * whole, so its records follow the read sizes: streams read in pieces of
  * many sizes, from pre-copy and from stop-copy, load the same VRAM.
  * Read as pieces (mig_read_pieces), a stop-copy leaves its pages in VRAM
- * and the pieces, gathered, are the same stream.
+ * and the pieces, gathered, are the same stream; written as pieces
+ * (mig_write_pieces) whose page data a client put in place, they load
+ * the same VRAM, and pieces that do not match the stream fail the load.
  */
 #include <errno.h>
 #include <glib.h>
@@ -338,6 +340,164 @@ static void test_pieces_room(void)
     vgpu_free(gpu);
 }
 
+/* Move one read of @src's as a destination's client would with a writable
+ * view of @dgpu's VRAM: its VRAM pieces copied to their place there, its
+ * buffer's packed into another; then mig_write_pieces().  Its bytes, or
+ * 0 at the end. */
+static uint32_t move_pieces(struct mig *src, struct vgpu *sgpu, struct mig *dst,
+                            struct vgpu *dgpu, uint32_t size)
+{
+    struct mig_piece piece[64];
+    uint8_t *buf = g_malloc(size), *slot = g_malloc(size);
+    struct vg_error err;
+    uint32_t got, used = 0;
+    unsigned n;
+
+    g_assert_cmpint(mig_read_pieces(src, buf, size, &got, piece, 64, &n, &err),
+                    ==, 0);
+    for (unsigned i = 0; i < n; i++) {
+        if (piece[i].in_vram) {
+            memcpy(vgpu_vram(dgpu) + piece[i].offset,
+                   vgpu_vram(sgpu) + piece[i].offset, piece[i].len);
+        } else {
+            memcpy(slot + used, buf + piece[i].offset, piece[i].len);
+            piece[i].offset = used;
+            used += piece[i].len;
+        }
+    }
+    g_assert_cmpint(mig_write_pieces(dst, slot, used, piece, n, &err), ==, 0);
+    g_free(buf);
+    g_free(slot);
+    return got;
+}
+
+/* A stop-copy (after a pre-copy written whole if @data) moved as pieces:
+ * the destination hashes the pages in place and loads the same VRAM. */
+static void test_write_pieces(gconstpointer data)
+{
+    bool precopy = GPOINTER_TO_UINT(data);
+    struct vgpu *sgpu, *dgpu;
+    struct mig *src = new_mig_mode(
+        &sgpu, 2, precopy ? MIG_PRECOPY_ITERATIVE : MIG_PRECOPY_NONE);
+    struct mig *dst = new_mig(&dgpu, 2);
+    struct mig_stats ss, ds;
+
+    fill(sgpu);
+    set_state(dst, MIG_STATE_RESUMING);
+    if (precopy) {
+        g_autoptr(GByteArray) pre = g_byte_array_new();
+        struct vg_error err;
+
+        set_state(src, MIG_STATE_PRE_COPY);
+        read_out(src, 1u << 20, pre);
+        g_assert_cmpint(mig_write(dst, pre->data, pre->len, &err), ==, 0);
+        /* the guest writes half of VRAM again: stop-copy sends it */
+        memset(vgpu_vram(sgpu), 0x5a, VRAM / 2);
+        mig_note_bar2_shared(src);
+    } else {
+        set_state(src, MIG_STATE_STOP);
+    }
+    set_state(src, MIG_STATE_STOP_COPY);
+    while (move_pieces(src, sgpu, dst, dgpu, 1u << 20)) {
+    }
+    set_state(src, MIG_STATE_STOP);
+    set_state(dst, MIG_STATE_STOP);
+    g_assert_cmpint(memcmp(vgpu_vram(sgpu), vgpu_vram(dgpu), VRAM), ==, 0);
+    mig_idle(src, true);
+    mig_idle(dst, true);
+    mig_get_stats(src, &ss);
+    mig_get_stats(dst, &ds);
+    g_assert_cmphex(ss.vram_checksum, ==, ds.vram_checksum);
+    g_assert_cmpuint(ss.vram_piece_bytes, >=, VRAM / 2);
+    g_assert_cmpuint(ds.vram_piece_bytes, ==, ss.vram_piece_bytes);
+    mig_free(src);
+    mig_free(dst);
+    vgpu_free(sgpu);
+    vgpu_free(dgpu);
+}
+
+/* A destination in RESUMING, fed the stream's first read (its HEADER)
+ * and the headers of a PAGES record of page 1 whose data are in place. */
+static struct mig *placed_dst(struct vgpu **dgpu, GByteArray *stream)
+{
+    struct vgpu *sgpu;
+    struct mig *src = new_mig(&sgpu, 1), *dst = new_mig(dgpu, 1);
+    struct vg_error err;
+    uint8_t *buf = g_malloc(1u << 20);
+    uint32_t got;
+
+    fill(sgpu);
+    set_state(src, MIG_STATE_STOP);
+    set_state(src, MIG_STATE_STOP_COPY);
+    /* HEADER; then page 0 is zero: a ZEROS record; then PAGES of 1.. */
+    g_assert_cmpint(mig_read(src, buf, 1u << 20, &got, &err), ==, 0);
+    g_byte_array_append(stream, buf, got);
+    memcpy(vgpu_vram(*dgpu), vgpu_vram(sgpu), VRAM);
+    set_state(dst, MIG_STATE_RESUMING);
+    g_free(buf);
+    mig_free(src);
+    vgpu_free(sgpu);
+    return dst;
+}
+
+/* The offset after the headers of the stream's first PAGES record. */
+static size_t pages_data_at(const GByteArray *s)
+{
+    size_t off = 0;
+
+    while (off + 16 <= s->len && s->data[off] != 2) {
+        off += 16 + (s->data[off + 4] | s->data[off + 5] << 8 |
+                     s->data[off + 6] << 16 | (uint32_t)s->data[off + 7] << 24);
+    }
+    g_assert_cmpuint(off + 32, <=, s->len);
+    return off + 32;
+}
+
+/* Pieces that do not match the stream fail the load, with what and where. */
+static void test_write_pieces_bad(void)
+{
+    static const struct {
+        int64_t vram_shift; /* the VRAM piece's offset against the record's */
+        int len_shift;      /* its length */
+        bool slot_out;      /* the slot piece past the write's bytes */
+        int ret;
+        const char *msg;
+    } cases[] = {
+        {PAGE, 0, false, -EINVAL, "the record's are"},
+        {0, -(int)PAGE, false, -EINVAL, "the record's are"},
+        {(int64_t)VRAM, 0, false, -ERANGE, "outside VRAM"},
+        {0, 0, true, -ERANGE, "outside the write's"},
+        {-1, 0, false, -EINVAL, "no version 2 PAGES"},
+    };
+
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GByteArray) s = g_byte_array_new();
+        struct vgpu *dgpu;
+        struct mig *dst = placed_dst(&dgpu, s);
+        size_t at = pages_data_at(s);
+        uint64_t first = s->data[at - 16] | (uint64_t)s->data[at - 15] << 8;
+        uint32_t count = s->data[at - 8] | (uint32_t)s->data[at - 7] << 8;
+        /* case -1: the page data come one record header early */
+        size_t head = cases[i].vram_shift == -1 ? at - 32 : at;
+        struct mig_piece piece[2] = {
+            {0, (uint32_t)head + (cases[i].slot_out ? 1 : 0), false},
+            {first * PAGE + (cases[i].vram_shift == -1
+                                 ? 0
+                                 : (uint64_t)cases[i].vram_shift),
+             count * PAGE + cases[i].len_shift, true},
+        };
+        struct vg_error err;
+
+        g_assert_cmpint(
+            mig_write_pieces(dst, s->data, (uint32_t)head, piece, 2, &err), ==,
+            cases[i].ret);
+        g_assert_nonnull(strstr(err.msg, cases[i].msg));
+        g_assert_cmpint(mig_state(dst), ==, MIG_STATE_ERROR);
+        mig_free(dst);
+        vgpu_free(dgpu);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -348,5 +508,10 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/load/read-pieces", test_read_pieces);
     g_test_add_func("/mig/load/pieces-same-stream", test_pieces_same_stream);
     g_test_add_func("/mig/load/pieces-room", test_pieces_room);
+    g_test_add_data_func("/mig/load/write-pieces", GUINT_TO_POINTER(0),
+                         test_write_pieces);
+    g_test_add_data_func("/mig/load/write-pieces-after-precopy",
+                         GUINT_TO_POINTER(1), test_write_pieces);
+    g_test_add_func("/mig/load/write-pieces-bad", test_write_pieces_bad);
     return g_test_run();
 }

@@ -308,6 +308,85 @@ static void test_mig_shm(void)
         -EINVAL);
 }
 
+/* MIG_DATA_WRITE_SHM with pieces: only where data_vram was negotiated,
+ * exactly the pieces it counts, each inside the slot or of VRAM, adding
+ * up to the write's size; MIG_DATA_VRAM's flags. */
+static void test_mig_shm_write(void)
+{
+    struct {
+        struct vfu_mig_shm_io io;
+        uint32_t count, reserved;
+        struct vfu_mig_piece piece[3];
+    } w = {{16, 1, 4096, VFU_MIG_SHM_IO_PIECES},
+           3,
+           0,
+           {{0, 32, VFU_MIG_PIECE_SLOT},
+            {1u << 20, 4000, VFU_MIG_PIECE_VRAM},
+            {32, 64, VFU_MIG_PIECE_SLOT}}};
+    static const struct {
+        size_t off;   /* byte of @w changed */
+        uint32_t val; /* to this (a 32-bit word) */
+        size_t len;   /* payload bytes, 0: all */
+        const char *msg;
+    } bad[] = {
+        {offsetof(__typeof__(w), count), 0, 0, "0 pieces"},
+        {offsetof(__typeof__(w), count), 65, 0, "65 pieces"},
+        {offsetof(__typeof__(w), count), 2, 0, "2 pieces"},
+        {offsetof(__typeof__(w), reserved), 1, 0, "reserved 0x1"},
+        {offsetof(__typeof__(w), piece[1].len), 0, 0, "piece 1: 0 bytes"},
+        {offsetof(__typeof__(w), piece[1].len), 4001, 0, "hold 4097 bytes"},
+        {offsetof(__typeof__(w), piece[2].where), 2, 0, "of where 2"},
+        {offsetof(__typeof__(w), piece[2].offset), 4090, 0, "piece 2"},
+        {0, 16, sizeof(w) - 1, "in 55 bytes"},
+        {0, 16, 20, "at least 8"},
+    };
+    struct vfu_mig_shm_io out;
+    struct vfu_mig_pieces pieces;
+    struct vg_error err;
+    uint32_t flags = 7;
+    const uint32_t vram[2] = {16, VFU_MIG_VRAM_WRITE}, vram_bad[2] = {16, 2};
+
+    g_assert_cmpint(vfu_parse_mig_shm_write(&w, sizeof(w), 2, 4096, true, &out,
+                                            &pieces, &err),
+                    ==, 0);
+    g_assert_cmpuint(pieces.count, ==, 3);
+    g_assert_cmpuint(pieces.piece[1].offset, ==, 1u << 20);
+    g_assert_cmpuint(pieces.piece[1].where, ==, VFU_MIG_PIECE_VRAM);
+    /* Without data_vram, and a plain write with bytes after it */
+    g_assert_cmpint(vfu_parse_mig_shm_write(&w, sizeof(w), 2, 4096, false, &out,
+                                            &pieces, &err),
+                    ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "flags 0x2"));
+    w.io.flags = 0;
+    g_assert_cmpint(vfu_parse_mig_shm_write(&w, sizeof(w), 2, 4096, true, &out,
+                                            &pieces, &err),
+                    ==, -EINVAL);
+    g_assert_cmpint(vfu_parse_mig_shm_write(&w, sizeof(w.io), 2, 4096, true,
+                                            &out, &pieces, &err),
+                    ==, 0);
+    g_assert_cmpuint(pieces.count, ==, 0);
+    w.io.flags = VFU_MIG_SHM_IO_PIECES;
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        __typeof__(w) c = w;
+
+        memcpy((uint8_t *)&c + bad[i].off, &bad[i].val, 4);
+        g_assert_cmpint(vfu_parse_mig_shm_write(&c, bad[i].len ?: sizeof(c), 2,
+                                                4096, true, &out, &pieces,
+                                                &err),
+                        ==, -EINVAL);
+        g_assert_nonnull(strstr(err.msg, bad[i].msg));
+    }
+
+    g_assert_cmpint(vfu_parse_mig_vram(vram, sizeof(vram), &flags, &err), ==,
+                    0);
+    g_assert_cmpuint(flags, ==, VFU_MIG_VRAM_WRITE);
+    g_assert_cmpint(
+        vfu_parse_mig_vram(vram_bad, sizeof(vram_bad), &flags, &err), ==,
+        -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "flags 0x2"));
+    g_assert_cmpint(vfu_parse_mig_vram(vram, 4, &flags, &err), ==, -EINVAL);
+}
+
 /* REGION_DIRTY_LOG: every field bounded, the bitmap exactly as long as
  * the range needs. */
 static void test_region_dirty_log(void)
@@ -826,6 +905,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vfu-msg/dma", test_dma);
     g_test_add_func("/vfu-msg/region-dirty-log", test_region_dirty_log);
     g_test_add_func("/vfu-msg/mig-shm", test_mig_shm);
+    g_test_add_func("/vfu-msg/mig-shm-write", test_mig_shm_write);
     g_test_add_func("/vfu-msg/mig-postcopy", test_mig_postcopy);
     g_test_add_func("/vfu-msg/region-uffd", test_region_uffd);
     g_test_add_func("/vfu-msg/data-file", test_mig_data_file);
