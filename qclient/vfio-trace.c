@@ -21,6 +21,7 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "vfio_user_mig_data_write_buf",
     "vfio_load_bufs_thread_*",
     "vfio_load_state_device_buffer_incoming",
+    "vfio_load_state_device_buffer_place*",
     "vfio_load_state",
     "multifd_send_thread_start",
     "multifd_recv_thread_start",
@@ -420,6 +421,12 @@ static int count_event(const char *ev, const char *args, double t,
         ret = arg_int(ev, args, "idx ", &v, err);
         tr->buffers++;
         tr->max_buffer_idx = MAX(tr->max_buffer_idx, v);
+    } else if (!strcmp(ev, "vfio_load_state_device_buffer_placed")) {
+        tr->placed_packets++;
+    } else if (!strcmp(ev, "vfio_load_state_device_buffer_place_wait")) {
+        tr->place_waits++;
+    } else if (!strcmp(ev, "vfio_load_state_device_buffer_place_from")) {
+        tr->place_froms++;
     } else if (!strcmp(ev, "vfio_load_state")) {
         tr->main_configs += strstr(args, VG_VFIO_FLAG_CONFIG) != NULL ||
                             strstr(args, VG_VFIO_FLAG_CONFIG_UNCHANGED) != NULL;

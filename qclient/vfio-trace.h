@@ -43,7 +43,7 @@
 #define VG_VFIO_TRACE_MAX_DEVICES 16
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 31
+#define VG_VFIO_TRACE_NEVENTS 32
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -76,20 +76,26 @@ struct vg_vfio_trace {
     unsigned lend_releases;        /* lent slots given back */
     unsigned write_lends;          /* slots received into (patch 0034) */
     unsigned buffers;              /* vfio_load_state_device_buffer_incoming */
-    int64_t max_buffer_idx;        /* -1 if none */
-    unsigned main_configs;         /* config sections on the main channel */
-    unsigned load_ready;           /* config-load-ready markers */
-    unsigned send_channels;        /* multifd_send_thread_start */
-    unsigned recv_channels;        /* multifd_recv_thread_start */
-    int64_t main_precopy_read;     /* vfio_save_block outside stop-copy */
-    unsigned precopy_setups;       /* vfio_multifd_precopy_setup */
-    int64_t precopy_read_size;     /* ... its read size (0022), -1 if none */
-    int64_t stopcopy_read_size;    /* stop-copy thread's read size (0048), -1 */
-    unsigned precopy_buffers;      /* vfio_multifd_save_precopy_block */
-    int64_t precopy_read;          /* ... their bytes */
-    unsigned precopy_loads;        /* vfio_multifd_load_precopy_start */
-    unsigned channel_syncs;        /* multifd_send_sync_main */
-    unsigned region_log_stops;     /* BAR write logs stopped (0051)... */
+    /* ...of them placed packets whose pieces of VRAM the channel received
+     * in place (patch 0078); the channels' waits for older data to be
+     * loaded first, and the load thread's flushes that let them go. */
+    unsigned placed_packets;
+    unsigned place_waits;
+    unsigned place_froms;
+    int64_t max_buffer_idx;     /* -1 if none */
+    unsigned main_configs;      /* config sections on the main channel */
+    unsigned load_ready;        /* config-load-ready markers */
+    unsigned send_channels;     /* multifd_send_thread_start */
+    unsigned recv_channels;     /* multifd_recv_thread_start */
+    int64_t main_precopy_read;  /* vfio_save_block outside stop-copy */
+    unsigned precopy_setups;    /* vfio_multifd_precopy_setup */
+    int64_t precopy_read_size;  /* ... its read size (0022), -1 if none */
+    int64_t stopcopy_read_size; /* stop-copy thread's read size (0048), -1 */
+    unsigned precopy_buffers;   /* vfio_multifd_save_precopy_block */
+    int64_t precopy_read;       /* ... their bytes */
+    unsigned precopy_loads;     /* vfio_multifd_load_precopy_start */
+    unsigned channel_syncs;     /* multifd_send_sync_main */
+    unsigned region_log_stops;  /* BAR write logs stopped (0051)... */
     unsigned region_log_stops_in_downtime; /* ...of them inside it */
     /* The initial pre-copy data over multifd under switchover-ack (0052):
      * counts of its packets sent (source) or received (destination), one

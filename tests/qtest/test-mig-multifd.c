@@ -92,6 +92,7 @@
 #define MF_PRECOPY  "x-migration-multifd-precopy"
 #define MF_EARLY    "x-migration-early-config"
 #define MF_AHEAD    "x-migration-read-ahead"
+#define MF_PLACE    "x-migration-place-data"
 /* vfio_load_state's "data" for a config space section and for the
  * config-load-ready marker (hw/vfio/vfio-migration-internal.h). */
 #define MF_MEASURE_VRAM "1G"
@@ -124,6 +125,11 @@ struct mf_case {
     const char *precopy;    /* the servers' --precopy, NULL: default */
     unsigned data_slots;    /* the servers' --data-slots, 0: default */
     bool no_data_vram;      /* the servers' --no-data-vram */
+    bool no_place;          /* x-migration-place-data=off on the source */
+    /* Held in pre-copy and filled as for the default --precopy (with
+     * .precopy "one-shot": the filled pages, sent in round 0, go again
+     * in stop-copy). */
+    bool late_fill;
     /* > 0: the servers' --fault=write-delay:MS (each write of the load
      * waits), and the writes the destination must have had in flight at
      * once at the most (patch 0071). */
@@ -179,6 +185,10 @@ static GPtrArray *mf_qemu_args(const struct mf_case *c)
         g_ptr_array_add(a, g_strdup("-global"));
         g_ptr_array_add(
             a, g_strdup_printf("vfio-user-pci." MF_AHEAD "=%u", c->read_ahead));
+    }
+    if (c->no_place) {
+        g_ptr_array_add(a, g_strdup("-global"));
+        g_ptr_array_add(a, g_strdup("vfio-user-pci." MF_PLACE "=off"));
     }
     g_ptr_array_add(a, NULL);
     return a;
@@ -313,6 +323,18 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
     if (c->want_mf_precopy && src.precopy_buffers >= 16) {
         g_assert_cmpuint(src.channel_syncs * 2, <, src.precopy_buffers);
     }
+    /* Stop-copy pages left in VRAM go in placed packets, received in
+     * place at the destination once its load thread said that the
+     * packets before them were applied: the first always waits (0078). */
+    if (c->late_fill || (c->precopy && !strcmp(c->precopy, "none") &&
+                         !c->no_data_vram && !c->no_place)) {
+        g_assert_cmpuint(dst.placed_packets, >=, 1);
+        g_assert_cmpuint(dst.place_waits, >=, 1);
+        g_assert_cmpuint(dst.place_froms, >=, 1);
+    }
+    if (c->no_data_vram || c->no_place) {
+        g_assert_cmpuint(dst.placed_packets, ==, 0);
+    }
     g_assert_cmpuint(dst.load_ready, ==,
                      c->load_cfg && !strcmp(c->load_cfg, "on") ? 1 : 0);
 }
@@ -321,20 +343,35 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
 
 /* The pages of a stop-copy of @stopcopy bytes: QEMU took those of long
  * runs from its read-only view of VRAM (data_vram), not from copies the
- * source server made, unless the servers refused it; the destination has
- * no such view.  Where the device had no pre-copy, all of VRAM went so. */
+ * source server made, unless the servers refused it; the destination's
+ * QEMU received them in place, through its writable view, where
+ * x-migration-place-data is on (by default).  Where the device had no
+ * pre-copy, all of VRAM went so. */
 static void mf_assert_vram_pieces(const struct mf_case *c, struct vg_stats *sst,
                                   struct vg_stats *dst, int64_t stopcopy)
 {
     int64_t pieces = mt_stat_int(sst, "vram_piece_bytes");
+    int64_t placed = mt_stat_int(dst, "vram_piece_bytes");
 
-    g_assert_cmpint(mt_stat_int(dst, "vram_piece_bytes"), ==, 0);
+    g_test_message("stop-copy %" PRId64 " bytes, %" PRId64 " sent from the "
+                   "view of VRAM, %" PRId64 " placed",
+                   stopcopy, pieces, placed);
     g_assert_cmpint(pieces, <=, mt_stat_int(sst, "final_dirty_bytes"));
+    g_assert_cmpint(placed, <=, pieces);
     if (c->no_data_vram) {
         g_assert_cmpint(pieces, ==, 0);
     } else if (c->precopy && !strcmp(c->precopy, "none")) {
         /* All but the records' headers and the runs' short tails */
         g_assert_cmpint(pieces, >=, stopcopy / 2);
+        g_assert_cmpint(placed, >=, c->no_place ? 0 : stopcopy / 2);
+    }
+    if (c->no_place) {
+        g_assert_cmpint(placed, ==, 0);
+    }
+    if (c->late_fill) {
+        /* The filled MiB, placed over its pre-copy data at the destination */
+        g_assert_cmpint(pieces, >=, 1 << 20);
+        g_assert_cmpint(placed, ==, pieces);
     }
 }
 
@@ -583,7 +620,7 @@ static void mf_run_case(const void *opaque)
     const struct mf_case *c = opaque;
     g_auto(GStrv) srv_extra = mf_server_args(c);
     g_autofree uint8_t *samples = NULL;
-    bool iterative = !c->precopy;
+    bool iterative = !c->precopy || c->late_fill;
     struct vg_mig_info info;
     int64_t precopy = 0, stopcopy = 0;
     struct mt t;
@@ -787,6 +824,29 @@ static const struct mf_case cases[] = {
      .no_data_vram = true,
      .want_multifd = true,
      .want_mf_precopy = true},
+    {.tag = "mf-stopcopy-no-place",
+     .channels = 2,
+     .transfer = "on",
+     .precopy = "none",
+     .no_place = true,
+     .want_multifd = true,
+     .want_mf_precopy = true},
+    {.tag = "mf-late-fill-placed",
+     .channels = 2,
+     .transfer = "on",
+     .precopy = "one-shot",
+     .late_fill = true,
+     .write_delay_ms = 10,
+     .want_multifd = true,
+     .want_mf_precopy = true},
+    {.tag = "mf-late-fill-placed-precopy-off",
+     .channels = 2,
+     .transfer = "on",
+     .mf_precopy = "off",
+     .precopy = "one-shot",
+     .late_fill = true,
+     .write_delay_ms = 10,
+     .want_multifd = true},
     {.tag = "mf-read-ahead-1",
      .channels = 2,
      .transfer = "on",
@@ -811,6 +871,9 @@ static const char *const case_paths[G_N_ELEMENTS(cases)] = {
     "/mig/multifd/four-writes-behind",
     "/mig/multifd/two-writes-behind-with-16-slots",
     "/mig/multifd/on-no-device-precopy-no-data-vram",
+    "/mig/multifd/on-no-device-precopy-not-placed",
+    "/mig/multifd/late-fill-placed-over-precopy",
+    "/mig/multifd/late-fill-placed-over-main-channel-precopy",
     "/mig/multifd/one-read-ahead",
 };
 
