@@ -204,7 +204,10 @@ static void usage(FILE *out)
         "                         or bad-piece (a stop-copy read's reply\n"
         "                         that lists pieces of VRAM, data_vram, puts\n"
         "                         its first one past the end of VRAM: a\n"
-        "                         hostile server)\n"
+        "                         hostile server), or shifted-piece (the\n"
+        "                         same, but 4 KiB away inside VRAM: its\n"
+        "                         client sends the wrong bytes, which the\n"
+        "                         destination must refuse)\n"
         "  -h, --help             show this help and exit\n"
         "\n"
         "MIGRATION\n"
@@ -441,6 +444,10 @@ static int parse_fault(const char *spec, struct mig_fault *f)
         f->bad_piece = true;
         return 0;
     }
+    if (strcmp(spec, "shifted-piece") == 0) {
+        f->shifted_piece = true;
+        return 0;
+    }
     if (strncmp(spec, delay, sizeof(delay) - 1) == 0) {
         return parse_delay_ms(spec + sizeof(delay) - 1, &f->postcopy_delay_ms);
     }
@@ -675,6 +682,10 @@ static void warn_faults(const struct mig_fault *f)
     if (f->bad_piece) {
         vg_warn("TEST ONLY fault injection: bad-piece (stop-copy replies "
                 "point past VRAM)");
+    }
+    if (f->shifted_piece) {
+        vg_warn("TEST ONLY fault injection: shifted-piece (stop-copy replies "
+                "point 4 KiB away from their pages)");
     }
     if (f->late_dma) {
         vg_warn("TEST ONLY fault injection: late-dma (the device writes guest "

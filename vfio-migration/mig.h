@@ -54,7 +54,8 @@ struct mig_fault {
     unsigned postcopy_delay_ms; /* the page server waits before each reply */
     unsigned read_delay_ms;     /* each mig_read() waits first: slow data */
     unsigned write_delay_ms;    /* each mig_write() waits first: slow load */
-    bool bad_piece; /* a read's first VRAM piece points past VRAM (vfu) */
+    bool bad_piece;     /* a read's first VRAM piece points past VRAM (vfu) */
+    bool shifted_piece; /* ...4 KiB away, inside VRAM (vfu) */
 };
 
 struct mig_config {

@@ -525,15 +525,24 @@ static void pieces_to_reply(const struct mig_piece *in, unsigned n,
     }
 }
 
-/* TEST ONLY (--fault=bad-piece): the first piece of VRAM, if any, is put
- * at @vram_size, past the end of VRAM, as a hostile server could. */
-static void misplace_piece(struct vfu_mig_pieces *pieces, uint64_t vram_size)
+/* TEST ONLY (--fault=bad-piece, shifted-piece): the first piece of VRAM,
+ * if any, is put at @vram_size, past the end of VRAM, or 4 KiB away
+ * inside it, as a hostile server could. */
+static void misplace_piece(struct vfu_mig_pieces *pieces, uint64_t vram_size,
+                           bool inside)
 {
     for (uint32_t i = 0; i < pieces->count; i++) {
-        if (pieces->piece[i].where == VFU_MIG_PIECE_VRAM) {
-            pieces->piece[i].offset = vram_size;
-            return;
+        struct vfu_mig_piece *p = &pieces->piece[i];
+
+        if (p->where != VFU_MIG_PIECE_VRAM) {
+            continue;
         }
+        if (!inside) {
+            p->offset = vram_size;
+        } else {
+            p->offset += p->offset + p->len + 4096 <= vram_size ? 4096 : -4096;
+        }
+        return;
     }
 }
 
@@ -560,8 +569,9 @@ int vfu_read_shm(struct vfu_server *srv, struct vfu_mig_shm_io *io,
     if (in_pieces) {
         io->flags |= VFU_MIG_SHM_IO_PIECES;
         pieces_to_reply(piece, n, pieces);
-        if (srv->fault.bad_piece) {
-            misplace_piece(pieces, vgpu_vram_size(srv->gpu));
+        if (srv->fault.bad_piece || srv->fault.shifted_piece) {
+            misplace_piece(pieces, vgpu_vram_size(srv->gpu),
+                           srv->fault.shifted_piece);
         }
     }
     io->argsz = (uint32_t)vfu_read_shm_reply_len(io, pieces);

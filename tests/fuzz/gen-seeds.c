@@ -599,16 +599,25 @@ static void vfu_seeds_data_shm(void)
 }
 
 /*
- * The data_vram extension (patches 0074-0076): the view of VRAM asked for
- * (also with flags), stop-copy read as pieces through both slots, a write
- * that asks for pieces; after every other seed, whose message ids it
- * would otherwise shift.
+ * The data_vram extension (patches 0074-0076, 0079): the view of VRAM
+ * asked for (also writable, refused outside RESUMING), stop-copy read as
+ * pieces through both slots, a write that asks for pieces without listing
+ * them, the writable view in RESUMING and a write that lists its pieces;
+ * after every other seed, whose message ids it would otherwise shift.
  */
 static void vfu_seeds_data_vram(void)
 {
     const uint32_t shm[2] = {sizeof(struct vfu_mig_shm), 0};
     const uint32_t view[2] = {sizeof(struct vfu_mig_vram), 0};
     const uint32_t view_flags[2] = {sizeof(struct vfu_mig_vram), 1};
+    const struct {
+        struct vfu_mig_shm_io io;
+        uint32_t count, reserved;
+        struct vfu_mig_piece piece[2];
+    } placed = {{sizeof(placed), 1, 32 + 4096, VFU_MIG_SHM_IO_PIECES},
+                2,
+                0,
+                {{0, 32, VFU_MIG_PIECE_SLOT}, {0, 4096, VFU_MIG_PIECE_VRAM}}};
     struct buf b = {0};
 
     msg_version_json(&b, "{\"capabilities\":{\"max_msg_fds\":16,"
@@ -632,6 +641,9 @@ static void vfu_seeds_data_vram(void)
     msg_mig_state(&b, 4 /* RESUMING */);
     msg_shm_io_flags(&b, VFU_CMD_MIG_DATA_WRITE_SHM, 0, 4096,
                      VFU_MIG_SHM_IO_PIECES);
+    /* the writable view, and a write of a slot piece and a VRAM piece */
+    msg(&b, VFU_CMD_MIG_DATA_VRAM, view_flags, sizeof(view_flags), 0);
+    msg(&b, VFU_CMD_MIG_DATA_WRITE_SHM, &placed, sizeof(placed), 0);
     msg_mig_state(&b, 1 /* STOP */);
     save("vfu", "mig-data-vram", &b);
     free(b.p);

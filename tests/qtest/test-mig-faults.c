@@ -267,6 +267,35 @@ static void test_bad_vram_piece(void)
     mt_stop(&t);
 }
 
+/* A source server that lists a stop-copy page 4 KiB away from where it
+ * is, inside VRAM (--fault=shifted-piece): the source's QEMU sends those
+ * bytes, with that place where it places them, the destination's
+ * receives them, and its server refuses page data that are not at their
+ * record's pages or not what was hashed; the migration fails and the
+ * source keeps running with its vGPU intact. */
+static void test_shifted_vram_piece(void)
+{
+    static const char *const fault[] = {"--fault", "shifted-piece",
+                                        "--precopy=none", NULL};
+    g_autofree uint8_t *before = NULL;
+    g_autofree char *log = NULL;
+    struct vg_mig_info info;
+    struct mt t;
+
+    start_filled_src(&t, "mig-shifted-piece", fault, &before);
+    mt_start_dst(&t, VGT_VRAM_ARG, NULL);
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+    mt_wait_final(&t, "failed", &info);
+    g_test_message("error-desc: %s", info.error_desc);
+    /* the destination's server refused the stream, naming the record
+     * (placed: not at its pages; copied: not what was hashed) */
+    g_assert_true(g_file_get_contents(t.dst.srv->proc.log, &log, NULL, NULL));
+    g_assert_nonnull(strstr(log, "MIG_DATA_WRITE_SHM: migration stream: "
+                                 "PAGES record #"));
+    mt_assert_source_intact(&t, before, 0x602);
+    mt_stop(&t);
+}
+
 static void test_no_migration_support(void)
 {
     static const char *const nomig[] = {"--no-migration", NULL};
@@ -301,6 +330,7 @@ int main(int argc, char **argv)
                     test_no_migration_support);
     g_test_add_func("/mig/faults/corrupt-stream", test_corrupt_stream);
     g_test_add_func("/mig/faults/bad-vram-piece", test_bad_vram_piece);
+    g_test_add_func("/mig/faults/shifted-vram-piece", test_shifted_vram_piece);
     g_test_add_func("/mig/faults/corrupt-stream-once",
                     test_corrupt_stream_once);
     return g_test_run();
