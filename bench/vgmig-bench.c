@@ -168,6 +168,7 @@ struct bench_opts {
     bool no_data_plane;     /* servers --no-data-plane */
     bool no_device_thread;  /* servers --no-device-thread */
     bool no_data_vram;      /* servers --no-data-vram */
+    bool no_place_data;     /* sources' x-migration-place-data=off */
     uint64_t max_bandwidth; /* --max-bandwidth, bytes per second */
     /* --src-backend and --dst-backend: vGPU i's server takes entry i
      * modulo their count; NULL: $VGMIG_SERVER_BACKEND, else the server's */
@@ -317,6 +318,12 @@ static void usage(FILE *f)
         "                    VRAM (--no-data-vram), as a server without\n"
         "                    data_vram does: it then copies them into its\n"
         "                    shared area\n"
+        "  --no-place-data   every source QEMU sends the stop-copy pages\n"
+        "                    it takes from VRAM without their place\n"
+        "                    (x-migration-place-data=off), as a QEMU\n"
+        "                    without patch 0078 does: the destination\n"
+        "                    receives them into its shared area, and its\n"
+        "                    server copies them into VRAM\n"
         "  --no-device-thread\n"
         "                    every vgpu-server steps its device on the\n"
         "                    thread that served the last request\n"
@@ -549,6 +556,9 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'V':
         o->no_data_vram = true;
         return 0;
+    case 'U':
+        o->no_place_data = true;
+        return 0;
     case 'B':
         return vg_parse_size_opt("vgmig-bench", "max-bandwidth", optarg,
                                  1ull << 20, 1ull << 40, &o->max_bandwidth);
@@ -596,6 +606,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"no-data-plane", no_argument, NULL, 'p'},
         {"no-device-thread", no_argument, NULL, 'T'},
         {"no-data-vram", no_argument, NULL, 'V'},
+        {"no-place-data", no_argument, NULL, 'U'},
         {"max-bandwidth", required_argument, NULL, 'B'},
         {"src-backend", required_argument, NULL, 'S'},
         {"dst-backend", required_argument, NULL, 'D'},
@@ -731,13 +742,21 @@ static int start_side(struct run *r, struct side *s, const char *name,
                                         "-msg",   "timestamp=on",
                                         "-trace", "vmstate_downtime_checkpoint",
                                         NULL};
+    static const char *const unplaced[] = {
+        "-name",   "debug-threads=on",
+        "-msg",    "timestamp=on",
+        "-trace",  "vmstate_downtime_checkpoint",
+        "-global", "vfio-user-pci.x-migration-place-data=off",
+        NULL};
     struct vg_qemu_opts qo = {.dir = r->dir,
                               .name = qname,
                               .ram_mib = GUEST_RAM_MIB,
                               .prealloc = r->o->prealloc,
                               .incoming = incoming ? "defer" : NULL,
                               .vgpu_socks = more,
-                              .extra_args = incoming ? named : timed};
+                              .extra_args = incoming               ? named
+                                            : r->o->no_place_data ? unplaced
+                                                                  : timed};
     int ret = 0;
 
     for (unsigned i = 0; ret == 0 && i < r->c->vgpus; i++) {
@@ -2487,6 +2506,11 @@ static void md_method(GString *s, const struct bench_opts *o)
         g_string_append(s, "With --no-data-vram: every vgpu-server copies "
                            "the stop-copy's pages into its shared area "
                            "(--no-data-vram).  ");
+    }
+    if (o->no_place_data) {
+        g_string_append(s, "With --no-place-data: every source QEMU sends "
+                           "the stop-copy's pages without their place "
+                           "(x-migration-place-data=off).  ");
     }
     md_backends(s, "source's", "src-backend", &o->src_backends);
     md_backends(s, "destination's", "dst-backend", &o->dst_backends);
