@@ -754,7 +754,7 @@ static int start_side(struct run *r, struct side *s, const char *name,
                               .prealloc = r->o->prealloc,
                               .incoming = incoming ? "defer" : NULL,
                               .vgpu_socks = more,
-                              .extra_args = incoming               ? named
+                              .extra_args = incoming              ? named
                                             : r->o->no_place_data ? unplaced
                                                                   : timed};
     int ret = 0;
