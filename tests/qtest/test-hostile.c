@@ -539,7 +539,9 @@ static uint32_t pieces_write(struct conn *d, uint32_t size, uint32_t count,
     struct vfu_mig_shm_io reply;
     size_t len = 0;
 
-    memcpy(w.p.piece, piece, count * sizeof(*piece));
+    if (count) {
+        memcpy(w.p.piece, piece, count * sizeof(*piece));
+    }
     return request_ex(d, VFU_CMD_MIG_DATA_WRITE_SHM, &w,
                       sizeof(w.io) + 8 + count * sizeof(*piece), 0, -1, &reply,
                       sizeof(reply), &len, NULL);
