@@ -1,8 +1,9 @@
 /*
  * Unit tests of the migration stream codec (mig-stream): encode -> decode
- * round trips fed in random chunk sizes (stream versions 1 and 2), the
- * byte layout of a version 2 PAGES record, and every kind of malformed
- * input with the precise error it must produce.
+ * round trips fed in random chunk sizes (stream versions 1 and 2), page
+ * data fed in place (mig_dec_feed_placed), the byte layout of a version 2
+ * PAGES record, and every kind of malformed input with the precise error
+ * it must produce.
  */
 #include <endian.h>
 #include <errno.h>
@@ -390,6 +391,83 @@ static void test_write_hashed(void)
     g_assert_cmpuint(d.written_first, ==, 0);
     g_assert_cmpuint(d.unhashed, ==, 7);
     d.writes_first = false;
+    sb_fini(&b);
+}
+
+/* Feed @b's stream as a destination's client with a writable view of
+ * @d's VRAM would: the page data of every PAGES record put in place there
+ * (at @shift pages from their own, flipped in one byte if @corrupt) and
+ * fed as such; every other byte fed as it is.  The first error, or the
+ * finish's. */
+static int decode_placed(const struct sb *b, struct dst *d, int shift,
+                         bool corrupt, uint64_t *in_place, struct vg_error *err)
+{
+    struct mig_dec_sink sink = {.opaque = d,
+                                .pages = dst_pages,
+                                .zeros = dst_zeros,
+                                .state = dst_state};
+    struct mig_dec *dec;
+    size_t off = 0;
+    int ret = 0;
+
+    memset(d->vram, 0xee, VRAM);
+    d->confirmed = 0;
+    d->writes_first = true; /* pages() then gets the data NULL */
+    g_assert_cmpint(mig_dec_new(&cfg, &sink, &dec, err), ==, 0);
+    while (ret == 0 && off < b->len) {
+        const uint8_t *r = b->data + off;
+        size_t size = MIG_REC_HDR_SIZE + le32toh(*(const uint32_t *)(r + 4));
+        uint64_t at;
+
+        if (le16toh(*(const uint16_t *)r) != MIG_REC_PAGES) {
+            ret = mig_dec_feed(dec, r, size, err);
+            off += size;
+            continue;
+        }
+        at = (le64toh(*(const uint64_t *)(r + 16)) + shift) * PAGE;
+        memcpy(d->vram + at, r + 32, size - 32);
+        d->vram[at] ^= corrupt;
+        ret = mig_dec_feed(dec, r, 32, err);
+        ret = ret ? ret
+                  : mig_dec_feed_placed(dec, at, d->vram + at, size - 32, err);
+        off += size;
+    }
+    ret = ret ? ret : mig_dec_finish(dec, err);
+    *in_place = mig_dec_bytes_in_place(dec);
+    d->writes_first = false;
+    mig_dec_free(dec);
+    return ret;
+}
+
+/* Page data put in place by the feeder (mig_dec_feed_placed) are hashed
+ * there and check their records, which pages() only confirms; page data
+ * in place at the wrong pages, in a version 1 stream, or changed after
+ * the source hashed them fail the stream. */
+static void test_feed_placed(void)
+{
+    static uint8_t vram[VRAM];
+    static struct dst d;
+    struct vg_error err = {0};
+    uint64_t in_place = 0;
+    struct sb b;
+
+    build_valid_version(&b, MIG_STREAM_VERSION, vram);
+    g_assert_cmpint(decode_placed(&b, &d, 0, false, &in_place, &err), ==, 0);
+    g_assert_true(memcmp(d.vram, vram, VRAM) == 0);
+    g_assert_cmpuint(d.confirmed, ==, 7);
+    g_assert_cmpuint(in_place, ==, (NPAGES - 31 + 4) * PAGE);
+    g_assert_cmpint(decode_placed(&b, &d, 1, false, &in_place, &err), ==,
+                    -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "the record's are"));
+    g_assert_cmpint(decode_placed(&b, &d, 0, true, &in_place, &err), ==,
+                    -EBADMSG);
+    g_assert_nonnull(strstr(err.msg, "checksum"));
+    sb_fini(&b);
+
+    build_valid_version(&b, 1, vram);
+    g_assert_cmpint(decode_placed(&b, &d, 0, false, &in_place, &err), ==,
+                    -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "no version 2 PAGES"));
     sb_fini(&b);
 }
 
@@ -909,6 +987,7 @@ int main(int argc, char **argv)
     g_test_add_func("/mig-stream/pages-by-reference", test_pages_by_reference);
     g_test_add_func("/mig-stream/sink-hashes", test_sink_hashes);
     g_test_add_func("/mig-stream/write-hashed", test_write_hashed);
+    g_test_add_func("/mig-stream/feed-placed", test_feed_placed);
     g_test_add_func("/mig-stream/pages-v2-layout", test_pages_v2_layout);
     g_test_add_func("/mig-stream/version-confusion", test_version_confusion);
     g_test_add_func("/mig-stream/bad-header", test_bad_header);
