@@ -168,7 +168,7 @@ struct bench_opts {
     bool no_data_plane;     /* servers --no-data-plane */
     bool no_device_thread;  /* servers --no-device-thread */
     bool no_data_vram;      /* servers --no-data-vram */
-    bool no_place_data;     /* sources' x-migration-place-data=off */
+    bool place_data;        /* sources' x-migration-place-data=on */
     uint64_t max_bandwidth; /* --max-bandwidth, bytes per second */
     /* --src-backend and --dst-backend: vGPU i's server takes entry i
      * modulo their count; NULL: $VGMIG_SERVER_BACKEND, else the server's */
@@ -318,12 +318,12 @@ static void usage(FILE *f)
         "                    VRAM (--no-data-vram), as a server without\n"
         "                    data_vram does: it then copies them into its\n"
         "                    shared area\n"
-        "  --no-place-data   every source QEMU sends the stop-copy pages\n"
-        "                    it takes from VRAM without their place\n"
-        "                    (x-migration-place-data=off), as a QEMU\n"
-        "                    without patch 0078 does: the destination\n"
-        "                    receives them into its shared area, and its\n"
-        "                    server copies them into VRAM\n"
+        "  --place-data      every source QEMU sends the stop-copy pages\n"
+        "                    it takes from VRAM with their place\n"
+        "                    (x-migration-place-data=on, patch 0078; off\n"
+        "                    by default): the destination's QEMU receives\n"
+        "                    them straight into its view of VRAM, and its\n"
+        "                    server only checks them\n"
         "  --no-device-thread\n"
         "                    every vgpu-server steps its device on the\n"
         "                    thread that served the last request\n"
@@ -557,7 +557,7 @@ static int parse_opt(int c, struct bench_opts *o)
         o->no_data_vram = true;
         return 0;
     case 'U':
-        o->no_place_data = true;
+        o->place_data = true;
         return 0;
     case 'B':
         return vg_parse_size_opt("vgmig-bench", "max-bandwidth", optarg,
@@ -606,7 +606,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"no-data-plane", no_argument, NULL, 'p'},
         {"no-device-thread", no_argument, NULL, 'T'},
         {"no-data-vram", no_argument, NULL, 'V'},
-        {"no-place-data", no_argument, NULL, 'U'},
+        {"place-data", no_argument, NULL, 'U'},
         {"max-bandwidth", required_argument, NULL, 'B'},
         {"src-backend", required_argument, NULL, 'S'},
         {"dst-backend", required_argument, NULL, 'D'},
@@ -742,11 +742,11 @@ static int start_side(struct run *r, struct side *s, const char *name,
                                         "-msg",   "timestamp=on",
                                         "-trace", "vmstate_downtime_checkpoint",
                                         NULL};
-    static const char *const unplaced[] = {
+    static const char *const placed[] = {
         "-name",   "debug-threads=on",
         "-msg",    "timestamp=on",
         "-trace",  "vmstate_downtime_checkpoint",
-        "-global", "vfio-user-pci.x-migration-place-data=off",
+        "-global", "vfio-user-pci.x-migration-place-data=on",
         NULL};
     struct vg_qemu_opts qo = {.dir = r->dir,
                               .name = qname,
@@ -754,9 +754,9 @@ static int start_side(struct run *r, struct side *s, const char *name,
                               .prealloc = r->o->prealloc,
                               .incoming = incoming ? "defer" : NULL,
                               .vgpu_socks = more,
-                              .extra_args = incoming              ? named
-                                            : r->o->no_place_data ? unplaced
-                                                                  : timed};
+                              .extra_args = incoming           ? named
+                                            : r->o->place_data ? placed
+                                                               : timed};
     int ret = 0;
 
     for (unsigned i = 0; ret == 0 && i < r->c->vgpus; i++) {
@@ -2507,10 +2507,11 @@ static void md_method(GString *s, const struct bench_opts *o)
                            "the stop-copy's pages into its shared area "
                            "(--no-data-vram).  ");
     }
-    if (o->no_place_data) {
-        g_string_append(s, "With --no-place-data: every source QEMU sends "
-                           "the stop-copy's pages without their place "
-                           "(x-migration-place-data=off).  ");
+    if (o->place_data) {
+        g_string_append(s, "With --place-data: every source QEMU sends "
+                           "the stop-copy's pages with their place, which "
+                           "the destination's QEMU receives there "
+                           "(x-migration-place-data=on).  ");
     }
     md_backends(s, "source's", "src-backend", &o->src_backends);
     md_backends(s, "destination's", "dst-backend", &o->dst_backends);

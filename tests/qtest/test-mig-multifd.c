@@ -125,7 +125,7 @@ struct mf_case {
     const char *precopy;    /* the servers' --precopy, NULL: default */
     unsigned data_slots;    /* the servers' --data-slots, 0: default */
     bool no_data_vram;      /* the servers' --no-data-vram */
-    bool no_place;          /* x-migration-place-data=off on the source */
+    bool no_place; /* x-migration-place-data off, else on (not the default) */
     /* Held in pre-copy and filled as for the default --precopy (with
      * .precopy "one-shot": the filled pages, sent in round 0, go again
      * in stop-copy). */
@@ -186,10 +186,10 @@ static GPtrArray *mf_qemu_args(const struct mf_case *c)
         g_ptr_array_add(
             a, g_strdup_printf("vfio-user-pci." MF_AHEAD "=%u", c->read_ahead));
     }
-    if (c->no_place) {
-        g_ptr_array_add(a, g_strdup("-global"));
-        g_ptr_array_add(a, g_strdup("vfio-user-pci." MF_PLACE "=off"));
-    }
+    /* Placed stop-copy pages (off by default) everywhere but where not */
+    g_ptr_array_add(a, g_strdup("-global"));
+    g_ptr_array_add(a, g_strdup_printf("vfio-user-pci." MF_PLACE "=%s",
+                                       c->no_place ? "off" : "on"));
     g_ptr_array_add(a, NULL);
     return a;
 }
@@ -345,8 +345,8 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
  * runs from its read-only view of VRAM (data_vram), not from copies the
  * source server made, unless the servers refused it; the destination's
  * QEMU received them in place, through its writable view, where
- * x-migration-place-data is on (by default).  Where the device had no
- * pre-copy, all of VRAM went so. */
+ * x-migration-place-data is on (these cases set it on but for
+ * no_place).  Where the device had no pre-copy, all of VRAM went so. */
 static void mf_assert_vram_pieces(const struct mf_case *c, struct vg_stats *sst,
                                   struct vg_stats *dst, int64_t stopcopy)
 {
