@@ -632,30 +632,6 @@ int mig_write_file(struct mig *m, int fd, uint64_t off, uint64_t len,
     return ret;
 }
 
-int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
-              struct vg_error *err)
-{
-    double t0;
-    int ret;
-
-    if (m->fsm.state != MIG_STATE_RESUMING) {
-        return vg_error_set(err, EINVAL, "migration data refused in %s",
-                            mig_state_name(m->fsm.state));
-    }
-    t0 = mig_now_ms();
-    if (m->fault.write_delay_ms) {
-        usleep(m->fault.write_delay_ms * 1000u);
-    }
-    ret = mig_load_write(m, data, size, err);
-    m->stats.load_writes++;
-    m->stats.load_write_ms += mig_now_ms() - t0;
-    if (ret < 0) {
-        /* Nothing loaded can be trusted any more. */
-        mig_fsm_fail(&m->fsm, "bad migration stream");
-    }
-    return ret;
-}
-
 /* One piece of a write: inside the @size bytes at @buf, or in VRAM. */
 static int write_piece(struct mig *m, const uint8_t *buf, uint32_t size,
                        const struct mig_piece *p, struct vg_error *err)
@@ -693,9 +669,18 @@ int mig_write_pieces(struct mig *m, const uint8_t *buf, uint32_t size,
     m->stats.load_writes++;
     m->stats.load_write_ms += mig_now_ms() - t0;
     if (ret < 0) {
+        /* Nothing loaded can be trusted any more. */
         mig_fsm_fail(&m->fsm, "bad migration stream");
     }
     return ret;
+}
+
+int mig_write(struct mig *m, const uint8_t *data, uint32_t size,
+              struct vg_error *err)
+{
+    const struct mig_piece all = {.offset = 0, .len = size, .in_vram = false};
+
+    return mig_write_pieces(m, data, size, &all, 1, err);
 }
 
 int mig_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty,
