@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/populate.h"
 #include "vfu-dma.h"
 #include "vfu-mig-msg.h"
 
@@ -60,6 +61,8 @@ int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
 /* Unmap and close the shared memory area of MIG_DATA_SHM, if any. */
 static void shm_release(struct vfu_server *srv)
 {
+    vg_populate_free(srv->shm_populate); /* joined before the unmap */
+    srv->shm_populate = NULL;
     if (srv->shm) {
         vgpu_host_unregister(srv->gpu, srv->shm);
         munmap(srv->shm, (size_t)srv->shm_slots * SHM_SLOT_SIZE);
@@ -386,6 +389,28 @@ static void shm_register(struct vfu_server *srv, size_t size)
     }
 }
 
+/*
+ * Populate the area on a thread, so that neither the server's copies nor
+ * the client's sockets fault its pages in one by one while the data flows
+ * (docs/data-path.md): when it is created with --prealloc, else when the
+ * client takes it, as a migration begins (the source's first read, the
+ * destination's RESUMING).  Once per area: its pages stay until the client
+ * disconnects.
+ */
+static void shm_populate(struct vfu_server *srv)
+{
+    struct vg_error err = {0};
+
+    if (srv->shm_populate) {
+        return;
+    }
+    if (vg_populate_start(srv->shm, (uint64_t)srv->shm_slots * SHM_SLOT_SIZE,
+                          "migration data area", &srv->shm_populate,
+                          &err) < 0) {
+        vg_warn("%s (its pages come at first touch)", err.msg);
+    }
+}
+
 /* Create the area: srv->shm_slots slots of SHM_SLOT_SIZE bytes in a memfd,
  * sealed at that size (the client gets it read-write: a shrunk area would
  * fault the server's accesses) like the VRAM memfd. */
@@ -423,6 +448,9 @@ int vfu_data_shm_open(struct vfu_server *srv, struct vg_error *err)
     }
     srv->shm = map;
     shm_register(srv, size);
+    if (srv->prealloc_shm) {
+        shm_populate(srv);
+    }
     return 0;
 }
 
@@ -441,6 +469,7 @@ int vfu_handle_mig_data_shm(struct vfu_server *srv, const uint8_t *p,
         memcpy(vfu_payload(srv), &shm, sizeof(shm));
         r->len = sizeof(shm);
         r->fd = srv->shm_fd;
+        shm_populate(srv);
     }
     return ret;
 }

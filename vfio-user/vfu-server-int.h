@@ -64,6 +64,7 @@ struct vfu_server {
     bool no_data_vram;  /* --no-data-vram: refuse data_vram */
     bool no_postcopy;   /* --no-postcopy: refuse postcopy */
     unsigned shm_slots; /* --data-slots: slots of the data_shm area */
+    bool prealloc_shm;  /* --prealloc: populate it when it is created */
     /* TEST ONLY --fault (the server applies late-dma, vfu-data.c) */
     struct mig_fault fault;
     uint64_t region_size[VFIO_PCI_NUM_REGIONS];
@@ -102,6 +103,8 @@ struct vfu_server {
     int shm_fd;
     int vram_ro_fd; /* MIG_DATA_VRAM's read-only fd of VRAM, -1: none */
     uint8_t *shm;
+    /* Populating the area since the client took it, or NULL. */
+    struct vg_populate *shm_populate;
 
     /* Data plane: the migration module.  The device's step runs through
      * it too (mig_gpu_step(): tracking sees every engine write). */

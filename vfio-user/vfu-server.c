@@ -25,6 +25,7 @@ static int server_init(struct vfu_server *srv,
     srv->no_data_shm = cfg->no_data_shm;
     srv->no_data_vram = cfg->no_data_vram;
     srv->no_postcopy = cfg->no_postcopy;
+    srv->prealloc_shm = cfg->gpu.prealloc;
     srv->fault = cfg->fault;
     srv->shm_slots = cfg->data_slots ? cfg->data_slots : VFU_DATA_SLOTS_DEFAULT;
     if (srv->shm_slots < VFU_DATA_SLOTS_MIN ||

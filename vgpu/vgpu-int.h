@@ -8,6 +8,8 @@
 #ifndef VGPU_INT_H
 #define VGPU_INT_H
 
+#include <stdatomic.h>
+
 #include "backend.h"
 #include "engines.h"
 #include "vgpu.h"
@@ -30,7 +32,8 @@ struct vgpu_regs {
 struct vgpu {
     struct vgpu_host host;
     struct vgpu_backend *be;
-    struct vgpu_prealloc *prealloc; /* NULL: none running or done */
+    struct vg_populate *prealloc; /* VRAM's (vgpu_config.prealloc), or NULL */
+    atomic_bool vram_holes; /* pages freed since: the preallocation is off */
     uint64_t vram_size;
     uint32_t page_size;
     struct vgpu_regs regs;

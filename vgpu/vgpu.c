@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "prealloc.h"
+#include "common/populate.h"
 
 #define PAGE_SIZE_MIN (4u * 1024)
 #define PAGE_SIZE_MAX (2u * 1024 * 1024)
@@ -71,8 +71,8 @@ static int start_prealloc(struct vgpu *gpu, struct vg_error *err)
                 gpu->be->ops->name);
         return 0;
     }
-    return vgpu_prealloc_start(gpu->be->base, gpu->vram_size, &gpu->prealloc,
-                               err);
+    return vg_populate_start(gpu->be->base, gpu->vram_size, "VRAM",
+                             &gpu->prealloc, err);
 }
 
 int vgpu_new(const struct vgpu_config *cfg, const struct vgpu_host *host,
@@ -122,7 +122,7 @@ void vgpu_free(struct vgpu *gpu)
     if (!gpu) {
         return;
     }
-    vgpu_prealloc_stop(gpu->prealloc);
+    vg_populate_free(gpu->prealloc);
     vgpu_backend_close(gpu->be);
     free(gpu);
 }
@@ -139,8 +139,10 @@ uint32_t vgpu_page_size(const struct vgpu *gpu)
 
 void vgpu_prealloc_end(struct vgpu *gpu)
 {
-    vgpu_prealloc_stop(gpu->prealloc);
-    gpu->prealloc = NULL;
+    atomic_store(&gpu->vram_holes, true);
+    if (gpu->prealloc) {
+        vg_populate_stop(gpu->prealloc);
+    }
 }
 
 uint8_t *vgpu_vram(struct vgpu *gpu)
@@ -183,24 +185,39 @@ int vgpu_vram_read(struct vgpu *gpu, uint64_t off, void *dst, uint64_t len,
     return be->ops->read(be, off, dst, len, err);
 }
 
+/* Whether the preallocation thread populated [@off, +@len) and no hole
+ * was made in VRAM since. */
+static bool vram_preallocated(struct vgpu *gpu, uint64_t off, uint64_t len)
+{
+    struct vg_populate_progress pr;
+
+    if (!gpu->prealloc || atomic_load(&gpu->vram_holes)) {
+        return false;
+    }
+    vg_populate_progress(gpu->prealloc, &pr);
+    return off + len <= pr.done;
+}
+
 /*
  * Host VRAM is a shared memfd mapping: the first write to each of its host
  * pages costs a page fault (4 us and more in a VM).  Populate a large range
- * writably in one call before copying into it; only a hint, the copy
- * faults the pages in as before if it fails (a kernel before 5.14).
+ * writably in one call before copying into it, unless preallocated (the
+ * call would only walk the page tables, and drain the LRU lists under
+ * their lock); only a hint, the copy faults the pages in as before if it
+ * fails (a kernel before 5.14).
  */
-static void vram_populate(struct vgpu_backend *be, uint64_t off, uint64_t len)
+static void vram_populate(struct vgpu *gpu, uint64_t off, uint64_t len)
 {
 #ifdef MADV_POPULATE_WRITE
     uintptr_t hp = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)(be->base + off) & ~(hp - 1);
-    uintptr_t b = ((uintptr_t)(be->base + off + len) + hp - 1) & ~(hp - 1);
+    uintptr_t a = (uintptr_t)(gpu->be->base + off) & ~(hp - 1);
+    uintptr_t b = ((uintptr_t)(gpu->be->base + off + len) + hp - 1) & ~(hp - 1);
 
-    if (len >= VRAM_BULK_MIN) {
+    if (len >= VRAM_BULK_MIN && !vram_preallocated(gpu, off, len)) {
         madvise((void *)a, b - a, MADV_POPULATE_WRITE);
     }
 #else
-    (void)be, (void)off, (void)len;
+    (void)gpu, (void)off, (void)len;
 #endif
 }
 
@@ -226,7 +243,7 @@ int vgpu_vram_write(struct vgpu *gpu, uint64_t off, const void *src,
         return vram_range_error(gpu, off, len, err);
     }
     if (be->base) {
-        vram_populate(be, off, len);
+        vram_populate(gpu, off, len);
         memcpy(be->base + off, src, len);
         return 0;
     }
@@ -242,7 +259,9 @@ int vgpu_vram_clear(struct vgpu *gpu, uint64_t off, uint64_t len,
         return vram_range_error(gpu, off, len, err);
     }
     if (be->base) {
-        if (!vram_discard(be, off, len)) {
+        if (vram_discard(be, off, len)) {
+            atomic_store(&gpu->vram_holes, true);
+        } else {
             memset(be->base + off, 0, len);
         }
         return 0;

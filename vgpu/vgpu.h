@@ -41,7 +41,7 @@ struct vgpu_config {
     uint32_t page_size;  /* power of two, 4 KiB .. 2 MiB */
     const char *backend; /* "cpu", "cuda" or "cuda:N" */
     /* Back mapped VRAM with memory from the start, on a thread
-     * (prealloc.h); nothing to do where VRAM is device memory. */
+     * (common/populate.h); nothing to do where VRAM is device memory. */
     bool prealloc;
 };
 

@@ -7,7 +7,9 @@
  * checksums, and samples of every page read through BAR2), the registers
  * equal, the configuration space came along (BARs, MSI-X), the source
  * stays in postmigrate, and the destination's vGPU keeps working; also
- * with both servers preallocating VRAM (--prealloc).  While
+ * with both servers preallocating VRAM (--prealloc).  Both servers
+ * populate their migration data areas: once the migration takes them, or
+ * with --prealloc as soon as QEMU negotiated them, before it.  While
  * a migration runs, the main channel has Nagle's algorithm off on both
  * sides (patch 0020), so the end of the stream does not wait for a
  * delayed ACK inside the downtime.  The device stream moves through the
@@ -75,15 +77,10 @@ enum idle_way {
     IDLE_PREALLOC, /* QMP, both servers with --prealloc */
 };
 
-/* Wait until @srv logged that its VRAM preallocation finished, or, on a
- * GPU (VGMIG_SERVER_BACKEND=cuda...), that device memory needs none. */
-static void assert_preallocated(struct vg_server *srv)
+/* Wait until @srv logged @want; fail if it logged @stopped first. */
+static void assert_logged(struct vg_server *srv, const char *want,
+                          const char *stopped)
 {
-    const char *backend = g_getenv("VGMIG_SERVER_BACKEND");
-    const char *want = backend && g_str_has_prefix(backend, "cuda")
-                           ? "device memory: nothing to preallocate"
-                           : "VRAM preallocated: 64 MiB";
-
     for (int i = 0; i < PREALLOC_WAIT_MS / 10; i++) {
         g_autofree char *log = NULL;
 
@@ -91,11 +88,33 @@ static void assert_preallocated(struct vg_server *srv)
         if (strstr(log, want)) {
             return;
         }
-        g_assert_null(strstr(log, "VRAM preallocation stopped"));
+        g_assert_null(strstr(log, stopped));
         g_usleep(10000);
     }
     MT_FAIL("%s: no \"%s\" within %d ms", srv->proc.log, want,
             PREALLOC_WAIT_MS);
+}
+
+/* Wait until @srv logged that its VRAM preallocation finished, or, on a
+ * GPU (VGMIG_SERVER_BACKEND=cuda...), that device memory needs none. */
+static void assert_preallocated(struct vg_server *srv)
+{
+    const char *backend = g_getenv("VGMIG_SERVER_BACKEND");
+
+    assert_logged(srv,
+                  backend && g_str_has_prefix(backend, "cuda")
+                      ? "device memory: nothing to preallocate"
+                      : "VRAM preallocated: 64 MiB",
+                  "VRAM preallocation stopped");
+}
+
+/* Wait until @srv logged that the migration data area is populated: with
+ * --prealloc once QEMU negotiated it, before any migration; else once a
+ * migration took it. */
+static void assert_area_populated(struct vg_server *srv)
+{
+    assert_logged(srv, "migration data area preallocated: ",
+                  "migration data area preallocation stopped");
 }
 
 static void migrate_idle(enum idle_way way)
@@ -113,6 +132,10 @@ static void migrate_idle(enum idle_way way)
     mt_start_src(&t, hmp ? "mig-hmp" : "mig-basic", srv_extra);
     prepare_source(&t, &src_samples, regs);
     mt_start_dst(&t, VGT_VRAM_ARG, srv_extra);
+    if (way == IDLE_PREALLOC) {
+        assert_area_populated(t.src.srv);
+        assert_area_populated(t.dst.srv);
+    }
     if (hmp) {
         VGT_OK(vg_mig_start_hmp(t.src.qemu->qmp, t.uri, VGT_ERR));
         mt_migrate_wait(&t, NULL, NULL, &info);
@@ -143,6 +166,8 @@ static void migrate_idle(enum idle_way way)
         assert_preallocated(t.src.srv);
         assert_preallocated(t.dst.srv);
     }
+    assert_area_populated(t.src.srv);
+    assert_area_populated(t.dst.srv);
     mt_stop(&t);
 }
 

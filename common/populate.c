@@ -1,7 +1,7 @@
 /*
- * prealloc.c -- see prealloc.h.
+ * populate.c -- see populate.h.
  */
-#include "prealloc.h"
+#include "populate.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -17,10 +17,12 @@
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-struct vgpu_prealloc {
+struct vg_populate {
+    const char *what;
     uint8_t *base;
     uint64_t size;
     pthread_t thread;
+    bool joined; /* by vg_populate_stop(), whose caller owns @p */
     atomic_bool stop;
     _Atomic uint64_t done;
     atomic_bool finished;
@@ -38,32 +40,32 @@ static double now_ms(void)
 }
 
 /* Log how the thread ended. */
-static void report(const struct vgpu_prealloc *p, double ms)
+static void report(const struct vg_populate *p, double ms)
 {
     double done = (double)atomic_load(&p->done) / (1 << 20);
     double size = (double)p->size / (1 << 20);
     int error = atomic_load(&p->error);
 
     if (error) {
-        vg_warn("VRAM preallocation stopped after %.0f of %.0f MiB: %s", done,
-                size, strerror(-error));
+        vg_warn("%s preallocation stopped after %.0f of %.0f MiB: %s", p->what,
+                done, size, strerror(-error));
     } else if (done < size) {
-        vg_info("VRAM preallocation stopped after %.0f of %.0f MiB (asked to)",
-                done, size);
+        vg_info("%s preallocation stopped after %.0f of %.0f MiB (asked to)",
+                p->what, done, size);
     } else {
-        vg_info("VRAM preallocated: %.0f MiB in %.0f ms (%.0f MiB/s)", size, ms,
-                ms > 0 ? size / (ms / 1e3) : 0.0);
+        vg_info("%s preallocated: %.0f MiB in %.0f ms (%.0f MiB/s)", p->what,
+                size, ms, ms > 0 ? size / (ms / 1e3) : 0.0);
     }
 }
 
-static void *prealloc_thread(void *arg)
+static void *populate_thread(void *arg)
 {
-    struct vgpu_prealloc *p = arg;
+    struct vg_populate *p = arg;
     uint64_t off = 0;
 
     while (off < p->size && !atomic_load(&p->stop)) {
-        uint64_t len = p->size - off < VGPU_PREALLOC_STEP ? p->size - off
-                                                          : VGPU_PREALLOC_STEP;
+        uint64_t len =
+            p->size - off < VG_POPULATE_STEP ? p->size - off : VG_POPULATE_STEP;
 
         if (madvise(p->base + off, len, MADV_POPULATE_WRITE) < 0) {
             atomic_store(&p->error, -errno);
@@ -78,40 +80,49 @@ static void *prealloc_thread(void *arg)
     return NULL;
 }
 
-int vgpu_prealloc_start(uint8_t *base, uint64_t size,
-                        struct vgpu_prealloc **out, struct vg_error *err)
+int vg_populate_start(uint8_t *base, uint64_t size, const char *what,
+                      struct vg_populate **out, struct vg_error *err)
 {
-    struct vgpu_prealloc *p = calloc(1, sizeof(*p));
+    struct vg_populate *p = calloc(1, sizeof(*p));
     int rc;
 
     if (!p) {
-        return vg_error_set(err, ENOMEM, "VRAM preallocation: out of memory");
+        return vg_error_set(err, ENOMEM, "%s preallocation: out of memory",
+                            what);
     }
+    p->what = what;
     p->base = base;
     p->size = size;
     p->start_ms = now_ms();
-    rc = pthread_create(&p->thread, NULL, prealloc_thread, p);
+    rc = pthread_create(&p->thread, NULL, populate_thread, p);
     if (rc) {
         free(p);
-        return vg_error_set(err, rc, "VRAM preallocation thread: %s",
+        return vg_error_set(err, rc, "%s preallocation thread: %s", what,
                             strerror(rc));
     }
     *out = p;
     return 0;
 }
 
-void vgpu_prealloc_stop(struct vgpu_prealloc *p)
+void vg_populate_stop(struct vg_populate *p)
 {
-    if (!p) {
-        return;
-    }
     atomic_store(&p->stop, true);
-    pthread_join(p->thread, NULL);
-    free(p);
+    if (!p->joined) {
+        pthread_join(p->thread, NULL);
+        p->joined = true;
+    }
 }
 
-void vgpu_prealloc_progress(struct vgpu_prealloc *p,
-                            struct vgpu_prealloc_progress *out)
+void vg_populate_free(struct vg_populate *p)
+{
+    if (p) {
+        vg_populate_stop(p);
+        free(p);
+    }
+}
+
+void vg_populate_progress(struct vg_populate *p,
+                          struct vg_populate_progress *out)
 {
     out->finished = atomic_load(&p->finished);
     out->done = atomic_load(&p->done);
