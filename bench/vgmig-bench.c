@@ -52,6 +52,7 @@
 #include "qclient/qtest.h"
 #include "qclient/vfio-trace.h"
 #include "qclient/vgpu-drv.h"
+#include "vfio-user/vfu-server.h"
 #include "vgpu/cmd.h"
 
 /* --prealloc: a server's VRAM must be resident within this, plus this
@@ -292,7 +293,9 @@ static void usage(FILE *f)
         "  --big SIZE        sizes above SIZE run idle and inference only "
         "[1G]\n"
         "  --prealloc        every vgpu-server preallocates its VRAM\n"
-        "                    (--prealloc) and every QEMU (the cells'\n"
+        "                    and its migration data area (--prealloc;\n"
+        "                    a cell starts once both are resident)\n"
+        "                    and every QEMU (the cells'\n"
         "                    and the RAM anchors') its guest RAM\n"
         "                    (prealloc=on), so no side allocates\n"
         "                    memory while the stream goes: a source\n"
@@ -667,27 +670,29 @@ static int64_t rss_shmem(pid_t pid)
 
 /* With --prealloc, a CPU-backend server's VRAM is all resident before
  * the cell goes on, as a GPU's is from power-on and as a destination
- * started ahead of its migration has it; else the preallocation thread
+ * started ahead of its migration has it, and once QEMU negotiated it, its
+ * migration data area (@bytes in all); else the preallocation threads
  * would compete with the migration for the CPUs.  (The CUDA backend's
  * VRAM is device memory: nothing to wait for.)  @backend: the server's,
  * NULL for $VGMIG_SERVER_BACKEND's. */
 static int wait_preallocated(struct run *r, struct vg_server *srv,
-                             const char *backend, struct vg_error *err)
+                             const char *backend, uint64_t bytes,
+                             const char *what, struct vg_error *err)
 {
     int64_t deadline = vg_now_ms() + PREALLOC_WAIT_MS +
-                       (int64_t)(r->c->vram >> 20) * PREALLOC_MS_PER_MIB;
+                       (int64_t)(bytes >> 20) * PREALLOC_MS_PER_MIB;
     int64_t rss = 0;
 
     backend = backend ? backend : g_getenv("VGMIG_SERVER_BACKEND");
     if (!r->o->prealloc || (backend && g_str_has_prefix(backend, "cuda"))) {
         return 0;
     }
-    while ((rss = rss_shmem(srv->proc.pid)) < (int64_t)r->c->vram) {
+    while ((rss = rss_shmem(srv->proc.pid)) < (int64_t)bytes) {
         if (rss < 0 || vg_now_ms() > deadline) {
             return vg_error_set(err, ETIMEDOUT,
                                 "%s: %" PRId64 " of %" PRIu64
-                                " bytes of VRAM preallocated",
-                                srv->proc.name, rss, r->c->vram);
+                                " bytes of %s preallocated",
+                                srv->proc.name, rss, bytes, what);
         }
         g_usleep(10000);
     }
@@ -769,7 +774,8 @@ static int start_side(struct run *r, struct side *s, const char *name,
         so.backend = vgpu_backend(r->o, incoming, i);
         ret = vg_server_start(&so, &s->server[i], err);
         if (ret == 0) {
-            ret = wait_preallocated(r, s->server[i], so.backend, err);
+            ret = wait_preallocated(r, s->server[i], so.backend, r->c->vram,
+                                    "VRAM", err);
         }
         if (ret == 0 && i > 0) {
             more[i - 1] = s->server[i]->socket;
@@ -778,6 +784,14 @@ static int start_side(struct run *r, struct side *s, const char *name,
     if (ret == 0) {
         qo.vgpu_sock = s->server[0]->socket;
         ret = vg_qemu_start(&qo, &s->qemu, err);
+    }
+    /* --prealloc: each server populates its migration data area once QEMU
+     * negotiated it, also before the migration. */
+    for (unsigned i = 0; ret == 0 && i < r->c->vgpus; i++) {
+        ret = wait_preallocated(
+            r, s->server[i], vgpu_backend(r->o, incoming, i),
+            r->c->vram + (uint64_t)VFU_DATA_SLOTS_DEFAULT * VFU_DATA_SLOT_SIZE,
+            "VRAM and migration data area", err);
     }
     if (ret < 0) {
         vg_error_prefix(err, "starting %s", name);

@@ -35,7 +35,7 @@
 #define MAX_XFER        (1024u * 1024u)
 #define MAX_MSG         (MAX_XFER + 64u)
 #define MAX_FDS         8u
-#define SHM_SLOT_SIZE   (4u << 20) /* pre-copy reads of patch 0022 */
+#define SHM_SLOT_SIZE   VFU_DATA_SLOT_SIZE
 #define MAX_DMA_MAPS    1024u
 #define DMA_PGSIZE      4096u
 #define NUM_IRQS        (VFIO_PCI_MSIX_IRQ_INDEX + 1)

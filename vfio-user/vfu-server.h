@@ -35,6 +35,7 @@ struct vfu_server;
 #define VFU_DATA_SLOTS_MIN     2u
 #define VFU_DATA_SLOTS_MAX     64u
 #define VFU_DATA_SLOTS_DEFAULT 32u
+#define VFU_DATA_SLOT_SIZE     (4u << 20) /* pre-copy reads of patch 0022 */
 
 struct vfu_server_config {
     const char *socket_path;
