@@ -321,11 +321,12 @@ static void usage(FILE *f)
         "                    VRAM (--no-data-vram), as a server without\n"
         "                    data_vram does: it then copies them into its\n"
         "                    shared area\n"
-        "  --place-data      every source QEMU sends the stop-copy pages\n"
-        "                    it takes from VRAM with their place\n"
-        "                    (x-migration-place-data=on, patch 0078; off\n"
-        "                    by default): the destination's QEMU receives\n"
-        "                    them straight into its view of VRAM, and its\n"
+        "  --place-data      every QEMU has x-migration-place-data=on\n"
+        "                    (patches 0078-0080; off by default): the\n"
+        "                    source sends the stop-copy pages it takes\n"
+        "                    from VRAM with their place, the destination\n"
+        "                    receives them straight into its view of\n"
+        "                    VRAM, populated during the pre-copy, and its\n"
         "                    server only checks them\n"
         "  --no-device-thread\n"
         "                    every vgpu-server steps its device on the\n"
@@ -709,6 +710,33 @@ static const char *vgpu_backend(const struct bench_opts *o, bool incoming,
     return incoming && dst ? dst : backend_of(&o->src_backends, i);
 }
 
+/* A cell's QEMU's own arguments: threads named (mig/src/main,
+ * mig/src/send_N, ...) for whoever samples them; the source's downtime to
+ * the microsecond (trace_downtime()); --place-data on both sides. */
+static const char *const *qemu_extra_args(const struct bench_opts *o,
+                                          bool incoming)
+{
+    static const char *const named[] = {"-name", "debug-threads=on", NULL};
+    static const char *const named_placed[] = {
+        "-name", "debug-threads=on", "-global",
+        "vfio-user-pci.x-migration-place-data=on", NULL};
+    static const char *const timed[] = {"-name",  "debug-threads=on",
+                                        "-msg",   "timestamp=on",
+                                        "-trace", "vmstate_downtime_checkpoint",
+                                        NULL};
+    static const char *const timed_placed[] = {
+        "-name",   "debug-threads=on",
+        "-msg",    "timestamp=on",
+        "-trace",  "vmstate_downtime_checkpoint",
+        "-global", "vfio-user-pci.x-migration-place-data=on",
+        NULL};
+
+    if (incoming) {
+        return o->place_data ? named_placed : named;
+    }
+    return o->place_data ? timed_placed : timed;
+}
+
 static int start_side(struct run *r, struct side *s, const char *name,
                       bool incoming, struct vg_error *err)
 {
@@ -739,29 +767,13 @@ static int start_side(struct run *r, struct side *s, const char *name,
     if (r->o->no_data_vram) {
         extra[nextra++] = "--no-data-vram";
     }
-    /* Threads named (mig/src/main, mig/src/send_N, ...) for whoever
-     * samples them; the source's downtime to the microsecond
-     * (trace_downtime()). */
-    static const char *const named[] = {"-name", "debug-threads=on", NULL};
-    static const char *const timed[] = {"-name",  "debug-threads=on",
-                                        "-msg",   "timestamp=on",
-                                        "-trace", "vmstate_downtime_checkpoint",
-                                        NULL};
-    static const char *const placed[] = {
-        "-name",   "debug-threads=on",
-        "-msg",    "timestamp=on",
-        "-trace",  "vmstate_downtime_checkpoint",
-        "-global", "vfio-user-pci.x-migration-place-data=on",
-        NULL};
     struct vg_qemu_opts qo = {.dir = r->dir,
                               .name = qname,
                               .ram_mib = GUEST_RAM_MIB,
                               .prealloc = r->o->prealloc,
                               .incoming = incoming ? "defer" : NULL,
                               .vgpu_socks = more,
-                              .extra_args = incoming           ? named
-                                            : r->o->place_data ? placed
-                                                               : timed};
+                              .extra_args = qemu_extra_args(r->o, incoming)};
     int ret = 0;
 
     for (unsigned i = 0; ret == 0 && i < r->c->vgpus; i++) {
@@ -2524,8 +2536,9 @@ static void md_method(GString *s, const struct bench_opts *o)
     if (o->place_data) {
         g_string_append(s, "With --place-data: every source QEMU sends "
                            "the stop-copy's pages with their place, which "
-                           "the destination's QEMU receives there "
-                           "(x-migration-place-data=on).  ");
+                           "the destination's QEMU receives there, in its "
+                           "view of VRAM populated during the pre-copy "
+                           "(x-migration-place-data=on on both).  ");
     }
     md_backends(s, "source's", "src-backend", &o->src_backends);
     md_backends(s, "destination's", "dst-backend", &o->dst_backends);

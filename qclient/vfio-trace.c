@@ -42,6 +42,7 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "savevm_section_end",
     "migration_switchover_ack_wait*",
     "source_return_path_thread_switchover_acked",
+    "vfio_user_mig_vram_populated",
 };
 
 /* Patch 0068 spaces the exact pending queries before the approval by
@@ -131,6 +132,27 @@ static int arg_int(const char *event, const char *args, const char *key,
                             key, args);
     }
     return 0;
+}
+
+/* vfio_user_mig_vram_populated: a populate thread of the writable view
+ * ended, all of it populated or not (patch 0080). */
+static int vram_populated(const char *ev, const char *args,
+                          struct vg_vfio_trace *tr, struct vg_error *err)
+{
+    int64_t size, done, error;
+    int ret = arg_int(ev, args, "size ", &size, err);
+
+    if (ret == 0) {
+        ret = arg_int(ev, args, "populated ", &done, err);
+    }
+    if (ret == 0) {
+        ret = arg_int(ev, args, "err ", &error, err);
+    }
+    if (ret == 0) {
+        tr->vram_populates++;
+        tr->vram_populates_short += done != size || error != 0;
+    }
+    return ret;
 }
 
 /* The source's round of pre-copy (one migration_iteration_run()), from
@@ -427,6 +449,8 @@ static int count_event(const char *ev, const char *args, double t,
         tr->place_waits++;
     } else if (!strcmp(ev, "vfio_load_state_device_buffer_place_from")) {
         tr->place_froms++;
+    } else if (!strcmp(ev, "vfio_user_mig_vram_populated")) {
+        ret = vram_populated(ev, args, tr, err);
     } else if (!strcmp(ev, "vfio_load_state")) {
         tr->main_configs += strstr(args, VG_VFIO_FLAG_CONFIG) != NULL ||
                             strstr(args, VG_VFIO_FLAG_CONFIG_UNCHANGED) != NULL;

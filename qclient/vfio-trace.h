@@ -43,7 +43,7 @@
 #define VG_VFIO_TRACE_MAX_DEVICES 16
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 32
+#define VG_VFIO_TRACE_NEVENTS 33
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -82,6 +82,11 @@ struct vg_vfio_trace {
     unsigned placed_packets;
     unsigned place_waits;
     unsigned place_froms;
+    /* A destination's populate threads of its writable view of VRAM that
+     * ended (patch 0080), and those that ended short of its size or on an
+     * error. */
+    unsigned vram_populates;
+    unsigned vram_populates_short;
     int64_t max_buffer_idx;     /* -1 if none */
     unsigned main_configs;      /* config sections on the main channel */
     unsigned load_ready;        /* config-load-ready markers */

@@ -41,6 +41,29 @@ static void test_counts(void)
     g_assert_cmpuint(tr.channel_syncs, ==, 1); /* not its _wait */
 }
 
+/* Populate threads of a destination's writable view (patch 0080): one
+ * that did all of it, one stopped short, one that failed. */
+static void test_vram_populated(void)
+{
+    g_autofree char *text = g_strdup(
+        "vfio_user_mig_vram_populated  size 0x10000000 populated 0x10000000 "
+        "err 0 in 61 ms\n"
+        "vfio_user_mig_vram_populated  size 0x10000000 populated 0x200000 "
+        "err 0 in 1 ms\n"
+        "vfio_user_mig_vram_populated  size 0x10000000 populated 0x10000000 "
+        "err 12 in 3 ms\n");
+    g_autofree char *bad = g_strdup("vfio_user_mig_vram_populated  size 0x4 "
+                                    "err 0 in 1 ms\n");
+    struct vg_error err = {0};
+    struct vg_vfio_trace tr;
+
+    g_assert_cmpint(vg_vfio_trace_parse(text, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.vram_populates, ==, 3);
+    g_assert_cmpuint(tr.vram_populates_short, ==, 2);
+    g_assert_cmpint(vg_vfio_trace_parse(bad, &tr, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "'populated '"));
+}
+
 static void test_missing_argument(void)
 {
     g_autofree char *text = g_strdup("vfio_user_mig_data_read  size 4\n");
@@ -912,6 +935,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vfio-trace/counts", test_counts);
     g_test_add_func("/vfio-trace/aheads-in-flight", test_aheads_in_flight);
     g_test_add_func("/vfio-trace/missing-argument", test_missing_argument);
+    g_test_add_func("/vfio-trace/vram-populated", test_vram_populated);
     g_test_add_func("/vfio-trace/check-multifd-precopy",
                     test_check_multifd_precopy);
     g_test_add_func("/vfio-trace/check-writes-behind",
