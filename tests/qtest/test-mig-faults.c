@@ -240,60 +240,56 @@ static void test_corrupt_stream_once(void)
     mt_stop(&t);
 }
 
-/* A source server that lists a stop-copy page past the end of VRAM
- * (--fault=bad-piece, with data_vram): QEMU checks the pieces before it
- * sends any, fails the migration and leaves the source running with its
- * vGPU intact. */
-static void test_bad_vram_piece(void)
+/* Migrate from a source server with --fault=@fault (stop-copy only) and
+ * want the migration to fail: the source QEMU's log (@src_log; after the
+ * server's name) or the destination server's says @want, and @also if not
+ * NULL, and the source keeps running with its vGPU intact (@mark). */
+static void migrate_bad_piece(const char *tag, const char *fault, bool src_log,
+                              const char *want, const char *also, uint32_t mark)
 {
-    static const char *const fault[] = {"--fault", "bad-piece",
-                                        "--precopy=none", NULL};
+    const char *const args[] = {"--fault", fault, "--precopy=none", NULL};
     g_autofree uint8_t *before = NULL;
-    g_autofree char *log = NULL, *want = NULL;
+    g_autofree char *log = NULL, *said = NULL;
     struct vg_mig_info info;
     struct mt t;
 
-    start_filled_src(&t, "mig-bad-piece", fault, &before);
+    start_filled_src(&t, tag, args, &before);
     mt_start_dst(&t, VGT_VRAM_ARG, NULL);
     VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
     mt_wait_final(&t, "failed", &info);
     g_test_message("error-desc: %s", info.error_desc);
-    /* QEMU's log names the server and what was wrong */
-    g_assert_true(g_file_get_contents(t.src.qemu->proc.log, &log, NULL, NULL));
-    want = g_strdup_printf("%s: a read's piece", t.src.srv->socket);
-    g_assert_nonnull(strstr(log, want));
-    g_assert_nonnull(strstr(log, "lies outside"));
-    mt_assert_source_intact(&t, before, 0x601);
+    g_assert_true(g_file_get_contents(src_log ? t.src.qemu->proc.log
+                                              : t.dst.srv->proc.log,
+                                      &log, NULL, NULL));
+    said = src_log ? g_strdup_printf("%s: %s", t.src.srv->socket, want)
+                   : g_strdup(want);
+    g_assert_nonnull(strstr(log, said));
+    g_assert_true(!also || strstr(log, also));
+    mt_assert_source_intact(&t, before, mark);
     mt_stop(&t);
+}
+
+/* A source server that lists a stop-copy page past the end of VRAM
+ * (--fault=bad-piece, with data_vram): QEMU checks the pieces before it
+ * sends any, fails the migration (its log names the read's piece) and
+ * leaves the source running with its vGPU intact. */
+static void test_bad_vram_piece(void)
+{
+    migrate_bad_piece("mig-bad-piece", "bad-piece", true, "a read's piece",
+                      "lies outside", 0x601);
 }
 
 /* A source server that lists a stop-copy page 4 KiB away from where it
  * is, inside VRAM (--fault=shifted-piece): the source's QEMU sends those
  * bytes, with that place where it places them, the destination's
  * receives them, and its server refuses page data that are not at their
- * record's pages or not what was hashed; the migration fails and the
- * source keeps running with its vGPU intact. */
+ * record's pages or not what was hashed, naming the record; the migration
+ * fails and the source keeps running with its vGPU intact. */
 static void test_shifted_vram_piece(void)
 {
-    static const char *const fault[] = {"--fault", "shifted-piece",
-                                        "--precopy=none", NULL};
-    g_autofree uint8_t *before = NULL;
-    g_autofree char *log = NULL;
-    struct vg_mig_info info;
-    struct mt t;
-
-    start_filled_src(&t, "mig-shifted-piece", fault, &before);
-    mt_start_dst(&t, VGT_VRAM_ARG, NULL);
-    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
-    mt_wait_final(&t, "failed", &info);
-    g_test_message("error-desc: %s", info.error_desc);
-    /* the destination's server refused the stream, naming the record
-     * (placed: not at its pages; copied: not what was hashed) */
-    g_assert_true(g_file_get_contents(t.dst.srv->proc.log, &log, NULL, NULL));
-    g_assert_nonnull(strstr(log, "MIG_DATA_WRITE_SHM: migration stream: "
-                                 "PAGES record #"));
-    mt_assert_source_intact(&t, before, 0x602);
-    mt_stop(&t);
+    migrate_bad_piece("mig-shifted-piece", "shifted-piece", false,
+                      "MIG_DATA_WRITE_SHM: migration stream: PAGES record #",
+                      NULL, 0x602);
 }
 
 static void test_no_migration_support(void)
