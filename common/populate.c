@@ -22,7 +22,7 @@ struct vg_populate {
     uint8_t *base;
     uint64_t size;
     pthread_t thread;
-    bool joined; /* by vg_populate_stop(), whose caller owns @p */
+    bool joined; /* the thread was joined (vg_populate_stop()) */
     atomic_bool stop;
     _Atomic uint64_t done;
     atomic_bool finished;

@@ -103,7 +103,7 @@ struct vfu_server {
     int shm_fd;
     int vram_ro_fd; /* MIG_DATA_VRAM's read-only fd of VRAM, -1: none */
     uint8_t *shm;
-    /* Populating the area since the client took it, or NULL. */
+    /* The thread populating the area (shm_populate()), or NULL. */
     struct vg_populate *shm_populate;
 
     /* Data plane: the migration module.  The device's step runs through
