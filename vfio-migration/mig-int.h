@@ -86,9 +86,16 @@ uint64_t mig_page_hash(const struct mig *m, uint64_t page);
  * values, so a destination can hash pages as they arrive: @page_hash has
  * the hash of each page whose bit is set in @known; the others are read
  * now (both NULL: every page is).  @state: the device state blob to
- * checksum, NULL: the device's now. */
-void mig_take_checksums(struct mig *m, uint64_t *page_hash,
-                        const uint64_t *known, const uint8_t *state);
+ * checksum, NULL: the device's now.  In two steps: mig_fill_hashes()
+ * reads the pages @known lacks into @page_hash and sets their bits (false
+ * if it could not, with a warning), mig_publish_checksums() takes the
+ * checksums from a whole @page_hash and a VGPU_STATE_SIZE-byte @state
+ * without reading the device. */
+void mig_take_checksums(struct mig *m, uint64_t *page_hash, uint64_t *known,
+                        const uint8_t *state);
+bool mig_fill_hashes(struct mig *m, uint64_t *page_hash, uint64_t *known);
+void mig_publish_checksums(struct mig *m, const uint64_t *page_hash,
+                           const uint8_t *state);
 /* Record @msg as the last error and rewrite the stats file. */
 void mig_note_error(struct mig *m, const char *msg);
 
@@ -209,8 +216,10 @@ int mig_load_file(struct mig *m, int fd, uint64_t off, uint64_t len,
                   struct vg_error *err);
 /* Check the stream is complete, apply the device state, close. */
 int mig_load_finish(struct mig *m, struct vg_error *err);
-/* After the reply to the RESUMING -> STOP that mig_load_finish() left
- * due: take the checksums of what was loaded and free the session. */
+/* Once the server is idle after the RESUMING -> STOP that
+ * mig_load_finish() left due (mig_idle()), or before a state change that
+ * starts other work: take the checksums of what was loaded (hashed and
+ * captured at the finish) and free the session. */
 void mig_load_retire(struct mig *m);
 void mig_load_close(struct mig *m);
 

@@ -64,6 +64,10 @@ struct mig_load {
     uint64_t zero_hash;  /* of a zero page */
     uint8_t state[MIG_STATE_MAX];
     uint32_t state_len;
+    /* At the finish, for the checksums taken once idle: the device state
+     * as loaded, and whether page_hash then had every page. */
+    uint8_t loaded_state[VGPU_STATE_SIZE];
+    bool hashes_whole;
     bool postcopy; /* a POSTCOPY record came: */
     struct mig_postcopy_info pc_info;
     /* A save file's extents: read on demand (@file), or here (@file_fd). */
@@ -573,9 +577,12 @@ int mig_load_finish(struct mig *m, struct vg_error *err)
     } else if (ret == 0 && (m->restore || m->pc_dst)) {
         mig_take_checksums(m, l->page_hash, l->hashed, NULL);
     } else if (ret == 0) {
-        /* Checksums and freeing wait for the reply (mig_idle()): with
-         * several devices QEMU moves the next one meanwhile.  The device
-         * stays quiesced until it serves its next request. */
+        /* What the checksums need of VRAM and the device is taken now,
+         * before the device runs; the rest waits until the server is
+         * idle (mig_idle()), after the VM has started: QEMU moves the
+         * next device, and then the VM, meanwhile. */
+        l->hashes_whole = mig_fill_hashes(m, l->page_hash, l->hashed);
+        vgpu_state_save(m->gpu, l->loaded_state, sizeof(l->loaded_state), NULL);
         m->load_retire_due = true;
     }
     if (ret == 0 && (m->restore || m->pc_dst)) {
@@ -598,11 +605,16 @@ int mig_load_finish(struct mig *m, struct vg_error *err)
 
 void mig_load_retire(struct mig *m)
 {
+    double t0 = mig_now_ms();
+
     if (!m->load_retire_due) {
         return;
     }
-    mig_take_checksums(m, m->load->page_hash, m->load->hashed, NULL);
+    if (m->load->hashes_whole) {
+        mig_publish_checksums(m, m->load->page_hash, m->load->loaded_state);
+    }
     mig_load_close(m);
+    vg_dbg("migration: loading session retired in %.3f ms", mig_now_ms() - t0);
 }
 
 void mig_load_close(struct mig *m)

@@ -74,8 +74,52 @@ static bool mig_hash_unknown(struct mig *m, uint64_t *hashes,
     return ret == 0;
 }
 
-void mig_take_checksums(struct mig *m, uint64_t *page_hash,
-                        const uint64_t *known, const uint8_t *state)
+/* Whether @known has the bit of every page set. */
+static bool all_known(const struct mig *m, const uint64_t *known)
+{
+    uint64_t full = m->npages / 64, tail = m->npages % 64;
+
+    for (uint64_t w = 0; w < full; w++) {
+        if (known[w] != UINT64_MAX) {
+            return false;
+        }
+    }
+    return !tail || (known[full] | (UINT64_MAX << tail)) == UINT64_MAX;
+}
+
+bool mig_fill_hashes(struct mig *m, uint64_t *page_hash, uint64_t *known)
+{
+    if (known && all_known(m, known)) {
+        return true;
+    }
+    if (vgpu_vram(m->gpu)) {
+        for (uint64_t p = 0; p < m->npages; p++) {
+            if (!known || !mig_bit(known, p)) {
+                page_hash[p] = mig_page_hash(m, p);
+            }
+        }
+    } else if (!mig_hash_unknown(m, page_hash, known)) {
+        return false;
+    }
+    if (known) {
+        memset(known, 0xff, (m->npages + 63) / 64 * 8);
+    }
+    return true;
+}
+
+void mig_publish_checksums(struct mig *m, const uint64_t *page_hash,
+                           const uint8_t *state)
+{
+    m->stats.vram_checksum = XXH3_64bits(page_hash, m->npages * 8);
+    m->stats.device_state_checksum = XXH3_64bits(state, VGPU_STATE_SIZE);
+    m->stats.have_checksums = true;
+    vg_info("migration: VRAM checksum %016" PRIx64
+            ", device state checksum %016" PRIx64,
+            m->stats.vram_checksum, m->stats.device_state_checksum);
+}
+
+void mig_take_checksums(struct mig *m, uint64_t *page_hash, uint64_t *known,
+                        const uint8_t *state)
 {
     uint8_t blob[VGPU_STATE_SIZE];
     uint64_t *hashes = page_hash ? page_hash : malloc(m->npages * 8);
@@ -84,32 +128,17 @@ void mig_take_checksums(struct mig *m, uint64_t *page_hash,
         vg_warn("migration: no memory for the VRAM checksum");
         return;
     }
-    if (vgpu_vram(m->gpu)) {
-        for (uint64_t p = 0; p < m->npages; p++) {
-            if (!known || !mig_bit(known, p)) {
-                hashes[p] = mig_page_hash(m, p);
-            }
+    if (mig_fill_hashes(m, hashes, known)) {
+        if (state) {
+            memcpy(blob, state, sizeof(blob));
+        } else {
+            vgpu_state_save(m->gpu, blob, sizeof(blob), NULL);
         }
-    } else if (!mig_hash_unknown(m, hashes, known)) {
-        if (!page_hash) {
-            free(hashes);
-        }
-        return;
+        mig_publish_checksums(m, hashes, blob);
     }
-    if (state) {
-        memcpy(blob, state, sizeof(blob));
-    } else {
-        vgpu_state_save(m->gpu, blob, sizeof(blob), NULL);
-    }
-    m->stats.vram_checksum = XXH3_64bits(hashes, m->npages * 8);
-    m->stats.device_state_checksum = XXH3_64bits(blob, sizeof(blob));
     if (!page_hash) {
         free(hashes);
     }
-    m->stats.have_checksums = true;
-    vg_info("migration: VRAM checksum %016" PRIx64
-            ", device state checksum %016" PRIx64,
-            m->stats.vram_checksum, m->stats.device_state_checksum);
 }
 
 /* Pages per piece of a record of @page_size pages (mig-int.h). */
@@ -305,9 +334,11 @@ void mig_idle(struct mig *m, bool served)
             mig_stats_flush(m, NULL);
         }
     }
-    if (m->load_retire_due) {
+    if (m->load_retire_due && m->stats_due_ms == 0) {
+        stats_changed(m); /* retired once quiet: the VM is starting */
+    }
+    if (m->load_retire_due && mig_idle_wait_ms(m) == 0) {
         mig_load_retire(m);
-        stats_changed(m); /* written once quiet: the VM is starting */
     }
     if (m->stats_due_ms > 0 && mig_idle_wait_ms(m) == 0) {
         mig_stats_flush(m, NULL);
@@ -348,6 +379,7 @@ static void fsm_reset(void *opaque)
     struct mig *m = opaque;
 
     mig_save_close(m);
+    mig_load_retire(m); /* a session loaded before: its checksums */
     mig_load_close(m);
     vgpu_set_stopped(m->gpu, false);
 }
@@ -364,6 +396,7 @@ static void fsm_changed(void *opaque, enum mig_state from, enum mig_state to)
     if (to == MIG_STATE_ERROR) {
         vgpu_set_stopped(m->gpu, true);
         mig_save_close(m);
+        mig_load_retire(m);
         mig_load_close(m);
     }
     if (to == MIG_STATE_ERROR || m->stats_reset) {
@@ -507,6 +540,7 @@ void mig_free(struct mig *m)
         return;
     }
     mig_save_close(m);
+    mig_load_retire(m);
     mig_load_close(m);
     mig_postcopy_free(m);
     mig_client_gone(m);
@@ -534,12 +568,21 @@ enum mig_state mig_state(const struct mig *m)
     return m->fsm.state;
 }
 
+/* The arcs of a VM starting: a loaded session may be retired after them,
+ * out of the downtime. */
+static bool starts_device(uint32_t target)
+{
+    return target == MIG_STATE_RUNNING_P2P || target == MIG_STATE_RUNNING;
+}
+
 int mig_set_state(struct mig *m, uint32_t target, struct vg_error *err)
 {
     int ret;
 
     fold_device(m);
-    mig_load_retire(m); /* a caller that skipped mig_idle() */
+    if (!starts_device(target)) {
+        mig_load_retire(m); /* before other work; see mig_idle() */
+    }
     ret = mig_postcopy_check_arc(m, (enum mig_state)target, err);
 
     if (ret == 0) {

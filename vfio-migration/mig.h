@@ -257,11 +257,14 @@ int mig_gpu_wait_ms(struct mig *m);
 /*
  * Work deferred until the reply to the last message is out: the source's
  * checksums after STOP_COPY -> STOP (VRAM is unchanged until the device
- * runs again), and the statistics file after a state change.  The file
- * is written once no request has been served for a moment, or once its
- * oldest unwritten change is old enough, so that the state changes of a
- * switchover do not wait on the file system inside the downtime (errors
- * are written at once).  Call it with @served after serving a request,
+ * runs again), the statistics file after a state change, and a
+ * destination's checksums and freeing of its loading session (from the
+ * hashes and device state it kept at RESUMING -> STOP).  The file and the
+ * destination's work wait until no request has been served for a
+ * moment, or until the oldest unwritten change is old enough, so that
+ * the state changes of a switchover (every device's RUNNING_P2P and
+ * RUNNING) do not wait on them inside the downtime (errors are written
+ * at once).  Call it with @served after serving a request,
  * and without whenever the server wakes; mig_idle_wait_ms() says when it
  * wants the next call without a request (-1: no need).
  */

@@ -59,6 +59,19 @@ static void set_state(struct mig *m, enum mig_state s)
     g_assert_cmpint(mig_set_state(m, s, &err), ==, 0);
 }
 
+/* Call mig_idle() as the server's loop does when no request comes, until
+ * it wants no more calls: the work deferred to idle times is done. */
+static void idle_out(struct mig *m)
+{
+    int ms;
+
+    mig_idle(m, true); /* as after the last reply */
+    while ((ms = mig_idle_wait_ms(m)) >= 0) {
+        g_usleep((gulong)ms * 1000);
+        mig_idle(m, false);
+    }
+}
+
 /* Source VRAM: random pages, every 7th page zero. */
 static void fill(struct vgpu *gpu)
 {
@@ -198,7 +211,7 @@ static void load_equal(struct mig *src, struct vgpu *sgpu, GByteArray *stream,
     g_assert_cmpint(memcmp(vgpu_vram(sgpu), vgpu_vram(dgpu), VRAM), ==, 0);
     mig_get_stats(dst, &ds);
     g_assert_false(ds.have_checksums); /* taken after the reply... */
-    mig_idle(dst, true);               /* ...once idle */
+    idle_out(dst);                     /* ...once idle */
     mig_get_stats(src, &ss);
     mig_get_stats(dst, &ds);
     g_assert_true(ss.have_checksums);
@@ -223,6 +236,48 @@ static void test_load(gconstpointer data)
                G_N_ELEMENTS(pieces));
     mig_free(src);
     vgpu_free(sgpu);
+}
+
+/* A destination's checksums wait past the VM's start (RUNNING_P2P and
+ * RUNNING take none of that work) and are of what was loaded, whatever
+ * the device does once it runs; a state change that starts other work
+ * takes them first. */
+static void test_checksums_after_start(gconstpointer data)
+{
+    bool until_idle = GPOINTER_TO_UINT(data);
+    struct vgpu *sgpu, *dgpu;
+    struct mig *src = new_mig(&sgpu, 1), *dst = new_mig(&dgpu, 1);
+    g_autoptr(GByteArray) stream = NULL;
+    struct mig_stats ss, ds;
+    struct vg_error err;
+
+    fill(sgpu);
+    stream = save_all(src);
+    set_state(dst, MIG_STATE_RESUMING);
+    g_assert_cmpint(mig_write(dst, stream->data, stream->len, &err), ==, 0);
+    set_state(dst, MIG_STATE_STOP);
+    set_state(dst, MIG_STATE_RUNNING_P2P);
+    set_state(dst, MIG_STATE_RUNNING);
+    mig_get_stats(dst, &ds);
+    g_assert_false(ds.have_checksums);
+    memset(vgpu_vram(dgpu), 0xa5, PAGE); /* the running VM writes VRAM */
+    if (until_idle) {
+        idle_out(dst);
+    } else {
+        set_state(dst, MIG_STATE_RUNNING_P2P);
+        mig_get_stats(dst, &ds);
+        g_assert_false(ds.have_checksums);
+        set_state(dst, MIG_STATE_STOP); /* the way to the next session */
+    }
+    mig_get_stats(src, &ss);
+    mig_get_stats(dst, &ds);
+    g_assert_true(ds.have_checksums);
+    g_assert_cmphex(ds.vram_checksum, ==, ss.vram_checksum);
+    g_assert_cmphex(ds.device_state_checksum, ==, ss.device_state_checksum);
+    mig_free(src);
+    mig_free(dst);
+    vgpu_free(sgpu);
+    vgpu_free(dgpu);
 }
 
 static void test_read_sizes(void)
@@ -404,7 +459,7 @@ static void test_write_pieces(gconstpointer data)
     set_state(dst, MIG_STATE_STOP);
     g_assert_cmpint(memcmp(vgpu_vram(sgpu), vgpu_vram(dgpu), VRAM), ==, 0);
     mig_idle(src, true);
-    mig_idle(dst, true);
+    idle_out(dst);
     mig_get_stats(src, &ss);
     mig_get_stats(dst, &ds);
     g_assert_cmphex(ss.vram_checksum, ==, ds.vram_checksum);
@@ -504,6 +559,10 @@ int main(int argc, char **argv)
     g_test_add_data_func("/mig/load/one-thread", GUINT_TO_POINTER(1),
                          test_load);
     g_test_add_data_func("/mig/load/pool-of-4", GUINT_TO_POINTER(4), test_load);
+    g_test_add_data_func("/mig/load/checksums-after-start/idle",
+                         GUINT_TO_POINTER(1), test_checksums_after_start);
+    g_test_add_data_func("/mig/load/checksums-after-start/next-session",
+                         GUINT_TO_POINTER(0), test_checksums_after_start);
     g_test_add_func("/mig/load/read-sizes", test_read_sizes);
     g_test_add_func("/mig/load/read-pieces", test_read_pieces);
     g_test_add_func("/mig/load/pieces-same-stream", test_pieces_same_stream);
