@@ -197,6 +197,8 @@ struct cell {
     double ram_bps;    /* its size's RAM anchor throughput; 0: none */
     int64_t downtime_ms, total_ms;
     double downtime_trace_ms; /* the same to the microsecond, -1: none */
+    /* Each of vg_downtime_points, ms after src-downtime-start, -1: none */
+    double point_ms[VG_DOWNTIME_POINTS];
     int64_t
         setup_ms; /* QEMU's setup phase, the devices' PRE_COPY entry in it */
     double stopcopy_ms;
@@ -711,15 +713,11 @@ static const char *vgpu_backend(const struct bench_opts *o, bool incoming,
 }
 
 /* A cell's QEMU's own arguments: threads named (mig/src/main,
- * mig/src/send_N, ...) for whoever samples them; the source's downtime to
- * the microsecond (trace_downtime()); --place-data on both sides. */
-static const char *const *qemu_extra_args(const struct bench_opts *o,
-                                          bool incoming)
+ * mig/src/send_N, ...) for whoever samples them; the downtime's
+ * checkpoints to the microsecond on both sides (trace_downtime());
+ * --place-data on both sides. */
+static const char *const *qemu_extra_args(const struct bench_opts *o)
 {
-    static const char *const named[] = {"-name", "debug-threads=on", NULL};
-    static const char *const named_placed[] = {
-        "-name", "debug-threads=on", "-global",
-        "vfio-user-pci.x-migration-place-data=on", NULL};
     static const char *const timed[] = {"-name",  "debug-threads=on",
                                         "-msg",   "timestamp=on",
                                         "-trace", "vmstate_downtime_checkpoint",
@@ -731,9 +729,6 @@ static const char *const *qemu_extra_args(const struct bench_opts *o,
         "-global", "vfio-user-pci.x-migration-place-data=on",
         NULL};
 
-    if (incoming) {
-        return o->place_data ? named_placed : named;
-    }
     return o->place_data ? timed_placed : timed;
 }
 
@@ -773,7 +768,7 @@ static int start_side(struct run *r, struct side *s, const char *name,
                               .prealloc = r->o->prealloc,
                               .incoming = incoming ? "defer" : NULL,
                               .vgpu_socks = more,
-                              .extra_args = qemu_extra_args(r->o, incoming)};
+                              .extra_args = qemu_extra_args(r->o)};
     int ret = 0;
 
     for (unsigned i = 0; ret == 0 && i < r->c->vgpus; i++) {
@@ -1181,19 +1176,36 @@ static int64_t force_after_ms(const struct cell *c)
 /* QEMU @q's last downtime in ms to the microsecond, from the timestamped
  * vmstate_downtime_checkpoint events in its log; -1 (with a warning) if
  * the log has none (a QEMU without the trace backend "log"). */
-static double trace_downtime(struct vg_qemu *q)
+/* @q's downtime trace points into @tr; false (warned) if it has none. */
+static bool parse_trace(struct vg_qemu *q, struct vg_vfio_trace *tr)
 {
     g_autofree char *text = NULL;
-    struct vg_vfio_trace tr;
     struct vg_error err = {0};
 
     if (!g_file_get_contents(q->proc.log, &text, NULL, NULL) ||
-        vg_vfio_trace_parse(text, &tr, &err) < 0 || tr.downtime_ms < 0) {
-        vg_warn("%s: no timestamped downtime trace points in %s%s%s",
-                q->proc.name, q->proc.log, err.msg[0] ? ": " : "", err.msg);
-        return -1;
+        vg_vfio_trace_parse(text, tr, &err) < 0) {
+        vg_warn("%s: no trace in %s%s%s", q->proc.name, q->proc.log,
+                err.msg[0] ? ": " : "", err.msg);
+        return false;
     }
-    return tr.downtime_ms;
+    return true;
+}
+
+/* The cell's downtime to the microsecond and its checkpoints from both
+ * QEMUs' trace points (-1 where missing). */
+static void trace_downtime(struct run *r)
+{
+    struct vg_vfio_trace src, dst;
+    bool have_src = parse_trace(r->src.qemu, &src);
+
+    r->c->downtime_trace_ms = have_src ? src.downtime_ms : -1;
+    if (have_src && src.downtime_ms < 0) {
+        vg_warn("%s: no timestamped downtime trace points in %s",
+                r->src.qemu->proc.name, r->src.qemu->proc.log);
+    }
+    if (have_src && parse_trace(r->dst.qemu, &dst)) {
+        vg_downtime_phases(&src, &dst, r->c->point_ms);
+    }
 }
 
 /* The first vGPU's register reads and FENCE round trips before the
@@ -1289,7 +1301,7 @@ static int migrate(struct run *r, struct vg_error *err)
         r->c->downtime_ms = info.downtime_ms;
         r->c->total_ms = info.total_time_ms;
         r->c->setup_ms = info.setup_time_ms;
-        r->c->downtime_trace_ms = trace_downtime(r->src.qemu);
+        trace_downtime(r);
     }
     r->c->stream_bps = bench_rate_bps(&r->rate);
     probe_record(r);
@@ -1502,6 +1514,9 @@ static int run_cell(const struct bench_opts *o, struct cell *c)
     reg_probe_init(&r.probe, PROBE_MAX);
     reg_probe_init(&r.fence, PROBE_MAX);
     c->reg = c->fence = (struct probe_result){-1, -1, -1, -1, 0};
+    for (unsigned i = 0; i < VG_DOWNTIME_POINTS; i++) {
+        c->point_ms[i] = -1;
+    }
     ret = vg_tmpdir_create("bench", &r.dir, &err);
     if (ret == 0) {
         ret = run_cell_steps(&r, &err);
@@ -1623,7 +1638,7 @@ static void json_cell(GString *js, const struct cell *c, double rate,
         ", \"reg_read_p99_us\": %.1f, \"fence_before_us\": %.1f"
         ", \"fences\": %u, \"fence_p50_us\": %.1f, \"fence_p90_us\": %.1f"
         ", \"fence_p99_us\": %.1f, \"forced\": %s, \"verified\": %s, "
-        "\"error\": \"%s\"}",
+        "\"error\": \"%s\", \"downtime_points_ms\": {",
         wl_names[c->wl], c->vram, c->vgpus, modes[c->mode].name,
         modes[c->mode].precopy, modes[c->mode].track, c->channels,
         c->downtime_ms, c->downtime_trace_ms, c->stopcopy_ms,
@@ -1636,6 +1651,11 @@ static void json_cell(GString *js, const struct cell *c, double rate,
         c->reg.p90_us, c->reg.p99_us, c->fence.before_us, c->fence.n,
         c->fence.p50_us, c->fence.p90_us, c->fence.p99_us,
         c->forced ? "true" : "false", c->verified ? "true" : "false", error);
+    for (unsigned p = 0; p < VG_DOWNTIME_POINTS; p++) {
+        g_string_append_printf(js, "%s\"%s\": %.3f", p ? ", " : "",
+                               vg_downtime_points[p], c->point_ms[p]);
+    }
+    g_string_append(js, "}}");
 }
 
 static int write_file(const char *path, const GString *s, struct vg_error *err)
@@ -2935,6 +2955,50 @@ static void md_multi_like(GString *s, const struct cell *cells, unsigned n,
     g_string_append(s, "\n");
 }
 
+/* The median of checkpoint @point (ms after src-downtime-start) over the
+ * verified cells of @wl with @vgpus vGPUs that traced it; -1 if none. */
+static double point_median(const struct cell *cells, unsigned n,
+                           enum workload wl, unsigned vgpus, unsigned point)
+{
+    double v[MAX_MULTI_CELLS];
+    unsigned k = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        const struct cell *c = &cells[i];
+
+        if (c->wl == wl && c->vgpus == vgpus && c->verified &&
+            c->point_ms[point] >= 0) {
+            v[k++] = c->point_ms[point];
+        }
+    }
+    return k ? vg_median(v, k) : -1;
+}
+
+/* Where the downtime went with one vGPU and with MULTI_VGPUS: the median
+ * of each checkpoint both QEMUs traced, after the source's start. */
+static void md_multi_points(GString *s, const struct cell *cells, unsigned n,
+                            enum workload wl)
+{
+    g_autoptr(GString) line = g_string_new("");
+
+    for (unsigned p = 1; p < VG_DOWNTIME_POINTS; p++) {
+        double one = point_median(cells, n, wl, 1, p);
+        double many = point_median(cells, n, wl, MULTI_VGPUS, p);
+
+        if (one >= 0 && many >= 0) {
+            g_string_append_printf(line, "%s %s %.3f / %.3f",
+                                   line->len ? "," : "", vg_downtime_points[p],
+                                   one, many);
+        }
+    }
+    if (line->len) {
+        g_string_append_printf(s,
+                               "  - where it went (%s), median ms after "
+                               "src-downtime-start with one / %d vGPUs:%s\n",
+                               wl_names[wl], MULTI_VGPUS, line->str);
+    }
+}
+
 /* The section of the --multi-vgpu cells: each cell, and per workload the
  * median downtime of MULTI_VGPUS vGPUs over that of one against the
  * target, with the final dirty data per vGPU each side had to move. */
@@ -2951,7 +3015,9 @@ static void md_multi(GString *s, const struct cell *cells, unsigned n)
         "`--multi-rounds` times.  Downtime: QEMU's, in whole ms from "
         "query-migrate and to the microsecond from its "
         "vmstate_downtime_checkpoint trace points (src-downtime-start to "
-        "src-downtime-end).  Device stop-copy: the longest device's; final "
+        "src-downtime-end); \"where it went\": the median time of each "
+        "checkpoint of both QEMUs after src-downtime-start (one host's "
+        "clock).  Device stop-copy: the longest device's; final "
         "dirty: per vGPU, the mean of the devices' final dirty bytes (what "
         "each had left to move in its stop-copy; a workload's varies with "
         "where the stop falls); bytes: all devices'.\n\n| workload | VRAM per "
@@ -3000,6 +3066,7 @@ static void md_multi(GString *s, const struct cell *cells, unsigned n)
             multi_dirty_median(cells, n, w, MULTI_VGPUS),
             multi_dirty_median(cells, n, w, 1));
         md_multi_like(s, cells, n, w);
+        md_multi_points(s, cells, n, w);
     }
 }
 

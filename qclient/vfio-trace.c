@@ -9,6 +9,13 @@
 
 #include "vfio-user/vfu-server.h"
 
+const char *const vg_downtime_points[VG_DOWNTIME_POINTS] = {
+    "src-downtime-start",           "src-vm-stopped",
+    "src-iterable-saved",           "src-non-iterable-saved",
+    "dst-precopy-loadvm-completed", "dst-precopy-bh-announced",
+    "dst-precopy-bh-vm-started",    "src-downtime-end",
+};
+
 const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "vfio_save_setup",
     "vfio_save_complete_precopy*",
@@ -352,12 +359,28 @@ static int count_round(const char *ev, const char *args, double t,
     return ret;
 }
 
-/* The source's downtime checkpoint @args at time @t: the interval from
+/* Seconds from @t0 to @t, across midnight for times of the day. */
+static double seconds_after(double t0, double t)
+{
+    double d = t - t0;
+
+    return d < 0 ? d + 86400 : d;
+}
+
+/* The downtime checkpoint @args at time @t: its time into tr->point_t
+ * if it is one of vg_downtime_points, and the source's interval from
  * start to end into tr->downtime_ms. */
 static void downtime_checkpoint(const char *args, double t,
                                 struct trace_phase *ph,
                                 struct vg_vfio_trace *tr)
 {
+    g_autofree char *name = g_strstrip(g_strdup(args));
+
+    for (unsigned i = 0; i < VG_DOWNTIME_POINTS; i++) {
+        if (!strcmp(name, vg_downtime_points[i])) {
+            tr->point_t[i] = t;
+        }
+    }
     if (strstr(args, "src-downtime-start")) {
         round_end(ph, tr);
         ph->round.over = true;
@@ -366,9 +389,7 @@ static void downtime_checkpoint(const char *args, double t,
     } else if (strstr(args, "src-downtime-end")) {
         ph->downtime = false;
         if (t >= 0 && ph->downtime_t0 >= 0) {
-            double d = t - ph->downtime_t0;
-
-            tr->downtime_ms = (d < 0 ? d + 86400 : d) * 1e3; /* midnight */
+            tr->downtime_ms = seconds_after(ph->downtime_t0, t) * 1e3;
         }
     }
 }
@@ -526,6 +547,19 @@ static int count_event(const char *ev, const char *args, double t,
     return ret;
 }
 
+void vg_downtime_phases(const struct vg_vfio_trace *src,
+                        const struct vg_vfio_trace *dst,
+                        double ms[VG_DOWNTIME_POINTS])
+{
+    double t0 = src->point_t[0];
+
+    for (unsigned i = 0; i < VG_DOWNTIME_POINTS; i++) {
+        double t = src->point_t[i] >= 0 ? src->point_t[i] : dst->point_t[i];
+
+        ms[i] = t0 >= 0 && t >= 0 ? seconds_after(t0, t) * 1e3 : -1;
+    }
+}
+
 int vg_vfio_trace_parse(const char *text, struct vg_vfio_trace *tr,
                         struct vg_error *err)
 {
@@ -536,6 +570,9 @@ int vg_vfio_trace_parse(const char *text, struct vg_vfio_trace *tr,
 
     memset(tr, 0, sizeof(*tr));
     tr->downtime_ms = -1;
+    for (unsigned i = 0; i < VG_DOWNTIME_POINTS; i++) {
+        tr->point_t[i] = -1;
+    }
     tr->data_buffer_size = -1;
     tr->precopy_read_size = -1;
     tr->stopcopy_read_size = -1;

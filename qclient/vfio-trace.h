@@ -42,6 +42,12 @@
 /* Devices whose state changes in flight the parser tells apart. */
 #define VG_VFIO_TRACE_MAX_DEVICES 16
 
+/* The checkpoints of QEMU's downtime (vmstate_downtime_checkpoint) whose
+ * times the parser keeps, in the order a migration passes them, both
+ * QEMUs': VG_DOWNTIME_POINTS of them, src-downtime-start first. */
+#define VG_DOWNTIME_POINTS 8
+extern const char *const vg_downtime_points[VG_DOWNTIME_POINTS];
+
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
 #define VG_VFIO_TRACE_NEVENTS 33
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
@@ -158,6 +164,10 @@ struct vg_vfio_trace {
      * PID@SECONDS prefix): from the last src-downtime-start to the
      * src-downtime-end after it, in ms; -1 without timestamps or both. */
     double downtime_ms;
+    /* The time of the last of each of vg_downtime_points, in the lines'
+     * seconds (of the day with -msg timestamp=on); -1: none, or no
+     * timestamps. */
+    double point_t[VG_DOWNTIME_POINTS];
 };
 
 /* The path one migration's device data should have taken. */
@@ -197,6 +207,13 @@ int vg_vfio_trace_parse(const char *text, struct vg_vfio_trace *tr,
 int vg_vfio_trace_check(const struct vg_vfio_trace *src,
                         const struct vg_vfio_trace *dst,
                         const struct vg_vfio_path *want, struct vg_error *err);
+/* Where one migration's downtime went: each of vg_downtime_points as ms
+ * after @src's src-downtime-start, from @src's and @dst's traces (two
+ * QEMUs on one host's clock, in the same timestamp format), into @ms;
+ * -1 for a point either trace lacks. */
+void vg_downtime_phases(const struct vg_vfio_trace *src,
+                        const struct vg_vfio_trace *dst,
+                        double ms[VG_DOWNTIME_POINTS]);
 /* One line saying what *@tr counted; free with g_free(). */
 char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr);
 

@@ -5,14 +5,15 @@
 # VM's vGPUs take the list's entries in turn: with --src-backend
 # cpu,cuda:999 the one-vGPU cell runs on the CPU backend and verifies,
 # while the two-vGPU cell fails starting its second server (vgpu-src-1),
-# which refuses that backend.  TAP output for prove; run from the top of the
-# tree after `make all build/vgmig-bench` ($VGMIG_QEMU and $VGMIG_SERVER
-# as make check sets them).
+# which refuses that backend; the one-vGPU cell has both QEMUs' downtime
+# checkpoints in results-multi.json, in order.  TAP output for prove; run
+# from the top of the tree after `make all build/vgmig-bench`
+# ($VGMIG_QEMU and $VGMIG_SERVER as make check sets them).
 set -u
 bench=${VGMIG_BENCH:-build/vgmig-bench}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vgmig-bench-cli-XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..6"
+echo "1..7"
 
 if "$bench" --help | grep -q -- "--src-backend LIST, --dst-backend LIST"; then
     echo "ok 1 - --help documents --src-backend and --dst-backend"
@@ -56,4 +57,23 @@ if grep -qE '^\| idle \| 256 MiB \| 1 \| [0-9]+ \| [0-9.]+ \|.*\| no \|$' \
 else
     echo "not ok 6 - cells not as expected:"
     grep '^| idle' "$tmp/run.log" | sed 's/^/# /'
+fi
+# Both QEMUs' downtime checkpoints in the one-vGPU cell: the destination's
+# start comes after its load and before the source's end.
+if python3 - "$tmp/run/results-multi.json" <<'P'; then
+import json, sys
+cell = [c for c in json.load(open(sys.argv[1])) if c["vgpus"] == 1][0]
+p = cell["downtime_points_ms"]
+order = ["src-downtime-start", "src-vm-stopped",
+         "dst-precopy-loadvm-completed", "dst-precopy-bh-vm-started",
+         "src-downtime-end"]
+t = [p[k] for k in order]
+sys.exit(0 if t[0] == 0 and all(0 <= a <= b for a, b in zip(t, t[1:]))
+         and abs(t[-1] - cell["downtime_trace_ms"]) < 1e-3 else 1)
+P
+    echo "ok 7 - both QEMUs' downtime checkpoints, in order"
+else
+    echo "not ok 7 - downtime checkpoints missing or out of order:"
+    grep -o '"downtime_points_ms": {[^}]*}' "$tmp/run/results-multi.json" |
+        sed 's/^/# /'
 fi

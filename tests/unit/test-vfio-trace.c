@@ -490,6 +490,46 @@ static void test_downtime(void)
     }
 }
 
+/* Each downtime checkpoint of a source's and a destination's trace (one
+ * clock, across midnight) after the source's start; -1 for one neither
+ * has, and for all without the source's start. */
+static void test_downtime_phases(void)
+{
+    g_autofree char *src_text =
+        g_strdup("2026-11-27T23:59:59.998000Z vmstate_downtime_checkpoint "
+                 "src-downtime-start\n"
+                 "2026-11-27T23:59:59.998500Z vmstate_downtime_checkpoint "
+                 "src-vm-stopped\n"
+                 "2026-11-27T23:59:59.999750Z vmstate_downtime_checkpoint "
+                 "src-iterable-saved\n"
+                 "2026-11-28T00:00:00.004000Z vmstate_downtime_checkpoint "
+                 "src-downtime-end\n");
+    g_autofree char *dst_text =
+        g_strdup("2026-11-28T00:00:00.001000Z vmstate_downtime_checkpoint "
+                 "dst-precopy-loadvm-completed\n"
+                 "2026-11-28T00:00:00.001100Z vmstate_downtime_checkpoint "
+                 "dst-precopy-bh-enter\n"
+                 "2026-11-28T00:00:00.003250Z vmstate_downtime_checkpoint "
+                 "dst-precopy-bh-vm-started\n");
+    static const double want[VG_DOWNTIME_POINTS] = {0,   0.5, 1.75, -1,
+                                                    3.0, -1,  5.25, 6.0};
+    struct vg_vfio_trace src, dst;
+    struct vg_error err = {0};
+    double ms[VG_DOWNTIME_POINTS];
+
+    g_assert_cmpint(vg_vfio_trace_parse(src_text, &src, &err), ==, 0);
+    g_assert_cmpint(vg_vfio_trace_parse(dst_text, &dst, &err), ==, 0);
+    vg_downtime_phases(&src, &dst, ms);
+    for (unsigned i = 0; i < VG_DOWNTIME_POINTS; i++) {
+        g_test_message("%s: %.3f ms", vg_downtime_points[i], ms[i]);
+        g_assert_cmpfloat_with_epsilon(ms[i], want[i], 1e-3);
+    }
+    vg_downtime_phases(&dst, &src, ms); /* no start in the first */
+    for (unsigned i = 0; i < VG_DOWNTIME_POINTS; i++) {
+        g_assert_cmpfloat(ms[i], ==, -1);
+    }
+}
+
 /* The initial-data counts of @from's trace into @to. */
 static void copy_init_data(struct vg_vfio_trace *to,
                            const struct vg_vfio_trace *from)
@@ -955,5 +995,6 @@ int main(int argc, char **argv)
     g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
     g_test_add_func("/vfio-trace/check-two-devices", test_check_two_devices);
     g_test_add_func("/vfio-trace/exact-unapproved", test_exact_unapproved);
+    g_test_add_func("/vfio-trace/downtime-phases", test_downtime_phases);
     return g_test_run();
 }
