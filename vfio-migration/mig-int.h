@@ -87,13 +87,13 @@ uint64_t mig_page_hash(const struct mig *m, uint64_t page);
  * the hash of each page whose bit is set in @known; the others are read
  * now (both NULL: every page is).  @state: the device state blob to
  * checksum, NULL: the device's now.  In two steps: mig_fill_hashes()
- * reads the pages @known lacks into @page_hash and sets their bits (false
- * if it could not, with a warning), mig_publish_checksums() takes the
+ * reads the pages @known lacks into @page_hash (false if it could not,
+ * with a warning), mig_publish_checksums() takes the
  * checksums from a whole @page_hash and a VGPU_STATE_SIZE-byte @state
  * without reading the device. */
-void mig_take_checksums(struct mig *m, uint64_t *page_hash, uint64_t *known,
-                        const uint8_t *state);
-bool mig_fill_hashes(struct mig *m, uint64_t *page_hash, uint64_t *known);
+void mig_take_checksums(struct mig *m, uint64_t *page_hash,
+                        const uint64_t *known, const uint8_t *state);
+bool mig_fill_hashes(struct mig *m, uint64_t *page_hash, const uint64_t *known);
 void mig_publish_checksums(struct mig *m, const uint64_t *page_hash,
                            const uint8_t *state);
 /* Record @msg as the last error and rewrite the stats file. */

@@ -87,7 +87,7 @@ static bool all_known(const struct mig *m, const uint64_t *known)
     return !tail || (known[full] | (UINT64_MAX << tail)) == UINT64_MAX;
 }
 
-bool mig_fill_hashes(struct mig *m, uint64_t *page_hash, uint64_t *known)
+bool mig_fill_hashes(struct mig *m, uint64_t *page_hash, const uint64_t *known)
 {
     if (known && all_known(m, known)) {
         return true;
@@ -100,9 +100,6 @@ bool mig_fill_hashes(struct mig *m, uint64_t *page_hash, uint64_t *known)
         }
     } else if (!mig_hash_unknown(m, page_hash, known)) {
         return false;
-    }
-    if (known) {
-        memset(known, 0xff, (m->npages + 63) / 64 * 8);
     }
     return true;
 }
@@ -118,8 +115,8 @@ void mig_publish_checksums(struct mig *m, const uint64_t *page_hash,
             m->stats.vram_checksum, m->stats.device_state_checksum);
 }
 
-void mig_take_checksums(struct mig *m, uint64_t *page_hash, uint64_t *known,
-                        const uint8_t *state)
+void mig_take_checksums(struct mig *m, uint64_t *page_hash,
+                        const uint64_t *known, const uint8_t *state)
 {
     uint8_t blob[VGPU_STATE_SIZE];
     uint64_t *hashes = page_hash ? page_hash : malloc(m->npages * 8);
