@@ -605,11 +605,12 @@ int mig_load_finish(struct mig *m, struct vg_error *err)
 
 void mig_load_retire(struct mig *m)
 {
-    double t0 = mig_now_ms();
+    double t0;
 
     if (!m->load_retire_due) {
-        return;
+        return; /* on every state change: nothing more */
     }
+    t0 = mig_now_ms();
     if (m->load->hashes_whole) {
         mig_publish_checksums(m, m->load->page_hash, m->load->loaded_state);
     }
