@@ -119,9 +119,13 @@ static void usage(FILE *out)
         "      --stream-version N version of the migration stream this\n"
         "                         server writes as a source: 2 (default,\n"
         "                         page hashes stand for the pages in the\n"
-        "                         checksums) or 1, for a destination whose\n"
-        "                         vgpu-server reads only version 1; a\n"
-        "                         destination reads both\n"
+        "                         checksums); 3, which also sends pre-copy\n"
+        "                         pages from VRAM without copying them\n"
+        "                         where every write to VRAM is seen (see\n"
+        "                         MIGRATION), for a destination whose\n"
+        "                         vgpu-server reads it; or 1, for one that\n"
+        "                         reads only version 1.  A destination\n"
+        "                         reads all three\n"
         "      --no-region-log    refuse the client's offer to log guest\n"
         "                         writes through the BAR2 mapping, as a\n"
         "                         server predating REGION_DIRTY_LOG would:\n"
@@ -296,7 +300,9 @@ static void usage(FILE *out)
         "vram_piece_bytes (of those, stop-copy page bytes the client took\n"
         "from its read-only view of VRAM, negotiated as data_vram, or, on\n"
         "a destination, put in place through its writable one, not\n"
-        "copied by the server); gpu_direct_bytes (of those, the bytes a\n"
+        "copied by the server); listed_bytes (pre-copy page bytes the\n"
+        "client took from that view in PAGES_LISTED records, stream\n"
+        "version 3); gpu_direct_bytes (of those, the bytes a\n"
         "GPU copied to or from\n"
         "the area itself, without a staging copy); gpu_hashed_bytes (of\n"
         "the page data read or written, the bytes whose hashes the GPU\n"
@@ -581,7 +587,7 @@ static int parse_opt(int c, struct options *o)
                               DT_POOL_MAX_THREADS, &o->migration_threads);
     case OPT_STREAM_VERSION:
         return parse_uint_opt("stream-version", "version", optarg,
-                              MIG_STREAM_VERSION_MIN, MIG_STREAM_VERSION,
+                              MIG_STREAM_VERSION_MIN, MIG_STREAM_VERSION_MAX,
                               &o->stream_version);
     case OPT_PREALLOC:
         o->prealloc = true;

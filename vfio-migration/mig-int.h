@@ -198,6 +198,8 @@ int mig_postcopy_check_arc(struct mig *m, enum mig_state to,
 /* Pages are still arriving (destination): a held engine command is
  * retried every few ms. */
 bool mig_postcopy_fetching(const struct mig *m);
+/* The post-copy fetches page @page (it was pending at the switchover). */
+bool mig_postcopy_fetches(const struct mig *m, uint64_t page);
 /* End and free what post-copy left (waiting up to a minute for a
  * destination that is still fetching from this source). */
 void mig_postcopy_free(struct mig *m);

@@ -420,7 +420,8 @@ int mig_load_open(struct mig *m, struct vg_error *err)
     return 0;
 }
 
-/* The first extent: on demand if it starts with a version 2 HEADER. */
+/* The first extent: on demand if it starts with a version 2 HEADER (a
+ * version 3 stream's pages may be stale until a later record: read whole). */
 static int file_open(struct mig *m, int fd, uint64_t off, uint64_t len,
                      struct vg_error *err)
 {
@@ -431,7 +432,7 @@ static int file_open(struct mig *m, int fd, uint64_t off, uint64_t len,
     bool lazy = mig_restore_capable(m) && len >= sizeof(head) &&
                 pread(fd, head, sizeof(head), (off_t)off) == sizeof(head) &&
                 vg_get_le16(head) == MIG_REC_HEADER &&
-                vg_get_le32(head + MIG_REC_HDR_SIZE + 8) >= 2;
+                vg_get_le32(head + MIG_REC_HDR_SIZE + 8) == 2;
 
     if (!lazy) {
         vg_info("migration: loading from a save file before the VM runs");
@@ -556,6 +557,29 @@ int mig_load_placed(struct mig *m, uint64_t off, uint32_t len,
     return ret;
 }
 
+/* A post-copy: every page the stream left stale is one it fetches (the
+ * source's pending pages are those written since they were sent). */
+static int stale_fetched(struct mig *m, struct vg_error *err)
+{
+    const struct mig_dec *dec = m->load->dec;
+    uint64_t p, left = mig_dec_stale_pages(dec, &p);
+
+    for (; left && p < m->npages; p++) {
+        if (!mig_dec_page_stale(dec, p)) {
+            continue;
+        }
+        if (!mig_postcopy_fetches(m, p)) {
+            return vg_error_set(err, EBADMSG,
+                                "migration stream: page %" PRIu64
+                                " stale at the post-copy switchover, and "
+                                "the source's page server does not have it",
+                                p);
+        }
+        left--;
+    }
+    return 0;
+}
+
 int mig_load_finish(struct mig *m, struct vg_error *err)
 {
     struct mig_load *l = m->load;
@@ -574,6 +598,7 @@ int mig_load_finish(struct mig *m, struct vg_error *err)
     } else if (ret == 0 && l->postcopy) {
         /* The checksums follow the last page (mig_postcopy_poll). */
         ret = mig_postcopy_fetch(m, &l->pc_info, err);
+        ret = ret ? ret : stale_fetched(m, err);
     } else if (ret == 0 && (m->restore || m->pc_dst)) {
         mig_take_checksums(m, l->page_hash, l->hashed, NULL);
     } else if (ret == 0) {

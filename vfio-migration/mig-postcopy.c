@@ -214,6 +214,11 @@ int mig_restore_fetch(struct mig *m, struct sf *file, struct vg_error *err)
     return ret;
 }
 
+bool mig_postcopy_fetches(const struct mig *m, uint64_t page)
+{
+    return m->pc_dst && pc_dst_fetches(m->pc_dst, page);
+}
+
 bool mig_postcopy_fetching(const struct mig *m)
 {
     return m->pc_dst && !pc_dst_done(m->pc_dst);

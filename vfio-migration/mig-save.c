@@ -59,9 +59,17 @@ struct mig_save {
                          0: rec is buf */
     bool ahead;       /* a read ahead of the next run may be in flight */
     /* In stop-copy, a PAGES record's page data are not copied into @rec:
-     * they follow its @ref_at header bytes there, from VRAM at @ref. */
+     * they follow its @ref_at header bytes there, from VRAM at @ref.  So
+     * do a PAGES_LISTED record's in pre-copy, where the read being served
+     * lists pieces (@pieces_read) and every write is seen (listed_ok()). */
     const uint8_t *ref;
     size_t ref_at;
+    bool ref_listed; /* the record by reference is a PAGES_LISTED */
+    bool pieces_read;
+    /* Pages went out from VRAM in pre-copy: an opaque write to one may
+     * have torn its copy, so opaque writes count as exact from then on
+     * (a page written back to what was hashed must go again). */
+    bool sent_listed;
     uint64_t *pass;   /* pages the current round still has to send */
     uint64_t *dirty;  /* an epoch's dirty set */
     uint64_t *marked; /* pages the device wrote since the last epoch
@@ -137,7 +145,8 @@ static uint32_t run_pages(const struct mig *m)
  * page. */
 static uint64_t pass_bytes(const struct mig *m, uint64_t pages, uint64_t nz)
 {
-    return nz * m->scfg.page_size + RUN_OVERHEAD * pages;
+    return nz * (m->scfg.page_size + (m->stream_version >= 3 ? 8 : 0)) +
+           RUN_OVERHEAD * pages;
 }
 
 static bool page_is_zero(const uint8_t *p, uint32_t len)
@@ -242,6 +251,7 @@ static void apply_device_write(void *opaque, uint64_t off, uint64_t len,
     if (!s->dt || m->track == MIG_TRACK_HASH) {
         return;
     }
+    exact = exact || s->sent_listed;
     if ((exact ? dt_mark_exact : dt_mark_opaque)(s->dt, off, len, NULL) < 0) {
         dt_mark_all_opaque(s->dt); /* never miss a write */
     }
@@ -485,21 +495,28 @@ static uint64_t run_span(const struct mig *m, uint64_t p, uint64_t limit)
     return span_upto(m, p, limit, run_pages(m));
 }
 
+/* Stream bytes a page takes in a PAGES record, and in a PAGES_LISTED
+ * record (which version 3 streams may have). */
+static uint32_t page_bytes(const struct mig *m)
+{
+    return m->scfg.page_size + (m->stream_version >= 3 ? 8 : 0);
+}
+
 /* Pages a PAGES record staged in @room bytes of a read's buffer holds at
  * most. */
 static uint32_t run_cap_for(const struct mig *m, uint32_t room)
 {
-    uint32_t ps = m->scfg.page_size, full = MIG_RUN_MAX_BYTES / ps;
+    uint32_t full = MIG_RUN_MAX_BYTES / m->scfg.page_size;
+    uint32_t fit = (room - RUN_OVERHEAD) / page_bytes(m);
 
-    return (room - RUN_OVERHEAD) / ps < full ? (room - RUN_OVERHEAD) / ps
-                                             : full;
+    return fit < full ? fit : full;
 }
 
 /* Any record fits whole in @room bytes (a PAGES record holding no more
  * pages than fit). */
 static bool record_fits(const struct mig *m, uint32_t room)
 {
-    return room >= RUN_OVERHEAD + m->scfg.page_size &&
+    return room >= RUN_OVERHEAD + page_bytes(m) &&
            room >= MIG_REC_HDR_SIZE + MIG_STATE_MAX;
 }
 
@@ -685,6 +702,27 @@ static void save_pages(struct mig *m, const uint8_t *src, uint8_t *dst,
     m->stats.data_hash_ms += mig_now_ms() - t0;
 }
 
+/* Whether every write to VRAM is seen: the device's own (observed) and
+ * the guest CPU's (logged, or none). */
+static bool writes_all_seen(const struct mig *m)
+{
+    return m->save->dt && m->track == MIG_TRACK_HYBRID &&
+           !(m->bar2_shared && !m->bar2_logged);
+}
+
+/* Whether pre-copy pages go from VRAM, as PAGES_LISTED records: in a
+ * version 3 stream, to a read that lists pieces, where every write is
+ * seen.  A page written while it goes out is then in the next epoch's
+ * dirty set, whatever its hash says: a device write is exact (or made so,
+ * sent_listed), a guest CPU write logged. */
+static bool listed_ok(const struct mig *m)
+{
+    const struct mig_save *s = m->save;
+
+    return m->stream_version >= 3 && s->phase == SAVE_PRECOPY &&
+           s->pieces_read && vgpu_vram(m->gpu) && writes_all_seen(m);
+}
+
 /* Encode the run [@p, +@n) of @zero pages, or with their content at @data,
  * and baseline what went out. */
 static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
@@ -710,6 +748,15 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
                                       s->stream_hash, s->rec);
         s->ref = data;
         s->len = s->ref_at + n * m->scfg.page_size;
+    } else if (listed_ok(m)) {
+        /* What the destination checks is what was hashed here: a page
+         * written before it went out is stale there until sent again. */
+        save_pages(m, data, NULL, n, track);
+        s->ref_at = mig_enc_pages_listed_ref(s->enc, p, (uint32_t)n,
+                                             s->stream_hash, s->rec);
+        s->ref = data;
+        s->len = s->ref_at + n * m->scfg.page_size;
+        s->ref_listed = s->sent_listed = true;
     } else {
         if (!s->run_hashed) {
             save_pages(m, data, data == into ? NULL : into, n, track);
@@ -718,7 +765,8 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
                                       s->rec);
     }
     if (track) {
-        /* Baseline what actually went: the copy in the record. */
+        /* Baseline what actually went: the copy in the record, or what
+         * was hashed where the pages went from VRAM (listed_ok()). */
         dt_note_sent_hashes(s->dt, p, n, s->track_hash);
     }
     if (s->phase == SAVE_STOPCOPY) {
@@ -794,6 +842,7 @@ static bool stage_next(struct mig *m)
     s->pos = 0;
     s->len = 0;
     s->ref = NULL;
+    s->ref_listed = false;
     if (s->phase != SAVE_PRECOPY && s->phase != SAVE_STOPCOPY) {
         settle_ahead(m); /* no run reads what is ahead */
     }
@@ -980,7 +1029,11 @@ static uint32_t take_piece(struct mig *m, struct mig_pieces *pieces,
 {
     if (piece_stays(m, pieces, n)) {
         piece_add(pieces, true, (uint64_t)(from - vgpu_vram(m->gpu)), n);
-        m->stats.vram_piece_bytes += n;
+        if (m->save->ref_listed) {
+            m->stats.listed_bytes += n;
+        } else {
+            m->stats.vram_piece_bytes += n;
+        }
         return 0;
     }
     if (from != out) {
@@ -1007,6 +1060,7 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
     uint32_t used = 0; /* bytes of @buf filled */
 
     *got = 0;
+    s->pieces_read = pieces != NULL;
     hashway_choose(m);
     while (*got < size) {
         const uint8_t *from;
@@ -1399,14 +1453,6 @@ int mig_save_postcopy(struct mig *m, struct vg_error *err)
     m->save->postcopy = true;
     vg_info("migration: the stop-copy will be a post-copy switchover");
     return 0;
-}
-
-/* Whether every write since the last epoch is known without hashing:
- * the device's own (observed) and the guest CPU's (logged, or none). */
-static bool writes_all_seen(const struct mig *m)
-{
-    return m->save->dt && m->track == MIG_TRACK_HYBRID &&
-           !(m->bar2_shared && !m->bar2_logged);
 }
 
 /* A post-copy switchover: the pages still to send go to the page server,

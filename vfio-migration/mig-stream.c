@@ -48,6 +48,11 @@ bool mig_rec_bounds(uint32_t page_size, uint32_t type, uint32_t *min,
         *min = MIG_RUN_HDR_SIZE + page_size;
         *max = MIG_RUN_HDR_SIZE + MIG_RUN_MAX_BYTES;
         return true;
+    case MIG_REC_PAGES_LISTED:
+        *min = MIG_RUN_HDR_SIZE + 8 + page_size;
+        *max = MIG_RUN_HDR_SIZE + (MIG_RUN_MAX_BYTES / page_size) * 8 +
+               MIG_RUN_MAX_BYTES;
+        return true;
     case MIG_REC_ZEROS:
         *min = *max = MIG_RUN_HDR_SIZE;
         return true;
@@ -77,12 +82,12 @@ int mig_header_check(const struct mig_stream_config *c, const uint8_t *p,
                             MIG_STREAM_MAGIC);
     }
     if (vg_get_le32(p + 8) < MIG_STREAM_VERSION_MIN ||
-        vg_get_le32(p + 8) > MIG_STREAM_VERSION) {
+        vg_get_le32(p + 8) > MIG_STREAM_VERSION_MAX) {
         return vg_error_set(err, EPROTO,
                             "unknown stream version %u, this device reads "
                             "versions %u to %u",
                             vg_get_le32(p + 8), MIG_STREAM_VERSION_MIN,
-                            MIG_STREAM_VERSION);
+                            MIG_STREAM_VERSION_MAX);
     }
     if (vg_get_le64(p + 16) != c->vram_size) {
         return vg_error_set(err, EINVAL,
@@ -122,6 +127,8 @@ const char *mig_rec_name(uint32_t type)
         return "END";
     case MIG_REC_POSTCOPY:
         return "POSTCOPY";
+    case MIG_REC_PAGES_LISTED:
+        return "PAGES_LISTED";
     default:
         return "unknown";
     }
@@ -160,12 +167,12 @@ int mig_enc_new(uint32_t version, uint32_t page_size, struct mig_enc **out,
 {
     struct mig_enc *enc;
 
-    if (version < MIG_STREAM_VERSION_MIN || version > MIG_STREAM_VERSION) {
+    if (version < MIG_STREAM_VERSION_MIN || version > MIG_STREAM_VERSION_MAX) {
         return vg_error_set(err, EINVAL,
                             "stream version %u: this encoder writes "
                             "versions %u to %u",
                             version, MIG_STREAM_VERSION_MIN,
-                            MIG_STREAM_VERSION);
+                            MIG_STREAM_VERSION_MAX);
     }
     enc = calloc(1, sizeof(*enc));
     if (enc) {
@@ -307,6 +314,26 @@ size_t mig_enc_pages_ref(struct mig_enc *enc, uint64_t first, uint32_t count,
     return RUN_HEADERS_SIZE;
 }
 
+size_t mig_enc_pages_listed_ref(struct mig_enc *enc, uint64_t first,
+                                uint32_t count, const uint64_t *hashes,
+                                uint8_t *buf)
+{
+    uint32_t list = count * 8;
+    uint8_t *run = buf + MIG_REC_HDR_SIZE;
+
+    run_head(run, first, count);
+    for (uint32_t i = 0; i < count; i++) {
+        vg_put_le64(run + MIG_RUN_HDR_SIZE + 8 * i, hashes[i]);
+    }
+    rec_head(buf, MIG_REC_PAGES_LISTED,
+             MIG_RUN_HDR_SIZE + list + count * enc->page_size);
+    vg_put_le64(buf + 8, mig_rec_checksum(buf, run, MIG_RUN_HDR_SIZE + list));
+    XXH3_64bits_update(enc->digest, buf, RUN_HEADERS_SIZE + list);
+    enc->bytes += RUN_HEADERS_SIZE + list + (size_t)count * enc->page_size;
+    enc->records++;
+    return RUN_HEADERS_SIZE + list;
+}
+
 uint8_t *mig_enc_pages_data(uint8_t *buf)
 {
     return buf + MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE;
@@ -379,6 +406,9 @@ struct mig_dec {
     /* Version 2: the page hashes of the PAGES record in @rec. */
     uint64_t hashes[MIG_RUN_MAX_PAGES];
     uint8_t hash_le[MIG_RUN_MAX_PAGES * 8];
+    /* Version 3: the stale pages (mig_dec_stale_pages), a bit each. */
+    uint64_t *stale;
+    uint64_t stale_count;
 };
 
 int mig_dec_new(const struct mig_stream_config *cfg,
@@ -420,6 +450,7 @@ void mig_dec_free(struct mig_dec *dec)
         XXH3_freeState(dec->digest);
         XXH3_freeState(dec->check);
         free(dec->rec);
+        free(dec->stale);
         free(dec);
     }
 }
@@ -437,6 +468,41 @@ uint64_t mig_dec_bytes_in_place(const struct mig_dec *dec)
 uint32_t mig_dec_version(const struct mig_dec *dec)
 {
     return dec->seen_header ? dec->version : 0;
+}
+
+uint64_t mig_dec_stale_pages(const struct mig_dec *dec, uint64_t *first)
+{
+    *first = 0;
+    for (uint64_t w = 0; dec->stale_count && w < (dec->npages + 63) / 64; w++) {
+        if (dec->stale[w]) {
+            *first = w * 64 + (uint64_t)__builtin_ctzll(dec->stale[w]);
+            break;
+        }
+    }
+    return dec->stale_count;
+}
+
+bool mig_dec_page_stale(const struct mig_dec *dec, uint64_t page)
+{
+    return dec->stale && page < dec->npages &&
+           (dec->stale[page / 64] >> (page % 64)) & 1;
+}
+
+/* Mark pages [@first, +@count) stale or not. */
+static void set_stale(struct mig_dec *dec, uint64_t first, uint64_t count,
+                      bool stale)
+{
+    for (uint64_t p = first; dec->stale && p < first + count; p++) {
+        uint64_t bit = 1ull << (p % 64), *w = &dec->stale[p / 64];
+
+        if (stale && !(*w & bit)) {
+            *w |= bit;
+            dec->stale_count++;
+        } else if (!stale && (*w & bit)) {
+            *w &= ~bit;
+            dec->stale_count--;
+        }
+    }
 }
 
 /* Fail the stream: "<TYPE> record #<index> at offset <off>: <what>". */
@@ -486,6 +552,10 @@ static int dec_rec_header(struct mig_dec *dec)
     if (!dec->seen_header && type != MIG_REC_HEADER) {
         return dec_fail(dec, EINVAL, "the stream must start with HEADER");
     }
+    if (type == MIG_REC_PAGES_LISTED && dec->version < 3) {
+        return dec_fail(dec, EINVAL, "PAGES_LISTED in a version %u stream",
+                        dec->version);
+    }
     dec->want = MIG_REC_HDR_SIZE + len;
     return 0;
 }
@@ -499,6 +569,12 @@ static int dec_header(struct mig_dec *dec, const uint8_t *p)
     }
     if (mig_header_check(&dec->cfg, p, &dec->version, &e) < 0) {
         return dec_fail(dec, e.code, "%s", e.msg);
+    }
+    if (dec->version >= 3) {
+        dec->stale = calloc((dec->npages + 63) / 64, 8);
+        if (!dec->stale) {
+            return dec_fail(dec, ENOMEM, "no memory for the stale pages");
+        }
     }
     dec->seen_header = true;
     return 0;
@@ -522,17 +598,35 @@ static int dec_range(struct mig_dec *dec, uint64_t first, uint64_t count)
     return 0;
 }
 
-/* The run header of PAGES at @p matches its payload length @len. */
+/* The record in @rec is a PAGES_LISTED. */
+static bool is_listed(const struct mig_dec *dec)
+{
+    return vg_get_le16(dec->rec) == MIG_REC_PAGES_LISTED;
+}
+
+/* The bytes of the record in @rec before its page data: the headers, and
+ * a PAGES_LISTED record's hashes, as many as its length says. */
+static size_t headers_size(const struct mig_dec *dec)
+{
+    size_t per_page = dec->cfg.page_size + 8;
+
+    return RUN_HEADERS_SIZE +
+           (is_listed(dec) ? (dec->want - RUN_HEADERS_SIZE) / per_page * 8 : 0);
+}
+
+/* The run header of PAGES (or PAGES_LISTED) at @p matches its payload
+ * length @len. */
 static int pages_shape(struct mig_dec *dec, const uint8_t *p, uint32_t len)
 {
     uint32_t count = vg_get_le32(p + 8), ps = dec->cfg.page_size;
+    uint64_t per_page = ps + (is_listed(dec) ? 8 : 0);
 
     if (vg_get_le32(p + 12)) {
         return dec_fail(dec, EINVAL, "reserved field %#x, expected 0",
                         vg_get_le32(p + 12));
     }
     if (count > MIG_RUN_MAX_BYTES / ps ||
-        len != MIG_RUN_HDR_SIZE + (uint64_t)count * ps) {
+        len != MIG_RUN_HDR_SIZE + (uint64_t)count * per_page) {
         return dec_fail(dec, EINVAL,
                         "run of %u pages of %u bytes does not match payload "
                         "length %u",
@@ -541,16 +635,38 @@ static int pages_shape(struct mig_dec *dec, const uint8_t *p, uint32_t len)
     return 0;
 }
 
-/* A version 2 PAGES record (shape checked): hash its pages. */
+/* A version 2 PAGES record or a PAGES_LISTED (shape checked): hash its
+ * pages. */
 static bool hashed_pages(const struct mig_dec *dec)
 {
-    return dec->version >= 2 && vg_get_le16(dec->rec) == MIG_REC_PAGES;
+    return (dec->version >= 2 && vg_get_le16(dec->rec) == MIG_REC_PAGES) ||
+           is_listed(dec);
 }
 
 /* The page data of the PAGES record whose payload is @p. */
 static const uint8_t *pages_data(const struct mig_dec *dec, const uint8_t *p)
 {
-    return dec->data_at ? dec->data_at : p + MIG_RUN_HDR_SIZE;
+    return dec->data_at ? dec->data_at
+                        : p + (headers_size(dec) - MIG_REC_HDR_SIZE);
+}
+
+/* What a record brought of pages [@first, +@count): a PAGES_LISTED
+ * record's pages whose data did not match their listed hashes are stale,
+ * every other page of a record is not. */
+static void note_stale(struct mig_dec *dec, const uint8_t *p, uint64_t first,
+                       uint64_t count)
+{
+    if (!dec->stale) {
+        return;
+    }
+    if (!is_listed(dec)) {
+        set_stale(dec, first, count, false);
+        return;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        set_stale(dec, first + i, 1,
+                  dec->hashes[i] != vg_get_le64(p + MIG_RUN_HDR_SIZE + 8 * i));
+    }
 }
 
 static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
@@ -570,6 +686,7 @@ static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
         if (ret < 0) {
             return dec_sink_failed(dec, ret, &se);
         }
+        note_stale(dec, p, first, count);
     }
     return ret;
 }
@@ -590,6 +707,7 @@ static int dec_zeros(struct mig_dec *dec, const uint8_t *p)
         if (ret < 0) {
             return dec_sink_failed(dec, ret, &se);
         }
+        set_stale(dec, first, count, false);
     }
     return ret;
 }
@@ -658,8 +776,19 @@ static int dec_end(struct mig_dec *dec, const uint8_t *p)
 {
     uint64_t digest = XXH3_64bits_digest(dec->digest);
 
+    uint64_t first_stale, stale = mig_dec_stale_pages(dec, &first_stale);
+
     if (!dec->seen_state) {
         return dec_fail(dec, EINVAL, "END before any DEVICE_STATE");
+    }
+    /* A post-copy fetches the pages written since they went
+     * (mig_load_check_stale). */
+    if (stale && !dec->seen_postcopy) {
+        return dec_fail(dec, EBADMSG,
+                        "%" PRIu64 " pages stale, the first page %" PRIu64
+                        ": their last PAGES_LISTED data did not match the "
+                        "listed hashes, and no record brought them since",
+                        stale, first_stale);
     }
     if (vg_get_le64(p + 8) != dec->offset ||
         vg_get_le64(p + 16) != dec->index) {
@@ -684,6 +813,7 @@ static int dec_dispatch(struct mig_dec *dec, const uint8_t *p, uint32_t len)
     case MIG_REC_HEADER:
         return dec_header(dec, p);
     case MIG_REC_PAGES:
+    case MIG_REC_PAGES_LISTED:
         return dec_pages(dec, p, len);
     case MIG_REC_ZEROS:
         return dec_zeros(dec, p);
@@ -698,7 +828,8 @@ static int dec_dispatch(struct mig_dec *dec, const uint8_t *p, uint32_t len)
 
 /* The checksum of the record in @rec, payload @p of @len bytes: version 2
  * PAGES records take their page hashes (computed here, into @hashes and
- * @hash_le) in place of the pages. */
+ * @hash_le) in place of the pages, PAGES_LISTED records the hashes they
+ * list (those of their pages are computed all the same, for note_stale). */
 static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
                         uint64_t *sum)
 {
@@ -740,7 +871,10 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
     dec->written = dec->written || dec->placed;
     XXH3_64bits_reset_withSeed(dec->check, vg_get_le64(dec->rec));
     XXH3_64bits_update(dec->check, p, MIG_RUN_HDR_SIZE);
-    XXH3_64bits_update(dec->check, dec->hash_le, (size_t)count * 8);
+    /* A PAGES_LISTED record's checksum covers the hashes it lists. */
+    XXH3_64bits_update(dec->check,
+                       is_listed(dec) ? p + MIG_RUN_HDR_SIZE : dec->hash_le,
+                       (size_t)count * 8);
     *sum = XXH3_64bits_digest(dec->check);
     return 0;
 }
@@ -748,7 +882,9 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
 /* The record's share of the stream digest. */
 static void dec_digest(struct mig_dec *dec)
 {
-    if (hashed_pages(dec)) {
+    if (is_listed(dec)) {
+        XXH3_64bits_update(dec->digest, dec->rec, headers_size(dec));
+    } else if (hashed_pages(dec)) {
         XXH3_64bits_update(dec->digest, dec->rec, RUN_HEADERS_SIZE);
         XXH3_64bits_update(dec->digest, dec->hash_le,
                            (size_t)vg_get_le32(dec->rec + 24) * 8);
@@ -797,8 +933,8 @@ static size_t dec_take(const struct mig_dec *dec, size_t len)
     size_t stop = dec->want;
 
     if (dec->want > MIG_REC_HDR_SIZE && hashed_pages(dec) &&
-        dec->have < RUN_HEADERS_SIZE) {
-        stop = RUN_HEADERS_SIZE;
+        dec->have < headers_size(dec)) {
+        stop = headers_size(dec);
     }
     return stop - dec->have < len ? stop - dec->have : len;
 }
@@ -822,8 +958,8 @@ int mig_dec_feed(struct mig_dec *dec, const void *data, size_t len,
         if (dec->have == MIG_REC_HDR_SIZE && dec->want == MIG_REC_HDR_SIZE) {
             dec_rec_header(dec);
         }
-        if (!dec->failed && dec->have == RUN_HEADERS_SIZE &&
-            hashed_pages(dec) && len >= dec->want - dec->have) {
+        if (!dec->failed && dec->want > MIG_REC_HDR_SIZE && hashed_pages(dec) &&
+            dec->have == headers_size(dec) && len >= dec->want - dec->have) {
             dec->data_at = in; /* the whole record is at hand */
             dec->in_place += dec->want - dec->have;
             in += dec->want - dec->have;
@@ -853,7 +989,8 @@ static void dec_place(struct mig_dec *dec, uint64_t vram_off, const uint8_t *at,
         dec_fail(dec, EINVAL, "%zu bytes after the END record", len);
         return;
     }
-    if (dec->have != RUN_HEADERS_SIZE || !hashed_pages(dec)) {
+    if (dec->want == MIG_REC_HDR_SIZE || !hashed_pages(dec) ||
+        dec->have != headers_size(dec)) {
         dec_fail(dec, EINVAL,
                  "%zu bytes of page data in place at VRAM offset %#" PRIx64
                  " where no version 2 PAGES record's page data begin",

@@ -15,7 +15,13 @@
  * and their share of the digest take each page's XXH3-64 (seed 0, the
  * "page hash") in place of the page's bytes, so each side hashes a page
  * once, and the destination gets the page hashes of what it loads for
- * free.  The decoder reads versions 1 and 2; the encoder writes either.
+ * free.  Version 3 adds PAGES_LISTED records: a PAGES record that lists
+ * its page hashes before its page data, for pages sent from where they
+ * live while the device may write them.  Its checksum covers the listed
+ * hashes; a page whose data do not match its listed hash is *stale* (it
+ * was written while it went out) until a later record brings it, and the
+ * stream fails at END where a page is still stale.  The decoder reads
+ * versions 1 to 3; the encoder writes any of them.
  *
  * The encoder writes one complete record at a time into a caller buffer
  * of at least MIG_REC_MAX bytes.  The decoder is an incremental pure
@@ -42,6 +48,7 @@
 #define MIG_STREAM_MAGIC       "VGMIGSTR" /* 8 bytes, no NUL on the wire */
 #define MIG_STREAM_VERSION     2u /* what the encoder writes by default */
 #define MIG_STREAM_VERSION_MIN 1u /* the oldest the decoder reads */
+#define MIG_STREAM_VERSION_MAX 3u /* the newest either side knows */
 
 enum mig_rec_type {
     MIG_REC_HEADER = 1,
@@ -50,22 +57,25 @@ enum mig_rec_type {
     MIG_REC_DEVICE_STATE = 4,
     MIG_REC_END = 5,
     MIG_REC_POSTCOPY = 6,
+    MIG_REC_PAGES_LISTED = 7, /* version 3 */
 };
 
-#define MIG_REC_HDR_SIZE    16u
-#define MIG_HEADER_SIZE     32u  /* HEADER payload */
-#define MIG_RUN_HDR_SIZE    16u  /* PAGES payload before the data; ZEROS */
-#define MIG_END_SIZE        24u  /* END payload */
-#define MIG_POSTCOPY_SIZE   144u /* POSTCOPY payload */
-#define MIG_POSTCOPY_TOKEN  16u
-#define MIG_POSTCOPY_ADDR   108u /* a UNIX socket path, NUL included */
-#define MIG_RUN_MAX_BYTES   (2u * 1024 * 1024) /* PAGES data per record */
-#define MIG_STATE_MAX       4096u              /* DEVICE_STATE payload */
-#define MIG_REC_MAX_PAYLOAD (MIG_RUN_HDR_SIZE + MIG_RUN_MAX_BYTES)
-#define MIG_REC_MAX         (MIG_REC_HDR_SIZE + MIG_REC_MAX_PAYLOAD)
-#define MIG_PAGE_SIZE_MIN   4096u
-#define MIG_PAGE_SIZE_MAX   MIG_RUN_MAX_BYTES
-#define MIG_RUN_MAX_PAGES   (MIG_RUN_MAX_BYTES / MIG_PAGE_SIZE_MIN)
+#define MIG_REC_HDR_SIZE   16u
+#define MIG_HEADER_SIZE    32u  /* HEADER payload */
+#define MIG_RUN_HDR_SIZE   16u  /* PAGES payload before the data; ZEROS */
+#define MIG_END_SIZE       24u  /* END payload */
+#define MIG_POSTCOPY_SIZE  144u /* POSTCOPY payload */
+#define MIG_POSTCOPY_TOKEN 16u
+#define MIG_POSTCOPY_ADDR  108u /* a UNIX socket path, NUL included */
+#define MIG_RUN_MAX_BYTES  (2u * 1024 * 1024) /* PAGES data per record */
+#define MIG_STATE_MAX      4096u              /* DEVICE_STATE payload */
+#define MIG_PAGE_SIZE_MIN  4096u
+#define MIG_PAGE_SIZE_MAX  MIG_RUN_MAX_BYTES
+#define MIG_RUN_MAX_PAGES  (MIG_RUN_MAX_BYTES / MIG_PAGE_SIZE_MIN)
+#define MIG_LIST_MAX       (MIG_RUN_MAX_PAGES * 8u) /* PAGES_LISTED hashes */
+#define MIG_REC_MAX_PAYLOAD                                                    \
+    (MIG_RUN_HDR_SIZE + MIG_LIST_MAX + MIG_RUN_MAX_BYTES)
+#define MIG_REC_MAX (MIG_REC_HDR_SIZE + MIG_REC_MAX_PAYLOAD)
 /* Pages one ZEROS record may cover: a bound on the work one 32-byte
  * record asks of the destination (and the longest run the source
  * encodes). */
@@ -115,7 +125,7 @@ uint64_t mig_pages_checksum(const uint8_t *hdr, const uint8_t *run,
 struct mig_enc;
 
 /* An encoder of stream @version (MIG_STREAM_VERSION_MIN ..
- * MIG_STREAM_VERSION) for a device with pages of @page_size bytes. */
+ * MIG_STREAM_VERSION_MAX) for a device with pages of @page_size bytes. */
 int mig_enc_new(uint32_t version, uint32_t page_size, struct mig_enc **out,
                 struct vg_error *err);
 void mig_enc_free(struct mig_enc *enc);
@@ -144,6 +154,14 @@ size_t mig_enc_pages_hashed(struct mig_enc *enc, uint64_t first, uint32_t count,
 size_t mig_enc_pages_ref(struct mig_enc *enc, uint64_t first, uint32_t count,
                          const uint8_t *data, const uint64_t *hashes,
                          uint8_t *buf);
+/* Version 3 encoders: mig_enc_pages_ref as a PAGES_LISTED record, whose
+ * headers (written into @buf; their size is returned) end with the @count
+ * page @hashes.  The record's page data, which follow, may change before
+ * they are sent: a page that did is stale at the destination until a
+ * later record brings it. */
+size_t mig_enc_pages_listed_ref(struct mig_enc *enc, uint64_t first,
+                                uint32_t count, const uint64_t *hashes,
+                                uint8_t *buf);
 /* Where mig_enc_pages puts the page data in @buf: a caller may copy the
  * pages there first and pass this as @data (then nothing is copied). */
 uint8_t *mig_enc_pages_data(uint8_t *buf);
@@ -232,5 +250,10 @@ uint32_t mig_dec_version(const struct mig_dec *dec);
 /* Page data bytes read in place, without a copy (see mig_dec_feed and
  * mig_dec_feed_placed). */
 uint64_t mig_dec_bytes_in_place(const struct mig_dec *dec);
+/* Version 3: pages whose last PAGES_LISTED data did not match their listed
+ * hash and that no record brought since; all of them, and the first (of
+ * the lowest number).  END fails while any is left. */
+uint64_t mig_dec_stale_pages(const struct mig_dec *dec, uint64_t *first);
+bool mig_dec_page_stale(const struct mig_dec *dec, uint64_t page);
 
 #endif

@@ -113,6 +113,8 @@ struct mig_stats {
     uint64_t vram_piece_bytes; /* read or written as pieces of VRAM
                                   (mig_read_pieces, mig_write_pieces), not
                                   copied by the server */
+    uint64_t listed_bytes;     /* pre-copy page bytes read so, in PAGES_LISTED
+                                  records (version 3) */
     uint64_t gpu_direct_bytes; /* copied between the GPU and the shared
                                   area without staging (vgpu_host_register) */
     uint64_t gpu_hashed_bytes; /* page data the GPU hashed as it was read

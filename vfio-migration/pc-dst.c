@@ -1026,6 +1026,11 @@ bool pc_dst_done(struct pc_dst *d)
     return done;
 }
 
+bool pc_dst_fetches(const struct pc_dst *d, uint64_t page)
+{
+    return page < d->cfg.npages && bit(d->wanted, page);
+}
+
 void pc_dst_page_hashes(struct pc_dst *d, uint64_t *hash, uint64_t *known)
 {
     pthread_mutex_lock(&d->lock);

@@ -109,6 +109,9 @@ int pc_dst_wait(struct pc_dst *d, uint64_t off, uint64_t len,
 bool pc_dst_ready(struct pc_dst *d, uint64_t off, uint64_t len);
 /* Every page is here (whether or not the digests matched). */
 bool pc_dst_done(struct pc_dst *d);
+/* Whether page @page was pending at the start: it is fetched, whatever
+ * VRAM held of it before (any thread; the set does not change). */
+bool pc_dst_fetches(const struct pc_dst *d, uint64_t page);
 /* Once done: the hash of each page received, as it arrived, into
  * @hash[page], its bit set in @known. */
 void pc_dst_page_hashes(struct pc_dst *d, uint64_t *hash, uint64_t *known);

@@ -331,7 +331,7 @@ static int scan_header(struct sf *s, const uint8_t *p)
     if (mig_header_check(&s->cfg.stream, p, &version, &e) < 0) {
         return rec_fail(s, MIG_REC_HEADER, e.code, "%s", e.msg);
     }
-    if (version < 2) {
+    if (version != 2) { /* 3: a page may be stale until a later record */
         return rec_fail(s, MIG_REC_HEADER, ENOTSUP,
                         "a version %u stream cannot be read on demand",
                         version);

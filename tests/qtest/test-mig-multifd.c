@@ -114,17 +114,18 @@
 
 struct mf_case {
     const char *tag;
-    unsigned channels;      /* multifd-channels; 0: multifd off */
-    const char *transfer;   /* x-migration-multifd-transfer; NULL: auto */
-    bool set_at_runtime;    /* qom-set after realize, not -global */
-    const char *load_cfg;   /* x-migration-load-config-after-iter */
-    const char *mf_precopy; /* x-migration-multifd-precopy, NULL: auto */
-    const char *early;      /* x-migration-early-config, NULL: on */
-    unsigned read_ahead;    /* x-migration-read-ahead, 0: its default, 2 */
-    bool move_bar;          /* the guest moves BAR0 during pre-copy */
-    const char *precopy;    /* the servers' --precopy, NULL: default */
-    unsigned data_slots;    /* the servers' --data-slots, 0: default */
-    bool no_data_vram;      /* the servers' --no-data-vram */
+    unsigned channels;       /* multifd-channels; 0: multifd off */
+    const char *transfer;    /* x-migration-multifd-transfer; NULL: auto */
+    bool set_at_runtime;     /* qom-set after realize, not -global */
+    const char *load_cfg;    /* x-migration-load-config-after-iter */
+    const char *mf_precopy;  /* x-migration-multifd-precopy, NULL: auto */
+    const char *early;       /* x-migration-early-config, NULL: on */
+    unsigned read_ahead;     /* x-migration-read-ahead, 0: its default, 2 */
+    bool move_bar;           /* the guest moves BAR0 during pre-copy */
+    const char *precopy;     /* the servers' --precopy, NULL: default */
+    unsigned data_slots;     /* the servers' --data-slots, 0: default */
+    bool no_data_vram;       /* the servers' --no-data-vram */
+    unsigned stream_version; /* the servers' --stream-version, 0: default */
     bool no_place; /* x-migration-place-data off, else on (not the default) */
     /* Held in pre-copy and filled as for the default --precopy (with
      * .precopy "one-shot": the filled pages, sent in round 0, go again
@@ -201,10 +202,10 @@ static char **mf_server_args(const struct mf_case *c)
     unsigned n = 0;
 
     if (!c->precopy && !c->data_slots && !c->write_delay_ms &&
-        !c->no_data_vram) {
+        !c->no_data_vram && !c->stream_version) {
         return NULL;
     }
-    a = g_new0(char *, 5);
+    a = g_new0(char *, 6);
     if (c->precopy) {
         a[n++] = g_strdup_printf("--precopy=%s", c->precopy);
     }
@@ -216,6 +217,9 @@ static char **mf_server_args(const struct mf_case *c)
     }
     if (c->no_data_vram) {
         a[n++] = g_strdup("--no-data-vram");
+    }
+    if (c->stream_version) {
+        a[n++] = g_strdup_printf("--stream-version=%u", c->stream_version);
     }
     return a;
 }
@@ -381,6 +385,15 @@ static void mf_assert_vram_pieces(const struct mf_case *c, struct vg_stats *sst,
         /* The filled MiB, placed over its pre-copy data at the destination */
         g_assert_cmpint(pieces, >=, 1 << 20);
         g_assert_cmpint(placed, ==, pieces);
+    }
+    /* Version 3: pre-copy's pages went from the view too, listed (at
+     * least the MiB filled before the migration, in round 0). */
+    g_test_message("pre-copy %" PRId64 " page bytes from the view, listed",
+                   mt_stat_int(sst, "listed_bytes"));
+    if (c->stream_version >= 3) {
+        g_assert_cmpint(mt_stat_int(sst, "listed_bytes"), >=, 1 << 20);
+    } else {
+        g_assert_cmpint(mt_stat_int(sst, "listed_bytes"), ==, 0);
     }
 }
 
@@ -856,6 +869,15 @@ static const struct mf_case cases[] = {
      .late_fill = true,
      .write_delay_ms = 10,
      .want_multifd = true},
+    {.tag = "mf-late-fill-listed",
+     .channels = 2,
+     .transfer = "on",
+     .precopy = "one-shot",
+     .late_fill = true,
+     .write_delay_ms = 10,
+     .stream_version = 3,
+     .want_multifd = true,
+     .want_mf_precopy = true},
     {.tag = "mf-read-ahead-1",
      .channels = 2,
      .transfer = "on",
@@ -883,6 +905,7 @@ static const char *const case_paths[G_N_ELEMENTS(cases)] = {
     "/mig/multifd/on-no-device-precopy-not-placed",
     "/mig/multifd/late-fill-placed-over-precopy",
     "/mig/multifd/late-fill-placed-over-main-channel-precopy",
+    "/mig/multifd/late-fill-placed-over-listed-precopy",
     "/mig/multifd/one-read-ahead",
 };
 

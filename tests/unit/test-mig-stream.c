@@ -1,9 +1,10 @@
 /*
  * Unit tests of the migration stream codec (mig-stream): encode -> decode
- * round trips fed in random chunk sizes (stream versions 1 and 2), page
+ * round trips fed in random chunk sizes (stream versions 1 to 3), page
  * data fed in place (mig_dec_feed_placed), the byte layout of a version 2
- * PAGES record, and every kind of malformed input with the precise error
- * it must produce.
+ * PAGES record, version 3's PAGES_LISTED records and their stale pages,
+ * and every kind of malformed input with the precise error it must
+ * produce.
  */
 #include <endian.h>
 #include <errno.h>
@@ -304,7 +305,8 @@ static void test_round_trip(void)
     struct vg_error err = {0};
     struct sb b;
 
-    for (uint32_t v = MIG_STREAM_VERSION_MIN; v <= MIG_STREAM_VERSION; v++) {
+    for (uint32_t v = MIG_STREAM_VERSION_MIN; v <= MIG_STREAM_VERSION_MAX;
+         v++) {
         sb_init_version(&b, v);
         build_valid(&b, vram, state);
         g_assert_cmpuint(b.data[16 + 8], ==, v); /* HEADER's version */
@@ -574,10 +576,10 @@ static void test_bad_header(void)
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
     expect_fail(&cfg, &b, EINVAL, "HEADER record #0 at offset 0: bad magic");
     b.len = 0;
-    header_payload(p, MIG_STREAM_MAGIC, 3, PAGE, VRAM, FEAT);
+    header_payload(p, MIG_STREAM_MAGIC, 4, PAGE, VRAM, FEAT);
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
     expect_fail(&cfg, &b, EPROTO,
-                "unknown stream version 3, this device reads versions 1 to 2");
+                "unknown stream version 4, this device reads versions 1 to 3");
     b.len = 0;
     header_payload(p, MIG_STREAM_MAGIC, 0, PAGE, VRAM, FEAT);
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
@@ -613,7 +615,8 @@ static void test_bad_checksum(void)
     uint8_t state[100];
     struct sb b;
 
-    for (uint32_t v = MIG_STREAM_VERSION_MIN; v <= MIG_STREAM_VERSION; v++) {
+    for (uint32_t v = MIG_STREAM_VERSION_MIN; v <= MIG_STREAM_VERSION_MAX;
+         v++) {
         sb_init_version(&b, v);
         build_valid(&b, vram, state);
         b.data[48 + 16 + 16 + 100] ^= 0x01; /* inside the first PAGES data */
@@ -911,9 +914,9 @@ static void test_bad_config(void)
     struct mig_enc *enc;
     struct vg_error err;
 
-    g_assert_cmpint(mig_enc_new(3, PAGE, &enc, &err), ==, -EINVAL);
-    g_assert_nonnull(strstr(err.msg, "stream version 3: this encoder writes "
-                                     "versions 1 to 2"));
+    g_assert_cmpint(mig_enc_new(4, PAGE, &enc, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "stream version 4: this encoder writes "
+                                     "versions 1 to 3"));
     g_assert_cmpint(mig_dec_new(&c, &sink, &dec, &err), ==, -EINVAL);
     g_assert_nonnull(strstr(err.msg, "page size 3000"));
     g_assert_cmpstr(mig_rec_name(MIG_REC_DEVICE_STATE), ==, "DEVICE_STATE");
@@ -975,9 +978,191 @@ static void pages_by_reference(uint32_t version)
 
 static void test_pages_by_reference(void)
 {
-    for (uint32_t v = MIG_STREAM_VERSION_MIN; v <= MIG_STREAM_VERSION; v++) {
+    for (uint32_t v = MIG_STREAM_VERSION_MIN; v <= MIG_STREAM_VERSION_MAX;
+         v++) {
         pages_by_reference(v);
     }
+}
+
+/* A version 3 stream of @count pages from page @first as one PAGES_LISTED
+ * record, listing the hashes of @hashed but carrying @sent (a page written
+ * between its hash and its send differs), then @then (a record, or
+ * nothing), the state and the END. */
+static void build_listed(struct sb *b, uint64_t first, uint32_t count,
+                         const uint8_t *hashed, const uint8_t *sent,
+                         void (*then)(struct sb *b))
+{
+    uint64_t hashes[64];
+    uint8_t state[4] = {9, 8, 7, 6};
+    size_t hdr;
+
+    for (uint32_t i = 0; i < count; i++) {
+        hashes[i] = XXH3_64bits(hashed + (size_t)i * PAGE, PAGE);
+    }
+    sb_init_version(b, 3);
+    sb_add(b, mig_enc_header(b->enc, &cfg, b->rec));
+    hdr = mig_enc_pages_listed_ref(b->enc, first, count, hashes, b->rec);
+    g_assert_cmpuint(hdr, ==, MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE + 8 * count);
+    sb_add(b, hdr);
+    sb_put(b, sent, (size_t)count * PAGE);
+    if (then) {
+        then(b);
+    }
+    sb_add(b, mig_enc_state(b->enc, state, sizeof(state), b->rec));
+    sb_add(b, mig_enc_end(b->enc, b->rec));
+    g_assert_cmpuint(mig_enc_bytes(b->enc), ==, b->len);
+}
+
+static uint8_t listed_pages[16 * PAGE], torn_pages[16 * PAGE];
+
+/* Pages 5 and 9 of the record were written while they went out. */
+static void make_listed_pages(void)
+{
+    for (unsigned i = 0; i < sizeof(listed_pages); i++) {
+        listed_pages[i] = (uint8_t)(i * 7 + i / PAGE);
+    }
+    memcpy(torn_pages, listed_pages, sizeof(torn_pages));
+    torn_pages[5 * PAGE + 100] ^= 0x40;
+    memset(torn_pages + 9 * PAGE, 0x11, PAGE / 2);
+}
+
+static void then_resend_5(struct sb *b)
+{
+    sb_add(b, mig_enc_pages(b->enc, 40 + 5, 1, torn_pages + 5 * PAGE, b->rec));
+}
+
+static void then_resend_5_zero_9(struct sb *b)
+{
+    then_resend_5(b);
+    sb_add(b, mig_enc_zeros(b->enc, 40 + 9, 1, b->rec));
+}
+
+/* PAGES_LISTED records: whole ones load in every chunking (in place where
+ * whole in a chunk); a page whose data do not match its listed hash is
+ * stale, and END fails while one is left, naming how many and the first;
+ * a later PAGES or ZEROS record of it clears it. */
+static void test_listed(void)
+{
+    static struct dst d;
+    struct vg_error err = {0};
+    size_t chunks[] = {1, 7, 4096, 0};
+    struct sb b;
+
+    make_listed_pages();
+    build_listed(&b, 40, 16, listed_pages, listed_pages, NULL);
+    for (unsigned i = 0; i < G_N_ELEMENTS(chunks) + 1; i++) {
+        size_t chunk = i < G_N_ELEMENTS(chunks) ? chunks[i] : b.len;
+
+        g_assert_cmpint(decode(&cfg, b.data, b.len, chunk, &d, &err), ==, 0);
+        g_assert_cmpmem(d.vram + 40 * PAGE, sizeof(listed_pages), listed_pages,
+                        sizeof(listed_pages));
+        g_assert_cmpuint(d.hashed, ==, 1);
+        g_assert_cmpuint(d.in_place, ==, chunk == b.len ? 1 : 0);
+    }
+    sb_fini(&b);
+    /* 5 and 9 torn: two stale, the first 45 */
+    build_listed(&b, 40, 16, listed_pages, torn_pages, NULL);
+    expect_fail(&cfg, &b, EBADMSG,
+                "END record #3 at offset 65764: 2 pages stale, the first page "
+                "45: their last PAGES_LISTED data did not match the listed "
+                "hashes");
+    sb_fini(&b);
+    /* 5 sent again: 9 is left */
+    build_listed(&b, 40, 16, listed_pages, torn_pages, then_resend_5);
+    expect_fail(&cfg, &b, EBADMSG, "1 pages stale, the first page 49");
+    sb_fini(&b);
+    /* 9 cleared by a ZEROS record too: the stream loads */
+    build_listed(&b, 40, 16, listed_pages, torn_pages, then_resend_5_zero_9);
+    g_assert_cmpint(decode(&cfg, b.data, b.len, 0, &d, &err), ==, 0);
+    g_assert_cmpmem(d.vram + 45 * PAGE, PAGE, torn_pages + 5 * PAGE, PAGE);
+    g_assert_cmpuint(d.vram[49 * PAGE], ==, 0);
+    sb_fini(&b);
+    /* the sink writing first sees the same */
+    d.writes_first = true;
+    build_listed(&b, 40, 16, listed_pages, torn_pages, NULL);
+    expect_fail_dst(&cfg, &b, &d, EBADMSG, "2 pages stale, the first page 45");
+    g_assert_cmpuint(d.written_first, ==, 1);
+    d.writes_first = false;
+    sb_fini(&b);
+}
+
+/* A PAGES_LISTED record's data placed in VRAM first (mig_dec_feed_placed)
+ * are checked against its listed hashes as fed ones are. */
+static void test_listed_placed(void)
+{
+    static struct dst d;
+    struct mig_dec_sink sink = {.opaque = &d,
+                                .pages = dst_pages,
+                                .zeros = dst_zeros,
+                                .state = dst_state};
+    size_t hdr = MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE + 8 * 16;
+    uint64_t first_stale;
+    struct vg_error err = {0};
+    struct mig_dec *dec;
+    struct sb b;
+
+    make_listed_pages();
+    build_listed(&b, 40, 16, listed_pages, torn_pages, NULL);
+    d.writes_first = true; /* pages() then checks the hashes in d.vram */
+    memset(d.vram, 0xee, VRAM);
+    memcpy(d.vram + 40 * PAGE, torn_pages, sizeof(torn_pages));
+    d.confirmed = 0;
+    g_assert_cmpint(mig_dec_new(&cfg, &sink, &dec, &err), ==, 0);
+    g_assert_cmpint(mig_dec_feed(dec, b.data, 48 + hdr, &err), ==, 0);
+    /* a place that is not the record's pages is refused */
+    g_assert_cmpint(mig_dec_feed_placed(dec, 41 * PAGE, d.vram + 41 * PAGE,
+                                        sizeof(torn_pages), &err),
+                    ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "the record's are 65536 bytes from page "
+                                     "40"));
+    mig_dec_free(dec);
+    g_assert_cmpint(mig_dec_new(&cfg, &sink, &dec, &err), ==, 0);
+    g_assert_cmpint(mig_dec_feed(dec, b.data, 48 + hdr, &err), ==, 0);
+    g_assert_cmpint(mig_dec_feed_placed(dec, 40 * PAGE, d.vram + 40 * PAGE,
+                                        sizeof(torn_pages), &err),
+                    ==, 0);
+    g_assert_cmpuint(mig_dec_stale_pages(dec, &first_stale), ==, 2);
+    g_assert_cmpuint(first_stale, ==, 45);
+    g_assert_true(mig_dec_page_stale(dec, 49));
+    g_assert_false(mig_dec_page_stale(dec, 46));
+    g_assert_cmpuint(mig_dec_bytes_in_place(dec), ==, sizeof(torn_pages));
+    g_assert_cmpuint(d.confirmed, ==, 1);
+    d.writes_first = false;
+    sb_fini(&b);
+    mig_dec_free(dec);
+}
+
+/* Malformed PAGES_LISTED records: in a version 2 stream, a listed hash
+ * changed on the way (the checksum covers the list), a length that is
+ * not whole pages with their hashes. */
+static void test_listed_bad(void)
+{
+    uint8_t payload[16 + 2 * (8 + PAGE)];
+    struct sb b;
+
+    make_listed_pages();
+    sb_init_version(&b, 2);
+    add_header(&b);
+    memset(payload, 0, sizeof(payload));
+    payload[8] = 2; /* pages 0+2 */
+    sb_raw(&b, MIG_REC_PAGES_LISTED, payload, sizeof(payload));
+    expect_fail(&cfg, &b, EINVAL,
+                "PAGES_LISTED record #1 at offset 48: PAGES_LISTED in a "
+                "version 2 stream");
+    sb_fini(&b);
+    build_listed(&b, 40, 16, listed_pages, listed_pages, NULL);
+    b.data[48 + 32 + 8 * 3 + 2] ^= 0x04; /* the fourth listed hash */
+    expect_fail(&cfg, &b, EBADMSG,
+                "PAGES_LISTED record #1 at offset 48: "
+                "checksum");
+    sb_fini(&b);
+    sb_init_version(&b, 3);
+    add_header(&b);
+    sb_raw(&b, MIG_REC_PAGES_LISTED, payload, sizeof(payload) - 8);
+    expect_fail(&cfg, &b, EINVAL,
+                "run of 2 pages of 4096 bytes does not match payload length "
+                "8216");
+    sb_fini(&b);
 }
 
 int main(int argc, char **argv)
@@ -1000,5 +1185,8 @@ int main(int argc, char **argv)
     g_test_add_func("/mig-stream/bad-record-header", test_bad_record_header);
     g_test_add_func("/mig-stream/bad-config", test_bad_config);
     g_test_add_func("/mig-stream/postcopy", test_postcopy);
+    g_test_add_func("/mig-stream/listed", test_listed);
+    g_test_add_func("/mig-stream/listed-placed", test_listed_placed);
+    g_test_add_func("/mig-stream/listed-bad", test_listed_bad);
     return g_test_run();
 }
