@@ -149,6 +149,9 @@ void mig_save_stopcopy(struct mig *m);
 void mig_save_close(struct mig *m);
 /* Whether the stream's last byte (END's) has been read. */
 bool mig_save_ended(const struct mig *m);
+/* mig_read_pass(): the current round where the last read could list
+ * pages of VRAM in pre-copy, else 0. */
+uint32_t mig_save_pass(const struct mig *m);
 /* mig_read, and mig_read_pieces where @pieces is not NULL. */
 struct mig_pieces {
     struct mig_piece *piece;

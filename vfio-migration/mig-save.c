@@ -1091,6 +1091,11 @@ int mig_save_read(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
     return 0;
 }
 
+uint32_t mig_save_pass(const struct mig *m)
+{
+    return listed_ok(m) ? (uint32_t)m->save->round : 0;
+}
+
 bool mig_save_ended(const struct mig *m)
 {
     const struct mig_save *s = m->save;

@@ -648,6 +648,11 @@ int mig_read_pieces(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
     return ret;
 }
 
+uint32_t mig_read_pass(const struct mig *m)
+{
+    return m->save ? mig_save_pass(m) : 0;
+}
+
 bool mig_read_ended(const struct mig *m)
 {
     return m->fsm.state == MIG_STATE_STOP_COPY && mig_save_ended(m);

@@ -183,10 +183,15 @@ struct mig_piece {
 /* mig_read, but in STOP_COPY the page data of runs of mapped VRAM stay
  * in VRAM, unchanged until the device leaves STOP_COPY: the read's
  * stream bytes are @pieces[0..*@npieces) in order, the buffer's packed
- * from @buf on; at most @max pieces (>= 2). */
+ * from @buf on; at most @max pieces (>= 2).  So do pre-copy's in PAGES_LISTED
+ * records (stream version 3), which may change before they are sent. */
 int mig_read_pieces(struct mig *m, uint8_t *buf, uint32_t size, uint32_t *got,
                     struct mig_piece *pieces, unsigned max, unsigned *npieces,
                     struct vg_error *err);
+/* After a mig_read_pieces in pre-copy that may leave page data in VRAM:
+ * the pass over VRAM the read belongs to, from 1 (each pass sends a page
+ * at most once); 0 otherwise. */
+uint32_t mig_read_pass(const struct mig *m);
 /* Whether the reads have taken the stream's last byte, in STOP_COPY: a
  * further mig_read() gets nothing. */
 bool mig_read_ended(const struct mig *m);

@@ -541,10 +541,10 @@ int vfu_handle_mig_data_vram(struct vfu_server *srv, const uint8_t *p,
 
 /* The read's pieces in the reply's form. */
 static void pieces_to_reply(const struct mig_piece *in, unsigned n,
-                            struct vfu_mig_pieces *out)
+                            uint32_t pass, struct vfu_mig_pieces *out)
 {
     out->count = n;
-    out->reserved = 0;
+    out->pass = pass;
     for (unsigned i = 0; i < n; i++) {
         out->piece[i] = (struct vfu_mig_piece){
             .offset = in[i].offset,
@@ -597,7 +597,7 @@ int vfu_read_shm(struct vfu_server *srv, struct vfu_mig_shm_io *io,
     io->flags = mig_read_ended(srv->mig) ? VFU_MIG_SHM_IO_END : 0;
     if (in_pieces) {
         io->flags |= VFU_MIG_SHM_IO_PIECES;
-        pieces_to_reply(piece, n, pieces);
+        pieces_to_reply(piece, n, mig_read_pass(srv->mig), pieces);
         if (srv->fault.bad_piece || srv->fault.shifted_piece) {
             misplace_piece(pieces, vgpu_vram_size(srv->gpu),
                            srv->fault.shifted_piece);

@@ -404,11 +404,11 @@ static int parse_write_pieces(const uint8_t *p, size_t len, uint32_t size,
                             len, head);
     }
     memcpy(out, p, head);
-    if (out->count == 0 || out->count > VFU_MIG_PIECES_MAX || out->reserved ||
+    if (out->count == 0 || out->count > VFU_MIG_PIECES_MAX || out->pass ||
         len != head + (size_t)out->count * sizeof(out->piece[0])) {
         return vg_error_set(err, EINVAL,
-                            "%u pieces (1 to %u), reserved %#x, in %zu bytes",
-                            out->count, VFU_MIG_PIECES_MAX, out->reserved, len);
+                            "%u pieces (1 to %u), pass %#x, in %zu bytes",
+                            out->count, VFU_MIG_PIECES_MAX, out->pass, len);
     }
     memcpy(out->piece, p + head, len - head);
     for (uint32_t i = 0; i < out->count; i++) {

@@ -65,7 +65,7 @@ int vfu_parse_mig_shm_io(const void *p, size_t len, uint32_t slots,
                          struct vfu_mig_shm_io *out, struct vg_error *err);
 /* MIG_DATA_WRITE_SHM: as vfu_parse_mig_shm_io, with VFU_MIG_SHM_IO_PIECES
  * allowed if @pieces_ok; with that flag a struct vfu_mig_pieces follows,
- * exactly its @count pieces, 1..VFU_MIG_PIECES_MAX, reserved 0, each of
+ * exactly its @count pieces, 1..VFU_MIG_PIECES_MAX, pass 0, each of
  * 1 byte or more in the slot (inside @slot_size) or in VRAM (which the
  * migration module checks), adding up to the write's size; without it
  * *@pieces holds 0 pieces. */

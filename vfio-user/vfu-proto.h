@@ -269,7 +269,7 @@ struct vfu_mig_piece {
 };
 struct vfu_mig_pieces {
     uint32_t count;
-    uint32_t reserved;
+    uint32_t pass; /* a read's in PRE_COPY: mig_read_pass(); else 0 */
     struct vfu_mig_piece piece[VFU_MIG_PIECES_MAX]; /* @count sent */
 };
 
