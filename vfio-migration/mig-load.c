@@ -518,6 +518,7 @@ int mig_load_write(struct mig *m, const uint8_t *data, uint32_t size,
         m->stats.bytes_received += size;
         m->stats.stream_version = mig_dec_version(l->dec);
         m->stats.in_place_bytes = mig_dec_bytes_in_place(l->dec);
+        m->stats.stale_pages = mig_dec_stale_marked(l->dec);
     } else if (!l->failed) {
         l->failed = true;
         mig_note_error(m, err ? err->msg : "migration data refused");
@@ -550,6 +551,7 @@ int mig_load_placed(struct mig *m, uint64_t off, uint32_t len,
         m->stats.bytes_received += len;
         m->stats.vram_piece_bytes += len;
         m->stats.in_place_bytes = mig_dec_bytes_in_place(l->dec);
+        m->stats.stale_pages = mig_dec_stale_marked(l->dec);
     } else if (!l->failed) {
         l->failed = true;
         mig_note_error(m, err ? err->msg : "migration data refused");

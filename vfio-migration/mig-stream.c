@@ -409,6 +409,7 @@ struct mig_dec {
     /* Version 3: the stale pages (mig_dec_stale_pages), a bit each. */
     uint64_t *stale;
     uint64_t stale_count;
+    uint64_t stale_marked;
 };
 
 int mig_dec_new(const struct mig_stream_config *cfg,
@@ -482,6 +483,11 @@ uint64_t mig_dec_stale_pages(const struct mig_dec *dec, uint64_t *first)
     return dec->stale_count;
 }
 
+uint64_t mig_dec_stale_marked(const struct mig_dec *dec)
+{
+    return dec->stale_marked;
+}
+
 bool mig_dec_page_stale(const struct mig_dec *dec, uint64_t page)
 {
     return dec->stale && page < dec->npages &&
@@ -498,6 +504,7 @@ static void set_stale(struct mig_dec *dec, uint64_t first, uint64_t count,
         if (stale && !(*w & bit)) {
             *w |= bit;
             dec->stale_count++;
+            dec->stale_marked++;
         } else if (!stale && (*w & bit)) {
             *w &= ~bit;
             dec->stale_count--;

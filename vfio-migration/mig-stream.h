@@ -255,5 +255,7 @@ uint64_t mig_dec_bytes_in_place(const struct mig_dec *dec);
  * the lowest number).  END fails while any is left. */
 uint64_t mig_dec_stale_pages(const struct mig_dec *dec, uint64_t *first);
 bool mig_dec_page_stale(const struct mig_dec *dec, uint64_t page);
+/* How many times a page became stale in this stream. */
+uint64_t mig_dec_stale_marked(const struct mig_dec *dec);
 
 #endif

@@ -115,6 +115,8 @@ struct mig_stats {
                                   copied by the server */
     uint64_t listed_bytes;     /* pre-copy page bytes read so, in PAGES_LISTED
                                   records (version 3) */
+    uint64_t stale_pages;      /* destination: times a page's listed data
+                                  did not match (written while it went) */
     uint64_t gpu_direct_bytes; /* copied between the GPU and the shared
                                   area without staging (vgpu_host_register) */
     uint64_t gpu_hashed_bytes; /* page data the GPU hashed as it was read

@@ -45,6 +45,10 @@ static int cpu_init(struct vgpu_backend *be, struct vg_error *err)
         close(fd);
         return ret;
     }
+    /* Where the host lets shared memory have huge pages (shmem_enabled
+     * "advise"), VRAM gets them: every mapping of it, QEMU's too, then
+     * maps 2 MiB at a time. */
+    madvise(p, be->size, MADV_HUGEPAGE);
     be->base = p;
     be->fd = fd;
     return 0;
