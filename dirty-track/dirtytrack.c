@@ -465,6 +465,16 @@ void dt_note_sent_hashes(struct dt_tracker *t, uint64_t page, uint64_t n,
     }
 }
 
+void dt_note_sent_unhashed(struct dt_tracker *t, uint64_t page, uint64_t n)
+{
+    for (uint64_t i = 0; i < n && page + i < t->pages; i++) {
+        uint64_t p = page + i;
+
+        t->hvalid[p / 64] &= ~bit(p);
+        __atomic_fetch_and(&t->exact[p / 64], ~bit(p), __ATOMIC_RELAXED);
+    }
+}
+
 void dt_note_sent_zero(struct dt_tracker *t, uint64_t page, uint64_t n)
 {
     for (uint64_t i = 0; i < n && page + i < t->pages; i++) {

@@ -201,6 +201,14 @@ void dt_note_sent_zero(struct dt_tracker *t, uint64_t page, uint64_t n);
 uint64_t dt_page_hash(const struct dt_tracker *t, const uint8_t *data);
 void dt_note_sent_hashes(struct dt_tracker *t, uint64_t page, uint64_t n,
                          const uint64_t *hashes);
+/*
+ * dt_note_sent() without a hash, for a caller that marks every write
+ * exact: the exact writes marked so far are in what was sent, and the
+ * pages have no baseline, so an epoch that hashes one of them (after
+ * dt_mark_opaque or dt_mark_all_opaque) reports it.  Pages out of range
+ * are ignored.  Not concurrent with dt_epoch().
+ */
+void dt_note_sent_unhashed(struct dt_tracker *t, uint64_t page, uint64_t n);
 
 /*
  * True iff page @page was hashed by the last epoch and found all-zero (the

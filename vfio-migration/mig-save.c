@@ -750,13 +750,16 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
         s->len = s->ref_at + n * m->scfg.page_size;
     } else if (listed_ok(m)) {
         /* What the destination checks is what was hashed here: a page
-         * written before it went out is stale there until sent again. */
-        save_pages(m, data, NULL, n, track);
+         * written before it went out is stale there until sent again.
+         * Every write is exact: the tracker needs no hash of it. */
+        save_pages(m, data, NULL, n, false);
         s->ref_at = mig_enc_pages_listed_ref(s->enc, p, (uint32_t)n,
                                              s->stream_hash, s->rec);
         s->ref = data;
         s->len = s->ref_at + n * m->scfg.page_size;
         s->ref_listed = s->sent_listed = true;
+        dt_note_sent_unhashed(s->dt, p, n);
+        track = false;
     } else {
         if (!s->run_hashed) {
             save_pages(m, data, data == into ? NULL : into, n, track);

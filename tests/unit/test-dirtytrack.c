@@ -442,6 +442,27 @@ static void test_note_sent_hashes(void)
     dt_free(t);
 }
 
+/* dt_note_sent_unhashed(): the exact writes before it are covered (page
+ * 1 is not reported), those after it are (page 2), and a page without
+ * its baseline is reported by an epoch that hashes it, even unchanged. */
+static void test_note_sent_unhashed(void)
+{
+    static uint8_t mem[4 * 4096];
+    struct dt_tracker *t = new_tracker(mem, sizeof(mem), 4096, 1, 13);
+
+    assert_dirty(t, (const int[]){0, 1, 2, 3, -1}); /* hashed */
+    g_assert_cmpint(dt_mark_exact(t, 4096, 2 * 4096, NULL), ==, 0);
+    dt_note_sent_unhashed(t, 1, 2);
+    g_assert_cmpint(dt_mark_exact(t, 2 * 4096, 4096, NULL), ==, 0);
+    dt_note_sent_unhashed(t, 3, 5); /* past the end: ignored */
+    assert_dirty(t, (const int[]){2, -1});
+    dt_mark_all_opaque(t);
+    assert_dirty(t, (const int[]){1, 2, 3, -1}); /* no baseline left */
+    dt_mark_all_opaque(t);
+    assert_dirty(t, (const int[]){-1});
+    dt_free(t);
+}
+
 /*
  * dt_verify_exact: of the pages written exactly, the next epoch reports
  * those whose contents differ from what went out (page 1 rewritten with
@@ -851,6 +872,7 @@ int main(int argc, char **argv)
                     test_stale_hash_after_exact);
     g_test_add_func("/dirtytrack/revert-after-send", test_revert_after_send);
     g_test_add_func("/dirtytrack/note-sent-hashes", test_note_sent_hashes);
+    g_test_add_func("/dirtytrack/note-sent-unhashed", test_note_sent_unhashed);
     g_test_add_func("/dirtytrack/verify-exact", test_verify_exact);
     g_test_add_func("/dirtytrack/baseline-from-sends",
                     test_baseline_from_sends);
