@@ -420,8 +420,8 @@ int mig_load_open(struct mig *m, struct vg_error *err)
     return 0;
 }
 
-/* The first extent: on demand if it starts with a version 2 HEADER (a
- * version 3 stream's pages may be stale until a later record: read whole). */
+/* The first extent: on demand if it starts with a version 2 or later
+ * HEADER. */
 static int file_open(struct mig *m, int fd, uint64_t off, uint64_t len,
                      struct vg_error *err)
 {
@@ -432,7 +432,7 @@ static int file_open(struct mig *m, int fd, uint64_t off, uint64_t len,
     bool lazy = mig_restore_capable(m) && len >= sizeof(head) &&
                 pread(fd, head, sizeof(head), (off_t)off) == sizeof(head) &&
                 vg_get_le16(head) == MIG_REC_HEADER &&
-                vg_get_le32(head + MIG_REC_HDR_SIZE + 8) == 2;
+                vg_get_le32(head + MIG_REC_HDR_SIZE + 8) >= 2;
 
     if (!lazy) {
         vg_info("migration: loading from a save file before the VM runs");

@@ -46,7 +46,7 @@
 #include "common/error.h"
 
 #define MIG_STREAM_MAGIC       "VGMIGSTR" /* 8 bytes, no NUL on the wire */
-#define MIG_STREAM_VERSION     2u /* what the encoder writes by default */
+#define MIG_STREAM_VERSION     3u /* what the encoder writes by default */
 #define MIG_STREAM_VERSION_MIN 1u /* the oldest the decoder reads */
 #define MIG_STREAM_VERSION_MAX 3u /* the newest either side knows */
 

@@ -58,6 +58,7 @@ struct sf {
     size_t nrec, rec_cap;
     uint64_t records; /* records scanned, END excluded */
     uint32_t *latest;
+    uint32_t version; /* the HEADER's */
     bool seen_header, seen_state, seen_end;
     uint64_t end_digest;
     /* Guards failed, error and each record's hashes while readers run. */
@@ -293,24 +294,37 @@ static int scan_range(struct sf *s, uint32_t type, uint64_t first,
     return 0;
 }
 
-/* A PAGES record, whose record and run headers are @head: located, not
- * read. */
+/* A PAGES_LISTED record's header: its page data follow its hashes. */
+static bool listed(const uint8_t *head)
+{
+    return vg_get_le16(head) == MIG_REC_PAGES_LISTED;
+}
+
+/* Where a PAGES or PAGES_LISTED record of @count pages, whose headers
+ * are @head, has its page data in its payload. */
+static size_t data_at(const uint8_t *head, uint32_t count)
+{
+    return MIG_RUN_HDR_SIZE + (listed(head) ? (size_t)count * 8 : 0);
+}
+
+/* A PAGES or PAGES_LISTED record, whose record and run headers are @head:
+ * located, not read. */
 static int scan_pages(struct sf *s, const uint8_t *head, uint32_t len)
 {
-    uint32_t ps = s->cfg.stream.page_size, count;
+    uint32_t ps = s->cfg.stream.page_size, count, type = vg_get_le16(head);
     uint64_t first;
     int ret;
 
     first = vg_get_le64(head + 16);
     count = vg_get_le32(head + 24);
     if (vg_get_le32(head + 28) || count > MIG_RUN_MAX_BYTES / ps ||
-        len != MIG_RUN_HDR_SIZE + (uint64_t)count * ps) {
-        return rec_fail(s, MIG_REC_PAGES, EINVAL,
+        len != data_at(head, count) + (uint64_t)count * ps) {
+        return rec_fail(s, type, EINVAL,
                         "run of %u pages of %u bytes (reserved %#x) does not "
                         "match payload length %u",
                         count, ps, vg_get_le32(head + 28), len);
     }
-    ret = scan_range(s, MIG_REC_PAGES, first, count);
+    ret = scan_range(s, type, first, count);
     if (ret == 0) {
         ret = add_rec(s, head, NULL);
     }
@@ -331,11 +345,12 @@ static int scan_header(struct sf *s, const uint8_t *p)
     if (mig_header_check(&s->cfg.stream, p, &version, &e) < 0) {
         return rec_fail(s, MIG_REC_HEADER, e.code, "%s", e.msg);
     }
-    if (version != 2) { /* 3: a page may be stale until a later record */
+    if (version < 2) {
         return rec_fail(s, MIG_REC_HEADER, ENOTSUP,
                         "a version %u stream cannot be read on demand",
                         version);
     }
+    s->version = version;
     s->seen_header = true;
     return 0;
 }
@@ -467,8 +482,13 @@ static int scan_record(struct sf *s, bool *whole)
     if (!*whole) {
         return 0;
     }
-    ret = type == MIG_REC_PAGES ? scan_pages(s, hdr, len)
-                                : scan_small(s, hdr, len);
+    if (type == MIG_REC_PAGES_LISTED && s->version < 3) {
+        return rec_fail(s, type, EINVAL, "PAGES_LISTED in a version %u stream",
+                        s->version);
+    }
+    ret = type == MIG_REC_PAGES || type == MIG_REC_PAGES_LISTED
+              ? scan_pages(s, hdr, len)
+              : scan_small(s, hdr, len);
     if (ret == 0) {
         s->scan += MIG_REC_HDR_SIZE + (uint64_t)len;
         s->records += type != MIG_REC_END;
@@ -585,7 +605,9 @@ static int keep_hashes(struct sf *s, struct sf_rec *r, const uint64_t *hashes,
 }
 
 /* PAGES record @i, read whole into one of @rd's buffers and verified: its
- * payload, and its page hashes in *@hashes. */
+ * payload, and its page hashes in *@hashes (a PAGES_LISTED record's listed
+ * ones, which its checksum covers; sf_read_with() checks each page it
+ * takes against them). */
 static const uint8_t *load_rec(struct sf_reader *rd, size_t i,
                                const uint64_t **hashes, struct vg_error *err)
 {
@@ -613,15 +635,18 @@ static const uint8_t *load_rec(struct sf_reader *rd, size_t i,
         return NULL;
     }
     for (uint32_t k = 0; k < count; k++) {
-        h[k] = vg_hash(p + MIG_RUN_HDR_SIZE + (size_t)k * ps, ps, 0);
+        h[k] = listed(r->head)
+                   ? vg_get_le64(p + MIG_RUN_HDR_SIZE + 8 * k)
+                   : vg_hash(p + MIG_RUN_HDR_SIZE + (size_t)k * ps, ps, 0);
     }
     if (memcmp(p, r->head + MIG_REC_HDR_SIZE, MIG_RUN_HDR_SIZE) != 0 ||
         mig_pages_checksum(r->head, p, h, count) != vg_get_le64(r->head + 8)) {
         sf_fail(s, err, EBADMSG,
-                "PAGES record #%zu at offset %" PRIu64 " (pages %" PRIu64
+                "%s record #%zu at offset %" PRIu64 " (pages %" PRIu64
                 "+%u): its checksum does not match; the save file changed "
                 "or is damaged",
-                i, r->pos, vg_get_le64(r->head + 16), count);
+                mig_rec_name(vg_get_le16(r->head)), i, r->pos,
+                vg_get_le64(r->head + 16), count);
         return NULL;
     }
     if (keep_hashes(s, r, h, count, err) < 0) {
@@ -664,7 +689,18 @@ int sf_read_with(struct sf_reader *rd, uint64_t first, uint32_t count,
             return -err->code;
         }
         in = p - vg_get_le64(s->rec[l - 1].head + 16);
-        memcpy(buf + (size_t)k * ps, data + MIG_RUN_HDR_SIZE + in * ps, ps);
+        data +=
+            data_at(s->rec[l - 1].head, vg_get_le32(s->rec[l - 1].head + 24)) +
+            in * ps;
+        if (listed(s->rec[l - 1].head) &&
+            vg_hash(data, ps, 0) != rec_hashes[in]) {
+            return sf_fail(s, err, EBADMSG,
+                           "page %" PRIu64 ": the data of its last record, "
+                           "a PAGES_LISTED, do not match its listed hash, "
+                           "and the save file does not have it again",
+                           p);
+        }
+        memcpy(buf + (size_t)k * ps, data, ps);
         if (hashes) {
             hashes[k] = rec_hashes[in];
         }

@@ -16,10 +16,11 @@
  * servers' shared memory areas (data_shm, patch 0021), every byte of it
  * on both sides, and through the socket with x-migration-data-shm=off or
  * with servers that do not offer it (--no-data-shm).  The stream is of
- * version 2 (page hashes in the checksums) by default, and a source
- * server told --stream-version 1 migrates to a default destination, which
- * reads that version.
+ * version 3 by default, and a source server told --stream-version 1 or 2
+ * migrates to a default destination, which reads those versions.
  */
+#include <stdlib.h>
+
 #include "mig-test.h"
 #include "qclient/tcp-census.h"
 #include "vfio-migration/mig-stream.h"
@@ -301,22 +302,26 @@ static void test_data_old_server(void)
     migrate_data_path(DATA_OLD_SERVER);
 }
 
-/* A source writing stream version 1 (for a destination that reads only
- * that one) migrates to a destination of today. */
-static void test_stream_v1(void)
+/* A source writing an older stream version (for a destination that
+ * reads only that one) migrates to a destination of today. */
+static void test_stream_version(const void *opaque)
 {
-    static const char *const v1[] = {"--stream-version", "1", NULL};
+    const char *version = opaque;
+    const char *const args[] = {"--stream-version", version, NULL};
+    g_autofree char *tag = g_strdup_printf("mig-stream-v%s", version);
     struct vg_stats sst, dst;
     struct mt t;
 
-    mt_start_src_with(&t, "mig-stream-v1", VGT_VRAM_ARG, v1, NULL);
+    mt_start_src_with(&t, tag, VGT_VRAM_ARG, args, NULL);
     mt_fill_vram(&t);
     mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
     mt_listen(&t);
     mt_migrate(&t, NULL, NULL, NULL);
     mt_attach_dst(&t);
     mt_assert_stats_equal(&t, &sst, &dst);
-    assert_stream_version(&sst, &dst, 1);
+    assert_stream_version(&sst, &dst, atoi(version));
+    /* Only version 3 sends pre-copy pages from VRAM */
+    g_assert_cmpint(mt_stat_int(&sst, "listed_bytes"), ==, 0);
     check_dst_works(&t);
     vg_stats_clear(&sst);
     vg_stats_clear(&dst);
@@ -334,6 +339,7 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/basic/data-shm", test_data_shm);
     g_test_add_func("/mig/basic/data-socket", test_data_socket);
     g_test_add_func("/mig/basic/data-old-server", test_data_old_server);
-    g_test_add_func("/mig/basic/stream-v1", test_stream_v1);
+    g_test_add_data_func("/mig/basic/stream-v1", "1", test_stream_version);
+    g_test_add_data_func("/mig/basic/stream-v2", "2", test_stream_version);
     return g_test_run();
 }

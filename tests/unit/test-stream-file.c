@@ -386,6 +386,89 @@ static void test_damaged_superseded(void)
     g_byte_array_free(st.bytes, TRUE);
 }
 
+/*
+ * Version 3: HEADER, PAGES 0+32, PAGES_LISTED 32+32 whose page 34 was
+ * written after its hash (its data are not those listed), with @resend
+ * PAGES 34+1 again, DEVICE_STATE, END.
+ */
+static void build_listed(struct stream *st, bool resend)
+{
+    static const uint8_t state[8] = "listed!";
+    struct mig_enc *enc;
+    struct vg_error err;
+    uint8_t *rec = g_malloc(MIG_REC_MAX);
+    uint8_t data[32 * PAGE];
+    uint64_t hashes[32];
+    size_t hdr;
+
+    memset(st, 0, sizeof(*st));
+    st->bytes = g_byte_array_new();
+    g_assert_cmpint(mig_enc_new(3, PAGE, &enc, &err), ==, 0);
+    put(st, rec, mig_enc_header(enc, &cfg, rec));
+    fill(data, 32, 1);
+    memcpy(st->vram, data, sizeof(data));
+    put(st, rec, mig_enc_pages(enc, 0, 32, data, rec));
+    fill(data, 32, 2);
+    for (unsigned k = 0; k < 32; k++) {
+        hashes[k] = XXH3_64bits(data + k * PAGE, PAGE);
+    }
+    data[2 * PAGE + 9] ^= 0x20; /* written while it went */
+    memcpy(st->vram + 32 * PAGE, data, sizeof(data));
+    hdr = mig_enc_pages_listed_ref(enc, 32, 32, hashes, rec);
+    put(st, rec, hdr);
+    g_byte_array_append(st->bytes, data, sizeof(data));
+    if (resend) {
+        put(st, rec, mig_enc_pages(enc, 34, 1, data + 2 * PAGE, rec));
+    }
+    put(st, rec, mig_enc_state(enc, state, sizeof(state), rec));
+    put(st, rec, mig_enc_end(enc, rec));
+    g_assert_cmpuint(mig_enc_bytes(enc), ==, st->bytes->len);
+    mig_enc_free(enc);
+    g_free(rec);
+}
+
+/* A version 3 save file is read on demand: a page of a PAGES_LISTED
+ * record is checked against its listed hash; a page whose last record
+ * is one whose data do not match is refused, one sent again after it is
+ * read from there, and the digest holds. */
+static void test_listed(void)
+{
+    for (unsigned resend = 0; resend < 2; resend++) {
+        uint64_t off[256], len[256], hashes[NPAGES];
+        struct stream st;
+        struct seen seen = {0};
+        struct vg_error err = {0};
+        uint8_t *got = g_malloc(VRAM);
+        unsigned n;
+        struct sf *s;
+
+        build_listed(&st, resend);
+        s = open_sf(save_file(&st, off, len, &n, 5 + resend), &seen);
+        g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
+        g_assert_cmpint(sf_end(s, &err), ==, 0);
+        g_assert_cmpint(sf_read(s, 0, 34, got, hashes, &err), ==, 0);
+        if (!resend) {
+            g_assert_cmpint(sf_read(s, 34, 1, got + 34 * PAGE, NULL, &err), ==,
+                            -EBADMSG);
+            g_assert_nonnull(strstr(err.msg, "page 34: the data of its last "
+                                             "record, a PAGES_LISTED, do not "
+                                             "match its listed hash"));
+        } else {
+            g_assert_cmpint(
+                sf_read(s, 34, 30, got + 34 * PAGE, hashes + 34, &err), ==, 0);
+            g_assert_cmpmem(got, VRAM, st.vram, VRAM);
+            for (unsigned p = 0; p < NPAGES; p++) {
+                g_assert_cmphex(hashes[p], ==,
+                                XXH3_64bits(st.vram + p * PAGE, PAGE));
+            }
+            g_assert_cmpint(sf_verify(s, &err), ==, 0);
+        }
+        sf_free(s);
+        g_byte_array_free(st.bytes, TRUE);
+        g_free(got);
+    }
+}
+
 /* Each case: the extents (or the file) made wrong one way, the error. */
 static void expect_scan_fail(const struct stream *st, uint64_t at, int code,
                              const char *msg, bool at_end)
@@ -484,5 +567,6 @@ int main(int argc, char **argv)
     g_test_add_func("/stream-file/damaged-superseded", test_damaged_superseded);
     g_test_add_func("/stream-file/bad-files", test_bad_files);
     g_test_add_func("/stream-file/bad-extents", test_bad_extents);
+    g_test_add_func("/stream-file/listed", test_listed);
     return g_test_run();
 }
