@@ -2486,10 +2486,26 @@ static void note_load(void)
     }
 }
 
+/* The host's shmem_enabled setting, the one in brackets (g_free()). */
+static char *shmem_thp(void)
+{
+    g_autofree char *text = NULL;
+    char *open, *close;
+
+    if (!g_file_get_contents("/sys/kernel/mm/transparent_hugepage/"
+                             "shmem_enabled",
+                             &text, NULL, NULL) ||
+        !(open = strchr(text, '[')) || !(close = strchr(open, ']'))) {
+        return g_strdup("unknown");
+    }
+    return g_strndup(open + 1, close - open - 1);
+}
+
 static void md_machine(GString *s)
 {
     g_autofree char *cpu = NULL;
     g_autofree char *model = NULL;
+    g_autofree char *thp = shmem_thp();
     struct utsname u;
     char *p;
 
@@ -2501,10 +2517,15 @@ static void md_machine(GString *s)
     g_string_append_printf(s,
                            "Machine: %s, %ld CPUs online, %s %s; QEMU "
                            "-accel qtest, migration over TCP loopback.  "
-                           "Load average when the run began: %s.\n\n",
+                           "Load average when the run began: %s.  Huge "
+                           "pages for shared memory (/sys/kernel/mm/"
+                           "transparent_hugepage/shmem_enabled): %s; where "
+                           "`never`, every mapping of VRAM and of guest RAM "
+                           "is of 4 KiB pages (docs/operations.md, "
+                           "Tuning).\n\n",
                            model ? model : "unknown CPU",
                            sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release,
-                           load0);
+                           load0, thp);
 }
 
 /* How --channels @n migrates, for the report (g_free()). */

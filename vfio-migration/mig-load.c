@@ -514,11 +514,11 @@ int mig_load_write(struct mig *m, const uint8_t *data, uint32_t size,
     struct mig_load *l = m->load;
     int ret = mig_dec_feed(l->dec, data, size, err);
 
+    m->stats.stale_pages = mig_dec_stale_marked(l->dec); /* failed too */
     if (ret == 0) {
         m->stats.bytes_received += size;
         m->stats.stream_version = mig_dec_version(l->dec);
         m->stats.in_place_bytes = mig_dec_bytes_in_place(l->dec);
-        m->stats.stale_pages = mig_dec_stale_marked(l->dec);
     } else if (!l->failed) {
         l->failed = true;
         mig_note_error(m, err ? err->msg : "migration data refused");
@@ -546,12 +546,12 @@ int mig_load_placed(struct mig *m, uint64_t off, uint32_t len,
         /* the pages are hashed where they are, nothing is copied */
         ret = mig_dec_feed_placed(l->dec, off, vram + off, len, err);
         m->stats.data_hash_ms += mig_now_ms() - t0;
+        m->stats.stale_pages = mig_dec_stale_marked(l->dec);
     }
     if (ret == 0) {
         m->stats.bytes_received += len;
         m->stats.vram_piece_bytes += len;
         m->stats.in_place_bytes = mig_dec_bytes_in_place(l->dec);
-        m->stats.stale_pages = mig_dec_stale_marked(l->dec);
     } else if (!l->failed) {
         l->failed = true;
         mig_note_error(m, err ? err->msg : "migration data refused");

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <glib.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include "vfio-migration/mig.h"
@@ -129,7 +130,9 @@ static void read_pieces_out(struct mig *m, struct vgpu *gpu, uint32_t size,
 
             g_assert_cmpuint(piece[i].len, >, 0);
             if (piece[i].in_vram) {
-                g_assert_cmpint(mig_state(m), ==, MIG_STATE_STOP_COPY);
+                /* stop-copy, or pre-copy's PAGES_LISTED records */
+                g_assert_true(mig_state(m) == MIG_STATE_STOP_COPY ||
+                              mig_read_pass(m) > 0);
                 g_assert_cmpuint(piece[i].len, >=, MIG_PIECE_VRAM_MIN);
                 g_assert_cmpuint(piece[i].offset + piece[i].len, <=, VRAM);
                 from = vgpu_vram(gpu) + piece[i].offset;
@@ -339,7 +342,12 @@ static void test_read_pieces(void)
                 stream = save_read(src, sgpu, sizes[i], precopy, maxes[j]);
                 mig_get_stats(src, &st);
                 if (precopy) {
+                    /* pre-copy's pages listed (version 3), from VRAM
+                     * where a read holds a run of 32 KiB or more */
                     g_assert_cmpuint(st.vram_piece_bytes, ==, 0);
+                    if (sizes[i] >= mib) {
+                        g_assert_cmpuint(st.listed_bytes, >=, VRAM / 2);
+                    }
                 } else {
                     /* every non-zero page (6 of 7) */
                     g_assert_cmpuint(st.vram_piece_bytes, ==,
@@ -371,6 +379,79 @@ static void test_pieces_same_stream(void)
     mig_free(b);
     vgpu_free(ga);
     vgpu_free(gb);
+}
+
+/*
+ * A page written after a pre-copy read listed it, before its bytes were
+ * taken from VRAM (as QEMU's channel sends them later): the destination
+ * finds it stale.  Where the write is logged (the guest's BAR2 log, as
+ * QEMU sends it), stop-copy sends the page again and the load ends with
+ * the source's VRAM; an unlogged write (which a client that logs BAR2
+ * never lets happen) leaves it stale, and END fails naming it.
+ */
+static void test_listed_torn(gconstpointer data)
+{
+    bool logged = GPOINTER_TO_UINT(data);
+    struct vgpu *sgpu, *dgpu;
+    struct mig *src = new_mig_mode(&sgpu, 2, MIG_PRECOPY_ITERATIVE);
+    struct mig *dst = new_mig(&dgpu, 2);
+    g_autoptr(GByteArray) stream = g_byte_array_new();
+    uint8_t *buf = g_malloc(4u << 20);
+    struct mig_piece piece[64];
+    uint64_t page = UINT64_MAX, one = 1;
+    struct mig_stats ds;
+    struct vg_error err;
+    uint32_t got;
+    unsigned n;
+    int ret;
+
+    fill(sgpu);
+    mig_note_bar2_shared(src);
+    mig_note_bar2_logged(src, true);
+    set_state(src, MIG_STATE_PRE_COPY);
+    g_assert_cmpint(
+        mig_read_pieces(src, buf, 4u << 20, &got, piece, 64, &n, &err), ==, 0);
+    g_assert_cmpuint(mig_read_pass(src), ==, 1);
+    for (unsigned i = 0; i < n && page == UINT64_MAX; i++) {
+        page = piece[i].in_vram ? piece[i].offset / PAGE : page;
+    }
+    g_assert_cmpuint(page, !=, UINT64_MAX);    /* a page listed from VRAM */
+    vgpu_vram(sgpu)[page * PAGE + 17] ^= 0x42; /* written while it goes */
+    if (logged) {
+        g_assert_cmpint(
+            mig_region_dirty_log(src, page * PAGE, &one, 1, PAGE, &err), ==, 0);
+    }
+    for (unsigned i = 0; i < n; i++) {
+        g_byte_array_append(stream,
+                            piece[i].in_vram ? vgpu_vram(sgpu) + piece[i].offset
+                                             : buf + piece[i].offset,
+                            piece[i].len);
+    }
+    read_pieces_out(src, sgpu, 4u << 20, 64, stream);
+    set_state(src, MIG_STATE_STOP_COPY);
+    read_pieces_out(src, sgpu, 4u << 20, 64, stream);
+    set_state(src, MIG_STATE_STOP);
+
+    set_state(dst, MIG_STATE_RESUMING);
+    ret = mig_write(dst, stream->data, stream->len, &err);
+    mig_get_stats(dst, &ds);
+    g_assert_cmpuint(ds.stale_pages, ==, 1);
+    if (logged) {
+        g_assert_cmpint(ret, ==, 0);
+        set_state(dst, MIG_STATE_STOP);
+        g_assert_cmpint(memcmp(vgpu_vram(sgpu), vgpu_vram(dgpu), VRAM), ==, 0);
+    } else {
+        g_autofree char *want =
+            g_strdup_printf("1 pages stale, the first page %" PRIu64, page);
+
+        g_assert_cmpint(ret, ==, -EBADMSG);
+        g_assert_nonnull(strstr(err.msg, want));
+    }
+    g_free(buf);
+    mig_free(src);
+    mig_free(dst);
+    vgpu_free(sgpu);
+    vgpu_free(dgpu);
 }
 
 /* Too little room for the pieces of one record is refused. */
@@ -567,6 +648,10 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/load/read-pieces", test_read_pieces);
     g_test_add_func("/mig/load/pieces-same-stream", test_pieces_same_stream);
     g_test_add_func("/mig/load/pieces-room", test_pieces_room);
+    g_test_add_data_func("/mig/load/listed-torn/logged", GUINT_TO_POINTER(1),
+                         test_listed_torn);
+    g_test_add_data_func("/mig/load/listed-torn/unlogged", GUINT_TO_POINTER(0),
+                         test_listed_torn);
     g_test_add_data_func("/mig/load/write-pieces", GUINT_TO_POINTER(0),
                          test_write_pieces);
     g_test_add_data_func("/mig/load/write-pieces-after-precopy",
