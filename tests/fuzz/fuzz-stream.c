@@ -100,14 +100,42 @@ static void setup_once(void)
     CHECK(fuzz_guarded_maps() == 1); /* VRAM */
 }
 
+/* A version 3 PAGES_LISTED record (whole pages with their hashes) at @h:
+ * its listed hashes made its pages' (so that it loads), the run header
+ * and those hashes copied into @body; returns the body's length, or 0 if
+ * the record is not of that shape. */
+static size_t listed_body(uint8_t *h, uint32_t version, uint8_t *body)
+{
+    uint32_t len = vg_get_le32(h + 4), n;
+    uint8_t *p = h + MIG_REC_HDR_SIZE;
+
+    if (version < 3 || vg_get_le16(h) != MIG_REC_PAGES_LISTED ||
+        len < MIG_RUN_HDR_SIZE || len > MIG_REC_MAX_PAYLOAD ||
+        (len - MIG_RUN_HDR_SIZE) % (FUZZ_PAGE + 8)) {
+        return 0;
+    }
+    n = (len - MIG_RUN_HDR_SIZE) / (FUZZ_PAGE + 8);
+    for (uint32_t i = 0; i < n; i++) {
+        vg_put_le64(p + MIG_RUN_HDR_SIZE + 8 * i,
+                    XXH3_64bits(p + MIG_RUN_HDR_SIZE + 8 * n + i * FUZZ_PAGE,
+                                FUZZ_PAGE));
+    }
+    memcpy(body, p, MIG_RUN_HDR_SIZE + 8 * n);
+    return MIG_RUN_HDR_SIZE + 8 * n;
+}
+
 /* A version 2 PAGES record (whole pages) at @h: the run header and its
  * pages' little-endian hashes into @body (16 + 8 * pages bytes); returns
- * the body's length, or 0 if the record is anything else. */
-static size_t hashed_body(const uint8_t *h, uint32_t version, uint8_t *body)
+ * the body's length, or 0 if the record is anything else (a PAGES_LISTED
+ * record: listed_body()). */
+static size_t hashed_body(uint8_t *h, uint32_t version, uint8_t *body)
 {
     uint32_t len = vg_get_le32(h + 4);
     const uint8_t *p = h + MIG_REC_HDR_SIZE;
 
+    if (vg_get_le16(h) == MIG_REC_PAGES_LISTED) {
+        return listed_body(h, version, body);
+    }
     if (version < 2 || vg_get_le16(h) != MIG_REC_PAGES ||
         len < MIG_RUN_HDR_SIZE || len > MIG_REC_MAX_PAYLOAD ||
         (len - MIG_RUN_HDR_SIZE) % FUZZ_PAGE) {
@@ -180,11 +208,13 @@ static void model_apply(const uint8_t *s, size_t n)
         uint64_t first = len >= MIG_RUN_HDR_SIZE ? vg_get_le64(p) : 0;
 
         CHECK(len <= n - pos - MIG_REC_HDR_SIZE);
-        if (vg_get_le16(h) == MIG_REC_PAGES) {
+        if (vg_get_le16(h) == MIG_REC_PAGES ||
+            vg_get_le16(h) == MIG_REC_PAGES_LISTED) {
             uint64_t count = vg_get_le32(p + 8);
+            uint64_t list = vg_get_le16(h) == MIG_REC_PAGES ? 0 : 8 * count;
             CHECK(first < npages && count <= npages - first);
-            CHECK(len == MIG_RUN_HDR_SIZE + count * FUZZ_PAGE);
-            memcpy(model + first * FUZZ_PAGE, p + MIG_RUN_HDR_SIZE,
+            CHECK(len == MIG_RUN_HDR_SIZE + list + count * FUZZ_PAGE);
+            memcpy(model + first * FUZZ_PAGE, p + MIG_RUN_HDR_SIZE + list,
                    count * FUZZ_PAGE);
         } else if (vg_get_le16(h) == MIG_REC_ZEROS) {
             uint64_t count = vg_get_le64(p + 8);

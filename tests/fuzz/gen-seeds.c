@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include "common/le.h"
 #include "fuzz.h"
@@ -149,6 +150,8 @@ struct stream_opts {
     bool truncate;        /* no END record */
     unsigned zeros_flood; /* this many ZEROS of all of VRAM first */
     bool postcopy;        /* a POSTCOPY record before the state */
+    int listed;           /* version 3: page 1 as a PAGES_LISTED record;
+                             < 0: its data not those listed (stale) */
     uint32_t version;     /* stream version, 0: MIG_STREAM_VERSION */
 };
 
@@ -183,7 +186,14 @@ static void make_stream(struct buf *b, const struct stream_opts *o)
         put(b, rec, mig_enc_zeros(enc, UINT64_MAX, 2, rec));
     }
     put(b, rec, mig_enc_pages(enc, npages - 2, 2, pages + 2 * FUZZ_PAGE, rec));
-    put(b, rec, mig_enc_pages(enc, 1, 1, pages + 3 * FUZZ_PAGE, rec));
+    if (o->listed) {
+        uint64_t hash = XXH3_64bits(pages + 3 * FUZZ_PAGE, FUZZ_PAGE);
+
+        put(b, rec, mig_enc_pages_listed_ref(enc, 1, 1, &hash, rec));
+        put(b, pages + (o->listed < 0 ? 2 : 3) * FUZZ_PAGE, FUZZ_PAGE);
+    } else {
+        put(b, rec, mig_enc_pages(enc, 1, 1, pages + 3 * FUZZ_PAGE, rec));
+    }
     if (o->postcopy) {
         struct mig_postcopy_info pc = {.npages = npages, .pending = 3};
 
@@ -226,6 +236,9 @@ static void stream_seeds(void)
     stream_seed("valid-chunks-1", 0, 21, &(struct stream_opts){0});
     stream_seed("valid-resealed", fix, 12, &(struct stream_opts){0});
     stream_seed("valid-v1", 0, 7, &(struct stream_opts){.version = 1});
+    stream_seed("valid-v2", 0, 7, &(struct stream_opts){.version = 2});
+    stream_seed("valid-v3-listed", 0, 7, &(struct stream_opts){.listed = 1});
+    stream_seed("stale-v3-listed", 0, 7, &(struct stream_opts){.listed = -1});
     stream_seed("valid-v1-resealed", fix, 12,
                 &(struct stream_opts){.version = 1});
     stream_seed("valid-busy-device", fix, 0,

@@ -315,7 +315,7 @@ static void test_mig_shm_write(void)
 {
     struct {
         struct vfu_mig_shm_io io;
-        uint32_t count, reserved;
+        uint32_t count, pass;
         struct vfu_mig_piece piece[3];
     } w = {{16, 1, 4096, VFU_MIG_SHM_IO_PIECES},
            3,
@@ -332,7 +332,7 @@ static void test_mig_shm_write(void)
         {offsetof(__typeof__(w), count), 0, 0, "0 pieces"},
         {offsetof(__typeof__(w), count), 65, 0, "65 pieces"},
         {offsetof(__typeof__(w), count), 2, 0, "2 pieces"},
-        {offsetof(__typeof__(w), reserved), 1, 0, "reserved 0x1"},
+        {offsetof(__typeof__(w), pass), 1, 0, "pass 0x1"}, /* reads' only */
         {offsetof(__typeof__(w), piece[1].len), 0, 0, "piece 1: 0 bytes"},
         {offsetof(__typeof__(w), piece[1].len), 4001, 0, "hold 4097 bytes"},
         {offsetof(__typeof__(w), piece[2].where), 2, 0, "of where 2"},
