@@ -742,10 +742,15 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
     }
     if (s->phase == SAVE_STOPCOPY && vgpu_vram(m->gpu)) {
         /* @data is mapped VRAM, quiesced: it stays as hashed until the
-         * reads copy it out. */
+         * reads copy it out.  A version 3 stream lists the hashes of
+         * every record that goes from VRAM, so that its length does not
+         * depend on how much of it went in pre-copy. */
         save_pages(m, data, NULL, n, false);
-        s->ref_at = mig_enc_pages_ref(s->enc, p, (uint32_t)n, data,
-                                      s->stream_hash, s->rec);
+        s->ref_at = m->stream_version >= 3
+                        ? mig_enc_pages_listed_ref(s->enc, p, (uint32_t)n,
+                                                   s->stream_hash, s->rec)
+                        : mig_enc_pages_ref(s->enc, p, (uint32_t)n, data,
+                                            s->stream_hash, s->rec);
         s->ref = data;
         s->len = s->ref_at + n * m->scfg.page_size;
     } else if (listed_ok(m)) {

@@ -576,17 +576,21 @@ static struct mig *placed_dst(struct vgpu **dgpu, GByteArray *stream)
     return dst;
 }
 
-/* The offset after the headers of the stream's first PAGES record. */
-static size_t pages_data_at(const GByteArray *s)
+/* The offset of the page data of the stream's first PAGES or PAGES_LISTED
+ * record (after its headers and hashes); its first page and its count. */
+static size_t pages_data_at(const GByteArray *s, uint64_t *first,
+                            uint32_t *count)
 {
     size_t off = 0;
 
-    while (off + 16 <= s->len && s->data[off] != 2) {
+    while (off + 16 <= s->len && s->data[off] != 2 && s->data[off] != 7) {
         off += 16 + (s->data[off + 4] | s->data[off + 5] << 8 |
                      s->data[off + 6] << 16 | (uint32_t)s->data[off + 7] << 24);
     }
     g_assert_cmpuint(off + 32, <=, s->len);
-    return off + 32;
+    *first = s->data[off + 16] | (uint64_t)s->data[off + 17] << 8;
+    *count = s->data[off + 24] | (uint32_t)s->data[off + 25] << 8;
+    return off + 32 + (s->data[off] == 7 ? 8 * (size_t)*count : 0);
 }
 
 /* Pieces that do not match the stream fail the load, with what and where. */
@@ -610,11 +614,11 @@ static void test_write_pieces_bad(void)
         g_autoptr(GByteArray) s = g_byte_array_new();
         struct vgpu *dgpu;
         struct mig *dst = placed_dst(&dgpu, s);
-        size_t at = pages_data_at(s);
-        uint64_t first = s->data[at - 16] | (uint64_t)s->data[at - 15] << 8;
-        uint32_t count = s->data[at - 8] | (uint32_t)s->data[at - 7] << 8;
-        /* case -1: the page data come one record header early */
-        size_t head = cases[i].vram_shift == -1 ? at - 32 : at;
+        uint64_t first;
+        uint32_t count;
+        size_t at = pages_data_at(s, &first, &count);
+        /* case -1: the page data come a run header early */
+        size_t head = cases[i].vram_shift == -1 ? at - 16 : at;
         struct mig_piece piece[2] = {
             {0, (uint32_t)head + (cases[i].slot_out ? 1 : 0), false},
             {first * PAGE + (cases[i].vram_shift == -1
