@@ -746,11 +746,12 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
          * every record that goes from VRAM, so that its length does not
          * depend on how much of it went in pre-copy. */
         save_pages(m, data, NULL, n, false);
-        s->ref_at = m->stream_version >= 3
-                        ? mig_enc_pages_listed_ref(s->enc, p, (uint32_t)n,
-                                                   s->stream_hash, s->rec)
-                        : mig_enc_pages_ref(s->enc, p, (uint32_t)n, data,
-                                            s->stream_hash, s->rec);
+        s->ref_at =
+            m->stream_version >= 3
+                ? mig_enc_pages_listed_ref(s->enc, p, (uint32_t)n,
+                                           s->stream_hash, false, s->rec)
+                : mig_enc_pages_ref(s->enc, p, (uint32_t)n, data,
+                                    s->stream_hash, s->rec);
         s->ref = data;
         s->len = s->ref_at + n * m->scfg.page_size;
     } else if (listed_ok(m)) {
@@ -759,7 +760,7 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
          * Every write is exact: the tracker needs no hash of it. */
         save_pages(m, data, NULL, n, false);
         s->ref_at = mig_enc_pages_listed_ref(s->enc, p, (uint32_t)n,
-                                             s->stream_hash, s->rec);
+                                             s->stream_hash, true, s->rec);
         s->ref = data;
         s->len = s->ref_at + n * m->scfg.page_size;
         s->ref_listed = s->sent_listed = true;

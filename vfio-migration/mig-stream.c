@@ -316,7 +316,7 @@ size_t mig_enc_pages_ref(struct mig_enc *enc, uint64_t first, uint32_t count,
 
 size_t mig_enc_pages_listed_ref(struct mig_enc *enc, uint64_t first,
                                 uint32_t count, const uint64_t *hashes,
-                                uint8_t *buf)
+                                bool may_be_stale, uint8_t *buf)
 {
     uint32_t list = count * 8;
     uint8_t *run = buf + MIG_REC_HDR_SIZE;
@@ -327,6 +327,7 @@ size_t mig_enc_pages_listed_ref(struct mig_enc *enc, uint64_t first,
     }
     rec_head(buf, MIG_REC_PAGES_LISTED,
              MIG_RUN_HDR_SIZE + list + count * enc->page_size);
+    buf[2] = may_be_stale ? MIG_LISTED_MAY_BE_STALE : 0;
     vg_put_le64(buf + 8, mig_rec_checksum(buf, run, MIG_RUN_HDR_SIZE + list));
     XXH3_64bits_update(enc->digest, buf, RUN_HEADERS_SIZE + list);
     enc->bytes += RUN_HEADERS_SIZE + list + (size_t)count * enc->page_size;
@@ -548,7 +549,7 @@ static int dec_rec_header(struct mig_dec *dec)
     if (!mig_rec_bounds(dec->cfg.page_size, type, &min, &max)) {
         return dec_fail(dec, EINVAL, "unknown record type %u", type);
     }
-    if (flags) {
+    if (flags & ~(type == MIG_REC_PAGES_LISTED ? MIG_LISTED_MAY_BE_STALE : 0)) {
         return dec_fail(dec, EINVAL, "flags %#x, expected 0", flags);
     }
     if (len < min || len > max) {
@@ -658,22 +659,33 @@ static const uint8_t *pages_data(const struct mig_dec *dec, const uint8_t *p)
 }
 
 /* What a record brought of pages [@first, +@count): a PAGES_LISTED
- * record's pages whose data did not match their listed hashes are stale,
- * every other page of a record is not. */
-static void note_stale(struct mig_dec *dec, const uint8_t *p, uint64_t first,
-                       uint64_t count)
+ * record's pages whose data did not match their listed hashes are stale
+ * (or fail the stream, unless the record says they may be), every other
+ * page of a record is not. */
+static int note_stale(struct mig_dec *dec, const uint8_t *p, uint64_t first,
+                      uint64_t count)
 {
+    bool may = vg_get_le16(dec->rec + 2) & MIG_LISTED_MAY_BE_STALE;
+
     if (!dec->stale) {
-        return;
+        return 0;
     }
     if (!is_listed(dec)) {
         set_stale(dec, first, count, false);
-        return;
+        return 0;
     }
     for (uint64_t i = 0; i < count; i++) {
-        set_stale(dec, first + i, 1,
-                  dec->hashes[i] != vg_get_le64(p + MIG_RUN_HDR_SIZE + 8 * i));
+        uint64_t listed = vg_get_le64(p + MIG_RUN_HDR_SIZE + 8 * i);
+
+        if (dec->hashes[i] != listed && !may) {
+            return dec_fail(dec, EBADMSG,
+                            "page %" PRIu64 ": hash %016" PRIx64
+                            ", listed %016" PRIx64,
+                            first + i, dec->hashes[i], listed);
+        }
+        set_stale(dec, first + i, 1, dec->hashes[i] != listed);
     }
+    return 0;
 }
 
 static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
@@ -693,7 +705,7 @@ static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
         if (ret < 0) {
             return dec_sink_failed(dec, ret, &se);
         }
-        note_stale(dec, p, first, count);
+        ret = note_stale(dec, p, first, count);
     }
     return ret;
 }

@@ -60,6 +60,11 @@ enum mig_rec_type {
     MIG_REC_PAGES_LISTED = 7, /* version 3 */
 };
 
+/* A PAGES_LISTED record's only flag: its pages may be stale (pre-copy:
+ * the device ran while they went); without it a page whose data do not
+ * match its listed hash fails the stream at once. */
+#define MIG_LISTED_MAY_BE_STALE 1u
+
 #define MIG_REC_HDR_SIZE   16u
 #define MIG_HEADER_SIZE    32u  /* HEADER payload */
 #define MIG_RUN_HDR_SIZE   16u  /* PAGES payload before the data; ZEROS */
@@ -156,12 +161,13 @@ size_t mig_enc_pages_ref(struct mig_enc *enc, uint64_t first, uint32_t count,
                          uint8_t *buf);
 /* Version 3 encoders: mig_enc_pages_ref as a PAGES_LISTED record, whose
  * headers (written into @buf; their size is returned) end with the @count
- * page @hashes.  The record's page data, which follow, may change before
- * they are sent: a page that did is stale at the destination until a
- * later record brings it. */
+ * page @hashes.  With @may_be_stale the record's page data, which follow,
+ * may change before they are sent: a page that did is stale at the
+ * destination until a later record brings it; without it such a page
+ * fails the stream. */
 size_t mig_enc_pages_listed_ref(struct mig_enc *enc, uint64_t first,
                                 uint32_t count, const uint64_t *hashes,
-                                uint8_t *buf);
+                                bool may_be_stale, uint8_t *buf);
 /* Where mig_enc_pages puts the page data in @buf: a caller may copy the
  * pages there first and pass this as @data (then nothing is copied). */
 uint8_t *mig_enc_pages_data(uint8_t *buf);

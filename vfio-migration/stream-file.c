@@ -470,7 +470,9 @@ static int scan_record(struct sf *s, bool *whole)
     if (!mig_rec_bounds(s->cfg.stream.page_size, type, &min, &max)) {
         return rec_fail(s, type, EINVAL, "unknown record type %u", type);
     }
-    if (vg_get_le16(hdr + 2) || len < min || len > max) {
+    if ((vg_get_le16(hdr + 2) &
+         ~(type == MIG_REC_PAGES_LISTED ? MIG_LISTED_MAY_BE_STALE : 0)) ||
+        len < min || len > max) {
         return rec_fail(s, type, EINVAL,
                         "flags %#x, payload length %u outside [%u, %u]",
                         vg_get_le16(hdr + 2), len, min, max);

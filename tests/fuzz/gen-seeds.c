@@ -189,7 +189,7 @@ static void make_stream(struct buf *b, const struct stream_opts *o)
     if (o->listed) {
         uint64_t hash = XXH3_64bits(pages + 3 * FUZZ_PAGE, FUZZ_PAGE);
 
-        put(b, rec, mig_enc_pages_listed_ref(enc, 1, 1, &hash, rec));
+        put(b, rec, mig_enc_pages_listed_ref(enc, 1, 1, &hash, true, rec));
         put(b, pages + (o->listed < 0 ? 2 : 3) * FUZZ_PAGE, FUZZ_PAGE);
     } else {
         put(b, rec, mig_enc_pages(enc, 1, 1, pages + 3 * FUZZ_PAGE, rec));

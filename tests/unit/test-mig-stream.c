@@ -1001,7 +1001,7 @@ static void build_listed(struct sb *b, uint64_t first, uint32_t count,
     }
     sb_init_version(b, 3);
     sb_add(b, mig_enc_header(b->enc, &cfg, b->rec));
-    hdr = mig_enc_pages_listed_ref(b->enc, first, count, hashes, b->rec);
+    hdr = mig_enc_pages_listed_ref(b->enc, first, count, hashes, true, b->rec);
     g_assert_cmpuint(hdr, ==, MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE + 8 * count);
     sb_add(b, hdr);
     sb_put(b, sent, (size_t)count * PAGE);
@@ -1037,10 +1037,11 @@ static void then_resend_5_zero_9(struct sb *b)
     sb_add(b, mig_enc_zeros(b->enc, 40 + 9, 1, b->rec));
 }
 
-/* PAGES_LISTED records: whole ones load in every chunking (in place where
- * whole in a chunk); a page whose data do not match its listed hash is
- * stale, and END fails while one is left, naming how many and the first;
- * a later PAGES or ZEROS record of it clears it. */
+/* PAGES_LISTED records that say their pages may be stale: whole ones load
+ * in every chunking (in place where whole in a chunk); a page whose data
+ * do not match its listed hash is stale, and END fails while one is left,
+ * naming how many and the first; a later PAGES or ZEROS record of it clears it.
+ */
 static void test_listed(void)
 {
     static struct dst d;
@@ -1138,10 +1139,13 @@ static void test_listed_placed(void)
 
 /* Malformed PAGES_LISTED records: in a version 2 stream, a listed hash
  * changed on the way (the checksum covers the list), a length that is
- * not whole pages with their hashes. */
+ * not whole pages with their hashes, a page that does not match in a
+ * record that does not say its pages may be stale (stop-copy's), a flag
+ * that is not that one. */
 static void test_listed_bad(void)
 {
     uint8_t payload[16 + 2 * (8 + PAGE)];
+    uint64_t hashes[16];
     struct sb b;
 
     make_listed_pages();
@@ -1166,6 +1170,21 @@ static void test_listed_bad(void)
     expect_fail(&cfg, &b, EINVAL,
                 "run of 2 pages of 4096 bytes does not match payload length "
                 "8216");
+    sb_fini(&b);
+    sb_init_version(&b, 3);
+    add_header(&b);
+    for (unsigned i = 0; i < 16; i++) {
+        hashes[i] = XXH3_64bits(listed_pages + i * PAGE, PAGE);
+    }
+    sb_add(&b, mig_enc_pages_listed_ref(b.enc, 40, 16, hashes, false, b.rec));
+    sb_put(&b, torn_pages, sizeof(torn_pages));
+    expect_fail(&cfg, &b, EBADMSG,
+                "PAGES_LISTED record #1 at offset 48: page 45: hash");
+    b.len = 48;
+    sb_add(&b, mig_enc_pages_listed_ref(b.enc, 40, 16, hashes, true, b.rec));
+    b.data[48 + 2] = 3; /* a flag beside MIG_LISTED_MAY_BE_STALE */
+    sb_put(&b, listed_pages, sizeof(listed_pages));
+    expect_fail(&cfg, &b, EINVAL, "flags 0x3, expected 0");
     sb_fini(&b);
 }
 

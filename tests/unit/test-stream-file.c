@@ -414,7 +414,7 @@ static void build_listed(struct stream *st, bool resend)
     }
     data[2 * PAGE + 9] ^= 0x20; /* written while it went */
     memcpy(st->vram + 32 * PAGE, data, sizeof(data));
-    hdr = mig_enc_pages_listed_ref(enc, 32, 32, hashes, rec);
+    hdr = mig_enc_pages_listed_ref(enc, 32, 32, hashes, true, rec);
     put(st, rec, hdr);
     g_byte_array_append(st->bytes, data, sizeof(data));
     if (resend) {
