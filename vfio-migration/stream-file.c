@@ -697,10 +697,11 @@ int sf_read_with(struct sf_reader *rd, uint64_t first, uint32_t count,
         if (listed(s->rec[l - 1].head) &&
             vg_hash(data, ps, 0) != rec_hashes[in]) {
             return sf_fail(s, err, EBADMSG,
-                           "page %" PRIu64 ": the data of its last record, "
-                           "a PAGES_LISTED, do not match its listed hash, "
-                           "and the save file does not have it again",
-                           p);
+                           "PAGES_LISTED record #%u at offset %" PRIu64
+                           ": page %" PRIu64 " does not match its listed "
+                           "hash, and no later record has it; the save "
+                           "file changed or is damaged",
+                           l - 1, s->rec[l - 1].pos, p);
         }
         memcpy(buf + (size_t)k * ps, data, ps);
         if (hashes) {

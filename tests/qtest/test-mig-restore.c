@@ -226,7 +226,9 @@ static void test_damaged(void)
         g_autofree char *e = vg_stats_str(&d, "last_error");
 
         g_test_message("destination: %s", e);
-        g_assert_nonnull(strstr(e, "PAGES record #"));
+        /* a PAGES_LISTED record where the page went in pre-copy */
+        g_assert_nonnull(strstr(e, "PAGES"));
+        g_assert_nonnull(strstr(e, " record #"));
     }
     verified = vg_stats_str(&d, "postcopy_verified");
     g_assert_cmpstr(verified, ==, "false");
