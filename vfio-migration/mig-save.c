@@ -774,8 +774,7 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
                                       s->rec);
     }
     if (track) {
-        /* Baseline what actually went: the copy in the record, or what
-         * was hashed where the pages went from VRAM (listed_ok()). */
+        /* Baseline what actually went: the copy in the record. */
         dt_note_sent_hashes(s->dt, p, n, s->track_hash);
     }
     if (s->phase == SAVE_STOPCOPY) {

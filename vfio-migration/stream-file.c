@@ -411,7 +411,10 @@ static int scan_end(struct sf *s, const uint8_t *p)
 static int scan_small(struct sf *s, const uint8_t *hdr, uint32_t len)
 {
     uint32_t type = vg_get_le16(hdr);
-    uint8_t *rec = malloc(MIG_REC_HDR_SIZE + len);
+    /* at least SF_HEADS bytes, zeroed past the record: add_rec() keeps
+     * that many (a small record may be shorter, e.g. an 8-byte state) */
+    size_t size = MIG_REC_HDR_SIZE + (size_t)len;
+    uint8_t *rec = calloc(1, size < SF_HEADS ? SF_HEADS : size);
     const uint8_t *p = rec + MIG_REC_HDR_SIZE;
     int ret;
 
