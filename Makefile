@@ -515,9 +515,12 @@ bench-vgpu: $(O)/vgpu-bench
 # own and judged on the medians of QEMU's downtime to the microsecond
 # (issue 17's target: at most 1.2 x).  --prealloc: the servers preallocate VRAM and
 # the RAM anchors' QEMUs guest RAM, so that neither path pays for page
-# allocation on the destination (docs/data-path.md).
+# allocation on the destination (docs/data-path.md).  --place-data: both
+# QEMUs have x-migration-place-data on (patches 0078-0082; off by default
+# only because a QEMU without them cannot load placed data), so that the
+# servers copy no page (docs/operations.md, Tuning).
 BENCH_ARGS ?= --sizes 256M,1G,4G --big 1G --channels 2 --multi-vgpu 2G \
-              --prealloc
+              --prealloc --place-data
 # RESTORE_BENCH_ARGS: the VRAM sizes of the restore-on-demand benchmark
 # (bench/restore-bench.c).
 RESTORE_BENCH_ARGS ?= --sizes 1G,4G
