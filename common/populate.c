@@ -100,6 +100,7 @@ int vg_populate_start(uint8_t *base, uint64_t size, const char *what,
         return vg_error_set(err, rc, "%s preallocation thread: %s", what,
                             strerror(rc));
     }
+    pthread_setname_np(p->thread, "vgs/populate");
     *out = p;
     return 0;
 }

@@ -126,6 +126,7 @@ static int pool_start(struct dt_pool *pool, struct vg_error *err)
             return vg_error_set(err, rc, "hash pool: starting thread %u: %s",
                                 pool->started + 1, strerror(rc));
         }
+        pthread_setname_np(pool->tids[pool->started], "vgs/hash");
         pool->started++;
     }
     return 0;

@@ -666,6 +666,7 @@ static int start_workers(struct pc_dst *d, struct vg_error *err)
             break;
         }
         d->workers[i].started = true;
+        pthread_setname_np(d->workers[i].thread, "vgs/pc-fetch");
     }
     return 0;
 }
@@ -854,6 +855,9 @@ static int start_on_demand(struct pc_dst *d, struct vg_error *err)
     if (ret == 0) {
         ret = -pthread_create(&d->fault_thread, NULL, fault_thread, d);
         d->fault_started = ret == 0;
+        if (d->fault_started) {
+            pthread_setname_np(d->fault_thread, "vgs/pc-fault");
+        }
     }
     if (ret < 0 && !err->code) {
         vg_error_set(err, -ret, "post-copy threads: %s", strerror(-ret));

@@ -421,6 +421,8 @@ int pc_src_start(const struct pc_src_config *cfg, struct pc_src **out,
     ret = src_init(s, cfg, err);
     if (ret == 0 && (ret = -pthread_create(&s->thread, NULL, src_thread, s))) {
         vg_error_set(err, -ret, "page server thread: %s", strerror(-ret));
+    } else if (ret == 0) {
+        pthread_setname_np(s->thread, "vgs/pc-serve");
     }
     if (ret < 0) {
         s->thread = 0;

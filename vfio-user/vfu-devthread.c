@@ -123,6 +123,7 @@ int vfu_devthread_start(struct vfu_server *srv, struct vg_error *err)
         free(dt);
         return vg_error_set(err, ret, "device thread: %s", strerror(ret));
     }
+    pthread_setname_np(dt->thread, "vgs/device");
     return 0;
 }
 

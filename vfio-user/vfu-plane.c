@@ -172,6 +172,7 @@ int vfu_plane_start(struct vfu_server *srv, struct vg_error *err)
         free(pl);
         return vg_error_set(err, ret, "data plane thread: %s", strerror(ret));
     }
+    pthread_setname_np(pl->thread, "vgs/plane");
     return 0;
 }
 

@@ -17,6 +17,9 @@
  *    reply whose data end the stream says END (VFU_MIG_SHM_IO_END, QEMU
  *    patch 0072), earlier ones do not, and an empty read after it says
  *    END again; served by the plane and by the control loop alike.
+ *  - thread-names: the server's threads say what they are (vgs/plane,
+ *    vgs/device, vgs/hash in /proc's comm, as top -H and perf show
+ *    them); with --no-data-plane there is no plane thread.
  *  - device-thread: the guest's commands (a FILL of VRAM, then a FENCE)
  *    submitted behind a slow pre-copy read complete before the read's
  *    reply, on the device's own thread (vfio-user/vfu-devthread.c); with
@@ -410,6 +413,43 @@ static void test_device_thread(void)
     }
 }
 
+/* How many of the server's threads are named @name. */
+static unsigned dp_threads_named(struct sec *s, const char *name)
+{
+    g_autofree char *dir =
+        g_strdup_printf("/proc/%d/task", (int)s->srv->proc.pid);
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *tid;
+    unsigned n = 0;
+
+    g_assert_nonnull(d);
+    while ((tid = g_dir_read_name(d))) {
+        g_autofree char *path = g_strdup_printf("%s/%s/comm", dir, tid);
+        g_autofree char *comm = NULL;
+
+        if (g_file_get_contents(path, &comm, NULL, NULL)) {
+            g_strchomp(comm);
+            n += strcmp(comm, name) == 0;
+        }
+    }
+    return n;
+}
+
+static void test_thread_names(void)
+{
+    for (int no_plane = 0; no_plane <= 1; no_plane++) {
+        struct sec s = {0};
+        struct conn c = {0};
+        uint8_t *area = dp_start(&s, &c, 1, no_plane);
+
+        g_assert_cmpuint(dp_threads_named(&s, "vgs/plane"), ==, !no_plane);
+        g_assert_cmpuint(dp_threads_named(&s, "vgs/device"), ==, 1);
+        g_assert_cmpuint(dp_threads_named(&s, "vgs/hash"), >=, 1);
+        g_assert_cmpuint(dp_threads_named(&s, "vgpu-server"), ==, 1);
+        dp_stop(&s, &c, area);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -418,5 +458,6 @@ int main(int argc, char **argv)
     g_test_add_func("/data-plane/disconnect", test_disconnect);
     g_test_add_func("/data-plane/end-flag", test_end_flag);
     g_test_add_func("/data-plane/device-thread", test_device_thread);
+    g_test_add_func("/data-plane/thread-names", test_thread_names);
     return g_test_run();
 }
