@@ -16,7 +16,9 @@
  * returns when all pieces are in: the order of records, and so of writes
  * to one page, is kept.  A version 2 stream brings the page hashes
  * (computed by the decoder from the bytes written, on the pool too for
- * such records), so nothing is hashed twice.
+ * such records), so nothing is hashed twice.  Page data a client placed
+ * in VRAM itself (mig_load_placed()) are hashed where they are, by the
+ * pool too.
  *
  * The stream may also come as extents of a save file (mig_load_file(),
  * a restore).  A version 2 stream is then read on demand: the session
@@ -174,6 +176,18 @@ static void hash_piece(void *arg, uint64_t piece)
         job->hashes[i] =
             vg_hash(job->data + i * job->page_size, job->page_size, 0);
     }
+}
+
+/* The decoder's hash_pages, for the pages a client placed in VRAM itself
+ * (mig_load_placed()): hashed where they are, on the pool as the pages
+ * the server writes are. */
+static void sink_hash_pages(void *opaque, const uint8_t *data, uint64_t count,
+                            uint64_t *hashes)
+{
+    struct mig *m = opaque;
+    struct hash_job job = {m, 0, data, m->scfg.page_size, count, hashes};
+
+    mig_run_pieces(m->load->pool, job.page_size, count, hash_piece, &job);
 }
 
 /* Pool job: copy piece @piece of a record into host VRAM and hash each
@@ -388,6 +402,7 @@ int mig_load_open(struct mig *m, struct vg_error *err)
                                 .zeros = sink_zeros,
                                 .state = sink_state,
                                 .write_hashed = sink_write_hashed,
+                                .hash_pages = sink_hash_pages,
                                 .postcopy = sink_postcopy};
     uint8_t *zero;
     int ret;

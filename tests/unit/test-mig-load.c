@@ -9,8 +9,9 @@
  * many sizes, from pre-copy and from stop-copy, load the same VRAM.
  * Read as pieces (mig_read_pieces), a stop-copy leaves its pages in VRAM
  * and the pieces, gathered, are the same stream; written as pieces
- * (mig_write_pieces) whose page data a client put in place, they load
- * the same VRAM, and pieces that do not match the stream fail the load.
+ * (mig_write_pieces) whose page data a client put in place, hashed
+ * there by the pool or by one thread, they load the same VRAM, and pieces
+ * that do not match the stream fail the load.
  */
 #include <errno.h>
 #include <glib.h>
@@ -507,15 +508,17 @@ static uint32_t move_pieces(struct mig *src, struct vgpu *sgpu, struct mig *dst,
     return got;
 }
 
-/* A stop-copy (after a pre-copy written whole if @data) moved as pieces:
- * the destination hashes the pages in place and loads the same VRAM. */
+/* A stop-copy (after a pre-copy written whole if @data & 1) moved as
+ * pieces: the destination hashes the pages in place, on a pool of 4
+ * threads if @data & 2, else on one, and loads the same VRAM. */
 static void test_write_pieces(gconstpointer data)
 {
-    bool precopy = GPOINTER_TO_UINT(data);
+    bool precopy = GPOINTER_TO_UINT(data) & 1;
+    unsigned dst_threads = GPOINTER_TO_UINT(data) & 2 ? 4 : 1;
     struct vgpu *sgpu, *dgpu;
     struct mig *src = new_mig_mode(
         &sgpu, 2, precopy ? MIG_PRECOPY_ITERATIVE : MIG_PRECOPY_NONE);
-    struct mig *dst = new_mig(&dgpu, 2);
+    struct mig *dst = new_mig(&dgpu, dst_threads);
     struct mig_stats ss, ds;
 
     fill(sgpu);
@@ -660,6 +663,10 @@ int main(int argc, char **argv)
                          test_write_pieces);
     g_test_add_data_func("/mig/load/write-pieces-after-precopy",
                          GUINT_TO_POINTER(1), test_write_pieces);
+    g_test_add_data_func("/mig/load/write-pieces/pool-of-4",
+                         GUINT_TO_POINTER(2), test_write_pieces);
+    g_test_add_data_func("/mig/load/write-pieces-after-precopy/pool-of-4",
+                         GUINT_TO_POINTER(3), test_write_pieces);
     g_test_add_func("/mig/load/write-pieces-bad", test_write_pieces_bad);
     return g_test_run();
 }
