@@ -656,83 +656,93 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 
 /* ---------------------------------------------------------- processes */
 
-/* Process @pid's mappings of the memfd named @memfd ("vgpu-vram",
- * "vgpu-mig-data"), from /proc/PID/smaps: in @size the size of the one
- * most resident and in @rss its resident bytes; both 0 where it maps
- * none.  -1 if smaps cannot be read. */
-static int memfd_residency(pid_t pid, const char *memfd, int64_t *size,
-                           int64_t *rss)
+/* Resident shared memory of process @pid in bytes (RssShmem), -1 if it
+ * cannot be read. */
+static int64_t rss_shmem(pid_t pid)
 {
-    g_autofree char *path = g_strdup_printf("/proc/%d/smaps", (int)pid);
+    g_autofree char *path = g_strdup_printf("/proc/%d/status", (int)pid);
+    g_autofree char *text = NULL;
+    const char *at;
+
+    if (!g_file_get_contents(path, &text, NULL, NULL) ||
+        !(at = strstr(text, "\nRssShmem:"))) {
+        return -1;
+    }
+    return g_ascii_strtoll(at + strlen("\nRssShmem:"), NULL, 10) * 1024;
+}
+
+/* The size of process @pid's largest mapping of the memfd named @memfd
+ * ("vgpu-vram", "vgpu-mig-data"), from /proc/PID/maps (which, unlike
+ * smaps, walks no page table); 0 where it maps none, -1 if maps cannot
+ * be read. */
+static int64_t memfd_mapped(pid_t pid, const char *memfd)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/maps", (int)pid);
     g_autofree char *name = g_strdup_printf(" /memfd:%s ", memfd);
     g_autofree char *text = NULL;
     g_auto(GStrv) lines = NULL;
-    bool in_memfd = false;
-    int64_t map_size = 0;
+    int64_t size = 0;
 
-    *size = *rss = 0;
     if (!g_file_get_contents(path, &text, NULL, NULL)) {
         return -1;
     }
     lines = g_strsplit(text, "\n", -1);
     for (char **l = lines; *l; l++) {
-        const char *sp = strchr(*l, ' ');
+        uint64_t start, end;
 
-        if (!sp || sp == *l || sp[-1] != ':') { /* a mapping's header */
-            in_memfd = strstr(*l, name) != NULL;
-        } else if (in_memfd && g_str_has_prefix(*l, "Size:")) {
-            map_size = g_ascii_strtoll(sp, NULL, 10) * 1024;
-        } else if (in_memfd && g_str_has_prefix(*l, "Rss:")) {
-            int64_t r = g_ascii_strtoll(sp, NULL, 10) * 1024;
-
-            if (r >= *rss) {
-                *rss = r;
-                *size = map_size;
-            }
+        if (strstr(*l, name) &&
+            sscanf(*l, "%" SCNx64 "-%" SCNx64, &start, &end) == 2 &&
+            end > start && (int64_t)(end - start) > size) {
+            size = (int64_t)(end - start);
         }
     }
-    return 0;
+    return size;
 }
 
 /* With --prealloc, a CPU-backend server's VRAM is all resident before
  * the cell goes on, as a GPU's is from power-on and as a destination
- * started ahead of its migration has it, and once QEMU negotiated it, its
- * migration data area, whatever its size (--data-slots); else the
+ * started ahead of its migration has it, and with @data_area, once QEMU
+ * negotiated it, its migration data area too, whatever its size
+ * (--data-slots; none where QEMU did not negotiate data_shm); else the
  * preallocation threads would compete with the migration for the CPUs.
- * @memfd names what to wait for (memfd_residency()); where the server
- * does not map it, fail if @must_map, else go on (the data area of a
- * QEMU that did not negotiate data_shm).
- * (The CUDA backend's VRAM is device memory: nothing to wait for.)
+ * The sizes come from the server's mappings (memfd_mapped()), the
+ * resident bytes from RssShmem, both cheap to read every 10 ms.  (The
+ * CUDA backend's VRAM is device memory: nothing to wait for.)
  * @backend: the server's, NULL for $VGMIG_SERVER_BACKEND's. */
 static int wait_preallocated(struct run *r, struct vg_server *srv,
-                             const char *backend, const char *memfd,
-                             bool must_map, const char *what,
+                             const char *backend, bool data_area,
                              struct vg_error *err)
 {
-    int64_t start = vg_now_ms();
-    int64_t size = 0, rss = 0;
+    const char *what = data_area ? "VRAM and migration data area" : "VRAM";
+    pid_t pid = srv->proc.pid;
+    int64_t vram, area = 0, need, rss, deadline;
 
     backend = backend ? backend : g_getenv("VGMIG_SERVER_BACKEND");
     if (!r->o->prealloc || (backend && g_str_has_prefix(backend, "cuda"))) {
         return 0;
     }
-    for (;;) {
-        if (memfd_residency(srv->proc.pid, memfd, &size, &rss) < 0) {
-            return vg_error_set(err, EIO, "%s: cannot read its smaps",
-                                srv->proc.name);
-        }
-        if (rss >= size && (size > 0 || !must_map)) {
-            return 0;
-        }
-        if (vg_now_ms() - start >
-            PREALLOC_WAIT_MS + (size >> 20) * PREALLOC_MS_PER_MIB) {
+    vram = memfd_mapped(pid, "vgpu-vram");
+    if (data_area) {
+        area = memfd_mapped(pid, "vgpu-mig-data");
+    }
+    if (vram <= 0 || area < 0) {
+        return vg_error_set(err, EIO, "%s: %s", srv->proc.name,
+                            vram < 0 || area < 0 ? "cannot read its maps"
+                                                 : "maps no VRAM");
+    }
+    need = vram + area;
+    deadline =
+        vg_now_ms() + PREALLOC_WAIT_MS + (need >> 20) * PREALLOC_MS_PER_MIB;
+    while ((rss = rss_shmem(pid)) < need) {
+        if (rss < 0 || vg_now_ms() > deadline) {
             return vg_error_set(err, ETIMEDOUT,
                                 "%s: %" PRId64 " of %" PRId64
                                 " bytes of its %s preallocated",
-                                srv->proc.name, rss, size, what);
+                                srv->proc.name, rss, need, what);
         }
         g_usleep(10000);
     }
+    return 0;
 }
 
 /* vGPU @i's server's --backend on the destination (@incoming) or the
@@ -814,8 +824,7 @@ static int start_side(struct run *r, struct side *s, const char *name,
         so.backend = vgpu_backend(r->o, incoming, i);
         ret = vg_server_start(&so, &s->server[i], err);
         if (ret == 0) {
-            ret = wait_preallocated(r, s->server[i], so.backend, "vgpu-vram",
-                                    true, "VRAM", err);
+            ret = wait_preallocated(r, s->server[i], so.backend, false, err);
         }
         if (ret == 0 && i > 0) {
             more[i - 1] = s->server[i]->socket;
@@ -828,9 +837,8 @@ static int start_side(struct run *r, struct side *s, const char *name,
     /* --prealloc: each server populates its migration data area once QEMU
      * negotiated it, also before the migration. */
     for (unsigned i = 0; ret == 0 && i < r->c->vgpus; i++) {
-        ret = wait_preallocated(
-            r, s->server[i], vgpu_backend(r->o, incoming, i), "vgpu-mig-data",
-            false, "migration data area", err);
+        ret = wait_preallocated(r, s->server[i],
+                                vgpu_backend(r->o, incoming, i), true, err);
     }
     if (ret < 0) {
         vg_error_prefix(err, "starting %s", name);
