@@ -100,7 +100,8 @@ $(O)/vgmig-demo: $(O)/obj/demo/vgmig-demo.o $(O)/libqclient.a \
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(GLIB_LIBS) $(LDLIBS)
 
-$(O)/vgmig-bench: $(O)/obj/bench/vgmig-bench.o $(O)/obj/bench/bench-mig.o \
+$(O)/vgmig-bench: $(O)/obj/bench/vgmig-bench.o $(O)/obj/bench/bench-cell.o \
+                  $(O)/obj/bench/bench-report.o $(O)/obj/bench/bench-mig.o \
                   $(O)/obj/bench/ram-anchor.o $(O)/obj/bench/report-text.o \
                   $(O)/obj/bench/reg-probe.o $(O)/libqclient.a \
                   $(O)/libvgmig.a
