@@ -1051,10 +1051,11 @@ static void md_method(GString *s, const struct bench_opts *o)
     }
     if (o->place_data) {
         g_string_append(s, "With --place-data: every source QEMU sends "
-                           "the stop-copy's pages with their place, which "
-                           "the destination's QEMU receives there, in its "
-                           "view of VRAM populated during the pre-copy "
-                           "(x-migration-place-data=on on both).  ");
+                           "the pages it takes from VRAM (stop-copy's, and "
+                           "pre-copy's from a version 3 server) with their "
+                           "place, which the destination's QEMU receives "
+                           "there, in its view of VRAM populated during the "
+                           "pre-copy (x-migration-place-data=on on both).  ");
     }
     md_backends(s, "source's", "src-backend", &o->src_backends);
     md_backends(s, "destination's", "dst-backend", &o->dst_backends);
