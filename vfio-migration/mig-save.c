@@ -30,9 +30,9 @@
 #define END_BYTES    (MIG_REC_HDR_SIZE + MIG_END_SIZE)
 /* Reads further apart than this are not one stream (QEMU paused them). */
 #define STREAM_GAP_MS 50.0
-/* The pages newly written per ms, measured over at least this long, times
- * SWITCHOVER_LAG_MS: what may be written between QEMU's last size query
- * and the stop. */
+/* The pages newly written per ms, measured over at least this long (until
+ * then, over the last epoch), times SWITCHOVER_LAG_MS: what may be written
+ * between QEMU's last size query and the stop. */
 #define RATE_WINDOW_MS    20.0
 #define SWITCHOVER_LAG_MS 50.0
 
@@ -75,6 +75,9 @@ struct mig_save {
     uint64_t *marked; /* pages the device wrote since the last epoch
                          and not in the pass (for the estimate) */
     uint64_t marked_count;
+    uint64_t *prev_dirty;  /* the epoch before's dirty set (for the rate) */
+    double epoch_ms;       /* when the last epoch was taken */
+    uint64_t epochs;       /* taken; the first is the baseline */
     uint64_t cursor;       /* no page below it is left in the pass */
     uint64_t left;         /* pages left in the pass */
     uint64_t left_nz;      /* of those, pages last seen non-zero */
@@ -94,7 +97,8 @@ struct mig_save {
                               until an epoch has hashed */
     double rate_ref_ms;    /* newly marked pages are counted from here */
     uint64_t rate_ref_marked;
-    double new_pages_per_ms; /* over the last RATE_WINDOW_MS or more */
+    /* Over the last RATE_WINDOW_MS or more, or the last epoch */
+    double new_pages_per_ms;
     bool end_timed;
     bool fault_armed;
     uint64_t fault_offset;
@@ -349,10 +353,40 @@ static void epoch_done(struct mig *m, const struct dt_epoch_stats *st)
            st->hash_gbps);
 }
 
+/*
+ * The epoch just taken at @now found s->dirty: the pages in it that the
+ * epoch before did not find, over the time between the two, are the rate
+ * of new pages until a window of this epoch measures it
+ * (mig_save_note_size_query()).  A window counts no write to a page the
+ * pass holds, and the pass of the round the epoch ends differs from the
+ * next one's, so its last window's rate says little of the next round's.
+ * After the baseline every page found counts, twice: the first round's
+ * pass held all of VRAM, and a page written before it went was sent as
+ * written, so a page could be found written half the round on average.
+ */
+static void epoch_rate(struct mig *m, double now)
+{
+    struct mig_save *s = m->save;
+    uint64_t words = bitmap_words(m->npages), fresh = 0;
+
+    for (uint64_t w = 0; w < words; w++) {
+        fresh +=
+            (uint64_t)__builtin_popcountll(s->dirty[w] & ~s->prev_dirty[w]);
+    }
+    memcpy(s->prev_dirty, s->dirty, words * 8);
+    if (s->epochs == 1) {
+        fresh *= 2;
+    }
+    if (now > s->epoch_ms) {
+        s->new_pages_per_ms = (double)fresh / (now - s->epoch_ms);
+    }
+}
+
 /* Close an epoch into s->dirty: every page without tracking. */
 static void take_epoch(struct mig *m)
 {
     struct mig_save *s = m->save;
+    double now = mig_now_ms();
     struct dt_epoch_stats st;
     struct vg_error err;
 
@@ -369,8 +403,12 @@ static void take_epoch(struct mig *m)
         for (uint64_t p = 0; p < m->npages; p++) {
             note_page(m, p, dt_page_is_zero(s->dt, p));
         }
+    } else {
+        epoch_rate(m, now);
     }
     s->epoch_taken = true;
+    s->epoch_ms = now;
+    s->epochs++;
 }
 
 /* Add words [@w0, @w1) of the epoch's dirty set to the pass; returns the
@@ -1356,7 +1394,8 @@ static int save_alloc(struct mig *m, struct vg_error *err)
     s->pass = calloc(1, bytes);
     s->dirty = calloc(1, bytes);
     s->marked = calloc(1, bytes);
-    if (!s->buf || !s->pass || !s->dirty || !s->marked) {
+    s->prev_dirty = calloc(1, bytes);
+    if (!s->buf || !s->pass || !s->dirty || !s->marked || !s->prev_dirty) {
         mig_save_close(m);
         return vg_error_set(err, ENOMEM, "saving session buffers");
     }
@@ -1533,6 +1572,7 @@ void mig_save_close(struct mig *m)
     free(s->pass);
     free(s->dirty);
     free(s->marked);
+    free(s->prev_dirty);
     free(s);
     m->save = NULL;
     pthread_mutex_lock(&m->step_lock);
