@@ -355,14 +355,17 @@ static void epoch_done(struct mig *m, const struct dt_epoch_stats *st)
 
 /*
  * The epoch just taken at @now found s->dirty: the pages in it that the
- * epoch before did not find, over the time between the two, are the rate
+ * epoch before did not find, over the time between the two, are a rate
  * of new pages until a window of this epoch measures it
- * (mig_save_note_size_query()).  A window counts no write to a page the
- * pass holds, and the pass of the round the epoch ends differs from the
- * next one's, so its last window's rate says little of the next round's.
- * After the baseline every page found counts, twice: the first round's
- * pass held all of VRAM, and a page written before it went was sent as
- * written, so a page could be found written half the round on average.
+ * (mig_save_note_size_query()), where it is above the last window's.  A
+ * window counts no write to a page the pass holds, and the pass of the
+ * round the epoch ends differs from the next one's, so its last window's
+ * rate may be far too low for the next round; the epoch's is too low
+ * where it follows a longer epoch that found the same pages (a writer
+ * that sweeps VRAM in steps).  After the baseline every page found
+ * counts, twice: the first round's pass held all of VRAM, and a page
+ * written before it went was sent as written, so a page could be found
+ * written for half the round on average.
  */
 static void epoch_rate(struct mig *m, double now)
 {
@@ -378,7 +381,11 @@ static void epoch_rate(struct mig *m, double now)
         fresh *= 2;
     }
     if (now > s->epoch_ms) {
-        s->new_pages_per_ms = (double)fresh / (now - s->epoch_ms);
+        double rate = (double)fresh / (now - s->epoch_ms);
+
+        if (rate > s->new_pages_per_ms) {
+            s->new_pages_per_ms = rate;
+        }
     }
 }
 

@@ -270,6 +270,42 @@ static void test_rate_from_epoch(void)
     fx_free(&f);
 }
 
+/*
+ * An epoch that finds the same pages as the one before (a writer that
+ * sweeps VRAM, found again) has no new page of its own: the rate of new
+ * pages measured before it stays, or the next pages the writer moves on to
+ * are missing from the estimate.
+ */
+static void test_rate_after_same_pages(void)
+{
+    uint64_t info[2], est, sent;
+    struct vg_error err;
+    struct fx f;
+
+    fx_init(&f, MIG_TRACK_HYBRID);
+    mig_note_bar2_logged(f.mig, true);
+    set_state(&f, MIG_STATE_PRE_COPY);
+    mig_stopcopy_size(f.mig); /* the rate's reference */
+    drain(&f);
+    g_usleep(25 * 1000);
+    cpu_write(&f, 0, 16, true);
+    g_assert_cmpint(mig_precopy_info(f.mig, &info[0], &info[1], &err), ==, 0);
+    drain(&f); /* round 1: those 16 */
+    g_usleep(25 * 1000);
+    cpu_write(&f, 0, 16, true); /* the same 16 again */
+    g_assert_cmpint(mig_precopy_info(f.mig, &info[0], &info[1], &err), ==, 0);
+    g_assert_cmpuint(info[0] + info[1], >=, 16ull * PAGE);
+    est = mig_stopcopy_size(f.mig);
+    cpu_write(&f, 16, 8, true); /* the writer moves on */
+    set_state(&f, MIG_STATE_STOP_COPY);
+    sent = drain(&f);
+    g_test_message("estimate %" G_GUINT64_FORMAT ", sent %" G_GUINT64_FORMAT,
+                   est, sent);
+    g_assert_cmpuint(sent, <=, est);
+    set_state(&f, MIG_STATE_STOP);
+    fx_free(&f);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const names[] = {"hybrid", "hash", "none"};
@@ -282,6 +318,8 @@ int main(int argc, char **argv)
                     test_unread_pages_in_pass);
     g_test_add_func("/mig/estimate/new-page-rate", test_new_page_rate);
     g_test_add_func("/mig/estimate/rate-from-epoch", test_rate_from_epoch);
+    g_test_add_func("/mig/estimate/rate-after-same-pages",
+                    test_rate_after_same_pages);
     for (unsigned i = 0; i < 3; i++) {
         g_autofree char *p1 =
             g_strdup_printf("/mig/estimate/logged-after-round0/%s", names[i]);
