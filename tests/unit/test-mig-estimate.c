@@ -89,10 +89,10 @@ static void cpu_write(struct fx *f, unsigned first, unsigned n, bool logged)
     }
 }
 
-/* Stop-copy now: what it sends must fit the estimate given just before. */
-static void stop_copy_fits(struct fx *f)
+/* Stop-copy now: what it sends must fit @est, an estimate given before. */
+static void stop_copy_within(struct fx *f, uint64_t est)
 {
-    uint64_t est = mig_stopcopy_size(f->mig), sent;
+    uint64_t sent;
 
     set_state(f, MIG_STATE_STOP_COPY);
     sent = drain(f);
@@ -101,6 +101,26 @@ static void stop_copy_fits(struct fx *f)
                    est, sent);
     g_assert_cmpuint(sent, <=, est);
     set_state(f, MIG_STATE_STOP);
+}
+
+/* Stop-copy now: what it sends must fit the estimate given just before. */
+static void stop_copy_fits(struct fx *f)
+{
+    stop_copy_within(f, mig_stopcopy_size(f->mig));
+}
+
+/*
+ * Hybrid tracking with BAR2 logged, in PRE_COPY: a size query (the
+ * reference of the estimate's rate), round 0 drained, then 25 ms.
+ */
+static void start_after_round0(struct fx *f)
+{
+    fx_init(f, MIG_TRACK_HYBRID);
+    mig_note_bar2_logged(f->mig, true);
+    set_state(f, MIG_STATE_PRE_COPY);
+    mig_stopcopy_size(f->mig);
+    drain(f);
+    g_usleep(25 * 1000);
 }
 
 /*
@@ -245,28 +265,18 @@ static void test_new_page_rate(void)
  */
 static void test_rate_from_epoch(void)
 {
-    uint64_t info[2], est, sent;
+    uint64_t info[2], est;
     struct vg_error err;
     struct fx f;
 
-    fx_init(&f, MIG_TRACK_HYBRID);
-    mig_note_bar2_logged(f.mig, true);
-    set_state(&f, MIG_STATE_PRE_COPY);
-    mig_stopcopy_size(f.mig); /* the rate's reference */
-    drain(&f);
-    g_usleep(25 * 1000);
+    start_after_round0(&f);
     mig_stopcopy_size(f.mig); /* a window without a new page */
     cpu_write(&f, 40, 16, true);
     g_assert_cmpint(mig_precopy_info(f.mig, &info[0], &info[1], &err), ==, 0);
     g_assert_cmpuint(info[0] + info[1], >=, 16ull * PAGE); /* those 16 */
     est = mig_stopcopy_size(f.mig);
     cpu_write(&f, 0, 8, true);
-    set_state(&f, MIG_STATE_STOP_COPY);
-    sent = drain(&f);
-    g_test_message("estimate %" G_GUINT64_FORMAT ", sent %" G_GUINT64_FORMAT,
-                   est, sent);
-    g_assert_cmpuint(sent, <=, est);
-    set_state(&f, MIG_STATE_STOP);
+    stop_copy_within(&f, est);
     fx_free(&f);
 }
 
@@ -278,16 +288,11 @@ static void test_rate_from_epoch(void)
  */
 static void test_rate_after_same_pages(void)
 {
-    uint64_t info[2], est, sent;
+    uint64_t info[2], est;
     struct vg_error err;
     struct fx f;
 
-    fx_init(&f, MIG_TRACK_HYBRID);
-    mig_note_bar2_logged(f.mig, true);
-    set_state(&f, MIG_STATE_PRE_COPY);
-    mig_stopcopy_size(f.mig); /* the rate's reference */
-    drain(&f);
-    g_usleep(25 * 1000);
+    start_after_round0(&f);
     cpu_write(&f, 0, 16, true);
     g_assert_cmpint(mig_precopy_info(f.mig, &info[0], &info[1], &err), ==, 0);
     drain(&f); /* round 1: those 16 */
@@ -297,12 +302,7 @@ static void test_rate_after_same_pages(void)
     g_assert_cmpuint(info[0] + info[1], >=, 16ull * PAGE);
     est = mig_stopcopy_size(f.mig);
     cpu_write(&f, 16, 8, true); /* the writer moves on */
-    set_state(&f, MIG_STATE_STOP_COPY);
-    sent = drain(&f);
-    g_test_message("estimate %" G_GUINT64_FORMAT ", sent %" G_GUINT64_FORMAT,
-                   est, sent);
-    g_assert_cmpuint(sent, <=, est);
-    set_state(&f, MIG_STATE_STOP);
+    stop_copy_within(&f, est);
     fx_free(&f);
 }
 
