@@ -198,11 +198,12 @@ static int start_side(struct run *r, struct side *s, const char *name,
     g_autofree char *ta = g_strdup_printf("--dirty-track=%s", md->track);
     g_autofree char *vram = g_strdup_printf("%" PRIu64 "M", r->c->vram >> 20);
     g_autofree char *qname = g_strdup_printf("qemu-%s", name);
+    g_autofree char *page = g_strdup_printf("%" PRIu64, r->o->track_page);
     const char *extra[7] = {pa, ta};
     unsigned nextra = 2;
     struct vg_server_opts so = {.dir = r->dir,
                                 .vram = vram,
-                                .page_size = PAGE_ARG,
+                                .page_size = page,
                                 .log_level = "warn",
                                 .name = name,
                                 .extra_args = extra};
@@ -795,7 +796,8 @@ static double stat_ms(const struct vg_stats *st, const char *name)
     return v ? g_ascii_strtod(v, NULL) : -1;
 }
 
-static void record_stats(struct cell *c, const struct vg_stats *s)
+static void record_stats(struct cell *c, const struct vg_stats *s,
+                         uint64_t page_size)
 {
     c->stopcopy_ms = s->device_stopcopy_ms;
     c->stopcopy_read_ms = stat_ms(s, "stopcopy_read_ms");
@@ -808,7 +810,7 @@ static void record_stats(struct cell *c, const struct vg_stats *s)
     c->estimate = stat_or(s, "stopcopy_estimate_bytes");
     c->rounds = stat_or(s, "rounds");
     c->throttle = stat_or(s, "throttle_percent");
-    c->postcopy_bytes = MAX(stat_or(s, "postcopy_served"), 0) * PAGE_SIZE;
+    c->postcopy_bytes = MAX(stat_or(s, "postcopy_served"), 0) * page_size;
 }
 
 /* The destination's side: its writes, and how long a post-copy's pages
@@ -836,7 +838,7 @@ static int verify_cpu(struct run *r, const struct vg_stats *s,
     r->c->cpu_writes = cnt.before;
     r->c->cpu_uncertain = k;
     r->c->cpu_rate = cnt.rate;
-    vg_cpu_writer_checksums(r->cw, r->image, PAGE_SIZE, sums);
+    vg_cpu_writer_checksums(r->cw, r->image, (uint32_t)r->o->track_page, sums);
     got = vg_cpu_writer_find_sum(d->vram_checksum, sums, k + 1);
     r->c->verified =
         got >= 0 &&
@@ -861,7 +863,7 @@ static void add_stats(struct cell *c, const struct vg_stats *s,
 {
     struct cell one = {0};
 
-    record_stats(&one, s);
+    record_stats(&one, s, 0); /* post-copy bytes are not summed */
     record_dst_stats(&one, d);
     if (one.reads > 0 && one.read_ms >= 0) {
         c->reads += one.reads;
@@ -922,10 +924,10 @@ static int verify(struct run *r, struct vg_error *err)
         record_dst_stats(r->c, &d);
     }
     if (ret == 0 && r->cw) {
-        record_stats(r->c, &s);
+        record_stats(r->c, &s, r->o->track_page);
         ret = verify_cpu(r, &s, &d, err);
     } else if (ret == 0) {
-        record_stats(r->c, &s);
+        record_stats(r->c, &s, r->o->track_page);
         r->c->verified = !strcmp(s.vram_checksum, d.vram_checksum);
         if (!r->c->verified) {
             ret = vg_error_set(err, EIO,

@@ -1062,7 +1062,8 @@ static void md_method(GString *s, const struct bench_opts *o)
 
     g_string_append_printf(
         s,
-        "Each cell starts two vgpu-servers (page size %s) and two QEMUs "
+        "Each cell starts two vgpu-servers (page size %" PRIu64
+        " KiB) and two QEMUs "
         "(%d MiB guest RAM; like the RAM anchors' QEMUs, with "
         "suppress-vmdesc=on, docs/operations.md), fills all of VRAM with "
         "non-zero patterns "
@@ -1090,8 +1091,8 @@ static void md_method(GString *s, const struct bench_opts *o)
         "against QEMU's STOP event (qclient/cpu-writer.h): the "
         "destination's VRAM checksum must name VRAM as filled plus every "
         "write made before the stop.  VRAM sizes above ",
-        PAGE_ARG, GUEST_RAM_MIB, o->max_bandwidth >> 20, BENCH_DT_MS, ch,
-        FORCE_AFTER_MS, FORCE_BASE_MS, FORCE_PER_GIB_MS, FORCE_PASSES,
+        o->track_page >> 10, GUEST_RAM_MIB, o->max_bandwidth >> 20, BENCH_DT_MS,
+        ch, FORCE_AFTER_MS, FORCE_BASE_MS, FORCE_PER_GIB_MS, FORCE_PASSES,
         FORCE_DT_MS, SPARSE_RATE, CPU_RATE, HEAVY_RATE, HEAVY_HOT_PCT,
         HEAVY_STRADDLE);
     md_size(s, o->big_limit);

@@ -28,6 +28,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +92,9 @@ static void usage(FILE *f)
         "                    cell and RAM anchor, e.g. 10G [%lldG]: above\n"
         "                    what the host moves, or the RAM anchor\n"
         "                    measures the cap\n"
+        "  --page-size SIZE  every vgpu-server's dirty-tracking page,\n"
+        "                    4K to 2M, a power of two [64K]; the\n"
+        "                    workloads' shapes stay in 64 KiB pages\n"
         "  --no-data-plane   every vgpu-server serves the data requests on\n"
         "                    its control loop (--no-data-plane), as a\n"
         "                    server without the data plane's thread\n"
@@ -346,6 +350,19 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'B':
         return vg_parse_size_opt("vgmig-bench", "max-bandwidth", optarg,
                                  1ull << 20, 1ull << 40, &o->max_bandwidth);
+    case 'g':
+        if (vg_parse_size_opt("vgmig-bench", "page-size", optarg, 4ull << 10,
+                              2ull << 20, &o->track_page) < 0) {
+            return -1;
+        }
+        if (o->track_page & (o->track_page - 1)) {
+            fprintf(stderr,
+                    "vgmig-bench: --page-size: %" PRIu64
+                    " is not a power of two\n",
+                    o->track_page);
+            return -1;
+        }
+        return 0;
     case 'S':
         return parse_backends("src-backend", optarg, &o->src_backends);
     case 'D':
@@ -392,6 +409,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"no-data-vram", no_argument, NULL, 'V'},
         {"place-data", no_argument, NULL, 'U'},
         {"max-bandwidth", required_argument, NULL, 'B'},
+        {"page-size", required_argument, NULL, 'g'},
         {"src-backend", required_argument, NULL, 'S'},
         {"dst-backend", required_argument, NULL, 'D'},
         {"append", required_argument, NULL, 'a'},
@@ -407,6 +425,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
     o->big_limit = 1ull << 30;
     o->channels = 1;
     o->max_bandwidth = BENCH_BANDWIDTH;
+    o->track_page = PAGE_SIZE;
     o->multi_rounds = 3;
     o->ram_anchor = true;
     o->out_dir = "build/bench";

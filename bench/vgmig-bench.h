@@ -28,8 +28,7 @@
 
 #define GUEST_RAM_MIB    256
 #define RAM_START        ((uint64_t)16 << 20)
-#define PAGE_SIZE        (64u << 10)
-#define PAGE_ARG         "64K"
+#define PAGE_SIZE        (64u << 10) /* the workloads' page (rows, straddles) */
 #define RING_ENTRIES     256u
 #define FILL_CHUNK       ((uint64_t)64 << 20)
 #define WAIT_MS          120000
@@ -132,6 +131,7 @@ struct bench_opts {
     bool no_data_vram;      /* servers --no-data-vram */
     bool place_data;        /* sources' x-migration-place-data=on */
     uint64_t max_bandwidth; /* --max-bandwidth, bytes per second */
+    uint64_t track_page;    /* --page-size: the servers' tracking page */
     /* --src-backend and --dst-backend: vGPU i's server takes entry i
      * modulo their count; NULL: $VGMIG_SERVER_BACKEND, else the server's */
     struct backends {
