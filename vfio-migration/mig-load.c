@@ -310,6 +310,65 @@ static int sink_pages(void *opaque, uint64_t first, uint64_t count,
     return ret;
 }
 
+/* *@hash = the page hash of page @page as VRAM holds it: where it is
+ * mapped here, or read from the device. */
+static int page_hash_of(struct mig *m, uint64_t page, uint64_t *hash,
+                        struct vg_error *err)
+{
+    uint32_t ps = m->scfg.page_size;
+    uint8_t *copy;
+    int ret;
+
+    if (vgpu_vram(m->gpu)) {
+        *hash = mig_page_hash(m, page);
+        return 0;
+    }
+    copy = malloc(ps);
+    if (!copy) {
+        return vg_error_set(err, ENOMEM, "no memory to hash page %" PRIu64,
+                            page);
+    }
+    ret = vgpu_vram_read(m->gpu, (uint64_t)page * ps, copy, ps, err);
+    *hash = vg_hash(copy, ps, 0);
+    free(copy);
+    return ret;
+}
+
+/* Pieces of page @page written over what an earlier record brought, a
+ * write per run of adjacent pieces, and the page hashed again: the
+ * checksums need it before the device runs, and it is cheaper while the
+ * stream still comes than at the finish. */
+static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
+                       uint32_t piece_size, const uint8_t *data, uint64_t *hash,
+                       struct vg_error *err)
+{
+    struct mig *m = opaque;
+    uint64_t base = page * m->scfg.page_size;
+    int ret = pages_ok(m, page, 1, err);
+
+    while (ret == 0 && mask) {
+        unsigned first = (unsigned)__builtin_ctzll(mask);
+        uint64_t from = mask >> first;
+        unsigned n = ~from ? (unsigned)__builtin_ctzll(~from) : 64;
+
+        ret = vgpu_vram_write(m->gpu, base + (uint64_t)first * piece_size, data,
+                              (uint64_t)n * piece_size, err);
+        data += (size_t)n * piece_size;
+        mask = first + n >= 64 ? 0 : mask & (~0ull << (first + n));
+    }
+    if (ret == 0) {
+        ret = page_hash_of(m, page, &m->load->page_hash[page], err);
+    }
+    if (ret == 0) {
+        mig_bit_put(m->load->hashed, page, true);
+        mig_bit_put(m->load->zeroed, page, false);
+        if (hash) {
+            *hash = m->load->page_hash[page];
+        }
+    }
+    return ret;
+}
+
 /* The first page in [@p, @end) whose bit in @bm is @v, else @end. */
 static uint64_t bit_find(const uint64_t *bm, uint64_t p, uint64_t end, bool v)
 {
@@ -400,6 +459,7 @@ int mig_load_open(struct mig *m, struct vg_error *err)
     struct mig_dec_sink sink = {.opaque = m,
                                 .pages = sink_pages,
                                 .zeros = sink_zeros,
+                                .pieces = sink_pieces,
                                 .state = sink_state,
                                 .write_hashed = sink_write_hashed,
                                 .hash_pages = sink_hash_pages,

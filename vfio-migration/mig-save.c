@@ -35,6 +35,8 @@
  * between QEMU's last size query and the stop. */
 #define RATE_WINDOW_MS    20.0
 #define SWITCHOVER_LAG_MS 50.0
+/* Pages of PAGE_PIECES records whose hashes the pool computes at a time. */
+#define PIECES_BATCH 256u
 
 enum save_phase {
     SAVE_PRECOPY,  /* rounds, device running; nothing to read when drained */
@@ -70,10 +72,31 @@ struct mig_save {
      * have torn its copy, so opaque writes count as exact from then on
      * (a page written back to what was hashed must go again). */
     bool sent_listed;
-    uint64_t *pass;   /* pages the current round still has to send */
-    uint64_t *dirty;  /* an epoch's dirty set */
-    uint64_t *marked; /* pages the device wrote since the last epoch
-                         and not in the pass (for the estimate) */
+    uint64_t *pass; /* pages the current round still has to send */
+    /* Version 4, VRAM mapped here, hybrid tracking (else NULL): per page,
+     * the pieces (MIG_PAGE_PIECES a page) that the guest CPU's log wrote
+     * since the last epoch, all set once anything else wrote it
+     * (@cpu_pieces); per page of the pass, the pieces a stop-copy sends
+     * (@pass_pieces, all set: the whole page); the pages whose last send
+     * went from VRAM in pre-copy (@by_ref: the destination's copy may be
+     * torn, stale, and their pieces carry the page hash that mends it).
+     * @pieces_epoch: the epoch being merged may leave a page of the pass
+     * a part of it. */
+    uint64_t *cpu_pieces;
+    uint64_t *pass_pieces;
+    uint64_t *by_ref;
+    /* The page hashes of the next pages of the pass that go as pieces
+     * with one, hashed on the pool a batch at a time. */
+    struct {
+        uint64_t page[PIECES_BATCH];
+        uint64_t hash[PIECES_BATCH];
+        unsigned n, next;
+    } pieces_hashed;
+    bool pieces_epoch;
+    bool writes_unseen_once; /* guest CPU writes went unseen meanwhile */
+    uint64_t *dirty;         /* an epoch's dirty set */
+    uint64_t *marked;        /* pages the device wrote since the last epoch
+                                and not in the pass (for the estimate) */
     uint64_t marked_count;
     uint64_t *prev_dirty;  /* the epoch before's dirty set (for the rate) */
     double epoch_ms;       /* when the last epoch was taken */
@@ -236,6 +259,19 @@ static void mark_written(struct mig *m, uint64_t p)
     }
 }
 
+/* The pieces of page @p (of @ps bytes) that [@off, +@len) touches. */
+static uint64_t pieces_touched(uint64_t p, uint64_t ps, uint64_t off,
+                               uint64_t len)
+{
+    uint64_t piece = ps / MIG_PAGE_PIECES, base = p * ps;
+    uint64_t from = off > base ? off - base : 0;
+    uint64_t to = off + len < base + ps ? off + len - base : ps;
+    unsigned first = (unsigned)(from / piece),
+             last = (unsigned)((to - 1) / piece);
+
+    return (last == 63 ? ~0ull : (2ull << last) - 1) & (~0ull << first);
+}
+
 /* The device wrote [@off, +@len): remember it for the estimate, and tell
  * the tracker (hash mode rehashes everything anyway). */
 static void apply_device_write(void *opaque, uint64_t off, uint64_t len,
@@ -251,6 +287,9 @@ static void apply_device_write(void *opaque, uint64_t off, uint64_t len,
     for (uint64_t p = off / ps; p <= (off + len - 1) / ps && p < m->npages;
          p++) {
         mark_written(m, p);
+        if (s->cpu_pieces) {
+            s->cpu_pieces[p] = ~0ull; /* not the guest CPU's: whole */
+        }
     }
     if (!s->dt || m->track == MIG_TRACK_HASH) {
         return;
@@ -318,6 +357,9 @@ int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
             m->stats.cpu_log_pages++;
             for (uint64_t p = at / ps; p <= last && p < m->npages; p++) {
                 mark_written(m, p);
+                if (s->cpu_pieces) {
+                    s->cpu_pieces[p] |= pieces_touched(p, ps, at, gran);
+                }
             }
         }
     }
@@ -338,6 +380,18 @@ static void epoch_prepare(struct mig *m)
         (m->track == MIG_TRACK_HASH || (m->bar2_shared && !m->bar2_logged))) {
         dt_mark_all_opaque(s->dt); /* CPU writes through BAR2 are unseen */
     }
+    s->writes_unseen_once |= m->bar2_shared && !m->bar2_logged;
+}
+
+/* Whether an epoch may leave pages of the pass a part of themselves: the
+ * pieces are kept, and every write since the session began was seen (a
+ * write outside the logs could be anywhere in a page). */
+static bool pieces_ok(const struct mig *m)
+{
+    const struct mig_save *s = m->save;
+
+    return s->cpu_pieces && !s->writes_unseen_once && s->dt &&
+           m->track == MIG_TRACK_HYBRID && !(m->bar2_shared && !m->bar2_logged);
 }
 
 static void epoch_done(struct mig *m, const struct dt_epoch_stats *st)
@@ -398,6 +452,7 @@ static void take_epoch(struct mig *m)
     struct vg_error err;
 
     epoch_prepare(m);
+    s->pieces_epoch = false;
     if (!s->dt || dt_epoch(s->dt, s->dirty, &st, &err) < 0) {
         if (s->dt) {
             vg_warn("migration: %s; resending every page", err.msg);
@@ -412,10 +467,34 @@ static void take_epoch(struct mig *m)
         }
     } else {
         epoch_rate(m, now);
+        s->pieces_epoch = pieces_ok(m); /* the baseline sends pages whole */
     }
     s->epoch_taken = true;
     s->epoch_ms = now;
     s->epochs++;
+}
+
+/* The pieces of page @p that the epoch's dirty set asks for. */
+static uint64_t epoch_pieces(const struct mig_save *s, uint64_t p)
+{
+    return s->pieces_epoch && s->cpu_pieces[p] ? s->cpu_pieces[p] : ~0ull;
+}
+
+/* Words [@w0, @w1) of the epoch's dirty set, before they join the pass:
+ * a page new to it takes the epoch's pieces, one in it adds them; the
+ * pieces counted since the last epoch start over. */
+static void pieces_merge_words(struct mig_save *s, uint64_t w0, uint64_t w1)
+{
+    for (uint64_t w = w0; w < w1; w++) {
+        for (uint64_t d = s->dirty[w]; d; d &= d - 1) {
+            uint64_t p = w * 64 + (uint64_t)__builtin_ctzll(d);
+
+            s->pass_pieces[p] = mig_bit(s->pass, p)
+                                    ? s->pass_pieces[p] | epoch_pieces(s, p)
+                                    : epoch_pieces(s, p);
+        }
+        memset(&s->cpu_pieces[w * 64], 0, 64 * 8);
+    }
 }
 
 /* Add words [@w0, @w1) of the epoch's dirty set to the pass; returns the
@@ -425,6 +504,9 @@ static uint64_t pass_merge_words(struct mig *m, uint64_t w0, uint64_t w1)
     struct mig_save *s = m->save;
     uint64_t added = 0;
 
+    if (s->cpu_pieces) {
+        pieces_merge_words(s, w0, w1);
+    }
     for (uint64_t w = w0; w < w1; w++) {
         uint64_t nw = s->dirty[w] & ~s->pass[w];
 
@@ -768,6 +850,14 @@ static bool listed_ok(const struct mig *m)
            s->pieces_read && vgpu_vram(m->gpu) && writes_all_seen(m);
 }
 
+/* Pages [@p, +@n) go now, from VRAM in pre-copy (@by_ref) or not. */
+static void note_by_ref(struct mig_save *s, uint64_t p, uint64_t n, bool by_ref)
+{
+    for (uint64_t i = 0; s->by_ref && i < n; i++) {
+        mig_bit_put(s->by_ref, p + i, by_ref);
+    }
+}
+
 /* Encode the run [@p, +@n) of @zero pages, or with their content at @data,
  * and baseline what went out. */
 static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
@@ -778,6 +868,7 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
     uint8_t *into = mig_enc_pages_data(s->rec);
 
     /* No epoch follows stop-copy: only pre-copy needs the baselines. */
+    note_by_ref(s, p, n, false); /* unless listed_ok(), below */
     if (zero) {
         s->len = mig_enc_zeros(s->enc, p, n, s->rec);
         if (s->dt && s->phase == SAVE_PRECOPY) {
@@ -810,6 +901,7 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
         s->len = s->ref_at + n * m->scfg.page_size;
         s->ref_listed = s->sent_listed = true;
         dt_note_sent_unhashed(s->dt, p, n);
+        note_by_ref(s, p, n, true);
         track = false;
     } else {
         if (!s->run_hashed) {
@@ -847,6 +939,102 @@ static bool stage_device_run(struct mig *m, uint64_t p, uint64_t limit)
     return stage_encode(m, p, n, zero, mig_enc_pages_data(m->save->rec));
 }
 
+/* Whether stop-copy sends only some pieces of page @p of the pass. */
+static bool page_in_pieces(const struct mig *m, uint64_t p)
+{
+    const struct mig_save *s = m->save;
+
+    return s->pass_pieces && s->phase == SAVE_STOPCOPY &&
+           s->pass_pieces[p] != ~0ull;
+}
+
+/* Pool job: the page hashes of the pieces pages of a batch. */
+struct pieces_hash_job {
+    const uint8_t *vram;
+    uint32_t page_size;
+    uint64_t count;
+    const uint64_t *page;
+    uint64_t *hash;
+};
+
+static void pieces_hash_piece(void *arg, uint64_t piece)
+{
+    struct pieces_hash_job *job = arg;
+    uint64_t i, end = mig_piece(piece, job->page_size, job->count, &i);
+
+    for (; i < end; i++) {
+        job->hash[i] = vg_hash(job->vram + job->page[i] * job->page_size,
+                               job->page_size, 0);
+    }
+}
+
+/* The next PIECES_BATCH pages of the pass from @p on that go as pieces
+ * with their page hash, hashed on the pool. */
+static void pieces_hash_batch(struct mig *m, uint64_t p)
+{
+    struct mig_save *s = m->save;
+    struct pieces_hash_job job = {vgpu_vram(m->gpu), m->scfg.page_size, 0,
+                                  s->pieces_hashed.page, s->pieces_hashed.hash};
+
+    while (p < m->npages && job.count < PIECES_BATCH) {
+        uint64_t w = s->pass[p / 64] >> (p % 64);
+
+        if (!w) {
+            p = (p / 64 + 1) * 64;
+            continue;
+        }
+        p += (uint64_t)__builtin_ctzll(w);
+        if (p < m->npages && page_in_pieces(m, p) && mig_bit(s->by_ref, p)) {
+            s->pieces_hashed.page[job.count++] = p;
+        }
+        p++;
+    }
+    mig_run_pieces(s->pool, m->scfg.page_size, job.count, pieces_hash_piece,
+                   &job);
+    s->pieces_hashed.n = (unsigned)job.count;
+    s->pieces_hashed.next = 0;
+}
+
+/* The page hash of page @p of the pass, as it goes as pieces. */
+static uint64_t pieces_page_hash(struct mig *m, uint64_t p)
+{
+    struct mig_save *s = m->save;
+    unsigned i = s->pieces_hashed.next;
+
+    while (i < s->pieces_hashed.n && s->pieces_hashed.page[i] < p) {
+        i++;
+    }
+    if (i == s->pieces_hashed.n || s->pieces_hashed.page[i] != p) {
+        pieces_hash_batch(m, p);
+        i = 0;
+    }
+    s->pieces_hashed.next = i + 1;
+    return s->pieces_hashed.hash[i];
+}
+
+/* Stage the PAGE_PIECES record of page @p: the pieces of it written since
+ * it went, from VRAM (quiesced), copied into the record; with the page's
+ * hash where its last send went from VRAM (it may be stale there). */
+static bool stage_pieces(struct mig *m, uint64_t p)
+{
+    struct mig_save *s = m->save;
+    uint32_t ps = m->scfg.page_size;
+    const uint8_t *page = vgpu_vram(m->gpu) + p * ps;
+    uint64_t mask = s->pass_pieces[p];
+    uint64_t bytes =
+        (uint64_t)__builtin_popcountll(mask) * (ps / MIG_PAGE_PIECES);
+    bool hashed = mig_bit(s->by_ref, p);
+    uint64_t hash = hashed ? pieces_page_hash(m, p) : 0;
+
+    pass_take(m, p, false);
+    s->cursor = p + 1;
+    s->len = mig_enc_page_pieces(s->enc, p, mask, page, hashed, hash, s->rec);
+    m->stats.final_dirty_bytes += bytes;
+    m->stats.pieces_pages++;
+    m->stats.pieces_bytes += bytes;
+    return true;
+}
+
 /* Stage the next run of the pass; false when the pass is over (or failed:
  * s->error says why). */
 static bool stage_run(struct mig *m)
@@ -866,10 +1054,14 @@ static bool stage_run(struct mig *m)
     if (!vgpu_vram(m->gpu)) {
         return stage_device_run(m, p, limit);
     }
+    if (page_in_pieces(m, p)) {
+        return stage_pieces(m, p);
+    }
     zero = vram_page_zero(m, p);
     pass_take(m, p, zero);
     while (n < (zero ? MIG_ZEROS_MAX_PAGES : run_pages(m)) && p + n < limit &&
-           mig_bit(s->pass, p + n) && vram_page_zero(m, p + n) == zero) {
+           mig_bit(s->pass, p + n) && !page_in_pieces(m, p + n) &&
+           vram_page_zero(m, p + n) == zero) {
         pass_take(m, p + n, zero);
         n++;
     }
@@ -1402,6 +1594,16 @@ static int save_alloc(struct mig *m, struct vg_error *err)
     s->dirty = calloc(1, bytes);
     s->marked = calloc(1, bytes);
     s->prev_dirty = calloc(1, bytes);
+    if (m->stream_version >= 4 && m->track == MIG_TRACK_HYBRID &&
+        vgpu_vram(m->gpu)) {
+        s->cpu_pieces = calloc(64, bytes); /* a u64 a page, words whole */
+        s->pass_pieces = calloc(64, bytes);
+        s->by_ref = calloc(1, bytes);
+        if (!s->cpu_pieces || !s->pass_pieces || !s->by_ref) {
+            mig_save_close(m);
+            return vg_error_set(err, ENOMEM, "saving session's pieces");
+        }
+    }
     if (!s->buf || !s->pass || !s->dirty || !s->marked || !s->prev_dirty) {
         mig_save_close(m);
         return vg_error_set(err, ENOMEM, "saving session buffers");
@@ -1493,6 +1695,7 @@ static bool stopcopy_epoch_begin(struct mig *m)
         return false;
     }
     s->epoch_open = true;
+    s->pieces_epoch = pieces_ok(m);
     s->merged = 0;
     s->cursor = 0;
     m->stats.rounds++;
@@ -1580,6 +1783,9 @@ void mig_save_close(struct mig *m)
     free(s->dirty);
     free(s->marked);
     free(s->prev_dirty);
+    free(s->cpu_pieces);
+    free(s->pass_pieces);
+    free(s->by_ref);
     free(s);
     m->save = NULL;
     pthread_mutex_lock(&m->step_lock);

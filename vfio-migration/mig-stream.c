@@ -56,6 +56,10 @@ bool mig_rec_bounds(uint32_t page_size, uint32_t type, uint32_t *min,
     case MIG_REC_ZEROS:
         *min = *max = MIG_RUN_HDR_SIZE;
         return true;
+    case MIG_REC_PAGE_PIECES:
+        *min = MIG_PIECES_HDR_SIZE + page_size / MIG_PAGE_PIECES;
+        *max = MIG_PIECES_HDR_SIZE + page_size;
+        return true;
     case MIG_REC_DEVICE_STATE:
         *min = 1;
         *max = MIG_STATE_MAX;
@@ -69,6 +73,13 @@ bool mig_rec_bounds(uint32_t page_size, uint32_t type, uint32_t *min,
     default:
         return false;
     }
+}
+
+uint32_t mig_rec_flags(uint32_t type)
+{
+    return type == MIG_REC_PAGES_LISTED  ? MIG_LISTED_MAY_BE_STALE
+           : type == MIG_REC_PAGE_PIECES ? MIG_PIECES_HASHED
+                                         : 0;
 }
 
 int mig_header_check(const struct mig_stream_config *c, const uint8_t *p,
@@ -129,6 +140,8 @@ const char *mig_rec_name(uint32_t type)
         return "POSTCOPY";
     case MIG_REC_PAGES_LISTED:
         return "PAGES_LISTED";
+    case MIG_REC_PAGE_PIECES:
+        return "PAGE_PIECES";
     default:
         return "unknown";
     }
@@ -347,6 +360,29 @@ size_t mig_enc_zeros(struct mig_enc *enc, uint64_t first, uint64_t count,
     return rec_seal(enc, buf, MIG_REC_ZEROS, MIG_RUN_HDR_SIZE);
 }
 
+size_t mig_enc_page_pieces(struct mig_enc *enc, uint64_t page, uint64_t mask,
+                           const uint8_t *page_data, bool hashed, uint64_t hash,
+                           uint8_t *buf)
+{
+    uint32_t piece = enc->page_size / MIG_PAGE_PIECES;
+    uint8_t *p = buf + MIG_REC_HDR_SIZE, *at = p + MIG_PIECES_HDR_SIZE;
+
+    vg_put_le64(p, page);
+    vg_put_le64(p + 8, mask);
+    vg_put_le64(p + 16, hashed ? hash : 0);
+    for (uint64_t left = mask; left; left &= left - 1) {
+        memcpy(at, page_data + (size_t)__builtin_ctzll(left) * piece, piece);
+        at += piece;
+    }
+    rec_head(buf, MIG_REC_PAGE_PIECES, (uint32_t)(at - p));
+    buf[2] = hashed ? MIG_PIECES_HASHED : 0;
+    vg_put_le64(buf + 8, mig_rec_checksum(buf, p, (uint32_t)(at - p)));
+    XXH3_64bits_update(enc->digest, buf, (size_t)(at - buf));
+    enc->bytes += (size_t)(at - buf);
+    enc->records++;
+    return (size_t)(at - buf);
+}
+
 size_t mig_enc_state(struct mig_enc *enc, const void *blob, uint32_t len,
                      uint8_t *buf)
 {
@@ -407,6 +443,9 @@ struct mig_dec {
     /* Version 2: the page hashes of the PAGES record in @rec. */
     uint64_t hashes[MIG_RUN_MAX_PAGES];
     uint8_t hash_le[MIG_RUN_MAX_PAGES * 8];
+    /* Version 4: the pages a PAGES, PAGES_LISTED or ZEROS record brought,
+     * a bit each (PAGE_PIECES only change such a page). */
+    uint64_t *brought;
     /* Version 3: the stale pages (mig_dec_stale_pages), a bit each. */
     uint64_t *stale;
     uint64_t stale_count;
@@ -452,6 +491,7 @@ void mig_dec_free(struct mig_dec *dec)
         XXH3_freeState(dec->digest);
         XXH3_freeState(dec->check);
         free(dec->rec);
+        free(dec->brought);
         free(dec->stale);
         free(dec);
     }
@@ -493,6 +533,14 @@ bool mig_dec_page_stale(const struct mig_dec *dec, uint64_t page)
 {
     return dec->stale && page < dec->npages &&
            (dec->stale[page / 64] >> (page % 64)) & 1;
+}
+
+/* Pages [@first, +@count) were brought by a record (version 4). */
+static void set_brought(struct mig_dec *dec, uint64_t first, uint64_t count)
+{
+    for (uint64_t p = first; dec->brought && p < first + count; p++) {
+        dec->brought[p / 64] |= 1ull << (p % 64);
+    }
 }
 
 /* Mark pages [@first, +@count) stale or not. */
@@ -549,7 +597,7 @@ static int dec_rec_header(struct mig_dec *dec)
     if (!mig_rec_bounds(dec->cfg.page_size, type, &min, &max)) {
         return dec_fail(dec, EINVAL, "unknown record type %u", type);
     }
-    if (flags & ~(type == MIG_REC_PAGES_LISTED ? MIG_LISTED_MAY_BE_STALE : 0)) {
+    if (flags & ~mig_rec_flags(type)) {
         return dec_fail(dec, EINVAL, "flags %#x, expected 0", flags);
     }
     if (len < min || len > max) {
@@ -560,9 +608,10 @@ static int dec_rec_header(struct mig_dec *dec)
     if (!dec->seen_header && type != MIG_REC_HEADER) {
         return dec_fail(dec, EINVAL, "the stream must start with HEADER");
     }
-    if (type == MIG_REC_PAGES_LISTED && dec->version < 3) {
-        return dec_fail(dec, EINVAL, "PAGES_LISTED in a version %u stream",
-                        dec->version);
+    if ((type == MIG_REC_PAGES_LISTED && dec->version < 3) ||
+        (type == MIG_REC_PAGE_PIECES && dec->version < 4)) {
+        return dec_fail(dec, EINVAL, "%s in a version %u stream",
+                        mig_rec_name(type), dec->version);
     }
     dec->want = MIG_REC_HDR_SIZE + len;
     return 0;
@@ -580,8 +629,10 @@ static int dec_header(struct mig_dec *dec, const uint8_t *p)
     }
     if (dec->version >= 3) {
         dec->stale = calloc((dec->npages + 63) / 64, 8);
-        if (!dec->stale) {
-            return dec_fail(dec, ENOMEM, "no memory for the stale pages");
+        dec->brought =
+            dec->version >= 4 ? calloc((dec->npages + 63) / 64, 8) : NULL;
+        if (!dec->stale || (dec->version >= 4 && !dec->brought)) {
+            return dec_fail(dec, ENOMEM, "no memory for the pages' bitmaps");
         }
     }
     dec->seen_header = true;
@@ -705,7 +756,77 @@ static int dec_pages(struct mig_dec *dec, const uint8_t *p, uint32_t len)
         if (ret < 0) {
             return dec_sink_failed(dec, ret, &se);
         }
+        set_brought(dec, first, count);
         ret = note_stale(dec, p, first, count);
+    }
+    return ret;
+}
+
+/* A PAGE_PIECES record's shape: its mask, of a page that a record brought. */
+static int pieces_shape(struct mig_dec *dec, const uint8_t *p, uint32_t len)
+{
+    uint64_t page = vg_get_le64(p), mask = vg_get_le64(p + 8);
+    uint32_t piece = dec->cfg.page_size / MIG_PAGE_PIECES;
+    bool hashed = vg_get_le16(dec->rec + 2) & MIG_PIECES_HASHED;
+
+    if (mask == 0 || len != MIG_PIECES_HDR_SIZE +
+                                (uint64_t)__builtin_popcountll(mask) * piece) {
+        return dec_fail(dec, EINVAL,
+                        "mask %016" PRIx64 " of %u-byte pieces does not "
+                        "match payload length %u",
+                        mask, piece, len);
+    }
+    if (!hashed && vg_get_le64(p + 16)) {
+        return dec_fail(dec, EINVAL, "page hash %016" PRIx64 " not flagged",
+                        vg_get_le64(p + 16));
+    }
+    if (dec_range(dec, page, 1) < 0) {
+        return dec->failed;
+    }
+    if (!((dec->brought[page / 64] >> (page % 64)) & 1)) {
+        return dec_fail(dec, EINVAL,
+                        "page %" PRIu64 ": pieces of a page that no record "
+                        "before brought",
+                        page);
+    }
+    return 0;
+}
+
+/* A PAGE_PIECES record: its pieces written over the page.  A stale page
+ * is whole again only where the record carries the page's hash and the
+ * page as written has it. */
+static int dec_pieces(struct mig_dec *dec, const uint8_t *p, uint32_t len)
+{
+    uint64_t page = vg_get_le64(p), listed = vg_get_le64(p + 16), hash = 0;
+    bool hashed = vg_get_le16(dec->rec + 2) & MIG_PIECES_HASHED;
+    bool stale = mig_dec_page_stale(dec, page);
+    struct vg_error se;
+    int ret = pieces_shape(dec, p, len);
+
+    if (ret == 0 && stale && !hashed) {
+        return dec_fail(dec, EBADMSG,
+                        "page %" PRIu64 " is stale, and a record without "
+                        "its page hash cannot mend it",
+                        page);
+    }
+    if (ret == 0 && !dec->sink.pieces) {
+        return dec_fail(dec, ENOTSUP, "this destination cannot write pieces");
+    }
+    if (ret == 0) {
+        ret = dec->sink.pieces(dec->sink.opaque, page, vg_get_le64(p + 8),
+                               dec->cfg.page_size / MIG_PAGE_PIECES,
+                               p + MIG_PIECES_HDR_SIZE, stale ? &hash : NULL,
+                               &se);
+        ret = ret < 0 ? dec_sink_failed(dec, ret, &se) : 0;
+    }
+    if (ret == 0 && stale && hash != listed) {
+        return dec_fail(dec, EBADMSG,
+                        "page %" PRIu64 ": hash %016" PRIx64
+                        " with its pieces, listed %016" PRIx64,
+                        page, hash, listed);
+    }
+    if (ret == 0) {
+        set_stale(dec, page, 1, false);
     }
     return ret;
 }
@@ -726,6 +847,7 @@ static int dec_zeros(struct mig_dec *dec, const uint8_t *p)
         if (ret < 0) {
             return dec_sink_failed(dec, ret, &se);
         }
+        set_brought(dec, first, count);
         set_stale(dec, first, count, false);
     }
     return ret;
@@ -836,6 +958,8 @@ static int dec_dispatch(struct mig_dec *dec, const uint8_t *p, uint32_t len)
         return dec_pages(dec, p, len);
     case MIG_REC_ZEROS:
         return dec_zeros(dec, p);
+    case MIG_REC_PAGE_PIECES:
+        return dec_pieces(dec, p, len);
     case MIG_REC_DEVICE_STATE:
         return dec_state(dec, p, len);
     case MIG_REC_POSTCOPY:

@@ -20,8 +20,14 @@
  * live while the device may write them.  Its checksum covers the listed
  * hashes; a page whose data do not match its listed hash is *stale* (it
  * was written while it went out) until a later record brings it, and the
- * stream fails at END where a page is still stale.  The decoder reads
- * versions 1 to 3; the encoder writes any of them.
+ * stream fails at END where a page is still stale.  Version 4 adds
+ * PAGE_PIECES records: some of the 64 pieces of one page (the parts a
+ * guest CPU wrote since the page last went), for a page an earlier record
+ * of the stream brought.  Such a record may carry the page hash of the
+ * page as its pieces leave it: a stale page then takes the pieces, and is
+ * whole again if its hash is that one (the stream fails if not); a
+ * record without it cannot mend a stale page.  The decoder reads
+ * versions 1 to 4; the encoder writes any of them.
  *
  * The encoder writes one complete record at a time into a caller buffer
  * of at least MIG_REC_MAX bytes.  The decoder is an incremental pure
@@ -46,9 +52,9 @@
 #include "common/error.h"
 
 #define MIG_STREAM_MAGIC       "VGMIGSTR" /* 8 bytes, no NUL on the wire */
-#define MIG_STREAM_VERSION     3u /* what the encoder writes by default */
+#define MIG_STREAM_VERSION     4u /* what the encoder writes by default */
 #define MIG_STREAM_VERSION_MIN 1u /* the oldest the decoder reads */
-#define MIG_STREAM_VERSION_MAX 3u /* the newest either side knows */
+#define MIG_STREAM_VERSION_MAX 4u /* the newest either side knows */
 
 enum mig_rec_type {
     MIG_REC_HEADER = 1,
@@ -58,26 +64,32 @@ enum mig_rec_type {
     MIG_REC_END = 5,
     MIG_REC_POSTCOPY = 6,
     MIG_REC_PAGES_LISTED = 7, /* version 3 */
+    MIG_REC_PAGE_PIECES = 8,  /* version 4 */
 };
 
 /* A PAGES_LISTED record's only flag: its pages may be stale (pre-copy:
  * the device ran while they went); without it a page whose data do not
  * match its listed hash fails the stream at once. */
 #define MIG_LISTED_MAY_BE_STALE 1u
+/* A PAGE_PIECES record's only flag: its page hash field is the page's
+ * hash as its pieces leave it (else 0, not checked). */
+#define MIG_PIECES_HASHED 1u
 
-#define MIG_REC_HDR_SIZE   16u
-#define MIG_HEADER_SIZE    32u  /* HEADER payload */
-#define MIG_RUN_HDR_SIZE   16u  /* PAGES payload before the data; ZEROS */
-#define MIG_END_SIZE       24u  /* END payload */
-#define MIG_POSTCOPY_SIZE  144u /* POSTCOPY payload */
-#define MIG_POSTCOPY_TOKEN 16u
-#define MIG_POSTCOPY_ADDR  108u /* a UNIX socket path, NUL included */
-#define MIG_RUN_MAX_BYTES  (2u * 1024 * 1024) /* PAGES data per record */
-#define MIG_STATE_MAX      4096u              /* DEVICE_STATE payload */
-#define MIG_PAGE_SIZE_MIN  4096u
-#define MIG_PAGE_SIZE_MAX  MIG_RUN_MAX_BYTES
-#define MIG_RUN_MAX_PAGES  (MIG_RUN_MAX_BYTES / MIG_PAGE_SIZE_MIN)
-#define MIG_LIST_MAX       (MIG_RUN_MAX_PAGES * 8u) /* PAGES_LISTED hashes */
+#define MIG_REC_HDR_SIZE    16u
+#define MIG_HEADER_SIZE     32u  /* HEADER payload */
+#define MIG_RUN_HDR_SIZE    16u  /* PAGES payload before the data; ZEROS */
+#define MIG_END_SIZE        24u  /* END payload */
+#define MIG_POSTCOPY_SIZE   144u /* POSTCOPY payload */
+#define MIG_POSTCOPY_TOKEN  16u
+#define MIG_POSTCOPY_ADDR   108u /* a UNIX socket path, NUL included */
+#define MIG_PIECES_HDR_SIZE 24u  /* PAGE_PIECES payload before the pieces */
+#define MIG_PAGE_PIECES     64u  /* a page's pieces: page size / 64 bytes */
+#define MIG_RUN_MAX_BYTES   (2u * 1024 * 1024) /* PAGES data per record */
+#define MIG_STATE_MAX       4096u              /* DEVICE_STATE payload */
+#define MIG_PAGE_SIZE_MIN   4096u
+#define MIG_PAGE_SIZE_MAX   MIG_RUN_MAX_BYTES
+#define MIG_RUN_MAX_PAGES   (MIG_RUN_MAX_BYTES / MIG_PAGE_SIZE_MIN)
+#define MIG_LIST_MAX        (MIG_RUN_MAX_PAGES * 8u) /* PAGES_LISTED hashes */
 #define MIG_REC_MAX_PAYLOAD                                                    \
     (MIG_RUN_HDR_SIZE + MIG_LIST_MAX + MIG_RUN_MAX_BYTES)
 #define MIG_REC_MAX (MIG_REC_HDR_SIZE + MIG_REC_MAX_PAYLOAD)
@@ -112,12 +124,15 @@ const char *mig_rec_name(uint32_t type);
 
 /* The pieces of the decoder's checks, for readers of a stream held
  * elsewhere (stream-file.h).  mig_rec_bounds: payload bounds of a record
- * type, false for an unknown type.  mig_header_check: a HEADER payload
+ * type, false for an unknown type; mig_rec_flags: the header flags it may
+ * have.  mig_header_check: a HEADER payload
  * against this device (*@version on success).  mig_rec_checksum: the
  * checksum of a record whose header is @hdr; mig_pages_checksum: that of
  * a version 2 PAGES record from its run header and page hashes. */
 bool mig_rec_bounds(uint32_t page_size, uint32_t type, uint32_t *min,
                     uint32_t *max);
+/* The flags a record of @type may have. */
+uint32_t mig_rec_flags(uint32_t type);
 int mig_header_check(const struct mig_stream_config *cfg, const uint8_t *p,
                      uint32_t *version, struct vg_error *err);
 uint64_t mig_rec_checksum(const uint8_t *hdr, const uint8_t *payload,
@@ -173,6 +188,14 @@ size_t mig_enc_pages_listed_ref(struct mig_enc *enc, uint64_t first,
 uint8_t *mig_enc_pages_data(uint8_t *buf);
 size_t mig_enc_zeros(struct mig_enc *enc, uint64_t first, uint64_t count,
                      uint8_t *buf);
+/* Version 4 encoders: a PAGE_PIECES record of page @page, the pieces whose
+ * bits are set in @mask (non-zero; bit i: bytes [i * piece, +piece) of the
+ * page, piece = page size / MIG_PAGE_PIECES), copied from @page_data, the
+ * page's content; with @hashed, the record carries @hash, the page hash
+ * of @page_data (which a destination checks where the page was stale). */
+size_t mig_enc_page_pieces(struct mig_enc *enc, uint64_t page, uint64_t mask,
+                           const uint8_t *page_data, bool hashed, uint64_t hash,
+                           uint8_t *buf);
 size_t mig_enc_state(struct mig_enc *enc, const void *blob, uint32_t len,
                      uint8_t *buf);
 size_t mig_enc_postcopy(struct mig_enc *enc,
@@ -196,6 +219,13 @@ struct mig_dec_sink {
                  struct vg_error *err);
     int (*zeros)(void *opaque, uint64_t first, uint64_t count,
                  struct vg_error *err);
+    /* Version 4: write the pieces of page @page set in @mask, each
+     * @piece_size bytes, from @data (one after the other); if @hash is not
+     * NULL, put the page hash of the page as written into it.  NULL: a
+     * PAGE_PIECES record fails the stream. */
+    int (*pieces)(void *opaque, uint64_t page, uint64_t mask,
+                  uint32_t piece_size, const uint8_t *data, uint64_t *hash,
+                  struct vg_error *err);
     int (*state)(void *opaque, const uint8_t *blob, uint32_t len,
                  struct vg_error *err);
     /* Optional: the page hashes (XXH3-64, seed 0) of the @count pages at

@@ -214,6 +214,8 @@ static void session_started(struct mig *m)
     m->stats.in_place_bytes = 0;
     m->stats.vram_piece_bytes = 0;
     m->stats.listed_bytes = 0;
+    m->stats.pieces_pages = 0;
+    m->stats.pieces_bytes = 0;
     m->stats.stale_pages = 0;
     m->stats.gpu_direct_bytes = 0;
     m->stats.gpu_hashed_bytes = 0;
@@ -932,6 +934,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"data_hash_ms\": %.3f,\n  \"data_copy_ms\": %.3f"
         ",\n  \"shm_bytes\": %" PRIu64 ",\n  \"in_place_bytes\": %" PRIu64
         ",\n  \"vram_piece_bytes\": %" PRIu64 ",\n  \"listed_bytes\": %" PRIu64
+        ",\n  \"pieces_pages\": %" PRIu64 ",\n  \"pieces_bytes\": %" PRIu64
         ",\n  \"stale_pages\": %" PRIu64 ",\n  \"gpu_direct_bytes\": %" PRIu64
         ",\n  \"gpu_hashed_bytes\": %" PRIu64 ",\n  \"stream_version\": %u"
         "%s,\n  \"last_error\": \"%s\"\n}\n",
@@ -948,8 +951,9 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->precopy_reads, st->precopy_read_ms, st->load_writes,
         st->load_write_ms, st->data_hash_ms, st->data_copy_ms, st->shm_bytes,
         st->in_place_bytes, st->vram_piece_bytes, st->listed_bytes,
-        st->stale_pages, st->gpu_direct_bytes, st->gpu_hashed_bytes,
-        st->stream_version, postcopy, error);
+        st->pieces_pages, st->pieces_bytes, st->stale_pages,
+        st->gpu_direct_bytes, st->gpu_hashed_bytes, st->stream_version,
+        postcopy, error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

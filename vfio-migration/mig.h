@@ -115,6 +115,9 @@ struct mig_stats {
                                   copied by the server */
     uint64_t listed_bytes;     /* pre-copy page bytes read so, in PAGES_LISTED
                                   records (version 3) */
+    uint64_t pieces_pages;     /* stop-copy pages sent in part, as their
+                                  pieces the guest CPU wrote (version 4) */
+    uint64_t pieces_bytes;     /* ...and those pieces' bytes */
     uint64_t stale_pages;      /* destination: times a page's listed data
                                   did not match (written while it went) */
     uint64_t gpu_direct_bytes; /* copied between the GPU and the shared

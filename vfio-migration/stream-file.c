@@ -35,6 +35,8 @@ struct sf_rec {
     uint8_t head[SF_HEADS]; /* record header (+ a PAGES run header) */
     uint8_t *bytes;         /* a small record, whole */
     uint64_t *hashes;       /* a PAGES record's page hashes, once read */
+    uint32_t next_pieces;   /* PAGE_PIECES: index + 1 of the next one of
+                               its page, 0: none (yet) */
 };
 
 /* The last two PAGES records read, payload whole, and their page hashes. */
@@ -58,6 +60,9 @@ struct sf {
     size_t nrec, rec_cap;
     uint64_t records; /* records scanned, END excluded */
     uint32_t *latest;
+    /* Per page, index + 1 of the first and the last PAGE_PIECES record
+     * since the record in latest[] (0: none); next_pieces links them. */
+    uint32_t *pieces_head, *pieces_tail;
     uint32_t version; /* the HEADER's */
     bool seen_header, seen_state, seen_end;
     uint64_t end_digest;
@@ -159,7 +164,10 @@ int sf_new(const struct sf_config *cfg, struct sf **out, struct vg_error *err)
     s->file_size = (uint64_t)st.st_size;
     s->npages = cfg->stream.vram_size / ps;
     s->latest = calloc(s->npages, sizeof(*s->latest));
-    if (!s->latest || sf_reader_new(s, &s->own, err) < 0) {
+    s->pieces_head = calloc(s->npages, sizeof(*s->pieces_head));
+    s->pieces_tail = calloc(s->npages, sizeof(*s->pieces_tail));
+    if (!s->latest || !s->pieces_head || !s->pieces_tail ||
+        sf_reader_new(s, &s->own, err) < 0) {
         sf_free(s);
         return vg_error_set(err, ENOMEM, "save file index of %" PRIu64 " pages",
                             cfg->stream.vram_size / ps);
@@ -183,6 +191,8 @@ void sf_free(struct sf *s)
     free(s->rec);
     free(s->ext);
     free(s->latest);
+    free(s->pieces_head);
+    free(s->pieces_tail);
     sf_reader_free(s->own);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -330,8 +340,57 @@ static int scan_pages(struct sf *s, const uint8_t *head, uint32_t len)
     }
     for (uint32_t i = 0; ret == 0 && i < count; i++) {
         s->latest[first + i] = (uint32_t)s->nrec;
+        s->pieces_head[first + i] = s->pieces_tail[first + i] = 0;
     }
     return ret;
+}
+
+/* A PAGE_PIECES record (version 4), read whole and its checksum checked:
+ * of a page an earlier record brought, its mask the shape of its length.
+ * Its pieces go over that page when it is read (linked once it is
+ * indexed, link_pieces()). */
+static int scan_pieces(struct sf *s, const uint8_t *hdr, const uint8_t *p,
+                       uint32_t len)
+{
+    uint64_t page = vg_get_le64(p), mask = vg_get_le64(p + 8);
+    uint32_t piece = s->cfg.stream.page_size / MIG_PAGE_PIECES;
+    int ret = scan_range(s, MIG_REC_PAGE_PIECES, page, 1);
+
+    if (ret == 0 && !(vg_get_le16(hdr + 2) & MIG_PIECES_HASHED) &&
+        vg_get_le64(p + 16)) {
+        ret = rec_fail(s, MIG_REC_PAGE_PIECES, EINVAL,
+                       "page hash %016" PRIx64 " not flagged",
+                       vg_get_le64(p + 16));
+    }
+    if (ret == 0 && (mask == 0 ||
+                     len != MIG_PIECES_HDR_SIZE +
+                                (uint64_t)__builtin_popcountll(mask) * piece)) {
+        ret = rec_fail(s, MIG_REC_PAGE_PIECES, EINVAL,
+                       "mask %016" PRIx64 " of %u-byte pieces does not match "
+                       "payload length %u",
+                       mask, piece, len);
+    }
+    if (ret == 0 && s->latest[page] == 0) {
+        ret = rec_fail(s, MIG_REC_PAGE_PIECES, EINVAL,
+                       "page %" PRIu64 ": pieces of a page that no record "
+                       "before brought",
+                       page);
+    }
+    return ret;
+}
+
+/* The PAGE_PIECES record just indexed (the last) goes after its page's. */
+static void link_pieces(struct sf *s)
+{
+    uint64_t page = vg_get_le64(s->rec[s->nrec - 1].bytes + MIG_REC_HDR_SIZE);
+    uint32_t tail = s->pieces_tail[page];
+
+    if (tail) {
+        s->rec[tail - 1].next_pieces = (uint32_t)s->nrec;
+    } else {
+        s->pieces_head[page] = (uint32_t)s->nrec;
+    }
+    s->pieces_tail[page] = (uint32_t)s->nrec;
 }
 
 static int scan_header(struct sf *s, const uint8_t *p)
@@ -371,6 +430,7 @@ static int scan_zeros(struct sf *s, const uint8_t *p)
     }
     for (uint64_t i = 0; ret == 0 && i < count; i++) {
         s->latest[first + i] = SF_ZERO;
+        s->pieces_head[first + i] = s->pieces_tail[first + i] = 0;
     }
     return ret;
 }
@@ -443,6 +503,9 @@ static int scan_small(struct sf *s, const uint8_t *hdr, uint32_t len)
         case MIG_REC_END:
             ret = scan_end(s, p);
             break;
+        case MIG_REC_PAGE_PIECES:
+            ret = scan_pieces(s, rec, p, len);
+            break;
         default: /* POSTCOPY: what it names is not in the file */
             ret = rec_fail(s, type, EINVAL, "POSTCOPY in a save file");
         }
@@ -451,7 +514,11 @@ static int scan_small(struct sf *s, const uint8_t *hdr, uint32_t len)
         free(rec);
         return ret;
     }
-    return add_rec(s, rec, rec);
+    ret = add_rec(s, rec, rec);
+    if (ret == 0 && type == MIG_REC_PAGE_PIECES) {
+        link_pieces(s);
+    }
+    return ret;
 }
 
 /* The record at s->scan; *@whole false if not all of it is here yet. */
@@ -473,9 +540,8 @@ static int scan_record(struct sf *s, bool *whole)
     if (!mig_rec_bounds(s->cfg.stream.page_size, type, &min, &max)) {
         return rec_fail(s, type, EINVAL, "unknown record type %u", type);
     }
-    if ((vg_get_le16(hdr + 2) &
-         ~(type == MIG_REC_PAGES_LISTED ? MIG_LISTED_MAY_BE_STALE : 0)) ||
-        len < min || len > max) {
+    if ((vg_get_le16(hdr + 2) & ~mig_rec_flags(type)) || len < min ||
+        len > max) {
         return rec_fail(s, type, EINVAL,
                         "flags %#x, payload length %u outside [%u, %u]",
                         vg_get_le16(hdr + 2), len, min, max);
@@ -487,9 +553,10 @@ static int scan_record(struct sf *s, bool *whole)
     if (!*whole) {
         return 0;
     }
-    if (type == MIG_REC_PAGES_LISTED && s->version < 3) {
-        return rec_fail(s, type, EINVAL, "PAGES_LISTED in a version %u stream",
-                        s->version);
+    if ((type == MIG_REC_PAGES_LISTED && s->version < 3) ||
+        (type == MIG_REC_PAGE_PIECES && s->version < 4)) {
+        return rec_fail(s, type, EINVAL, "%s in a version %u stream",
+                        mig_rec_name(type), s->version);
     }
     ret = type == MIG_REC_PAGES || type == MIG_REC_PAGES_LISTED
               ? scan_pages(s, hdr, len)
@@ -581,7 +648,7 @@ uint64_t sf_pending(const struct sf *s, uint64_t *bm)
 
     memset(bm, 0, (s->npages + 63) / 64 * 8);
     for (uint64_t p = 0; p < s->npages; p++) {
-        if (s->latest[p] && s->latest[p] != SF_ZERO) {
+        if ((s->latest[p] && s->latest[p] != SF_ZERO) || s->pieces_head[p]) {
             bm[p / 64] |= 1ull << (p % 64);
             n++;
         }
@@ -662,6 +729,80 @@ static const uint8_t *load_rec(struct sf_reader *rd, size_t i,
     return p;
 }
 
+/* Page @p as its last whole record brought it, into @out (@hash: its page
+ * hash), verified: from a PAGES or PAGES_LISTED record, or zero.  *@stale:
+ * the page does not match its listed hash, which only its pieces may mend
+ * (without any, that fails). */
+static int read_base(struct sf_reader *rd, uint64_t p, uint8_t *out,
+                     uint64_t *hash, bool *stale, struct vg_error *err)
+{
+    struct sf *s = rd->s;
+    uint32_t ps = s->cfg.stream.page_size, l = s->latest[p];
+    const uint64_t *rec_hashes;
+    const uint8_t *data;
+    const struct sf_rec *r;
+    uint64_t in;
+
+    *stale = false;
+    if (l == SF_ZERO) {
+        memset(out, 0, ps);
+        *hash = vg_hash(out, ps, 0);
+        return 0;
+    }
+    data = load_rec(rd, l - 1, &rec_hashes, err);
+    if (!data) {
+        return -err->code;
+    }
+    r = &s->rec[l - 1];
+    in = p - vg_get_le64(r->head + 16);
+    data += data_at(r->head, vg_get_le32(r->head + 24)) + in * ps;
+    *stale = listed(r->head) && vg_hash(data, ps, 0) != rec_hashes[in];
+    if (*stale && !s->pieces_head[p]) {
+        return sf_fail(s, err, EBADMSG,
+                       "PAGES_LISTED record #%u at offset %" PRIu64
+                       ": page %" PRIu64 " does not match its listed "
+                       "hash, and no later record has it; the save "
+                       "file changed or is damaged",
+                       l - 1, r->pos, p);
+    }
+    memcpy(out, data, ps);
+    *hash = rec_hashes[in];
+    return 0;
+}
+
+/* The PAGE_PIECES records of page @p since its base, over @out in order
+ * (each was checked whole when it was scanned), as the decoder takes
+ * them: a @stale base is mended only by a record that carries the hash
+ * the page then has. */
+static int apply_pieces(struct sf *s, uint64_t p, uint8_t *out, bool stale,
+                        struct vg_error *err)
+{
+    uint32_t ps = s->cfg.stream.page_size, piece = ps / MIG_PAGE_PIECES;
+
+    for (uint32_t i = s->pieces_head[p]; i; i = s->rec[i - 1].next_pieces) {
+        const uint8_t *rec = s->rec[i - 1].bytes;
+        const uint8_t *payload = rec + MIG_REC_HDR_SIZE;
+        const uint8_t *data = payload + MIG_PIECES_HDR_SIZE;
+        bool hashed = vg_get_le16(rec + 2) & MIG_PIECES_HASHED;
+
+        for (uint64_t m = vg_get_le64(payload + 8); m; m &= m - 1) {
+            memcpy(out + (size_t)__builtin_ctzll(m) * piece, data, piece);
+            data += piece;
+        }
+        if (stale &&
+            (!hashed || vg_hash(out, ps, 0) != vg_get_le64(payload + 16))) {
+            return sf_fail(s, err, EBADMSG,
+                           "PAGE_PIECES record #%u at offset %" PRIu64
+                           ": page %" PRIu64 " was stale and is not whole "
+                           "with its pieces; the save file changed or is "
+                           "damaged",
+                           i - 1, s->rec[i - 1].pos, p);
+        }
+        stale = false;
+    }
+    return 0;
+}
+
 int sf_read_with(struct sf_reader *rd, uint64_t first, uint32_t count,
                  uint8_t *buf, uint64_t *hashes, struct vg_error *err)
 {
@@ -679,36 +820,25 @@ int sf_read_with(struct sf_reader *rd, uint64_t first, uint32_t count,
         nanosleep(&ts, NULL);
     }
     for (uint32_t k = 0; k < count; k++) {
-        uint64_t p = first + k;
-        uint32_t l = p < s->npages ? s->latest[p] : 0;
-        const uint64_t *rec_hashes;
-        const uint8_t *data;
-        uint64_t in;
+        uint64_t p = first + k, h = 0;
+        uint8_t *out = buf + (size_t)k * ps;
+        bool stale;
 
-        if (l == 0 || l == SF_ZERO) {
+        if (p >= s->npages || s->latest[p] == 0 ||
+            (s->latest[p] == SF_ZERO && !s->pieces_head[p])) {
             return vg_error_set(err, EINVAL,
                                 "page %" PRIu64 " is not in the save file", p);
         }
-        data = load_rec(rd, l - 1, &rec_hashes, err);
-        if (!data) {
-            return -err->code;
+        ret = read_base(rd, p, out, &h, &stale, err);
+        if (ret == 0 && s->pieces_head[p]) {
+            ret = apply_pieces(s, p, out, stale, err);
+            h = vg_hash(out, ps, 0);
         }
-        in = p - vg_get_le64(s->rec[l - 1].head + 16);
-        data +=
-            data_at(s->rec[l - 1].head, vg_get_le32(s->rec[l - 1].head + 24)) +
-            in * ps;
-        if (listed(s->rec[l - 1].head) &&
-            vg_hash(data, ps, 0) != rec_hashes[in]) {
-            return sf_fail(s, err, EBADMSG,
-                           "PAGES_LISTED record #%u at offset %" PRIu64
-                           ": page %" PRIu64 " does not match its listed "
-                           "hash, and no later record has it; the save "
-                           "file changed or is damaged",
-                           l - 1, s->rec[l - 1].pos, p);
+        if (ret < 0) {
+            return ret;
         }
-        memcpy(buf + (size_t)k * ps, data, ps);
         if (hashes) {
-            hashes[k] = rec_hashes[in];
+            hashes[k] = h;
         }
     }
     return 0;

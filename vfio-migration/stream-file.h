@@ -8,7 +8,9 @@
  * HEADER, ZEROS, DEVICE_STATE and END are checked as the decoder checks
  * them, ZEROS and DEVICE_STATE go to the sink; a PAGES record is only
  * located (its shape and range checked): the index keeps, for each page,
- * the last record that wrote it.  sf_end() says whether the stream is
+ * the last record that wrote it whole, and the PAGE_PIECES records
+ * (version 4, read whole and checked as they are scanned) that changed it
+ * since, in order.  sf_end() says whether the stream is
  * whole (an END, nothing after it).
  *
  * Then, while the VM runs, sf_pending() names the pages still to load and
@@ -56,8 +58,8 @@ uint64_t sf_bytes(const struct sf *s);
  * cleared first), and how many. */
 uint64_t sf_pending(const struct sf *s, uint64_t *bm);
 /* Pages [@first, +@count) into @buf, and their page hashes (XXH3-64,
- * seed 0, computed to verify their records) into @hashes unless NULL:
- * each must be a pending page. */
+ * seed 0, computed to verify their records, or of the page as its pieces
+ * left it) into @hashes unless NULL: each must be a pending page. */
 int sf_read(struct sf *s, uint64_t first, uint32_t count, uint8_t *buf,
             uint64_t *hashes, struct vg_error *err);
 

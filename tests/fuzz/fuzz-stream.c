@@ -12,9 +12,9 @@
  *
  * Checked: the load ends in STOP (the device state applied) or in ERROR
  * with a message; a load that failed never leaves the device running; a
- * load that succeeded left VRAM exactly as the stream's PAGES and ZEROS
- * records say, applied in order to what VRAM held before (a model kept
- * by the harness).  Then the loaded device runs: the device state it got
+ * load that succeeded left VRAM exactly as the stream's PAGES, ZEROS and
+ * PAGE_PIECES records say, applied in order to what VRAM held before (a model
+ * kept by the harness).  Then the loaded device runs: the device state it got
  * from the stream (registers, ring, a command in flight) drives it for a
  * bounded number of steps, its ring and DMA reaching the first
  * FUZZ_STREAM_RAM bytes of the input; it must stay inside VRAM (guard
@@ -220,6 +220,19 @@ static void model_apply(const uint8_t *s, size_t n)
             uint64_t count = vg_get_le64(p + 8);
             CHECK(first < npages && count <= npages - first);
             memset(model + first * FUZZ_PAGE, 0, count * FUZZ_PAGE);
+        } else if (vg_get_le16(h) == MIG_REC_PAGE_PIECES) {
+            const uint32_t piece = FUZZ_PAGE / MIG_PAGE_PIECES;
+            const uint8_t *data = p + MIG_PIECES_HDR_SIZE;
+            uint64_t mask = vg_get_le64(p + 8);
+
+            CHECK(first < npages &&
+                  len == MIG_PIECES_HDR_SIZE +
+                             (uint64_t)__builtin_popcountll(mask) * piece);
+            for (; mask; mask &= mask - 1, data += piece) {
+                memcpy(model + first * FUZZ_PAGE +
+                           (size_t)__builtin_ctzll(mask) * piece,
+                       data, piece);
+            }
         }
         pos += MIG_REC_HDR_SIZE + len;
     }

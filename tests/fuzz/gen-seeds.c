@@ -153,6 +153,9 @@ struct stream_opts {
     int listed;           /* version 3: page 1 as a PAGES_LISTED record;
                              < 0: its data not those listed (stale) */
     uint32_t version;     /* stream version, 0: MIG_STREAM_VERSION */
+    bool pieces; /* version 4: PAGE_PIECES of page 1 (with its hash; all
+                    its pieces where it is stale, which mends it) and of
+                    page 0 */
 };
 
 static void make_stream(struct buf *b, const struct stream_opts *o)
@@ -193,6 +196,15 @@ static void make_stream(struct buf *b, const struct stream_opts *o)
         put(b, pages + (o->listed < 0 ? 2 : 3) * FUZZ_PAGE, FUZZ_PAGE);
     } else {
         put(b, rec, mig_enc_pages(enc, 1, 1, pages + 3 * FUZZ_PAGE, rec));
+    }
+    if (o->pieces) {
+        put(b, rec,
+            mig_enc_page_pieces(
+                enc, 1, o->listed < 0 ? ~0ull : 0x8001, pages + 3 * FUZZ_PAGE,
+                true, XXH3_64bits(pages + 3 * FUZZ_PAGE, FUZZ_PAGE), rec));
+        put(b, rec,
+            mig_enc_page_pieces(enc, 0, 1ull << 63, pages + FUZZ_PAGE, false, 0,
+                                rec));
     }
     if (o->postcopy) {
         struct mig_postcopy_info pc = {.npages = npages, .pending = 3};
@@ -237,8 +249,13 @@ static void stream_seeds(void)
     stream_seed("valid-resealed", fix, 12, &(struct stream_opts){0});
     stream_seed("valid-v1", 0, 7, &(struct stream_opts){.version = 1});
     stream_seed("valid-v2", 0, 7, &(struct stream_opts){.version = 2});
-    stream_seed("valid-v3-listed", 0, 7, &(struct stream_opts){.listed = 1});
-    stream_seed("stale-v3-listed", 0, 7, &(struct stream_opts){.listed = -1});
+    stream_seed("valid-v3-listed", 0, 7,
+                &(struct stream_opts){.listed = 1, .version = 3});
+    stream_seed("stale-v3-listed", 0, 7,
+                &(struct stream_opts){.listed = -1, .version = 3});
+    stream_seed("valid-v4-pieces", 0, 7, &(struct stream_opts){.pieces = true});
+    stream_seed("stale-v4-mended", 0, 7,
+                &(struct stream_opts){.listed = -1, .pieces = true});
     stream_seed("valid-v1-resealed", fix, 12,
                 &(struct stream_opts){.version = 1});
     stream_seed("valid-busy-device", fix, 0,

@@ -11,7 +11,10 @@
  * and the pieces, gathered, are the same stream; written as pieces
  * (mig_write_pieces) whose page data a client put in place, hashed
  * there by the pool or by one thread, they load the same VRAM, and pieces
- * that do not match the stream fail the load.
+ * that do not match the stream fail the load.  Guest CPU writes logged in
+ * 4 KiB granules after pre-copy's round 0 go in stop-copy as the pieces
+ * of their pages (stream version 4), and the destination's VRAM and
+ * checksums still come out equal.
  */
 #include <errno.h>
 #include <glib.h>
@@ -390,9 +393,14 @@ static void test_pieces_same_stream(void)
  * the source's VRAM; an unlogged write (which a client that logs BAR2
  * never lets happen) leaves it stale, and END fails naming it.
  */
+/* A page listed from VRAM in pre-copy is torn by a guest CPU write, which
+ * QEMU logs (@data 1: the whole page; 2: in a 4 KiB granule, so that in
+ * stream version 4 the page goes as its written pieces, with the page
+ * hash that mends it) or does not (0: the load fails at END). */
 static void test_listed_torn(gconstpointer data)
 {
-    bool logged = GPOINTER_TO_UINT(data);
+    unsigned log = GPOINTER_TO_UINT(data);
+    bool logged = log > 0;
     struct vgpu *sgpu, *dgpu;
     struct mig *src = new_mig_mode(&sgpu, 2, MIG_PRECOPY_ITERATIVE);
     struct mig *dst = new_mig(&dgpu, 2);
@@ -400,7 +408,7 @@ static void test_listed_torn(gconstpointer data)
     uint8_t *buf = g_malloc(4u << 20);
     struct mig_piece piece[64];
     uint64_t page = UINT64_MAX, one = 1;
-    struct mig_stats ds;
+    struct mig_stats ss, ds;
     struct vg_error err;
     uint32_t got;
     unsigned n;
@@ -419,8 +427,9 @@ static void test_listed_torn(gconstpointer data)
     g_assert_cmpuint(page, !=, UINT64_MAX);    /* a page listed from VRAM */
     vgpu_vram(sgpu)[page * PAGE + 17] ^= 0x42; /* written while it goes */
     if (logged) {
-        g_assert_cmpint(
-            mig_region_dirty_log(src, page * PAGE, &one, 1, PAGE, &err), ==, 0);
+        g_assert_cmpint(mig_region_dirty_log(src, page * PAGE, &one, 1,
+                                             log == 1 ? PAGE : 4096, &err),
+                        ==, 0);
     }
     for (unsigned i = 0; i < n; i++) {
         g_byte_array_append(stream,
@@ -432,6 +441,8 @@ static void test_listed_torn(gconstpointer data)
     set_state(src, MIG_STATE_STOP_COPY);
     read_pieces_out(src, sgpu, 4u << 20, 64, stream);
     set_state(src, MIG_STATE_STOP);
+    mig_get_stats(src, &ss);
+    g_assert_cmpuint(ss.pieces_pages, ==, log == 2 ? 1 : 0);
 
     set_state(dst, MIG_STATE_RESUMING);
     ret = mig_write(dst, stream->data, stream->len, &err);
@@ -453,6 +464,67 @@ static void test_listed_torn(gconstpointer data)
     mig_free(dst);
     vgpu_free(sgpu);
     vgpu_free(dgpu);
+}
+
+/* The guest CPU writes @len bytes at @off of @gpu's VRAM (bytes flipped),
+ * and QEMU logs the 4 KiB granules it touched. */
+static void cpu_write_logged(struct mig *m, struct vgpu *gpu, uint64_t off,
+                             uint64_t len)
+{
+    uint64_t first = off / 4096, n = (off + len - 1) / 4096 - first + 1;
+    uint64_t bitmap = (1ull << n) - 1;
+    struct vg_error err;
+
+    for (uint64_t i = 0; i < len; i++) {
+        vgpu_vram(gpu)[off + i] ^= 0x5a;
+    }
+    g_assert_cmpint(
+        mig_region_dirty_log(m, first * 4096, &bitmap, n, 4096, &err), ==, 0);
+}
+
+/* After round 0, the guest CPU writes a few bytes into pages 3 and 20 and
+ * across pages 21 and 22: stop-copy sends those pages' 1 KiB pieces in
+ * the 4 KiB granules QEMU logged, 16 KiB in all, and the destination
+ * ends up with the source's VRAM.  @data: read as copies (0) or as at
+ * most that many pieces a read. */
+static void test_cpu_pieces(gconstpointer data)
+{
+    unsigned max = GPOINTER_TO_UINT(data);
+    static const uint32_t writes[] = {1u << 20, 4096, 777};
+    struct vgpu *sgpu;
+    struct mig *src = new_mig_mode(&sgpu, 2, MIG_PRECOPY_ITERATIVE);
+    g_autoptr(GByteArray) stream = g_byte_array_new();
+    struct mig_stats ss;
+
+    fill(sgpu);
+    mig_note_bar2_shared(src);
+    mig_note_bar2_logged(src, true);
+    set_state(src, MIG_STATE_PRE_COPY);
+    if (max) {
+        read_pieces_out(src, sgpu, 4u << 20, max, stream);
+    } else {
+        read_out(src, 4u << 20, stream);
+    }
+    g_assert_cmpuint(stream->len, >, VRAM / 2); /* round 0 went */
+    cpu_write_logged(src, sgpu, 3 * PAGE + 100, 8);
+    cpu_write_logged(src, sgpu, 20 * PAGE + 40000, 8);
+    cpu_write_logged(src, sgpu, 22 * PAGE - 6, 12);
+    set_state(src, MIG_STATE_STOP_COPY);
+    if (max) {
+        read_pieces_out(src, sgpu, 4u << 20, max, stream);
+    } else {
+        read_out(src, 4u << 20, stream);
+    }
+    set_state(src, MIG_STATE_STOP);
+    mig_idle(src, true);
+    mig_get_stats(src, &ss);
+    g_assert_cmpuint(ss.stream_version, ==, 4);
+    g_assert_cmpuint(ss.pieces_pages, ==, 4);
+    g_assert_cmpuint(ss.pieces_bytes, ==, 4 * 4096);
+    g_assert_cmpuint(ss.final_dirty_bytes, ==, 4 * 4096);
+    load_equal(src, sgpu, stream, 2, writes, G_N_ELEMENTS(writes));
+    mig_free(src);
+    vgpu_free(sgpu);
 }
 
 /* Too little room for the pieces of one record is refused. */
@@ -657,6 +729,12 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/load/pieces-room", test_pieces_room);
     g_test_add_data_func("/mig/load/listed-torn/logged", GUINT_TO_POINTER(1),
                          test_listed_torn);
+    g_test_add_data_func("/mig/load/listed-torn/logged-4k", GUINT_TO_POINTER(2),
+                         test_listed_torn);
+    g_test_add_data_func("/mig/load/cpu-pieces", GUINT_TO_POINTER(0),
+                         test_cpu_pieces);
+    g_test_add_data_func("/mig/load/cpu-pieces/read-pieces",
+                         GUINT_TO_POINTER(64), test_cpu_pieces);
     g_test_add_data_func("/mig/load/listed-torn/unlogged", GUINT_TO_POINTER(0),
                          test_listed_torn);
     g_test_add_data_func("/mig/load/write-pieces", GUINT_TO_POINTER(0),

@@ -1,10 +1,10 @@
 /*
  * Unit tests of the migration stream codec (mig-stream): encode -> decode
- * round trips fed in random chunk sizes (stream versions 1 to 3), page
+ * round trips fed in random chunk sizes (stream versions 1 to 4), page
  * data fed in place (mig_dec_feed_placed), the byte layout of a version 2
  * PAGES record, version 3's PAGES_LISTED records and their stale pages,
- * and every kind of malformed input with the precise error it must
- * produce.
+ * version 4's PAGE_PIECES records, and every kind of malformed input with
+ * the precise error it must produce.
  */
 #include <endian.h>
 #include <errno.h>
@@ -122,6 +122,8 @@ struct dst {
     unsigned written_first, confirmed;
     /* POSTCOPY records received (none without a postcopy sink). */
     bool no_postcopy_sink;
+    bool no_pieces_sink;
+    unsigned pieces_hashed; /* pages the pieces sink hashed */
     unsigned postcopies;
     struct mig_postcopy_info pc;
 };
@@ -197,6 +199,27 @@ static int dst_state(void *o, const uint8_t *blob, uint32_t len,
     return 0;
 }
 
+static int dst_pieces(void *o, uint64_t page, uint64_t mask,
+                      uint32_t piece_size, const uint8_t *data, uint64_t *hash,
+                      struct vg_error *err)
+{
+    struct dst *d = o;
+
+    g_assert_cmpuint(page, <, NPAGES);
+    g_assert_cmpuint(piece_size, ==, PAGE / MIG_PAGE_PIECES);
+    for (; mask; mask &= mask - 1) {
+        memcpy(d->vram + page * PAGE +
+                   (size_t)__builtin_ctzll(mask) * piece_size,
+               data, piece_size);
+        data += piece_size;
+    }
+    if (hash) {
+        *hash = XXH3_64bits(d->vram + page * PAGE, PAGE);
+        d->pieces_hashed++;
+    }
+    return 0;
+}
+
 static int dst_write_hashed(void *o, uint64_t first, uint64_t count,
                             const uint8_t *data, uint64_t *hashes,
                             struct vg_error *err)
@@ -217,13 +240,15 @@ static int dst_write_hashed(void *o, uint64_t first, uint64_t count,
 static int decode(const struct mig_stream_config *c, const uint8_t *data,
                   size_t len, size_t chunk, struct dst *d, struct vg_error *err)
 {
-    struct mig_dec_sink sink = {d,
-                                dst_pages,
-                                dst_zeros,
-                                dst_state,
-                                d->sink_hashes ? dst_hash_pages : NULL,
-                                d->no_postcopy_sink ? NULL : dst_postcopy,
-                                d->writes_first ? dst_write_hashed : NULL};
+    struct mig_dec_sink sink = {
+        .opaque = d,
+        .pages = dst_pages,
+        .zeros = dst_zeros,
+        .pieces = d->no_pieces_sink ? NULL : dst_pieces,
+        .state = dst_state,
+        .hash_pages = d->sink_hashes ? dst_hash_pages : NULL,
+        .postcopy = d->no_postcopy_sink ? NULL : dst_postcopy,
+        .write_hashed = d->writes_first ? dst_write_hashed : NULL};
     struct mig_dec *dec;
     size_t off = 0;
     int ret;
@@ -576,10 +601,10 @@ static void test_bad_header(void)
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
     expect_fail(&cfg, &b, EINVAL, "HEADER record #0 at offset 0: bad magic");
     b.len = 0;
-    header_payload(p, MIG_STREAM_MAGIC, 4, PAGE, VRAM, FEAT);
+    header_payload(p, MIG_STREAM_MAGIC, 5, PAGE, VRAM, FEAT);
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
     expect_fail(&cfg, &b, EPROTO,
-                "unknown stream version 4, this device reads versions 1 to 3");
+                "unknown stream version 5, this device reads versions 1 to 4");
     b.len = 0;
     header_payload(p, MIG_STREAM_MAGIC, 0, PAGE, VRAM, FEAT);
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
@@ -908,15 +933,15 @@ static void test_postcopy(void)
 static void test_bad_config(void)
 {
     struct mig_stream_config c = {VRAM, 3000, 0};
-    struct mig_dec_sink sink = {NULL, dst_pages, dst_zeros, dst_state,
-                                NULL, NULL,      NULL};
+    struct mig_dec_sink sink = {
+        .pages = dst_pages, .zeros = dst_zeros, .state = dst_state};
     struct mig_dec *dec;
     struct mig_enc *enc;
     struct vg_error err;
 
-    g_assert_cmpint(mig_enc_new(4, PAGE, &enc, &err), ==, -EINVAL);
-    g_assert_nonnull(strstr(err.msg, "stream version 4: this encoder writes "
-                                     "versions 1 to 3"));
+    g_assert_cmpint(mig_enc_new(5, PAGE, &enc, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "stream version 5: this encoder writes "
+                                     "versions 1 to 4"));
     g_assert_cmpint(mig_dec_new(&c, &sink, &dec, &err), ==, -EINVAL);
     g_assert_nonnull(strstr(err.msg, "page size 3000"));
     g_assert_cmpstr(mig_rec_name(MIG_REC_DEVICE_STATE), ==, "DEVICE_STATE");
@@ -988,9 +1013,10 @@ static void test_pages_by_reference(void)
  * record, listing the hashes of @hashed but carrying @sent (a page written
  * between its hash and its send differs), then @then (a record, or
  * nothing), the state and the END. */
-static void build_listed(struct sb *b, uint64_t first, uint32_t count,
-                         const uint8_t *hashed, const uint8_t *sent,
-                         void (*then)(struct sb *b))
+static void build_listed_version(struct sb *b, uint32_t version, uint64_t first,
+                                 uint32_t count, const uint8_t *hashed,
+                                 const uint8_t *sent,
+                                 void (*then)(struct sb *b))
 {
     uint64_t hashes[64];
     uint8_t state[4] = {9, 8, 7, 6};
@@ -999,7 +1025,7 @@ static void build_listed(struct sb *b, uint64_t first, uint32_t count,
     for (uint32_t i = 0; i < count; i++) {
         hashes[i] = XXH3_64bits(hashed + (size_t)i * PAGE, PAGE);
     }
-    sb_init_version(b, 3);
+    sb_init_version(b, version);
     sb_add(b, mig_enc_header(b->enc, &cfg, b->rec));
     hdr = mig_enc_pages_listed_ref(b->enc, first, count, hashes, true, b->rec);
     g_assert_cmpuint(hdr, ==, MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE + 8 * count);
@@ -1011,6 +1037,13 @@ static void build_listed(struct sb *b, uint64_t first, uint32_t count,
     sb_add(b, mig_enc_state(b->enc, state, sizeof(state), b->rec));
     sb_add(b, mig_enc_end(b->enc, b->rec));
     g_assert_cmpuint(mig_enc_bytes(b->enc), ==, b->len);
+}
+
+static void build_listed(struct sb *b, uint64_t first, uint32_t count,
+                         const uint8_t *hashed, const uint8_t *sent,
+                         void (*then)(struct sb *b))
+{
+    build_listed_version(b, 3, first, count, hashed, sent, then);
 }
 
 static uint8_t listed_pages[16 * PAGE], torn_pages[16 * PAGE];
@@ -1188,6 +1221,154 @@ static void test_listed_bad(void)
     sb_fini(&b);
 }
 
+/* Pieces 0, 1, 7 and 63 of page 45 (5 of the listed record at 40) and
+ * piece 3 of page 47, with bytes of @pieces_src; the first with the page
+ * hash of page 45 as they leave it. */
+#define PIECES_MASK_45 ((1ull << 0) | (1ull << 1) | (1ull << 7) | (1ull << 63))
+static uint8_t pieces_src[PAGE], pieces_want[16 * PAGE];
+
+static void then_pieces(struct sb *b)
+{
+    sb_add(b, mig_enc_page_pieces(b->enc, 45, PIECES_MASK_45, pieces_src, true,
+                                  XXH3_64bits(pieces_want + 5 * PAGE, PAGE),
+                                  b->rec));
+    sb_add(b, mig_enc_page_pieces(b->enc, 47, 1ull << 3, pieces_src, false, 0,
+                                  b->rec));
+}
+
+/* The listed pages with the pieces of then_pieces() over pages 5 and 7,
+ * into pieces_want. */
+static void pieces_expected(void)
+{
+    uint32_t piece = PAGE / MIG_PAGE_PIECES;
+    uint8_t *want = pieces_want;
+
+    for (unsigned i = 0; i < PAGE; i++) {
+        pieces_src[i] = (uint8_t)(0xa5 ^ i);
+    }
+    memcpy(want, listed_pages, sizeof(listed_pages));
+    for (uint64_t m = PIECES_MASK_45; m; m &= m - 1) {
+        size_t at = (size_t)__builtin_ctzll(m) * piece;
+
+        memcpy(want + 5 * PAGE + at, pieces_src + at, piece);
+    }
+    memcpy(want + 7 * PAGE + 3 * piece, pieces_src + 3 * piece, piece);
+}
+
+/* Version 4: PAGE_PIECES records change only their pieces of a page a
+ * record brought, in any chunking and whether the sink writes pages first
+ * or not; a record's length is the shape of its mask.  A page stale
+ * there (torn while it went) is mended by pieces that carry the hash the
+ * page then has, and not hashed where it was not stale. */
+static void test_pieces(void)
+{
+    static struct dst d;
+    struct vg_error err;
+    struct sb b;
+
+    make_listed_pages();
+    pieces_expected();
+    build_listed_version(&b, 4, 40, 16, listed_pages, listed_pages,
+                         then_pieces);
+    /* header, listed record, pieces of 45 and of 47, state, END */
+    g_assert_cmpuint(b.len, ==,
+                     48 + 32 + 16 * (8 + PAGE) + 40 + 4 * (PAGE / 64) + 40 +
+                         PAGE / 64 + 20 + 40);
+    for (unsigned k = 0; k < 6; k++) {
+        d.writes_first = k % 2;
+        d.pieces_hashed = 0;
+        g_assert_cmpint(
+            decode(&cfg, b.data, b.len, k < 2 ? 0 : 7 * k, &d, &err), ==, 0);
+        g_assert_cmpmem(d.vram + 40 * PAGE, sizeof(pieces_want), pieces_want,
+                        sizeof(pieces_want));
+        g_assert_cmpuint(d.pieces_hashed, ==, 0);
+    }
+    sb_fini(&b);
+    /* page 45 torn where the pieces go (piece 1) */
+    memcpy(torn_pages, listed_pages, sizeof(torn_pages));
+    torn_pages[5 * PAGE + 100] ^= 0x40;
+    build_listed_version(&b, 4, 40, 16, listed_pages, torn_pages, then_pieces);
+    for (unsigned k = 0; k < 4; k++) {
+        d.writes_first = k % 2;
+        d.pieces_hashed = 0;
+        g_assert_cmpint(
+            decode(&cfg, b.data, b.len, k < 2 ? 0 : 9 * k, &d, &err), ==, 0);
+        g_assert_cmpmem(d.vram + 40 * PAGE, sizeof(pieces_want), pieces_want,
+                        sizeof(pieces_want));
+        g_assert_cmpuint(d.pieces_hashed, ==, 1);
+    }
+    d.writes_first = false;
+    sb_fini(&b);
+}
+
+/* Malformed or misplaced PAGE_PIECES records: in a version 3 stream, of
+ * a page no record brought, of a stale page without the page hash that
+ * mends it or with one its pieces do not give, a mask that is zero or
+ * does not match the length, a page hash not flagged, at a destination
+ * without a pieces sink. */
+static void test_pieces_bad(void)
+{
+    uint8_t payload[24 + 2 * (PAGE / 64)];
+    static struct dst d;
+    struct sb b;
+
+    make_listed_pages();
+    memset(payload, 0, sizeof(payload));
+    payload[0] = 45;
+    payload[8] = 3; /* pieces 0 and 1 */
+    sb_init_version(&b, 3);
+    add_header(&b);
+    sb_raw(&b, MIG_REC_PAGE_PIECES, payload, sizeof(payload));
+    expect_fail(&cfg, &b, EINVAL,
+                "PAGE_PIECES record #1 at offset 48: PAGE_PIECES in a "
+                "version 3 stream");
+    sb_fini(&b);
+    sb_init_version(&b, 4);
+    add_header(&b);
+    sb_raw(&b, MIG_REC_PAGE_PIECES, payload, sizeof(payload));
+    expect_fail(&cfg, &b, EINVAL,
+                "PAGE_PIECES record #1 at offset 48: page 45: pieces of a "
+                "page that no record before brought");
+    sb_fini(&b);
+    /* 45 and 49 torn: stale */
+    build_listed_version(&b, 4, 40, 16, listed_pages, torn_pages, NULL);
+    b.len = 65744; /* the state and END go */
+    sb_raw(&b, MIG_REC_PAGE_PIECES, payload, sizeof(payload));
+    expect_fail(&cfg, &b, EBADMSG,
+                "PAGE_PIECES record #2 at offset 65744: page 45 is stale, and "
+                "a record without its page hash cannot mend it");
+    b.len = 65744;
+    sb_add(&b, mig_enc_page_pieces(b.enc, 45, 3, listed_pages + 5 * PAGE, true,
+                                   0x1234, b.rec));
+    expect_fail(&cfg, &b, EBADMSG,
+                "PAGE_PIECES record #2 at offset 65744: page 45: hash");
+    b.len = 65744;
+    payload[16] = 1; /* a page hash, not flagged */
+    sb_raw(&b, MIG_REC_PAGE_PIECES, payload, sizeof(payload));
+    expect_fail(&cfg, &b, EINVAL, "page hash 0000000000000001 not flagged");
+    payload[16] = 0;
+    b.len = 65744;
+    payload[8] = 7; /* three pieces, two sent */
+    sb_raw(&b, MIG_REC_PAGE_PIECES, payload, sizeof(payload));
+    expect_fail(&cfg, &b, EINVAL,
+                "mask 0000000000000007 of 64-byte pieces does not match "
+                "payload length 152");
+    b.len = 65744;
+    payload[8] = 0;
+    sb_raw(&b, MIG_REC_PAGE_PIECES, payload, 24 + PAGE / 64);
+    expect_fail(&cfg, &b, EINVAL, "mask 0000000000000000");
+    sb_fini(&b);
+    pieces_expected();
+    build_listed_version(&b, 4, 40, 16, listed_pages, listed_pages,
+                         then_pieces);
+    d.no_pieces_sink = true;
+    expect_fail_dst(&cfg, &b, &d, ENOTSUP,
+                    "PAGE_PIECES record #2 at offset 65744: this destination "
+                    "cannot write pieces");
+    d.no_pieces_sink = false;
+    sb_fini(&b);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1211,5 +1392,7 @@ int main(int argc, char **argv)
     g_test_add_func("/mig-stream/listed", test_listed);
     g_test_add_func("/mig-stream/listed-placed", test_listed_placed);
     g_test_add_func("/mig-stream/listed-bad", test_listed_bad);
+    g_test_add_func("/mig-stream/pieces", test_pieces);
+    g_test_add_func("/mig-stream/pieces-bad", test_pieces_bad);
     return g_test_run();
 }

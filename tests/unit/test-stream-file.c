@@ -6,6 +6,8 @@
  * ones the stream wrote, and every damage to the file must be refused
  * with the error that names it: at the scan for the small records, at
  * the read of a PAGES record, at the digest for a record no page needs.
+ * A version 4 file's PAGE_PIECES records go over their pages in order as
+ * they are read, and mend a page torn in pre-copy only with its hash.
  */
 #include <errno.h>
 #include <glib.h>
@@ -469,6 +471,108 @@ static void test_listed(void)
     }
 }
 
+/* The pieces of @mask of the page @page of @vram changed (bytes flipped),
+ * and their PAGE_PIECES record, with the page's new hash if @hashed. */
+static void put_pieces(struct stream *st, struct mig_enc *enc, uint8_t *rec,
+                       uint64_t page, uint64_t mask, bool hashed)
+{
+    uint8_t *at = st->vram + page * PAGE;
+
+    for (uint64_t m = mask; m; m &= m - 1) {
+        for (unsigned i = 0; i < PAGE / MIG_PAGE_PIECES; i++) {
+            at[(size_t)__builtin_ctzll(m) * (PAGE / MIG_PAGE_PIECES) + i] ^=
+                (uint8_t)(0x3c + page);
+        }
+    }
+    put(st, rec,
+        mig_enc_page_pieces(enc, page, mask, at, hashed, XXH3_64bits(at, PAGE),
+                            rec));
+}
+
+/*
+ * Version 4: build_listed()'s pages (34 torn), page 10 cleared, then
+ * PAGE_PIECES of page 34 (over its torn byte; with its hash if
+ * @hash_34), twice of page 5 and once of page 10, DEVICE_STATE, END.
+ */
+static void build_pieces(struct stream *st, bool hash_34)
+{
+    static const uint8_t state[8] = "pieces!";
+    struct mig_enc *enc;
+    struct vg_error err;
+    uint8_t *rec = g_malloc(MIG_REC_MAX);
+    uint8_t data[32 * PAGE];
+    uint64_t hashes[32];
+
+    memset(st, 0, sizeof(*st));
+    st->bytes = g_byte_array_new();
+    g_assert_cmpint(mig_enc_new(4, PAGE, &enc, &err), ==, 0);
+    put(st, rec, mig_enc_header(enc, &cfg, rec));
+    fill(data, 32, 1);
+    memcpy(st->vram, data, sizeof(data));
+    put(st, rec, mig_enc_pages(enc, 0, 32, data, rec));
+    fill(data, 32, 2);
+    for (unsigned k = 0; k < 32; k++) {
+        hashes[k] = XXH3_64bits(data + k * PAGE, PAGE);
+    }
+    data[2 * PAGE + 9] ^= 0x20; /* written while it went: piece 0 */
+    memcpy(st->vram + 32 * PAGE, data, sizeof(data));
+    put(st, rec, mig_enc_pages_listed_ref(enc, 32, 32, hashes, true, rec));
+    g_byte_array_append(st->bytes, data, sizeof(data));
+    put(st, rec, mig_enc_zeros(enc, 10, 1, rec));
+    memset(st->vram + 10 * PAGE, 0, PAGE);
+    put_pieces(st, enc, rec, 34, 1ull | 1ull << 40, hash_34);
+    put_pieces(st, enc, rec, 5, 0xf0, false);
+    put_pieces(st, enc, rec, 5, 0x3c | 1ull << 63, false);
+    put_pieces(st, enc, rec, 10, 1ull << 20, false);
+    put(st, rec, mig_enc_state(enc, state, sizeof(state), rec));
+    put(st, rec, mig_enc_end(enc, rec));
+    g_assert_cmpuint(mig_enc_bytes(enc), ==, st->bytes->len);
+    mig_enc_free(enc);
+    g_free(rec);
+}
+
+/* A version 4 save file: every page reads back as its pieces left it (a
+ * cleared page too, which is then to be read), the torn page only where
+ * its pieces carry its hash, and the digest holds. */
+static void test_pieces(void)
+{
+    for (unsigned hash_34 = 0; hash_34 < 2; hash_34++) {
+        uint64_t off[256], len[256], hashes[NPAGES], pending[1];
+        struct stream st;
+        struct seen seen = {0};
+        struct vg_error err = {0};
+        uint8_t *got = g_malloc(VRAM);
+        unsigned n;
+        struct sf *s;
+
+        build_pieces(&st, hash_34);
+        s = open_sf(save_file(&st, off, len, &n, 11 + hash_34), &seen);
+        g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
+        g_assert_cmpint(sf_end(s, &err), ==, 0);
+        g_assert_cmpuint(sf_pending(s, pending), ==, NPAGES);
+        g_assert_cmpuint(seen.zeroed[10], ==, 1);
+        g_assert_cmpint(sf_read(s, 0, 34, got, hashes, &err), ==, 0);
+        if (!hash_34) {
+            g_assert_cmpint(sf_read(s, 34, 1, got + 34 * PAGE, NULL, &err), ==,
+                            -EBADMSG);
+            g_assert_nonnull(strstr(err.msg, "page 34 was stale and is not "
+                                             "whole with its pieces"));
+        } else {
+            g_assert_cmpint(
+                sf_read(s, 34, 30, got + 34 * PAGE, hashes + 34, &err), ==, 0);
+            g_assert_cmpmem(got, VRAM, st.vram, VRAM);
+            for (unsigned p = 0; p < NPAGES; p++) {
+                g_assert_cmphex(hashes[p], ==,
+                                XXH3_64bits(st.vram + p * PAGE, PAGE));
+            }
+            g_assert_cmpint(sf_verify(s, &err), ==, 0);
+        }
+        sf_free(s);
+        g_byte_array_free(st.bytes, TRUE);
+        g_free(got);
+    }
+}
+
 /* Each case: the extents (or the file) made wrong one way, the error. */
 static void expect_scan_fail(const struct stream *st, uint64_t at, int code,
                              const char *msg, bool at_end)
@@ -568,5 +672,6 @@ int main(int argc, char **argv)
     g_test_add_func("/stream-file/bad-files", test_bad_files);
     g_test_add_func("/stream-file/bad-extents", test_bad_extents);
     g_test_add_func("/stream-file/listed", test_listed);
+    g_test_add_func("/stream-file/pieces", test_pieces);
     return g_test_run();
 }
