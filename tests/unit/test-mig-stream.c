@@ -1255,6 +1255,26 @@ static void pieces_expected(void)
     memcpy(want + 7 * PAGE + 3 * piece, pieces_src + 3 * piece, piece);
 }
 
+/* Decode @b (then_pieces() after the listed pages) whole, in random
+ * chunks and in chunks of 21 and 35 bytes, the sink writing pages first
+ * or not: the pages are pieces_want, and the pieces sink hashed
+ * @hashed pages (the stale ones). */
+static void decode_pieces(const struct sb *b, unsigned hashed)
+{
+    static struct dst d;
+    struct vg_error err;
+
+    for (unsigned k = 0; k < 6; k++) {
+        d.writes_first = k % 2;
+        d.pieces_hashed = 0;
+        g_assert_cmpint(
+            decode(&cfg, b->data, b->len, k < 2 ? 0 : 7 * k, &d, &err), ==, 0);
+        g_assert_cmpmem(d.vram + 40 * PAGE, sizeof(pieces_want), pieces_want,
+                        sizeof(pieces_want));
+        g_assert_cmpuint(d.pieces_hashed, ==, hashed);
+    }
+}
+
 /* Version 4: PAGE_PIECES records change only their pieces of a page a
  * record brought, in any chunking and whether the sink writes pages first
  * or not; a record's length is the shape of its mask.  A page stale
@@ -1262,8 +1282,6 @@ static void pieces_expected(void)
  * page then has, and not hashed where it was not stale. */
 static void test_pieces(void)
 {
-    static struct dst d;
-    struct vg_error err;
     struct sb b;
 
     make_listed_pages();
@@ -1274,30 +1292,13 @@ static void test_pieces(void)
     g_assert_cmpuint(b.len, ==,
                      48 + 32 + 16 * (8 + PAGE) + 40 + 4 * (PAGE / 64) + 40 +
                          PAGE / 64 + 20 + 40);
-    for (unsigned k = 0; k < 6; k++) {
-        d.writes_first = k % 2;
-        d.pieces_hashed = 0;
-        g_assert_cmpint(
-            decode(&cfg, b.data, b.len, k < 2 ? 0 : 7 * k, &d, &err), ==, 0);
-        g_assert_cmpmem(d.vram + 40 * PAGE, sizeof(pieces_want), pieces_want,
-                        sizeof(pieces_want));
-        g_assert_cmpuint(d.pieces_hashed, ==, 0);
-    }
+    decode_pieces(&b, 0);
     sb_fini(&b);
     /* page 45 torn where the pieces go (piece 1) */
     memcpy(torn_pages, listed_pages, sizeof(torn_pages));
     torn_pages[5 * PAGE + 100] ^= 0x40;
     build_listed_version(&b, 4, 40, 16, listed_pages, torn_pages, then_pieces);
-    for (unsigned k = 0; k < 4; k++) {
-        d.writes_first = k % 2;
-        d.pieces_hashed = 0;
-        g_assert_cmpint(
-            decode(&cfg, b.data, b.len, k < 2 ? 0 : 9 * k, &d, &err), ==, 0);
-        g_assert_cmpmem(d.vram + 40 * PAGE, sizeof(pieces_want), pieces_want,
-                        sizeof(pieces_want));
-        g_assert_cmpuint(d.pieces_hashed, ==, 1);
-    }
-    d.writes_first = false;
+    decode_pieces(&b, 1);
     sb_fini(&b);
 }
 

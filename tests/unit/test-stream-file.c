@@ -198,20 +198,27 @@ static void damage(int fd, const uint64_t *off, const uint64_t *len, unsigned n,
     g_assert_not_reached();
 }
 
-/* build(2, @seed % 2)'s stream in a save file of @seed's extents, every
- * extent handed over and the end checked. */
-static struct sf *scanned(unsigned seed, struct stream *st, struct seen *seen)
+/* @st in a save file of @seed's extents, every extent handed over and
+ * the end checked. */
+static struct sf *file_scanned(const struct stream *st, unsigned seed,
+                               struct seen *seen)
 {
     uint64_t off[256], len[256];
     struct vg_error err = {0};
     unsigned n;
-    struct sf *s;
+    struct sf *s = open_sf(save_file(st, off, len, &n, seed), seen);
 
-    build(st, 2, seed % 2);
-    s = open_sf(save_file(st, off, len, &n, seed), seen);
     g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
     g_assert_cmpint(sf_end(s, &err), ==, 0);
     return s;
+}
+
+/* build(2, @seed % 2)'s stream in a save file of @seed's extents, every
+ * extent handed over and the end checked. */
+static struct sf *scanned(unsigned seed, struct stream *st, struct seen *seen)
+{
+    build(st, 2, seed % 2);
+    return file_scanned(st, seed, seen);
 }
 
 static void test_read_back(void)
@@ -429,45 +436,54 @@ static void build_listed(struct stream *st, bool resend)
     g_free(rec);
 }
 
+/* Read @s back: pages 0-33 and then, without @fail, the others, which
+ * must be @st's VRAM with its page hashes, the digest holding; with
+ * @fail (NULL-terminated), reading page 34 must fail saying each. */
+static void read_back(struct sf *s, const struct stream *st,
+                      const char *const *fail)
+{
+    uint64_t hashes[NPAGES];
+    struct vg_error err = {0};
+    g_autofree uint8_t *got = g_malloc(VRAM);
+
+    g_assert_cmpint(sf_read(s, 0, 34, got, hashes, &err), ==, 0);
+    if (fail) {
+        g_assert_cmpint(sf_read(s, 34, 1, got + 34 * PAGE, NULL, &err), ==,
+                        -EBADMSG);
+        for (; *fail; fail++) {
+            g_assert_nonnull(strstr(err.msg, *fail));
+        }
+        return;
+    }
+    g_assert_cmpint(sf_read(s, 34, 30, got + 34 * PAGE, hashes + 34, &err), ==,
+                    0);
+    g_assert_cmpmem(got, VRAM, st->vram, VRAM);
+    for (unsigned p = 0; p < NPAGES; p++) {
+        g_assert_cmphex(hashes[p], ==, XXH3_64bits(st->vram + p * PAGE, PAGE));
+    }
+    g_assert_cmpint(sf_verify(s, &err), ==, 0);
+}
+
 /* A version 3 save file is read on demand: a page of a PAGES_LISTED
  * record is checked against its listed hash; a page whose last record
  * is one whose data do not match is refused, one sent again after it is
  * read from there, and the digest holds. */
 static void test_listed(void)
 {
+    static const char *const torn[] = {"PAGES_LISTED record #2",
+                                       "page 34 does not match its listed hash",
+                                       NULL};
+
     for (unsigned resend = 0; resend < 2; resend++) {
-        uint64_t off[256], len[256], hashes[NPAGES];
         struct stream st;
         struct seen seen = {0};
-        struct vg_error err = {0};
-        uint8_t *got = g_malloc(VRAM);
-        unsigned n;
         struct sf *s;
 
         build_listed(&st, resend);
-        s = open_sf(save_file(&st, off, len, &n, 5 + resend), &seen);
-        g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
-        g_assert_cmpint(sf_end(s, &err), ==, 0);
-        g_assert_cmpint(sf_read(s, 0, 34, got, hashes, &err), ==, 0);
-        if (!resend) {
-            g_assert_cmpint(sf_read(s, 34, 1, got + 34 * PAGE, NULL, &err), ==,
-                            -EBADMSG);
-            g_assert_nonnull(strstr(err.msg, "PAGES_LISTED record #2"));
-            g_assert_nonnull(strstr(err.msg, "page 34 does not match its "
-                                             "listed hash"));
-        } else {
-            g_assert_cmpint(
-                sf_read(s, 34, 30, got + 34 * PAGE, hashes + 34, &err), ==, 0);
-            g_assert_cmpmem(got, VRAM, st.vram, VRAM);
-            for (unsigned p = 0; p < NPAGES; p++) {
-                g_assert_cmphex(hashes[p], ==,
-                                XXH3_64bits(st.vram + p * PAGE, PAGE));
-            }
-            g_assert_cmpint(sf_verify(s, &err), ==, 0);
-        }
+        s = file_scanned(&st, 5 + resend, &seen);
+        read_back(s, &st, resend ? NULL : torn);
         sf_free(s);
         g_byte_array_free(st.bytes, TRUE);
-        g_free(got);
     }
 }
 
@@ -536,40 +552,22 @@ static void build_pieces(struct stream *st, bool hash_34)
  * its pieces carry its hash, and the digest holds. */
 static void test_pieces(void)
 {
+    static const char *const torn[] = {
+        "page 34 was stale and is not whole with its pieces", NULL};
+
     for (unsigned hash_34 = 0; hash_34 < 2; hash_34++) {
-        uint64_t off[256], len[256], hashes[NPAGES], pending[1];
+        uint64_t pending[1];
         struct stream st;
         struct seen seen = {0};
-        struct vg_error err = {0};
-        uint8_t *got = g_malloc(VRAM);
-        unsigned n;
         struct sf *s;
 
         build_pieces(&st, hash_34);
-        s = open_sf(save_file(&st, off, len, &n, 11 + hash_34), &seen);
-        g_assert_cmpint(add_all(s, off, len, n, &err), ==, 0);
-        g_assert_cmpint(sf_end(s, &err), ==, 0);
+        s = file_scanned(&st, 11 + hash_34, &seen);
         g_assert_cmpuint(sf_pending(s, pending), ==, NPAGES);
         g_assert_cmpuint(seen.zeroed[10], ==, 1);
-        g_assert_cmpint(sf_read(s, 0, 34, got, hashes, &err), ==, 0);
-        if (!hash_34) {
-            g_assert_cmpint(sf_read(s, 34, 1, got + 34 * PAGE, NULL, &err), ==,
-                            -EBADMSG);
-            g_assert_nonnull(strstr(err.msg, "page 34 was stale and is not "
-                                             "whole with its pieces"));
-        } else {
-            g_assert_cmpint(
-                sf_read(s, 34, 30, got + 34 * PAGE, hashes + 34, &err), ==, 0);
-            g_assert_cmpmem(got, VRAM, st.vram, VRAM);
-            for (unsigned p = 0; p < NPAGES; p++) {
-                g_assert_cmphex(hashes[p], ==,
-                                XXH3_64bits(st.vram + p * PAGE, PAGE));
-            }
-            g_assert_cmpint(sf_verify(s, &err), ==, 0);
-        }
+        read_back(s, &st, hash_34 ? NULL : torn);
         sf_free(s);
         g_byte_array_free(st.bytes, TRUE);
-        g_free(got);
     }
 }
 
