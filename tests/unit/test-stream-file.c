@@ -396,11 +396,15 @@ static void test_damaged_superseded(void)
 }
 
 /*
- * Version 3: HEADER, PAGES 0+32, PAGES_LISTED 32+32 whose page 34 was
- * written after its hash (its data are not those listed), with @resend
- * PAGES 34+1 again, DEVICE_STATE, END.
+ * A stream of @version into @st: HEADER, PAGES 0+32, PAGES_LISTED 32+32
+ * whose page 34 was written after its hash (its data are not those
+ * listed; the byte in its piece 0), then @more's records, DEVICE_STATE,
+ * END.
  */
-static void build_listed(struct stream *st, bool resend)
+static void build_torn(struct stream *st, uint32_t version,
+                       void (*more)(struct stream *st, struct mig_enc *enc,
+                                    uint8_t *rec, bool opt),
+                       bool opt)
 {
     static const uint8_t state[8] = "listed!";
     struct mig_enc *enc;
@@ -408,11 +412,10 @@ static void build_listed(struct stream *st, bool resend)
     uint8_t *rec = g_malloc(MIG_REC_MAX);
     uint8_t data[32 * PAGE];
     uint64_t hashes[32];
-    size_t hdr;
 
     memset(st, 0, sizeof(*st));
     st->bytes = g_byte_array_new();
-    g_assert_cmpint(mig_enc_new(3, PAGE, &enc, &err), ==, 0);
+    g_assert_cmpint(mig_enc_new(version, PAGE, &enc, &err), ==, 0);
     put(st, rec, mig_enc_header(enc, &cfg, rec));
     fill(data, 32, 1);
     memcpy(st->vram, data, sizeof(data));
@@ -423,17 +426,29 @@ static void build_listed(struct stream *st, bool resend)
     }
     data[2 * PAGE + 9] ^= 0x20; /* written while it went */
     memcpy(st->vram + 32 * PAGE, data, sizeof(data));
-    hdr = mig_enc_pages_listed_ref(enc, 32, 32, hashes, true, rec);
-    put(st, rec, hdr);
+    put(st, rec, mig_enc_pages_listed_ref(enc, 32, 32, hashes, true, rec));
     g_byte_array_append(st->bytes, data, sizeof(data));
-    if (resend) {
-        put(st, rec, mig_enc_pages(enc, 34, 1, data + 2 * PAGE, rec));
-    }
+    more(st, enc, rec, opt);
     put(st, rec, mig_enc_state(enc, state, sizeof(state), rec));
     put(st, rec, mig_enc_end(enc, rec));
     g_assert_cmpuint(mig_enc_bytes(enc), ==, st->bytes->len);
     mig_enc_free(enc);
     g_free(rec);
+}
+
+/* With @resend, PAGES 34+1 again, as VRAM holds it. */
+static void then_resend(struct stream *st, struct mig_enc *enc, uint8_t *rec,
+                        bool resend)
+{
+    if (resend) {
+        put(st, rec, mig_enc_pages(enc, 34, 1, st->vram + 34 * PAGE, rec));
+    }
+}
+
+/* Version 3: build_torn() with @resend PAGES 34+1 again. */
+static void build_listed(struct stream *st, bool resend)
+{
+    build_torn(st, 3, then_resend, resend);
 }
 
 /* Read @s back: pages 0-33 and then, without @fail, the others, which
@@ -505,46 +520,17 @@ static void put_pieces(struct stream *st, struct mig_enc *enc, uint8_t *rec,
                             rec));
 }
 
-/*
- * Version 4: build_listed()'s pages (34 torn), page 10 cleared, then
- * PAGE_PIECES of page 34 (over its torn byte; with its hash if
- * @hash_34), twice of page 5 and once of page 10, DEVICE_STATE, END.
- */
-static void build_pieces(struct stream *st, bool hash_34)
+/* Page 10 cleared, then PAGE_PIECES of page 34 (over its torn byte; with
+ * its hash if @hash_34), twice of page 5 and once of page 10. */
+static void then_pieces(struct stream *st, struct mig_enc *enc, uint8_t *rec,
+                        bool hash_34)
 {
-    static const uint8_t state[8] = "pieces!";
-    struct mig_enc *enc;
-    struct vg_error err;
-    uint8_t *rec = g_malloc(MIG_REC_MAX);
-    uint8_t data[32 * PAGE];
-    uint64_t hashes[32];
-
-    memset(st, 0, sizeof(*st));
-    st->bytes = g_byte_array_new();
-    g_assert_cmpint(mig_enc_new(4, PAGE, &enc, &err), ==, 0);
-    put(st, rec, mig_enc_header(enc, &cfg, rec));
-    fill(data, 32, 1);
-    memcpy(st->vram, data, sizeof(data));
-    put(st, rec, mig_enc_pages(enc, 0, 32, data, rec));
-    fill(data, 32, 2);
-    for (unsigned k = 0; k < 32; k++) {
-        hashes[k] = XXH3_64bits(data + k * PAGE, PAGE);
-    }
-    data[2 * PAGE + 9] ^= 0x20; /* written while it went: piece 0 */
-    memcpy(st->vram + 32 * PAGE, data, sizeof(data));
-    put(st, rec, mig_enc_pages_listed_ref(enc, 32, 32, hashes, true, rec));
-    g_byte_array_append(st->bytes, data, sizeof(data));
     put(st, rec, mig_enc_zeros(enc, 10, 1, rec));
     memset(st->vram + 10 * PAGE, 0, PAGE);
     put_pieces(st, enc, rec, 34, 1ull | 1ull << 40, hash_34);
     put_pieces(st, enc, rec, 5, 0xf0, false);
     put_pieces(st, enc, rec, 5, 0x3c | 1ull << 63, false);
     put_pieces(st, enc, rec, 10, 1ull << 20, false);
-    put(st, rec, mig_enc_state(enc, state, sizeof(state), rec));
-    put(st, rec, mig_enc_end(enc, rec));
-    g_assert_cmpuint(mig_enc_bytes(enc), ==, st->bytes->len);
-    mig_enc_free(enc);
-    g_free(rec);
 }
 
 /* A version 4 save file: every page reads back as its pieces left it (a
@@ -561,7 +547,7 @@ static void test_pieces(void)
         struct seen seen = {0};
         struct sf *s;
 
-        build_pieces(&st, hash_34);
+        build_torn(&st, 4, then_pieces, hash_34);
         s = file_scanned(&st, 11 + hash_34, &seen);
         g_assert_cmpuint(sf_pending(s, pending), ==, NPAGES);
         g_assert_cmpuint(seen.zeroed[10], ==, 1);
