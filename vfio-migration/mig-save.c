@@ -366,6 +366,20 @@ int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
     return ret;
 }
 
+/* Whether the guest CPU may write VRAM without the server learning of it:
+ * BAR2 is mapped by the client, which does not log those writes. */
+static bool cpu_writes_unseen(const struct mig *m)
+{
+    return m->bar2_shared && !m->bar2_logged;
+}
+
+/* Whether every write to VRAM is seen: the device's own (observed) and
+ * the guest CPU's (logged, or none). */
+static bool writes_all_seen(const struct mig *m)
+{
+    return m->save->dt && m->track == MIG_TRACK_HYBRID && !cpu_writes_unseen(m);
+}
+
 /* Before closing an epoch: the estimate starts over, and what the
  * tracker cannot see is marked for hashing. */
 static void epoch_prepare(struct mig *m)
@@ -376,11 +390,10 @@ static void epoch_prepare(struct mig *m)
     s->marked_count = 0;
     s->rate_ref_ms = mig_now_ms();
     s->rate_ref_marked = 0;
-    if (s->dt &&
-        (m->track == MIG_TRACK_HASH || (m->bar2_shared && !m->bar2_logged))) {
+    if (s->dt && (m->track == MIG_TRACK_HASH || cpu_writes_unseen(m))) {
         dt_mark_all_opaque(s->dt); /* CPU writes through BAR2 are unseen */
     }
-    s->writes_unseen_once |= m->bar2_shared && !m->bar2_logged;
+    s->writes_unseen_once |= cpu_writes_unseen(m);
 }
 
 /* Whether an epoch may leave pages of the pass a part of themselves: the
@@ -390,8 +403,7 @@ static bool pieces_ok(const struct mig *m)
 {
     const struct mig_save *s = m->save;
 
-    return s->cpu_pieces && !s->writes_unseen_once && s->dt &&
-           m->track == MIG_TRACK_HYBRID && !(m->bar2_shared && !m->bar2_logged);
+    return s->cpu_pieces && !s->writes_unseen_once && writes_all_seen(m);
 }
 
 static void epoch_done(struct mig *m, const struct dt_epoch_stats *st)
@@ -827,14 +839,6 @@ static void save_pages(struct mig *m, const uint8_t *src, uint8_t *dst,
 
     mig_run_pieces(s->pool, ps, n, save_piece, &job);
     m->stats.data_hash_ms += mig_now_ms() - t0;
-}
-
-/* Whether every write to VRAM is seen: the device's own (observed) and
- * the guest CPU's (logged, or none). */
-static bool writes_all_seen(const struct mig *m)
-{
-    return m->save->dt && m->track == MIG_TRACK_HYBRID &&
-           !(m->bar2_shared && !m->bar2_logged);
 }
 
 /* Whether pre-copy pages go from VRAM, as PAGES_LISTED records: in a
@@ -1396,13 +1400,6 @@ void mig_save_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty)
     left = s->phase == SAVE_PRECOPY ? round_left(m) : 0;
     *initial = s->round <= 1 ? left : 0;
     *dirty = s->round > 1 ? left : 0;
-}
-
-/* Whether the guest CPU may write VRAM without the server learning of it:
- * BAR2 is mapped by the client, which does not log those writes. */
-static bool cpu_writes_unseen(const struct mig *m)
-{
-    return m->bar2_shared && !m->bar2_logged;
 }
 
 /* Upper bound of what the next epoch adds: the pages written since the
