@@ -115,6 +115,13 @@ uint64_t mig_piece(uint64_t piece, uint32_t page_size, uint64_t count,
 void mig_run_pieces(struct dt_pool *pool, uint32_t page_size, uint64_t count,
                     dt_pool_fn *fn, void *arg);
 
+/* Pages hashed together on the pool, MIG_HASH_BATCH at most:
+ * mig_hash_listed() puts in @hash[i] the page hash of page @page[i] of
+ * VRAM (mapped here), for i < @n. */
+#define MIG_HASH_BATCH 256u
+void mig_hash_listed(const struct mig *m, struct dt_pool *pool,
+                     const uint64_t *page, unsigned n, uint64_t *hash);
+
 /* Bitmaps of pages. */
 static inline bool mig_bit(const uint64_t *bm, uint64_t i)
 {

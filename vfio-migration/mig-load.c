@@ -76,6 +76,13 @@ struct mig_load {
     struct sf *file;
     int file_fd;
     bool failed; /* a write failed (reported once) */
+    /* Pages PAGE_PIECES records wrote in mapped VRAM, whose page hashes
+     * wait to be taken on the pool, a batch at a time (or at the finish). */
+    struct {
+        uint64_t page[MIG_HASH_BATCH];
+        uint64_t hash[MIG_HASH_BATCH];
+        unsigned n;
+    } unhashed;
     /* With --gpu-hash=auto, whether the GPU or the pool hashes the next
      * write's pages (the faster way, learnt). */
     struct mig_hashway hashway;
@@ -334,10 +341,41 @@ static int page_hash_of(struct mig *m, uint64_t page, uint64_t *hash,
     return ret;
 }
 
+/* The page hashes of the pages pieces wrote since the last batch, taken
+ * on the pool. */
+static void hash_unhashed(struct mig *m)
+{
+    struct mig_load *l = m->load;
+
+    mig_hash_listed(m, l->pool, l->unhashed.page, l->unhashed.n,
+                    l->unhashed.hash);
+    for (unsigned i = 0; i < l->unhashed.n; i++) {
+        l->page_hash[l->unhashed.page[i]] = l->unhashed.hash[i];
+        mig_bit_put(l->hashed, l->unhashed.page[i], true);
+    }
+    l->unhashed.n = 0;
+}
+
+/* Page @page, written by pieces in mapped VRAM, gets its hash with the
+ * next batch: whatever writes it meanwhile, the batch hashes it as it
+ * then is. */
+static void hash_later(struct mig *m, uint64_t page)
+{
+    struct mig_load *l = m->load;
+
+    mig_bit_put(l->hashed, page, false);
+    l->unhashed.page[l->unhashed.n++] = page;
+    if (l->unhashed.n == MIG_HASH_BATCH) {
+        hash_unhashed(m);
+    }
+}
+
 /* Pieces of page @page written over what an earlier record brought, a
- * write per run of adjacent pieces, and the page hashed again: the
- * checksums need it before the device runs, and it is cheaper while the
- * stream still comes than at the finish. */
+ * write per run of adjacent pieces.  The checksums need the page hashed
+ * again before the device runs, and it is cheaper while the stream
+ * still comes than at the finish: at once where the decoder checks it
+ * (@hash, a stale page) or VRAM is not mapped here, else on the pool
+ * with a batch of such pages. */
 static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
                        uint32_t piece_size, const uint8_t *data, uint64_t *hash,
                        struct vg_error *err)
@@ -356,12 +394,17 @@ static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
         data += (size_t)n * piece_size;
         mask = first + n >= 64 ? 0 : mask & (~0ull << (first + n));
     }
-    if (ret == 0) {
-        ret = page_hash_of(m, page, &m->load->page_hash[page], err);
+    if (ret < 0) {
+        return ret;
     }
+    mig_bit_put(m->load->zeroed, page, false);
+    if (!hash && vgpu_vram(m->gpu)) {
+        hash_later(m, page);
+        return 0;
+    }
+    ret = page_hash_of(m, page, &m->load->page_hash[page], err);
     if (ret == 0) {
         mig_bit_put(m->load->hashed, page, true);
-        mig_bit_put(m->load->zeroed, page, false);
         if (hash) {
             *hash = m->load->page_hash[page];
         }
@@ -663,6 +706,7 @@ int mig_load_finish(struct mig *m, struct vg_error *err)
     int ret = l->file ? sf_end(l->file, err) : mig_dec_finish(l->dec, err);
 
     if (ret == 0) {
+        hash_unhashed(m);
         ret = vgpu_state_load(m->gpu, l->state, l->state_len, err);
     }
     if (ret == 0 && l->file) {

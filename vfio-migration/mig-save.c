@@ -36,7 +36,6 @@
 #define RATE_WINDOW_MS    20.0
 #define SWITCHOVER_LAG_MS 50.0
 /* Pages of PAGE_PIECES records whose hashes the pool computes at a time. */
-#define PIECES_BATCH 256u
 
 enum save_phase {
     SAVE_PRECOPY,  /* rounds, device running; nothing to read when drained */
@@ -88,8 +87,8 @@ struct mig_save {
     /* The page hashes of the next pages of the pass that go as pieces
      * with one, hashed on the pool a batch at a time. */
     struct {
-        uint64_t page[PIECES_BATCH];
-        uint64_t hash[PIECES_BATCH];
+        uint64_t page[MIG_HASH_BATCH];
+        uint64_t hash[MIG_HASH_BATCH];
         unsigned n, next;
     } pieces_hashed;
     bool pieces_epoch;
@@ -952,35 +951,14 @@ static bool page_in_pieces(const struct mig *m, uint64_t p)
            s->pass_pieces[p] != ~0ull;
 }
 
-/* Pool job: the page hashes of the pieces pages of a batch. */
-struct pieces_hash_job {
-    const uint8_t *vram;
-    uint32_t page_size;
-    uint64_t count;
-    const uint64_t *page;
-    uint64_t *hash;
-};
-
-static void pieces_hash_piece(void *arg, uint64_t piece)
-{
-    struct pieces_hash_job *job = arg;
-    uint64_t i, end = mig_piece(piece, job->page_size, job->count, &i);
-
-    for (; i < end; i++) {
-        job->hash[i] = vg_hash(job->vram + job->page[i] * job->page_size,
-                               job->page_size, 0);
-    }
-}
-
-/* The next PIECES_BATCH pages of the pass from @p on that go as pieces
+/* The next MIG_HASH_BATCH pages of the pass from @p on that go as pieces
  * with their page hash, hashed on the pool. */
 static void pieces_hash_batch(struct mig *m, uint64_t p)
 {
     struct mig_save *s = m->save;
-    struct pieces_hash_job job = {vgpu_vram(m->gpu), m->scfg.page_size, 0,
-                                  s->pieces_hashed.page, s->pieces_hashed.hash};
+    unsigned n = 0;
 
-    while (p < m->npages && job.count < PIECES_BATCH) {
+    while (p < m->npages && n < MIG_HASH_BATCH) {
         uint64_t w = s->pass[p / 64] >> (p % 64);
 
         if (!w) {
@@ -989,13 +967,13 @@ static void pieces_hash_batch(struct mig *m, uint64_t p)
         }
         p += (uint64_t)__builtin_ctzll(w);
         if (p < m->npages && page_in_pieces(m, p) && mig_bit(s->by_ref, p)) {
-            s->pieces_hashed.page[job.count++] = p;
+            s->pieces_hashed.page[n++] = p;
         }
         p++;
     }
-    mig_run_pieces(s->pool, m->scfg.page_size, job.count, pieces_hash_piece,
-                   &job);
-    s->pieces_hashed.n = (unsigned)job.count;
+    mig_hash_listed(m, s->pool, s->pieces_hashed.page, n,
+                    s->pieces_hashed.hash);
+    s->pieces_hashed.n = n;
     s->pieces_hashed.next = 0;
 }
 

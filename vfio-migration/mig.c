@@ -167,6 +167,32 @@ void mig_run_pieces(struct dt_pool *pool, uint32_t page_size, uint64_t count,
     dt_pool_run(pool, pieces, fn, arg);
 }
 
+/* Pool job: the page hashes of listed pages. */
+struct listed_job {
+    const struct mig *m;
+    const uint64_t *page;
+    uint64_t *hash;
+    unsigned count;
+};
+
+static void hash_listed_piece(void *arg, uint64_t piece)
+{
+    struct listed_job *job = arg;
+    uint64_t i, end = mig_piece(piece, job->m->scfg.page_size, job->count, &i);
+
+    for (; i < end; i++) {
+        job->hash[i] = mig_page_hash(job->m, job->page[i]);
+    }
+}
+
+void mig_hash_listed(const struct mig *m, struct dt_pool *pool,
+                     const uint64_t *page, unsigned n, uint64_t *hash)
+{
+    struct listed_job job = {m, page, hash, n};
+
+    mig_run_pieces(pool, m->scfg.page_size, n, hash_listed_piece, &job);
+}
+
 void mig_note_error(struct mig *m, const char *msg)
 {
     snprintf(m->stats.last_error, sizeof(m->stats.last_error), "%s", msg);

@@ -527,6 +527,37 @@ static void test_cpu_pieces(gconstpointer data)
     vgpu_free(sgpu);
 }
 
+/* The guest CPU writes a few bytes into every page after round 0: the
+ * destination takes the hashes of pages written by pieces a batch at a
+ * time (256 of them, as many as VRAM has), and ends up with
+ * the source's VRAM and checksums. */
+static void test_cpu_pieces_every_page(void)
+{
+    static const uint32_t writes[] = {1u << 20};
+    struct vgpu *sgpu;
+    struct mig *src = new_mig_mode(&sgpu, 2, MIG_PRECOPY_ITERATIVE);
+    g_autoptr(GByteArray) stream = g_byte_array_new();
+    struct mig_stats ss;
+
+    fill(sgpu);
+    mig_note_bar2_shared(src);
+    mig_note_bar2_logged(src, true);
+    set_state(src, MIG_STATE_PRE_COPY);
+    read_out(src, 4u << 20, stream);
+    for (uint64_t p = 0; p < PAGES; p++) {
+        cpu_write_logged(src, sgpu, p * PAGE + (p * 4099) % (PAGE - 8), 8);
+    }
+    set_state(src, MIG_STATE_STOP_COPY);
+    read_out(src, 4u << 20, stream);
+    set_state(src, MIG_STATE_STOP);
+    mig_idle(src, true);
+    mig_get_stats(src, &ss);
+    g_assert_cmpuint(ss.pieces_pages, ==, PAGES);
+    load_equal(src, sgpu, stream, 2, writes, G_N_ELEMENTS(writes));
+    mig_free(src);
+    vgpu_free(sgpu);
+}
+
 /* Too little room for the pieces of one record is refused. */
 static void test_pieces_room(void)
 {
@@ -735,6 +766,8 @@ int main(int argc, char **argv)
                          test_cpu_pieces);
     g_test_add_data_func("/mig/load/cpu-pieces/read-pieces",
                          GUINT_TO_POINTER(64), test_cpu_pieces);
+    g_test_add_func("/mig/load/cpu-pieces/every-page",
+                    test_cpu_pieces_every_page);
     g_test_add_data_func("/mig/load/listed-torn/unlogged", GUINT_TO_POINTER(0),
                          test_listed_torn);
     g_test_add_data_func("/mig/load/write-pieces", GUINT_TO_POINTER(0),
