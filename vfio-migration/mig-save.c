@@ -22,6 +22,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "dirty-track/dirtytrack.h"
+#include "mig-written.h"
 
 /* Record overhead of one run: record header + run header. */
 #define RUN_OVERHEAD (MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE)
@@ -35,7 +36,6 @@
  * between QEMU's last size query and the stop. */
 #define RATE_WINDOW_MS    20.0
 #define SWITCHOVER_LAG_MS 50.0
-/* Pages of PAGE_PIECES records whose hashes the pool computes at a time. */
 
 enum save_phase {
     SAVE_PRECOPY,  /* rounds, device running; nothing to read when drained */
@@ -72,18 +72,11 @@ struct mig_save {
      * (a page written back to what was hashed must go again). */
     bool sent_listed;
     uint64_t *pass; /* pages the current round still has to send */
-    /* Version 4, VRAM mapped here, hybrid tracking (else NULL): per page,
-     * the pieces (MIG_PAGE_PIECES a page) that the guest CPU's log wrote
-     * since the last epoch, all set once anything else wrote it
-     * (@cpu_pieces); per page of the pass, the pieces a stop-copy sends
-     * (@pass_pieces, all set: the whole page); the pages whose last send
-     * went from VRAM in pre-copy (@by_ref: the destination's copy may be
-     * torn, stale, and their pieces carry the page hash that mends it).
+    /* Version 4, VRAM mapped here, hybrid tracking (else NULL): the
+     * pieces of each page a stop-copy sends (mig-written.h).
      * @pieces_epoch: the epoch being merged may leave a page of the pass
      * a part of it. */
-    uint64_t *cpu_pieces;
-    uint64_t *pass_pieces;
-    uint64_t *by_ref;
+    struct mig_written *written;
     /* The page hashes of the next pages of the pass that go as pieces
      * with one, hashed on the pool a batch at a time. */
     struct {
@@ -258,19 +251,6 @@ static void mark_written(struct mig *m, uint64_t p)
     }
 }
 
-/* The pieces of page @p (of @ps bytes) that [@off, +@len) touches. */
-static uint64_t pieces_touched(uint64_t p, uint64_t ps, uint64_t off,
-                               uint64_t len)
-{
-    uint64_t piece = ps / MIG_PAGE_PIECES, base = p * ps;
-    uint64_t from = off > base ? off - base : 0;
-    uint64_t to = off + len < base + ps ? off + len - base : ps;
-    unsigned first = (unsigned)(from / piece),
-             last = (unsigned)((to - 1) / piece);
-
-    return (last == 63 ? ~0ull : (2ull << last) - 1) & (~0ull << first);
-}
-
 /* The device wrote [@off, +@len): remember it for the estimate, and tell
  * the tracker (hash mode rehashes everything anyway). */
 static void apply_device_write(void *opaque, uint64_t off, uint64_t len,
@@ -286,8 +266,8 @@ static void apply_device_write(void *opaque, uint64_t off, uint64_t len,
     for (uint64_t p = off / ps; p <= (off + len - 1) / ps && p < m->npages;
          p++) {
         mark_written(m, p);
-        if (s->cpu_pieces) {
-            s->cpu_pieces[p] = ~0ull; /* not the guest CPU's: whole */
+        if (s->written) {
+            mig_written_whole(s->written, p); /* not the guest CPU's */
         }
     }
     if (!s->dt || m->track == MIG_TRACK_HASH) {
@@ -356,8 +336,9 @@ int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
             m->stats.cpu_log_pages++;
             for (uint64_t p = at / ps; p <= last && p < m->npages; p++) {
                 mark_written(m, p);
-                if (s->cpu_pieces) {
-                    s->cpu_pieces[p] |= pieces_touched(p, ps, at, gran);
+                if (s->written) {
+                    mig_written_cpu(s->written, p,
+                                    mig_written_touched(p, ps, at, gran));
                 }
             }
         }
@@ -402,7 +383,7 @@ static bool pieces_ok(const struct mig *m)
 {
     const struct mig_save *s = m->save;
 
-    return s->cpu_pieces && !s->writes_unseen_once && writes_all_seen(m);
+    return s->written && !s->writes_unseen_once && writes_all_seen(m);
 }
 
 static void epoch_done(struct mig *m, const struct dt_epoch_stats *st)
@@ -485,29 +466,6 @@ static void take_epoch(struct mig *m)
     s->epochs++;
 }
 
-/* The pieces of page @p that the epoch's dirty set asks for. */
-static uint64_t epoch_pieces(const struct mig_save *s, uint64_t p)
-{
-    return s->pieces_epoch && s->cpu_pieces[p] ? s->cpu_pieces[p] : ~0ull;
-}
-
-/* Words [@w0, @w1) of the epoch's dirty set, before they join the pass:
- * a page new to it takes the epoch's pieces, one in it adds them; the
- * pieces counted since the last epoch start over. */
-static void pieces_merge_words(struct mig_save *s, uint64_t w0, uint64_t w1)
-{
-    for (uint64_t w = w0; w < w1; w++) {
-        for (uint64_t d = s->dirty[w]; d; d &= d - 1) {
-            uint64_t p = w * 64 + (uint64_t)__builtin_ctzll(d);
-
-            s->pass_pieces[p] = mig_bit(s->pass, p)
-                                    ? s->pass_pieces[p] | epoch_pieces(s, p)
-                                    : epoch_pieces(s, p);
-        }
-        memset(&s->cpu_pieces[w * 64], 0, 64 * 8);
-    }
-}
-
 /* Add words [@w0, @w1) of the epoch's dirty set to the pass; returns the
  * pages added. */
 static uint64_t pass_merge_words(struct mig *m, uint64_t w0, uint64_t w1)
@@ -515,8 +473,9 @@ static uint64_t pass_merge_words(struct mig *m, uint64_t w0, uint64_t w1)
     struct mig_save *s = m->save;
     uint64_t added = 0;
 
-    if (s->cpu_pieces) {
-        pieces_merge_words(s, w0, w1);
+    if (s->written) {
+        mig_written_merge(s->written, s->dirty, s->pass, w0, w1,
+                          s->pieces_epoch);
     }
     for (uint64_t w = w0; w < w1; w++) {
         uint64_t nw = s->dirty[w] & ~s->pass[w];
@@ -856,8 +815,8 @@ static bool listed_ok(const struct mig *m)
 /* Pages [@p, +@n) go now, from VRAM in pre-copy (@by_ref) or not. */
 static void note_by_ref(struct mig_save *s, uint64_t p, uint64_t n, bool by_ref)
 {
-    for (uint64_t i = 0; s->by_ref && i < n; i++) {
-        mig_bit_put(s->by_ref, p + i, by_ref);
+    if (s->written) {
+        mig_written_sent(s->written, p, n, by_ref);
     }
 }
 
@@ -947,8 +906,8 @@ static bool page_in_pieces(const struct mig *m, uint64_t p)
 {
     const struct mig_save *s = m->save;
 
-    return s->pass_pieces && s->phase == SAVE_STOPCOPY &&
-           s->pass_pieces[p] != ~0ull;
+    return s->written && s->phase == SAVE_STOPCOPY &&
+           mig_written_pass(s->written, p) != MIG_WRITTEN_WHOLE;
 }
 
 /* The next MIG_HASH_BATCH pages of the pass from @p on that go as pieces
@@ -966,7 +925,8 @@ static void pieces_hash_batch(struct mig *m, uint64_t p)
             continue;
         }
         p += (uint64_t)__builtin_ctzll(w);
-        if (p < m->npages && page_in_pieces(m, p) && mig_bit(s->by_ref, p)) {
+        if (p < m->npages && page_in_pieces(m, p) &&
+            mig_written_by_ref(s->written, p)) {
             s->pieces_hashed.page[n++] = p;
         }
         p++;
@@ -1002,10 +962,10 @@ static bool stage_pieces(struct mig *m, uint64_t p)
     struct mig_save *s = m->save;
     uint32_t ps = m->scfg.page_size;
     const uint8_t *page = vgpu_vram(m->gpu) + p * ps;
-    uint64_t mask = s->pass_pieces[p];
+    uint64_t mask = mig_written_pass(s->written, p);
     uint64_t bytes =
         (uint64_t)__builtin_popcountll(mask) * (ps / MIG_PAGE_PIECES);
-    bool hashed = mig_bit(s->by_ref, p);
+    bool hashed = mig_written_by_ref(s->written, p);
     uint64_t hash = hashed ? pieces_page_hash(m, p) : 0;
 
     pass_take(m, p, false);
@@ -1571,10 +1531,8 @@ static int save_alloc(struct mig *m, struct vg_error *err)
     s->prev_dirty = calloc(1, bytes);
     if (m->stream_version >= 4 && m->track == MIG_TRACK_HYBRID &&
         vgpu_vram(m->gpu)) {
-        s->cpu_pieces = calloc(64, bytes); /* a u64 a page, words whole */
-        s->pass_pieces = calloc(64, bytes);
-        s->by_ref = calloc(1, bytes);
-        if (!s->cpu_pieces || !s->pass_pieces || !s->by_ref) {
+        s->written = mig_written_new(m->npages);
+        if (!s->written) {
             mig_save_close(m);
             return vg_error_set(err, ENOMEM, "saving session's pieces");
         }
@@ -1758,9 +1716,7 @@ void mig_save_close(struct mig *m)
     free(s->dirty);
     free(s->marked);
     free(s->prev_dirty);
-    free(s->cpu_pieces);
-    free(s->pass_pieces);
-    free(s->by_ref);
+    mig_written_free(s->written);
     free(s);
     m->save = NULL;
     pthread_mutex_lock(&m->step_lock);
