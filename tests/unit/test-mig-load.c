@@ -393,6 +393,42 @@ static void test_pieces_same_stream(void)
  * the source's VRAM; an unlogged write (which a client that logs BAR2
  * never lets happen) leaves it stale, and END fails naming it.
  */
+/* A source of VRAM filled whose guest CPU writes through BAR2 are
+ * logged, in PRE_COPY. */
+static struct mig *logged_source(struct vgpu **gpu)
+{
+    struct mig *src = new_mig_mode(gpu, 2, MIG_PRECOPY_ITERATIVE);
+
+    fill(*gpu);
+    mig_note_bar2_shared(src);
+    mig_note_bar2_logged(src, true);
+    set_state(src, MIG_STATE_PRE_COPY);
+    return src;
+}
+
+/* What @src has to read now into @stream: as copies (@max 0) or as at
+ * most @max pieces a read. */
+static void read_now(struct mig *src, struct vgpu *gpu, unsigned max,
+                     GByteArray *stream)
+{
+    if (max) {
+        read_pieces_out(src, gpu, 4u << 20, max, stream);
+    } else {
+        read_out(src, 4u << 20, stream);
+    }
+}
+
+/* @src's stop-copy into @stream, then STOP; its statistics in @ss. */
+static void stop_copy_out(struct mig *src, struct vgpu *gpu, unsigned max,
+                          GByteArray *stream, struct mig_stats *ss)
+{
+    set_state(src, MIG_STATE_STOP_COPY);
+    read_now(src, gpu, max, stream);
+    set_state(src, MIG_STATE_STOP);
+    mig_idle(src, true);
+    mig_get_stats(src, ss);
+}
+
 /* A page listed from VRAM in pre-copy is torn by a guest CPU write, which
  * QEMU logs (@data 1: the whole page; 2: in a 4 KiB granule, so that in
  * stream version 4 the page goes as its written pieces, with the page
@@ -402,7 +438,7 @@ static void test_listed_torn(gconstpointer data)
     unsigned log = GPOINTER_TO_UINT(data);
     bool logged = log > 0;
     struct vgpu *sgpu, *dgpu;
-    struct mig *src = new_mig_mode(&sgpu, 2, MIG_PRECOPY_ITERATIVE);
+    struct mig *src = logged_source(&sgpu);
     struct mig *dst = new_mig(&dgpu, 2);
     g_autoptr(GByteArray) stream = g_byte_array_new();
     uint8_t *buf = g_malloc(4u << 20);
@@ -414,10 +450,6 @@ static void test_listed_torn(gconstpointer data)
     unsigned n;
     int ret;
 
-    fill(sgpu);
-    mig_note_bar2_shared(src);
-    mig_note_bar2_logged(src, true);
-    set_state(src, MIG_STATE_PRE_COPY);
     g_assert_cmpint(
         mig_read_pieces(src, buf, 4u << 20, &got, piece, 64, &n, &err), ==, 0);
     g_assert_cmpuint(mig_read_pass(src), ==, 1);
@@ -492,32 +524,16 @@ static void test_cpu_pieces(gconstpointer data)
     unsigned max = GPOINTER_TO_UINT(data);
     static const uint32_t writes[] = {1u << 20, 4096, 777};
     struct vgpu *sgpu;
-    struct mig *src = new_mig_mode(&sgpu, 2, MIG_PRECOPY_ITERATIVE);
+    struct mig *src = logged_source(&sgpu);
     g_autoptr(GByteArray) stream = g_byte_array_new();
     struct mig_stats ss;
 
-    fill(sgpu);
-    mig_note_bar2_shared(src);
-    mig_note_bar2_logged(src, true);
-    set_state(src, MIG_STATE_PRE_COPY);
-    if (max) {
-        read_pieces_out(src, sgpu, 4u << 20, max, stream);
-    } else {
-        read_out(src, 4u << 20, stream);
-    }
+    read_now(src, sgpu, max, stream);
     g_assert_cmpuint(stream->len, >, VRAM / 2); /* round 0 went */
     cpu_write_logged(src, sgpu, 3 * PAGE + 100, 8);
     cpu_write_logged(src, sgpu, 20 * PAGE + 40000, 8);
     cpu_write_logged(src, sgpu, 22 * PAGE - 6, 12);
-    set_state(src, MIG_STATE_STOP_COPY);
-    if (max) {
-        read_pieces_out(src, sgpu, 4u << 20, max, stream);
-    } else {
-        read_out(src, 4u << 20, stream);
-    }
-    set_state(src, MIG_STATE_STOP);
-    mig_idle(src, true);
-    mig_get_stats(src, &ss);
+    stop_copy_out(src, sgpu, max, stream, &ss);
     g_assert_cmpuint(ss.stream_version, ==, 4);
     g_assert_cmpuint(ss.pieces_pages, ==, 4);
     g_assert_cmpuint(ss.pieces_bytes, ==, 4 * 4096);
@@ -529,29 +545,21 @@ static void test_cpu_pieces(gconstpointer data)
 
 /* The guest CPU writes a few bytes into every page after round 0: the
  * destination takes the hashes of pages written by pieces a batch at a
- * time (256 of them, as many as VRAM has), and ends up with
- * the source's VRAM and checksums. */
+ * time (256 of them, as many as VRAM has), and ends up with the source's
+ * VRAM and checksums. */
 static void test_cpu_pieces_every_page(void)
 {
     static const uint32_t writes[] = {1u << 20};
     struct vgpu *sgpu;
-    struct mig *src = new_mig_mode(&sgpu, 2, MIG_PRECOPY_ITERATIVE);
+    struct mig *src = logged_source(&sgpu);
     g_autoptr(GByteArray) stream = g_byte_array_new();
     struct mig_stats ss;
 
-    fill(sgpu);
-    mig_note_bar2_shared(src);
-    mig_note_bar2_logged(src, true);
-    set_state(src, MIG_STATE_PRE_COPY);
-    read_out(src, 4u << 20, stream);
+    read_now(src, sgpu, 0, stream);
     for (uint64_t p = 0; p < PAGES; p++) {
         cpu_write_logged(src, sgpu, p * PAGE + (p * 4099) % (PAGE - 8), 8);
     }
-    set_state(src, MIG_STATE_STOP_COPY);
-    read_out(src, 4u << 20, stream);
-    set_state(src, MIG_STATE_STOP);
-    mig_idle(src, true);
-    mig_get_stats(src, &ss);
+    stop_copy_out(src, sgpu, 0, stream, &ss);
     g_assert_cmpuint(ss.pieces_pages, ==, PAGES);
     load_equal(src, sgpu, stream, 2, writes, G_N_ELEMENTS(writes));
     mig_free(src);
