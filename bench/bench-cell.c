@@ -838,7 +838,8 @@ static int verify_cpu(struct run *r, const struct vg_stats *s,
     r->c->cpu_writes = cnt.before;
     r->c->cpu_uncertain = k;
     r->c->cpu_rate = cnt.rate;
-    vg_cpu_writer_checksums(r->cw, r->image, (uint32_t)r->o->track_page, sums);
+    vg_cpu_writer_checksums(r->cw, r->image, (uint32_t)r->o->track_page,
+                            stat_or(d, "stream_version") >= 5, sums);
     got = vg_cpu_writer_find_sum(d->vram_checksum, sums, k + 1);
     r->c->verified =
         got >= 0 &&

@@ -4,6 +4,7 @@
  */
 #include "hash.h"
 
+#include <endian.h>
 #include <xxhash.h>
 
 vg_hash_fn vg_hash_avx2;
@@ -41,6 +42,42 @@ __attribute__((constructor)) static void choose(void)
 uint64_t vg_hash(const void *data, size_t len, uint64_t seed)
 {
     return chosen->fn(data, len, seed);
+}
+
+unsigned vg_hash_tree_pieces(size_t len)
+{
+    size_t n = len / 1024;
+
+    return n > VG_TREE_PIECES ? VG_TREE_PIECES : n ? (unsigned)n : 1;
+}
+
+uint64_t vg_hash_tree_join(const uint64_t *piece_hash, unsigned n,
+                           uint64_t seed)
+{
+    uint64_t le[VG_TREE_PIECES];
+
+    for (unsigned i = 0; i < n; i++) {
+        le[i] = htole64(piece_hash[i]);
+    }
+    return vg_hash(le, (size_t)n * 8, seed);
+}
+
+uint64_t vg_hash_tree(const void *page, size_t len, uint64_t seed,
+                      uint64_t *piece_hash)
+{
+    unsigned n = vg_hash_tree_pieces(len);
+    size_t piece = len / n;
+    uint64_t h[VG_TREE_PIECES];
+
+    for (unsigned i = 0; i < n; i++) {
+        h[i] = vg_hash((const uint8_t *)page + i * piece, piece, seed);
+    }
+    if (piece_hash) {
+        for (unsigned i = 0; i < n; i++) {
+            piece_hash[i] = h[i];
+        }
+    }
+    return vg_hash_tree_join(h, n, seed);
 }
 
 const struct vg_hash_impl *vg_hash_impls(size_t *n)

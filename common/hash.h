@@ -20,6 +20,23 @@ typedef uint64_t vg_hash_fn(const void *data, size_t len, uint64_t seed);
 
 uint64_t vg_hash(const void *data, size_t len, uint64_t seed);
 
+/*
+ * The tree page hash (stream version 5): a page of @len bytes (a power of
+ * two, at least 1 KiB) is cut into vg_hash_tree_pieces(@len) equal pieces
+ * of at least 1 KiB, at most VG_TREE_PIECES; its hash is vg_hash() of the
+ * array of its pieces' vg_hash() values as little-endian u64s, all with
+ * @seed.  A page whose pieces changed is hashed again from those pieces
+ * and the kept hashes of the others (vg_hash_tree_join()).  It hashes as
+ * fast as vg_hash() of the whole page.  @piece_hash, unless NULL, gets the
+ * pieces' hashes.
+ */
+#define VG_TREE_PIECES 64
+unsigned vg_hash_tree_pieces(size_t len);
+uint64_t vg_hash_tree(const void *page, size_t len, uint64_t seed,
+                      uint64_t *piece_hash);
+uint64_t vg_hash_tree_join(const uint64_t *piece_hash, unsigned n,
+                           uint64_t seed);
+
 /* One implementation built in; usable says whether this CPU runs it. */
 struct vg_hash_impl {
     const char *name; /* "avx512", "avx2" or "sse2" (libxxhash) */

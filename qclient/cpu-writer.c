@@ -7,6 +7,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/hash.h"
+
 #define MAX_LEN       64u
 #define DEFAULT_BATCH 64u
 #define MAX_BATCH     256u
@@ -283,20 +285,27 @@ void vg_cpu_writer_image(struct vg_cpu_writer *w, uint8_t *image, uint64_t i)
     }
 }
 
+/* The page hash of the page at @page: a tree, or XXH3-64 of it whole. */
+static uint64_t page_hash(const uint8_t *page, uint32_t page_size, bool tree)
+{
+    return tree ? vg_hash_tree(page, page_size, 0, NULL)
+                : XXH3_64bits(page, page_size);
+}
+
 /* Rehash the pages write @i touches. */
 static void rehash(const struct vg_cpu_writer *w, const uint8_t *image,
-                   uint32_t page_size, uint64_t *hashes, uint64_t i)
+                   uint32_t page_size, bool tree, uint64_t *hashes, uint64_t i)
 {
     const struct rec *r = &g_array_index(w->recs, struct rec, i);
 
     for (uint64_t p = r->off / page_size;
          p <= (r->off + r->len - 1) / page_size; p++) {
-        hashes[p] = XXH3_64bits(image + p * page_size, page_size);
+        hashes[p] = page_hash(image + p * page_size, page_size, tree);
     }
 }
 
 void vg_cpu_writer_checksums(struct vg_cpu_writer *w, uint8_t *image,
-                             uint32_t page_size, uint64_t *sums)
+                             uint32_t page_size, bool tree, uint64_t *sums)
 {
     uint64_t npages = w->o.vram_size / page_size;
     uint64_t *hashes = g_new(uint64_t, npages);
@@ -304,12 +313,12 @@ void vg_cpu_writer_checksums(struct vg_cpu_writer *w, uint8_t *image,
 
     vg_cpu_writer_image(w, image, 0);
     for (uint64_t p = 0; p < npages; p++) {
-        hashes[p] = XXH3_64bits(image + p * page_size, page_size);
+        hashes[p] = page_hash(image + p * page_size, page_size, tree);
     }
     sums[0] = XXH3_64bits(hashes, npages * 8);
     for (uint64_t i = 1; i <= k; i++) {
         vg_cpu_writer_image(w, image, i);
-        rehash(w, image, page_size, hashes, before + i - 1);
+        rehash(w, image, page_size, tree, hashes, before + i - 1);
         sums[i] = XXH3_64bits(hashes, npages * 8);
     }
     vg_cpu_writer_image(w, image, 0);

@@ -81,11 +81,13 @@ void vg_cpu_writer_counts(const struct vg_cpu_writer *w,
 uint64_t vg_cpu_writer_uncertain(const struct vg_cpu_writer *w);
 void vg_cpu_writer_image(struct vg_cpu_writer *w, uint8_t *image, uint64_t i);
 
-/* vgpu-server's VRAM checksum (XXH3-64 of the XXH3-64 of every page of
- * @page_size bytes) of each candidate, into @sums (uncertain() + 1
- * entries).  Leaves @image at candidate 0. */
+/* vgpu-server's VRAM checksum (XXH3-64 of the page hashes of every page
+ * of @page_size bytes: XXH3-64 of the page, or its vg_hash_tree() if
+ * @tree, as a stream of version 5 or later takes them) of each
+ * candidate, into @sums (uncertain() + 1 entries).  Leaves @image at
+ * candidate 0. */
 void vg_cpu_writer_checksums(struct vg_cpu_writer *w, uint8_t *image,
-                             uint32_t page_size, uint64_t *sums);
+                             uint32_t page_size, bool tree, uint64_t *sums);
 /* The index among @n checksums @sums of the one vgpu-server writes as
  * @hex (its stats file's "vram_checksum"), or -1. */
 int64_t vg_cpu_writer_find_sum(const char *hex, const uint64_t *sums,

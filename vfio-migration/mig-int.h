@@ -35,6 +35,7 @@ struct mig {
     enum mig_gpu_hash gpu_hash;
     unsigned hash_threads;   /* hashing and loading threads, >= 1 */
     unsigned stream_version; /* written by saving sessions */
+    uint32_t hash_version;   /* the last session's stream: its page hash */
     bool bar2_shared;   /* a client got the VRAM fd: CPU writes are unseen */
     bool bar2_logged;   /* ... unless the client logs them (REGION_DIRTY_LOG) */
     bool checksums_due; /* saved in STOP_COPY: checksum VRAM once idle */
@@ -80,6 +81,8 @@ void mig_save_fold_writes(struct mig *m);
 /* Milliseconds of CLOCK_MONOTONIC. */
 double mig_now_ms(void);
 /* XXH3-64 (seed 0) of page @page of VRAM. */
+/* The page hash of page @page of mapped VRAM, as the stream of the last
+ * session (m->hash_version) takes it: mig_stream_page_hash(). */
 uint64_t mig_page_hash(const struct mig *m, uint64_t page);
 /* Take the checksums of VRAM and of the device state into the stats.  The
  * VRAM checksum is XXH3-64 of the array of the pages' mig_page_hash()

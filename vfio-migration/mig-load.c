@@ -40,7 +40,6 @@
 
 #include <xxhash.h>
 
-#include "common/hash.h"
 #include "common/le.h"
 #include "common/log.h"
 #include "stream-file.h"
@@ -60,10 +59,11 @@ struct load_job {
 struct mig_load {
     struct dt_pool *pool; /* writes and hashes large records */
     struct mig_dec *dec;
-    uint64_t *page_hash; /* mig_page_hash() of pages loaded... */
-    uint64_t *hashed;    /* ...where this bitmap says so */
-    uint64_t *zeroed;    /* pages this stream cleared and did not write */
-    uint64_t zero_hash;  /* of a zero page */
+    uint64_t *page_hash;     /* mig_page_hash() of pages loaded... */
+    uint64_t *hashed;        /* ...where this bitmap says so */
+    uint64_t *zeroed;        /* pages this stream cleared and did not write */
+    uint64_t zero_hash;      /* of a zero page */
+    uint64_t zero_hashes[2]; /* ...hashed whole, and as a tree */
     uint8_t state[MIG_STATE_MAX];
     uint32_t state_len;
     /* At the finish, for the checksums taken once idle: the device state
@@ -113,9 +113,11 @@ static int write_pages(struct mig *m, uint64_t first, uint64_t count,
     int ret = vgpu_vram_write(m->gpu, first * ps, data, count * ps, err);
 
     for (uint64_t i = 0; ret == 0 && i < count; i++) {
-        page_hash[i] = hashes              ? hashes[i]
-                       : vgpu_vram(m->gpu) ? mig_page_hash(m, first + i)
-                                           : vg_hash(data + i * ps, ps, 0);
+        page_hash[i] = hashes ? hashes[i]
+                       : vgpu_vram(m->gpu)
+                           ? mig_page_hash(m, first + i)
+                           : mig_stream_page_hash(m->hash_version,
+                                                  data + i * ps, ps, NULL);
     }
     return ret;
 }
@@ -180,8 +182,9 @@ static void hash_piece(void *arg, uint64_t piece)
     uint64_t i, end = mig_piece(piece, job->page_size, job->count, &i);
 
     for (; i < end; i++) {
-        job->hashes[i] =
-            vg_hash(job->data + i * job->page_size, job->page_size, 0);
+        job->hashes[i] = mig_stream_page_hash(job->m->hash_version,
+                                              job->data + i * job->page_size,
+                                              job->page_size, NULL);
     }
 }
 
@@ -336,7 +339,7 @@ static int page_hash_of(struct mig *m, uint64_t page, uint64_t *hash,
                             page);
     }
     ret = vgpu_vram_read(m->gpu, (uint64_t)page * ps, copy, ps, err);
-    *hash = vg_hash(copy, ps, 0);
+    *hash = mig_stream_page_hash(m->hash_version, copy, ps, NULL);
     free(copy);
     return ret;
 }
@@ -497,9 +500,19 @@ static int sink_postcopy(void *opaque, const struct mig_postcopy_info *info,
     return 0;
 }
 
+/* The stream's page hash is its version's; a zero page's with it. */
+static void sink_header(void *opaque, uint32_t version)
+{
+    struct mig *m = opaque;
+
+    m->hash_version = version;
+    m->load->zero_hash = m->load->zero_hashes[version >= MIG_TREE_HASH_VERSION];
+}
+
 int mig_load_open(struct mig *m, struct vg_error *err)
 {
     struct mig_dec_sink sink = {.opaque = m,
+                                .header = sink_header,
                                 .pages = sink_pages,
                                 .zeros = sink_zeros,
                                 .pieces = sink_pieces,
@@ -523,7 +536,11 @@ int mig_load_open(struct mig *m, struct vg_error *err)
         mig_load_close(m);
         return vg_error_set(err, ENOMEM, "loading session page hashes");
     }
-    m->load->zero_hash = XXH3_64bits(zero, m->scfg.page_size);
+    for (unsigned tree = 0; tree < 2; tree++) {
+        m->load->zero_hashes[tree] = mig_stream_page_hash(
+            tree ? MIG_TREE_HASH_VERSION : 1, zero, m->scfg.page_size, NULL);
+    }
+    m->load->zero_hash = m->load->zero_hashes[0];
     free(zero);
     ret = dt_pool_new(m->hash_threads, &m->load->pool, err);
     if (ret == 0) {
@@ -543,8 +560,10 @@ int mig_load_open(struct mig *m, struct vg_error *err)
 static int file_open(struct mig *m, int fd, uint64_t off, uint64_t len,
                      struct vg_error *err)
 {
-    struct mig_dec_sink sink = {
-        .opaque = m, .zeros = sink_zeros, .state = sink_state};
+    struct mig_dec_sink sink = {.opaque = m,
+                                .header = sink_header,
+                                .zeros = sink_zeros,
+                                .state = sink_state};
     struct sf_config cfg = {m->scfg, fd, m->fault.postcopy_delay_ms, sink};
     uint8_t head[MIG_REC_HDR_SIZE + MIG_HEADER_SIZE];
     bool lazy = mig_restore_capable(m) && len >= sizeof(head) &&

@@ -98,6 +98,7 @@ int mig_postcopy_serve(struct mig *m, const uint64_t *pending,
         .read_opaque = m,
         .npages = m->npages,
         .page_size = m->scfg.page_size,
+        .hash_version = m->hash_version,
         .pending = pending,
         .dir = m->runtime_dir,
         .tcp_host = m->postcopy_listen,
@@ -162,6 +163,7 @@ static int fetch_start(struct mig *m, struct pc_dst_config *cfg,
     }
     cfg->npages = m->npages;
     cfg->page_size = m->scfg.page_size;
+    cfg->hash_version = m->hash_version;
     cfg->vram = vgpu_vram(m->gpu);
     cfg->write = vram_write;
     cfg->write_opaque = m;

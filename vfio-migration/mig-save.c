@@ -144,6 +144,7 @@ struct save_job {
     const uint8_t *src;          /* the pages */
     uint8_t *dst;                /* where they are copied, NULL: not copied */
     uint64_t *stream_hash;       /* their page hashes (seed 0) */
+    uint32_t version;            /* ...as the stream's version takes them */
     const struct dt_tracker *dt; /* NULL, or the tracker whose hashes... */
     uint64_t *track_hash;        /* ...of the pages that went go here */
 };
@@ -767,7 +768,8 @@ static void save_piece(void *arg, uint64_t piece)
             page = job->dst + off; /* what goes is what is hashed */
         }
         if (job->stream_hash) {
-            job->stream_hash[i] = vg_hash(page, job->page_size, 0);
+            job->stream_hash[i] =
+                mig_stream_page_hash(job->version, page, job->page_size, NULL);
         }
         if (job->track_hash) {
             job->track_hash[i] = dt_page_hash(job->dt, page);
@@ -789,6 +791,7 @@ static void save_pages(struct mig *m, const uint8_t *src, uint8_t *dst,
         .src = src,
         .dst = dst,
         .stream_hash = m->stream_version >= 2 ? s->stream_hash : NULL,
+        .version = m->hash_version,
         .dt = s->dt,
         .track_hash = track ? s->track_hash : NULL,
     };
@@ -1510,6 +1513,18 @@ static int tracker_new(struct mig *m, struct vg_error *err)
     return dt_new(&dc, &m->save->dt, err);
 }
 
+/* The version this session writes: the server's, but where VRAM is not
+ * mapped here the GPU hashes pages whole, not as trees (version 5). */
+static uint32_t session_version(const struct mig *m)
+{
+    if (m->stream_version >= MIG_TREE_HASH_VERSION && !vgpu_vram(m->gpu)) {
+        vg_info("migration: VRAM on the GPU, writing stream version %u",
+                MIG_TREE_HASH_VERSION - 1);
+        return MIG_TREE_HASH_VERSION - 1;
+    }
+    return m->stream_version;
+}
+
 static int save_alloc(struct mig *m, struct vg_error *err)
 {
     struct mig_save *s = calloc(1, sizeof(*s));
@@ -1541,9 +1556,10 @@ static int save_alloc(struct mig *m, struct vg_error *err)
         mig_save_close(m);
         return vg_error_set(err, ENOMEM, "saving session buffers");
     }
-    ret = mig_enc_new(m->stream_version, m->scfg.page_size, &s->enc, err);
+    m->hash_version = session_version(m);
+    ret = mig_enc_new(m->hash_version, m->scfg.page_size, &s->enc, err);
     if (ret == 0) {
-        m->stats.stream_version = m->stream_version;
+        m->stats.stream_version = m->hash_version;
         ret = dt_pool_new(m->hash_threads, &s->pool, err);
     }
     if (ret == 0) {

@@ -149,14 +149,23 @@ const char *mig_rec_name(uint32_t type)
 
 /* ---------------------------------------------------------------- encoder */
 
+uint64_t mig_stream_page_hash(uint32_t version, const void *page,
+                              uint32_t page_size, uint64_t *piece_hash)
+{
+    return version >= MIG_TREE_HASH_VERSION
+               ? vg_hash_tree(page, page_size, 0, piece_hash)
+               : vg_hash(page, page_size, 0);
+}
+
 /* Version 2: the page hashes of @count pages of @ps bytes at @data, into
  * @le (little endian, what the checksum and digest take) and, if not NULL,
  * @hashes (host order). */
-static void page_hashes(const uint8_t *data, uint32_t count, uint32_t ps,
-                        uint8_t *le, uint64_t *hashes)
+static void page_hashes(uint32_t version, const uint8_t *data, uint32_t count,
+                        uint32_t ps, uint8_t *le, uint64_t *hashes)
 {
     for (uint32_t i = 0; i < count; i++) {
-        uint64_t h = vg_hash(data + (size_t)i * ps, ps, 0);
+        uint64_t h =
+            mig_stream_page_hash(version, data + (size_t)i * ps, ps, NULL);
 
         vg_put_le64(le + 8 * i, h);
         if (hashes) {
@@ -279,7 +288,8 @@ static void pages_seal(struct mig_enc *enc, uint8_t *buf, const uint8_t *data,
             vg_put_le64(enc->hash_le + 8 * i, hashes[i]);
         }
     } else if (enc->version >= 2) {
-        page_hashes(data, count, enc->page_size, enc->hash_le, NULL);
+        page_hashes(enc->version, data, count, enc->page_size, enc->hash_le,
+                    NULL);
     }
     if (enc->version >= 2) {
         body = enc->hash_le;
@@ -636,6 +646,9 @@ static int dec_header(struct mig_dec *dec, const uint8_t *p)
         }
     }
     dec->seen_header = true;
+    if (dec->sink.header) {
+        dec->sink.header(dec->sink.opaque, dec->version);
+    }
     return 0;
 }
 
@@ -1008,8 +1021,8 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
             vg_put_le64(dec->hash_le + 8 * i, dec->hashes[i]);
         }
     } else {
-        page_hashes(pages_data(dec, p), count, dec->cfg.page_size, dec->hash_le,
-                    dec->hashes);
+        page_hashes(dec->version, pages_data(dec, p), count, dec->cfg.page_size,
+                    dec->hash_le, dec->hashes);
     }
     dec->written = dec->written || dec->placed;
     XXH3_64bits_reset_withSeed(dec->check, vg_get_le64(dec->rec));

@@ -26,8 +26,11 @@
  * of the stream brought.  Such a record may carry the page hash of the
  * page as its pieces leave it: a stale page then takes the pieces, and is
  * whole again if its hash is that one (the stream fails if not); a
- * record without it cannot mend a stale page.  The decoder reads
- * versions 1 to 4; the encoder writes any of them.
+ * record without it cannot mend a stale page.  Version 5 changes the
+ * page hash only: the tree hash of the page's pieces (vg_hash_tree()),
+ * which a side that keeps the pieces' hashes takes again from the pieces
+ * that changed.  The decoder reads versions 1 to 5; the encoder writes
+ * any of them.
  *
  * The encoder writes one complete record at a time into a caller buffer
  * of at least MIG_REC_MAX bytes.  The decoder is an incremental pure
@@ -52,9 +55,10 @@
 #include "common/error.h"
 
 #define MIG_STREAM_MAGIC       "VGMIGSTR" /* 8 bytes, no NUL on the wire */
-#define MIG_STREAM_VERSION     4u /* what the encoder writes by default */
+#define MIG_STREAM_VERSION     5u /* what the encoder writes by default */
 #define MIG_STREAM_VERSION_MIN 1u /* the oldest the decoder reads */
-#define MIG_STREAM_VERSION_MAX 4u /* the newest either side knows */
+#define MIG_STREAM_VERSION_MAX 5u /* the newest either side knows */
+#define MIG_TREE_HASH_VERSION  5u /* the first whose page hash is a tree */
 
 enum mig_rec_type {
     MIG_REC_HEADER = 1,
@@ -228,8 +232,11 @@ struct mig_dec_sink {
                   struct vg_error *err);
     int (*state)(void *opaque, const uint8_t *blob, uint32_t len,
                  struct vg_error *err);
-    /* Optional: the page hashes (XXH3-64, seed 0) of the @count pages at
-     * @data into @hashes, for example on several threads; NULL: the
+    /* Optional: the HEADER of a stream of @version was accepted; before
+     * any other call. */
+    void (*header)(void *opaque, uint32_t version);
+    /* Optional: the page hashes (mig_stream_page_hash()) of the @count
+     * pages at @data into @hashes, for example on several threads; NULL: the
      * decoder hashes them itself. */
     void (*hash_pages)(void *opaque, const uint8_t *data, uint64_t count,
                        uint64_t *hashes);
@@ -251,6 +258,13 @@ struct mig_dec_sink {
 };
 
 struct mig_dec;
+
+/* The page hash of a stream of @version (seed 0): vg_hash_tree() of the
+ * @page_size bytes at @page from MIG_TREE_HASH_VERSION on, with the
+ * pieces' hashes into @piece_hash unless NULL; else XXH3-64 of them
+ * whole (@piece_hash untouched). */
+uint64_t mig_stream_page_hash(uint32_t version, const void *page,
+                              uint32_t page_size, uint64_t *piece_hash);
 
 /* A decoder for a destination device configured as @cfg. */
 int mig_dec_new(const struct mig_stream_config *cfg,

@@ -46,8 +46,37 @@ double mig_now_ms(void)
 
 uint64_t mig_page_hash(const struct mig *m, uint64_t page)
 {
-    return vg_hash(vgpu_vram(m->gpu) + page * m->scfg.page_size,
-                   m->scfg.page_size, 0);
+    return mig_stream_page_hash(m->hash_version,
+                                vgpu_vram(m->gpu) + page * m->scfg.page_size,
+                                m->scfg.page_size, NULL);
+}
+
+/* VRAM not mapped here, the stream's page hash not the GPU's (a tree):
+ * read the pages @known lacks and hash them here. */
+static bool mig_read_unknown(struct mig *m, uint64_t *hashes,
+                             const uint64_t *known)
+{
+    uint32_t ps = m->scfg.page_size;
+    uint8_t *page = malloc(ps);
+    struct vg_error err;
+
+    if (!page) {
+        vg_warn("migration: no memory for the VRAM checksum");
+        return false;
+    }
+    for (uint64_t p = 0; p < m->npages; p++) {
+        if (known && mig_bit(known, p)) {
+            continue;
+        }
+        if (vgpu_vram_read(m->gpu, p * ps, page, ps, &err) < 0) {
+            vg_warn("migration: no VRAM checksum: %s", err.msg);
+            free(page);
+            return false;
+        }
+        hashes[p] = mig_stream_page_hash(m->hash_version, page, ps, NULL);
+    }
+    free(page);
+    return true;
 }
 
 /* VRAM not mapped here: hash the pages @known lacks on the device. */
@@ -98,6 +127,8 @@ bool mig_fill_hashes(struct mig *m, uint64_t *page_hash, const uint64_t *known)
                 page_hash[p] = mig_page_hash(m, p);
             }
         }
+    } else if (m->hash_version >= MIG_TREE_HASH_VERSION) {
+        return mig_read_unknown(m, page_hash, known);
     } else if (!mig_hash_unknown(m, page_hash, known)) {
         return false;
     }

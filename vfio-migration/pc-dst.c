@@ -23,7 +23,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "common/hash.h"
 #include "common/log.h"
 #include "stream-file.h"
 #include "uffd.h"
@@ -250,7 +249,8 @@ static int install_pages(struct pc_dst *d, const uint8_t *buf, uint64_t first,
         ret = install_page(d, first + i, buf + (uint64_t)i * ps, err);
     }
     for (uint32_t i = 0; ret == 0 && !d->cfg.file && i < count; i++) {
-        d->page_hash[first + i] = vg_hash(buf + (uint64_t)i * ps, ps, 0);
+        d->page_hash[first + i] = mig_stream_page_hash(
+            d->cfg.hash_version, buf + (uint64_t)i * ps, (uint32_t)ps, NULL);
     }
     return ret;
 }

@@ -61,7 +61,8 @@ struct pc_dst_config {
     uint64_t npages;
     uint64_t pending; /* what the record promised (not with @file) */
     uint32_t page_size;
-    uint8_t *vram; /* VRAM mapped here, or NULL: */
+    uint32_t hash_version; /* the stream's: its page hash */
+    uint8_t *vram;         /* VRAM mapped here, or NULL: */
     /* ...pages go through this (from the fetch thread) */
     int (*write)(void *opaque, uint64_t off, const void *data, uint64_t len,
                  struct vg_error *err);

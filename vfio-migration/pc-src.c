@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "common/hash.h"
+#include "mig-stream.h"
 #include "common/log.h"
 
 /* How long a connection may take to show the token. */
@@ -38,6 +38,7 @@ struct pc_src {
     uint8_t *buf; /* a reply's pages, where VRAM is not mapped here */
     uint64_t npages;
     uint32_t page_size;
+    uint32_t hash_version;
     unsigned delay_ms;
     uint64_t *pending;
     char path[PC_ADDR_MAX]; /* the address: a path, or "tcp:HOST:PORT" */
@@ -97,8 +98,9 @@ static int pending_digest(struct pc_src *s, uint64_t *digest,
 
         for (uint32_t i = 0; data && i < n; i++) {
             if (s->pending[(p + i) / 64] >> ((p + i) % 64) & 1) {
-                uint64_t h =
-                    vg_hash(data + (uint64_t)i * s->page_size, s->page_size, 0);
+                uint64_t h = mig_stream_page_hash(
+                    s->hash_version, data + (uint64_t)i * s->page_size,
+                    s->page_size, NULL);
 
                 XXH3_64bits_update(st, &h, sizeof(h));
             }
@@ -414,6 +416,7 @@ int pc_src_start(const struct pc_src_config *cfg, struct pc_src **out,
     s->read_opaque = cfg->read_opaque;
     s->npages = cfg->npages;
     s->page_size = cfg->page_size;
+    s->hash_version = cfg->hash_version;
     s->delay_ms = cfg->delay_ms;
     s->listen_fd = s->stop_fd = s->conn_fd = -1;
     pthread_mutex_init(&s->lock, NULL);

@@ -30,6 +30,7 @@ struct pc_src_config {
     void *read_opaque;
     uint64_t npages;
     uint32_t page_size;
+    uint32_t hash_version;   /* the stream's: its page hash */
     const uint64_t *pending; /* pages the destination lacks (copied) */
     const char *dir;         /* where a UNIX socket goes */
     unsigned delay_ms;       /* test only: wait before each reply */

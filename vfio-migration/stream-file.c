@@ -16,7 +16,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "common/hash.h"
 #include "common/le.h"
 
 /* latest[]: 0 = not in the stream, SF_ZERO = cleared by ZEROS, else the
@@ -393,6 +392,13 @@ static void link_pieces(struct sf *s)
     s->pieces_tail[page] = (uint32_t)s->nrec;
 }
 
+/* The page hash of the stream's version of the page at @data. */
+static uint64_t page_hash(const struct sf *s, const uint8_t *data)
+{
+    return mig_stream_page_hash(s->version, data, s->cfg.stream.page_size,
+                                NULL);
+}
+
 static int scan_header(struct sf *s, const uint8_t *p)
 {
     struct vg_error e = {0};
@@ -411,6 +417,9 @@ static int scan_header(struct sf *s, const uint8_t *p)
     }
     s->version = version;
     s->seen_header = true;
+    if (s->cfg.sink.header) {
+        s->cfg.sink.header(s->cfg.sink.opaque, version);
+    }
     return 0;
 }
 
@@ -709,7 +718,7 @@ static const uint8_t *load_rec(struct sf_reader *rd, size_t i,
     for (uint32_t k = 0; k < count; k++) {
         h[k] = listed(r->head)
                    ? vg_get_le64(p + MIG_RUN_HDR_SIZE + 8 * k)
-                   : vg_hash(p + MIG_RUN_HDR_SIZE + (size_t)k * ps, ps, 0);
+                   : page_hash(s, p + MIG_RUN_HDR_SIZE + (size_t)k * ps);
     }
     if (memcmp(p, r->head + MIG_REC_HDR_SIZE, MIG_RUN_HDR_SIZE) != 0 ||
         mig_pages_checksum(r->head, p, h, count) != vg_get_le64(r->head + 8)) {
@@ -746,7 +755,7 @@ static int read_base(struct sf_reader *rd, uint64_t p, uint8_t *out,
     *stale = false;
     if (l == SF_ZERO) {
         memset(out, 0, ps);
-        *hash = vg_hash(out, ps, 0);
+        *hash = page_hash(s, out);
         return 0;
     }
     data = load_rec(rd, l - 1, &rec_hashes, err);
@@ -756,7 +765,7 @@ static int read_base(struct sf_reader *rd, uint64_t p, uint8_t *out,
     r = &s->rec[l - 1];
     in = p - vg_get_le64(r->head + 16);
     data += data_at(r->head, vg_get_le32(r->head + 24)) + in * ps;
-    *stale = listed(r->head) && vg_hash(data, ps, 0) != rec_hashes[in];
+    *stale = listed(r->head) && page_hash(s, data) != rec_hashes[in];
     if (*stale && !s->pieces_head[p]) {
         return sf_fail(s, err, EBADMSG,
                        "PAGES_LISTED record #%u at offset %" PRIu64
@@ -790,7 +799,7 @@ static int apply_pieces(struct sf *s, uint64_t p, uint8_t *out, bool stale,
             data += piece;
         }
         if (stale &&
-            (!hashed || vg_hash(out, ps, 0) != vg_get_le64(payload + 16))) {
+            (!hashed || page_hash(s, out) != vg_get_le64(payload + 16))) {
             return sf_fail(s, err, EBADMSG,
                            "PAGE_PIECES record #%u at offset %" PRIu64
                            ": page %" PRIu64 " was stale and is not whole "
@@ -832,7 +841,7 @@ int sf_read_with(struct sf_reader *rd, uint64_t first, uint32_t count,
         ret = read_base(rd, p, out, &h, &stale, err);
         if (ret == 0 && s->pieces_head[p]) {
             ret = apply_pieces(s, p, out, stale, err);
-            h = vg_hash(out, ps, 0);
+            h = page_hash(s, out);
         }
         if (ret < 0) {
             return ret;

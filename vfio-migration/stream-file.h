@@ -34,8 +34,8 @@ struct sf_config {
     struct mig_stream_config stream;
     int fd;            /* the file; taken over (closed by sf_free) */
     uint32_t delay_ms; /* test only: each sf_read() waits this long */
-    /* ZEROS and DEVICE_STATE, as the decoder delivers them; pages and
-     * hash_pages are not used. */
+    /* HEADER, ZEROS and DEVICE_STATE, as the decoder delivers them;
+     * pages and hash_pages are not used. */
     struct mig_dec_sink sink;
 };
 
@@ -57,9 +57,10 @@ uint64_t sf_bytes(const struct sf *s);
 /* The pages whose content is in the stream (bits of @bm, npages of them,
  * cleared first), and how many. */
 uint64_t sf_pending(const struct sf *s, uint64_t *bm);
-/* Pages [@first, +@count) into @buf, and their page hashes (XXH3-64,
- * seed 0, computed to verify their records, or of the page as its pieces
- * left it) into @hashes unless NULL: each must be a pending page. */
+/* Pages [@first, +@count) into @buf, and their page hashes (the stream
+ * version's, mig_stream_page_hash(), computed to verify their records, or of
+ * the page as its pieces left it) into @hashes unless NULL: each must be a
+ * pending page. */
 int sf_read(struct sf *s, uint64_t first, uint32_t count, uint8_t *buf,
             uint64_t *hashes, struct vg_error *err);
 

@@ -117,8 +117,9 @@ static size_t listed_body(uint8_t *h, uint32_t version, uint8_t *body)
     n = (len - MIG_RUN_HDR_SIZE) / (FUZZ_PAGE + 8);
     for (uint32_t i = 0; i < n; i++) {
         vg_put_le64(p + MIG_RUN_HDR_SIZE + 8 * i,
-                    XXH3_64bits(p + MIG_RUN_HDR_SIZE + 8 * n + i * FUZZ_PAGE,
-                                FUZZ_PAGE));
+                    mig_stream_page_hash(
+                        version, p + MIG_RUN_HDR_SIZE + 8 * n + i * FUZZ_PAGE,
+                        FUZZ_PAGE, NULL));
     }
     memcpy(body, p, MIG_RUN_HDR_SIZE + 8 * n);
     return MIG_RUN_HDR_SIZE + 8 * n;
@@ -143,9 +144,10 @@ static size_t hashed_body(uint8_t *h, uint32_t version, uint8_t *body)
     }
     memcpy(body, p, MIG_RUN_HDR_SIZE);
     for (uint32_t i = 0; i < (len - MIG_RUN_HDR_SIZE) / FUZZ_PAGE; i++) {
-        vg_put_le64(
-            body + MIG_RUN_HDR_SIZE + 8 * i,
-            XXH3_64bits(p + MIG_RUN_HDR_SIZE + i * FUZZ_PAGE, FUZZ_PAGE));
+        vg_put_le64(body + MIG_RUN_HDR_SIZE + 8 * i,
+                    mig_stream_page_hash(version,
+                                         p + MIG_RUN_HDR_SIZE + i * FUZZ_PAGE,
+                                         FUZZ_PAGE, NULL));
     }
     return MIG_RUN_HDR_SIZE + 8 * ((len - MIG_RUN_HDR_SIZE) / FUZZ_PAGE);
 }

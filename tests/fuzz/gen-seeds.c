@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <xxhash.h>
 
 #include "common/le.h"
 #include "fuzz.h"
@@ -165,11 +164,12 @@ static void make_stream(struct buf *b, const struct stream_opts *o)
     struct vgpu *gpu = new_gpu();
     struct mig_stream_config cfg = {FUZZ_VRAM, FUZZ_PAGE, features(gpu)};
     const uint64_t npages = FUZZ_VRAM / FUZZ_PAGE;
+    const uint32_t version = o->version ? o->version : MIG_STREAM_VERSION;
     struct mig_enc *enc;
     struct vg_error err;
+    uint64_t hash;
 
-    if (mig_enc_new(o->version ? o->version : MIG_STREAM_VERSION, FUZZ_PAGE,
-                    &enc, &err) < 0) {
+    if (mig_enc_new(version, FUZZ_PAGE, &enc, &err) < 0) {
         fprintf(stderr, "gen-seeds: %s\n", err.msg);
         exit(1);
     }
@@ -189,9 +189,9 @@ static void make_stream(struct buf *b, const struct stream_opts *o)
         put(b, rec, mig_enc_zeros(enc, UINT64_MAX, 2, rec));
     }
     put(b, rec, mig_enc_pages(enc, npages - 2, 2, pages + 2 * FUZZ_PAGE, rec));
+    hash =
+        mig_stream_page_hash(version, pages + 3 * FUZZ_PAGE, FUZZ_PAGE, NULL);
     if (o->listed) {
-        uint64_t hash = XXH3_64bits(pages + 3 * FUZZ_PAGE, FUZZ_PAGE);
-
         put(b, rec, mig_enc_pages_listed_ref(enc, 1, 1, &hash, true, rec));
         put(b, pages + (o->listed < 0 ? 2 : 3) * FUZZ_PAGE, FUZZ_PAGE);
     } else {
@@ -199,9 +199,8 @@ static void make_stream(struct buf *b, const struct stream_opts *o)
     }
     if (o->pieces) {
         put(b, rec,
-            mig_enc_page_pieces(
-                enc, 1, o->listed < 0 ? ~0ull : 0x8001, pages + 3 * FUZZ_PAGE,
-                true, XXH3_64bits(pages + 3 * FUZZ_PAGE, FUZZ_PAGE), rec));
+            mig_enc_page_pieces(enc, 1, o->listed < 0 ? ~0ull : 0x8001,
+                                pages + 3 * FUZZ_PAGE, true, hash, rec));
         put(b, rec,
             mig_enc_page_pieces(enc, 0, 1ull << 63, pages + FUZZ_PAGE, false, 0,
                                 rec));
@@ -253,8 +252,13 @@ static void stream_seeds(void)
                 &(struct stream_opts){.listed = 1, .version = 3});
     stream_seed("stale-v3-listed", 0, 7,
                 &(struct stream_opts){.listed = -1, .version = 3});
-    stream_seed("valid-v4-pieces", 0, 7, &(struct stream_opts){.pieces = true});
-    stream_seed("stale-v4-mended", 0, 7,
+    stream_seed("valid-v4-pieces", 0, 7,
+                &(struct stream_opts){.pieces = true, .version = 4});
+    stream_seed(
+        "stale-v4-mended", 0, 7,
+        &(struct stream_opts){.listed = -1, .pieces = true, .version = 4});
+    stream_seed("valid-v5-pieces", 0, 7, &(struct stream_opts){.pieces = true});
+    stream_seed("stale-v5-mended", 0, 7,
                 &(struct stream_opts){.listed = -1, .pieces = true});
     stream_seed("valid-v1-resealed", fix, 12,
                 &(struct stream_opts){.version = 1});

@@ -131,7 +131,8 @@ static int64_t check_result(struct mt *t, struct vg_cpu_writer *w, uint8_t *img,
                 "at 0x%" G_GINT64_MODIFIER "x",
                 what, diff);
     }
-    vg_cpu_writer_checksums(w, img, VGT_PAGE_SIZE, sums);
+    vg_cpu_writer_checksums(w, img, VGT_PAGE_SIZE,
+                            mt_stat_int(&d, "stream_version") >= 5, sums);
     g_assert_cmpint(vg_cpu_writer_find_sum(d.vram_checksum, sums, k + 1), ==,
                     got);
     /* Writes that land after the stop may land while the source server

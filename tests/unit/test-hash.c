@@ -84,10 +84,49 @@ static void test_widest_chosen(void)
     g_assert_not_reached();
 }
 
+/* The tree hash against its definition written out with libxxhash, and a
+ * page hashed again from one changed piece and the others' kept hashes. */
+static void test_tree(void)
+{
+    static const size_t sizes[] = {4096, 65536, 2 << 20};
+    g_autofree uint8_t *b = g_malloc(2 << 20);
+    uint64_t kept[VG_TREE_PIECES], le[VG_TREE_PIECES];
+
+    for (size_t i = 0; i < (2u << 20); i++) {
+        b[i] = (uint8_t)(i * 131 + (i >> 11));
+    }
+    g_assert_cmpuint(vg_hash_tree_pieces(4096), ==, 4);
+    g_assert_cmpuint(vg_hash_tree_pieces(65536), ==, 64);
+    g_assert_cmpuint(vg_hash_tree_pieces(2 << 20), ==, 64);
+    for (size_t k = 0; k < G_N_ELEMENTS(sizes); k++) {
+        size_t len = sizes[k];
+        unsigned n = vg_hash_tree_pieces(len);
+        size_t piece = len / n;
+        uint64_t whole;
+
+        for (unsigned i = 0; i < n; i++) {
+            le[i] =
+                GUINT64_TO_LE(XXH3_64bits_withSeed(b + i * piece, piece, 9));
+        }
+        whole = XXH3_64bits_withSeed(le, n * 8, 9);
+        g_assert_cmphex(vg_hash_tree(b, len, 9, kept), ==, whole);
+        g_assert_cmphex(vg_hash_tree(b, len, 9, NULL), ==, whole);
+        g_assert_cmphex(whole, !=, XXH3_64bits_withSeed(b, len, 9));
+
+        b[piece * (n - 1) + 5] ^= 0x40; /* the last piece changes */
+        kept[n - 1] = vg_hash(b + piece * (n - 1), piece, 9);
+        g_assert_cmphex(vg_hash_tree_join(kept, n, 9), ==,
+                        vg_hash_tree(b, len, 9, NULL));
+        g_assert_cmphex(vg_hash_tree_join(kept, n, 9), !=, whole);
+        b[piece * (n - 1) + 5] ^= 0x40;
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/hash/equal", test_equal);
     g_test_add_func("/hash/widest-chosen", test_widest_chosen);
+    g_test_add_func("/hash/tree", test_tree);
     return g_test_run();
 }

@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "vfio-migration/mig-stream.h"
 #include "vfio-migration/mig.h"
 
 #define PAGE  (64u << 10)
@@ -534,7 +535,7 @@ static void test_cpu_pieces(gconstpointer data)
     cpu_write_logged(src, sgpu, 20 * PAGE + 40000, 8);
     cpu_write_logged(src, sgpu, 22 * PAGE - 6, 12);
     stop_copy_out(src, sgpu, max, stream, &ss);
-    g_assert_cmpuint(ss.stream_version, ==, 4);
+    g_assert_cmpuint(ss.stream_version, ==, MIG_STREAM_VERSION);
     g_assert_cmpuint(ss.pieces_pages, ==, 4);
     g_assert_cmpuint(ss.pieces_bytes, ==, 4 * 4096);
     g_assert_cmpuint(ss.final_dirty_bytes, ==, 4 * 4096);

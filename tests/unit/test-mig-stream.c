@@ -3,8 +3,8 @@
  * round trips fed in random chunk sizes (stream versions 1 to 4), page
  * data fed in place (mig_dec_feed_placed), the byte layout of a version 2
  * PAGES record, version 3's PAGES_LISTED records and their stale pages,
- * version 4's PAGE_PIECES records, and every kind of malformed input with
- * the precise error it must produce.
+ * version 4's PAGE_PIECES records, version 5's tree page hashes, and every kind
+ * of malformed input with the precise error it must produce.
  */
 #include <endian.h>
 #include <errno.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/hash.h"
 #include "vfio-migration/mig-stream.h"
 
 #define PAGE   4096u
@@ -102,10 +103,21 @@ static void header_payload(uint8_t *p, const char *magic, uint32_t version,
     memcpy(p + 24, &v, 4);
 }
 
-/* The destination: VRAM and the device state it received; how many
+/* The page hash of a stream of @version (1 to 5): of the whole page, or
+ * from version 5 on its tree (vg_hash_tree(), checked against libxxhash
+ * in test-hash). */
+static uint64_t page_hash(uint32_t version, const uint8_t *page)
+{
+    return version >= 5 ? vg_hash_tree(page, PAGE, 0, NULL)
+                        : XXH3_64bits(page, PAGE);
+}
+
+/* The destination: the stream's version (its header sink), VRAM and the
+ * device state it received; how many
  * PAGES records came with page hashes, and how many without; how many
  * were handed over in place, in the chunk being fed. */
 struct dst {
+    uint32_t version;
     uint8_t vram[VRAM];
     uint8_t state[MIG_STATE_MAX];
     uint32_t state_len;
@@ -138,13 +150,20 @@ static int dst_postcopy(void *o, const struct mig_postcopy_info *info,
     return 0;
 }
 
+static void dst_header(void *o, uint32_t version)
+{
+    struct dst *d = o;
+
+    d->version = version;
+}
+
 static void dst_hash_pages(void *o, const uint8_t *data, uint64_t count,
                            uint64_t *hashes)
 {
     struct dst *d = o;
 
     for (uint64_t i = 0; i < count; i++) {
-        hashes[i] = XXH3_64bits(data + i * PAGE, PAGE);
+        hashes[i] = page_hash(d->version, data + i * PAGE);
     }
     hashes[0] ^= d->wrong_hash;
     d->sink_hashed++;
@@ -160,8 +179,9 @@ static int dst_pages(void *o, uint64_t first, uint64_t count,
     if (!data) { /* dst_write_hashed wrote them; the hashes are theirs */
         g_assert_true(d->writes_first);
         for (uint64_t i = 0; i < count; i++) {
-            g_assert_cmphex(hashes[i], ==,
-                            XXH3_64bits(d->vram + (first + i) * PAGE, PAGE));
+            g_assert_cmphex(
+                hashes[i], ==,
+                page_hash(d->version, d->vram + (first + i) * PAGE));
         }
         d->confirmed++;
         return 0;
@@ -169,7 +189,7 @@ static int dst_pages(void *o, uint64_t first, uint64_t count,
     memcpy(d->vram + first * PAGE, data, count * PAGE);
     d->in_place += data >= d->chunk && data < d->chunk + d->chunk_len;
     for (uint64_t i = 0; hashes && i < count; i++) {
-        g_assert_cmphex(hashes[i], ==, XXH3_64bits(data + i * PAGE, PAGE));
+        g_assert_cmphex(hashes[i], ==, page_hash(d->version, data + i * PAGE));
     }
     if (hashes) {
         d->hashed++;
@@ -214,7 +234,7 @@ static int dst_pieces(void *o, uint64_t page, uint64_t mask,
         data += piece_size;
     }
     if (hash) {
-        *hash = XXH3_64bits(d->vram + page * PAGE, PAGE);
+        *hash = page_hash(d->version, d->vram + page * PAGE);
         d->pieces_hashed++;
     }
     return 0;
@@ -229,7 +249,7 @@ static int dst_write_hashed(void *o, uint64_t first, uint64_t count,
     g_assert_cmpuint(first + count, <=, NPAGES);
     memcpy(d->vram + first * PAGE, data, count * PAGE);
     for (uint64_t i = 0; i < count; i++) {
-        hashes[i] = XXH3_64bits(d->vram + (first + i) * PAGE, PAGE);
+        hashes[i] = page_hash(d->version, d->vram + (first + i) * PAGE);
     }
     d->written_first++;
     return 0;
@@ -242,6 +262,7 @@ static int decode(const struct mig_stream_config *c, const uint8_t *data,
 {
     struct mig_dec_sink sink = {
         .opaque = d,
+        .header = dst_header,
         .pages = dst_pages,
         .zeros = dst_zeros,
         .pieces = d->no_pieces_sink ? NULL : dst_pieces,
@@ -254,6 +275,7 @@ static int decode(const struct mig_stream_config *c, const uint8_t *data,
     int ret;
 
     memset(d->vram, 0xee, VRAM);
+    d->version = 0;
     d->hashed = d->unhashed = d->in_place = d->sink_hashed = 0;
     d->written_first = d->confirmed = 0;
     d->postcopies = 0;
@@ -320,8 +342,9 @@ static void build_valid(struct sb *b, uint8_t *vram, uint8_t *state)
     g_assert_cmpuint(mig_enc_bytes(b->enc), ==, b->len);
 }
 
-/* Both versions decode to the same VRAM; only version 2 brings the page
- * hashes (checked against the pages by dst_pages). */
+/* Every version decodes to the same VRAM; from version 2 on the page
+ * hashes come too (checked against the pages by dst_pages: from version
+ * 5 on their trees). */
 static void test_round_trip(void)
 {
     static uint8_t vram[VRAM];
@@ -339,6 +362,7 @@ static void test_round_trip(void)
             size_t chunk = round == 0 ? 1 : round == 1 ? b.len : 0;
             g_assert_cmpint(decode(&cfg, b.data, b.len, chunk, &d, &err), ==,
                             0);
+            g_assert_cmpuint(d.version, ==, v); /* the header sink's */
             g_assert_true(memcmp(d.vram, vram, VRAM) == 0);
             g_assert_cmpuint(d.state_len, ==, 100);
             g_assert_true(memcmp(d.state, state, 100) == 0);
@@ -430,6 +454,7 @@ static int decode_placed(const struct sb *b, struct dst *d, int shift,
                          bool corrupt, uint64_t *in_place, struct vg_error *err)
 {
     struct mig_dec_sink sink = {.opaque = d,
+                                .header = dst_header,
                                 .pages = dst_pages,
                                 .zeros = dst_zeros,
                                 .state = dst_state};
@@ -601,10 +626,10 @@ static void test_bad_header(void)
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
     expect_fail(&cfg, &b, EINVAL, "HEADER record #0 at offset 0: bad magic");
     b.len = 0;
-    header_payload(p, MIG_STREAM_MAGIC, 5, PAGE, VRAM, FEAT);
+    header_payload(p, MIG_STREAM_MAGIC, 6, PAGE, VRAM, FEAT);
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
     expect_fail(&cfg, &b, EPROTO,
-                "unknown stream version 5, this device reads versions 1 to 4");
+                "unknown stream version 6, this device reads versions 1 to 5");
     b.len = 0;
     header_payload(p, MIG_STREAM_MAGIC, 0, PAGE, VRAM, FEAT);
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
@@ -939,9 +964,9 @@ static void test_bad_config(void)
     struct mig_enc *enc;
     struct vg_error err;
 
-    g_assert_cmpint(mig_enc_new(5, PAGE, &enc, &err), ==, -EINVAL);
-    g_assert_nonnull(strstr(err.msg, "stream version 5: this encoder writes "
-                                     "versions 1 to 4"));
+    g_assert_cmpint(mig_enc_new(6, PAGE, &enc, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "stream version 6: this encoder writes "
+                                     "versions 1 to 5"));
     g_assert_cmpint(mig_dec_new(&c, &sink, &dec, &err), ==, -EINVAL);
     g_assert_nonnull(strstr(err.msg, "page size 3000"));
     g_assert_cmpstr(mig_rec_name(MIG_REC_DEVICE_STATE), ==, "DEVICE_STATE");
@@ -962,7 +987,7 @@ static void pages_by_reference(uint32_t version)
         pages[i] = (uint8_t)(i * 131 + i / PAGE);
     }
     for (unsigned i = 0; i < 32; i++) {
-        hashes[i] = XXH3_64bits_withSeed(pages + i * PAGE, PAGE, 0);
+        hashes[i] = page_hash(version, pages + i * PAGE);
     }
     sb_init_version(&a, version);
     sb_init_version(&b, version);
@@ -1023,7 +1048,7 @@ static void build_listed_version(struct sb *b, uint32_t version, uint64_t first,
     size_t hdr;
 
     for (uint32_t i = 0; i < count; i++) {
-        hashes[i] = XXH3_64bits(hashed + (size_t)i * PAGE, PAGE);
+        hashes[i] = page_hash(version, hashed + (size_t)i * PAGE);
     }
     sb_init_version(b, version);
     sb_add(b, mig_enc_header(b->enc, &cfg, b->rec));
@@ -1129,6 +1154,7 @@ static void test_listed_placed(void)
 {
     static struct dst d;
     struct mig_dec_sink sink = {.opaque = &d,
+                                .header = dst_header,
                                 .pages = dst_pages,
                                 .zeros = dst_zeros,
                                 .state = dst_state};
@@ -1226,12 +1252,13 @@ static void test_listed_bad(void)
  * hash of page 45 as they leave it. */
 #define PIECES_MASK_45 ((1ull << 0) | (1ull << 1) | (1ull << 7) | (1ull << 63))
 static uint8_t pieces_src[PAGE], pieces_want[16 * PAGE];
+static uint32_t pieces_version = 4; /* of the stream then_pieces() ends */
 
 static void then_pieces(struct sb *b)
 {
-    sb_add(b, mig_enc_page_pieces(b->enc, 45, PIECES_MASK_45, pieces_src, true,
-                                  XXH3_64bits(pieces_want + 5 * PAGE, PAGE),
-                                  b->rec));
+    sb_add(b, mig_enc_page_pieces(
+                  b->enc, 45, PIECES_MASK_45, pieces_src, true,
+                  page_hash(pieces_version, pieces_want + 5 * PAGE), b->rec));
     sb_add(b, mig_enc_page_pieces(b->enc, 47, 1ull << 3, pieces_src, false, 0,
                                   b->rec));
 }
@@ -1279,14 +1306,18 @@ static void decode_pieces(const struct sb *b, unsigned hashed)
  * record brought, in any chunking and whether the sink writes pages first
  * or not; a record's length is the shape of its mask.  A page stale
  * there (torn while it went) is mended by pieces that carry the hash the
- * page then has, and not hashed where it was not stale. */
-static void test_pieces(void)
+ * page then has, and not hashed where it was not stale; in version 5
+ * that hash is the page's tree. */
+static void test_pieces(const void *opaque)
 {
+    uint32_t v = GPOINTER_TO_UINT(opaque);
     struct sb b;
+
+    pieces_version = v;
 
     make_listed_pages();
     pieces_expected();
-    build_listed_version(&b, 4, 40, 16, listed_pages, listed_pages,
+    build_listed_version(&b, v, 40, 16, listed_pages, listed_pages,
                          then_pieces);
     /* header, listed record, pieces of 45 and of 47, state, END */
     g_assert_cmpuint(b.len, ==,
@@ -1297,7 +1328,7 @@ static void test_pieces(void)
     /* page 45 torn where the pieces go (piece 1) */
     memcpy(torn_pages, listed_pages, sizeof(torn_pages));
     torn_pages[5 * PAGE + 100] ^= 0x40;
-    build_listed_version(&b, 4, 40, 16, listed_pages, torn_pages, then_pieces);
+    build_listed_version(&b, v, 40, 16, listed_pages, torn_pages, then_pieces);
     decode_pieces(&b, 1);
     sb_fini(&b);
 }
@@ -1393,7 +1424,10 @@ int main(int argc, char **argv)
     g_test_add_func("/mig-stream/listed", test_listed);
     g_test_add_func("/mig-stream/listed-placed", test_listed_placed);
     g_test_add_func("/mig-stream/listed-bad", test_listed_bad);
-    g_test_add_func("/mig-stream/pieces", test_pieces);
+    g_test_add_data_func("/mig-stream/pieces", GUINT_TO_POINTER(4),
+                         test_pieces);
+    g_test_add_data_func("/mig-stream/pieces-v5", GUINT_TO_POINTER(5),
+                         test_pieces);
     g_test_add_func("/mig-stream/pieces-bad", test_pieces_bad);
     return g_test_run();
 }
