@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include "dirty-track/hash-pool.h"
+#include "mig-tree.h"
 #include "mig-stream.h"
 #include "mig-wlog.h"
 #include "mig.h"
@@ -120,10 +121,13 @@ void mig_run_pieces(struct dt_pool *pool, uint32_t page_size, uint64_t count,
 
 /* Pages hashed together on the pool, MIG_HASH_BATCH at most:
  * mig_hash_listed() puts in @hash[i] the page hash of page @page[i] of
- * VRAM (mapped here), for i < @n. */
+ * VRAM (mapped here), for i < @n: whole, or where @tree is not NULL (a
+ * version 5 stream's) from the pieces @mask[i] names that changed
+ * (mig_tree_rehash()). */
 #define MIG_HASH_BATCH 256u
 void mig_hash_listed(const struct mig *m, struct dt_pool *pool,
-                     const uint64_t *page, unsigned n, uint64_t *hash);
+                     struct mig_tree *tree, const uint64_t *page,
+                     const uint64_t *mask, unsigned n, uint64_t *hash);
 
 /* Bitmaps of pages. */
 static inline bool mig_bit(const uint64_t *bm, uint64_t i)

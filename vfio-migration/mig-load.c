@@ -64,6 +64,9 @@ struct mig_load {
     uint64_t *zeroed;        /* pages this stream cleared and did not write */
     uint64_t zero_hash;      /* of a zero page */
     uint64_t zero_hashes[2]; /* ...hashed whole, and as a tree */
+    /* Version 5, VRAM mapped here: the hashes of the pages' pieces as
+     * they landed (else NULL), so that pieces are hashed alone. */
+    struct mig_tree *tree;
     uint8_t state[MIG_STATE_MAX];
     uint32_t state_len;
     /* At the finish, for the checksums taken once idle: the device state
@@ -80,6 +83,7 @@ struct mig_load {
      * wait to be taken on the pool, a batch at a time (or at the finish). */
     struct {
         uint64_t page[MIG_HASH_BATCH];
+        uint64_t mask[MIG_HASH_BATCH]; /* the pieces written */
         uint64_t hash[MIG_HASH_BATCH];
         unsigned n;
     } unhashed;
@@ -100,6 +104,17 @@ static int pages_ok(struct mig *m, uint64_t first, uint64_t count,
     return 0;
 }
 
+/* The page hash of page @page of mapped VRAM as it is now, its pieces'
+ * hashes kept where the stream's page hash is a tree. */
+static uint64_t mapped_hash(struct mig *m, uint64_t page)
+{
+    struct mig_tree *tree = m->load->tree;
+
+    return tree ? mig_tree_hash(tree, page,
+                                vgpu_vram(m->gpu) + page * m->scfg.page_size)
+                : mig_page_hash(m, page);
+}
+
 /* Write pages [first, first + count) of @data (host-to-device copies on a
  * GPU) and keep their page hashes: @hashes where the stream brought them,
  * else hashed as they landed (from VRAM where it is mapped here, else from
@@ -113,9 +128,12 @@ static int write_pages(struct mig *m, uint64_t first, uint64_t count,
     int ret = vgpu_vram_write(m->gpu, first * ps, data, count * ps, err);
 
     for (uint64_t i = 0; ret == 0 && i < count; i++) {
+        if (hashes && m->load->tree) { /* hashed elsewhere */
+            mig_tree_forget(m->load->tree, first + i);
+        }
         page_hash[i] = hashes ? hashes[i]
                        : vgpu_vram(m->gpu)
-                           ? mig_page_hash(m, first + i)
+                           ? mapped_hash(m, first + i)
                            : mig_stream_page_hash(m->hash_version,
                                                   data + i * ps, ps, NULL);
     }
@@ -176,15 +194,27 @@ struct hash_job {
     uint64_t *hashes;
 };
 
+/* The page hash of the page at @data: through the tree where @data is a
+ * page of mapped VRAM (placed there by the client). */
+static uint64_t data_hash(struct mig *m, const uint8_t *data)
+{
+    uintptr_t vram = (uintptr_t)vgpu_vram(m->gpu), at = (uintptr_t)data;
+    uint32_t ps = m->scfg.page_size;
+
+    if (m->load->tree && vram && at >= vram && at < vram + m->npages * ps &&
+        (at - vram) % ps == 0) {
+        return mig_tree_hash(m->load->tree, (at - vram) / ps, data);
+    }
+    return mig_stream_page_hash(m->hash_version, data, ps, NULL);
+}
+
 static void hash_piece(void *arg, uint64_t piece)
 {
     struct hash_job *job = arg;
     uint64_t i, end = mig_piece(piece, job->page_size, job->count, &i);
 
     for (; i < end; i++) {
-        job->hashes[i] = mig_stream_page_hash(job->m->hash_version,
-                                              job->data + i * job->page_size,
-                                              job->page_size, NULL);
+        job->hashes[i] = data_hash(job->m, job->data + i * job->page_size);
     }
 }
 
@@ -212,7 +242,7 @@ static void copy_hash_piece(void *arg, uint64_t piece)
     vgpu_vram_write(m->gpu, (job->first + i) * ps, job->data + i * ps,
                     (end - i) * ps, NULL); /* in range: cannot fail */
     for (; i < end; i++) {
-        job->hashes[i] = mig_page_hash(m, job->first + i);
+        job->hashes[i] = mapped_hash(m, job->first + i);
     }
 }
 
@@ -238,7 +268,8 @@ static int gpu_write_hashed(struct mig *m, uint64_t first, uint64_t count,
 /* Whether the GPU hashes the pages of the write about to be made. */
 static bool gpu_hashes_write(struct mig *m)
 {
-    if (!vgpu_copies_hash(m->gpu)) {
+    /* The GPU hashes pages whole: not a version 5 stream's trees. */
+    if (!vgpu_copies_hash(m->gpu) || m->hash_version >= MIG_TREE_HASH_VERSION) {
         return false;
     }
     return m->gpu_hash == MIG_GPU_HASH_BOTH ||
@@ -350,8 +381,8 @@ static void hash_unhashed(struct mig *m)
 {
     struct mig_load *l = m->load;
 
-    mig_hash_listed(m, l->pool, l->unhashed.page, l->unhashed.n,
-                    l->unhashed.hash);
+    mig_hash_listed(m, l->pool, l->tree, l->unhashed.page, l->unhashed.mask,
+                    l->unhashed.n, l->unhashed.hash);
     for (unsigned i = 0; i < l->unhashed.n; i++) {
         l->page_hash[l->unhashed.page[i]] = l->unhashed.hash[i];
         mig_bit_put(l->hashed, l->unhashed.page[i], true);
@@ -359,14 +390,22 @@ static void hash_unhashed(struct mig *m)
     l->unhashed.n = 0;
 }
 
-/* Page @page, written by pieces in mapped VRAM, gets its hash with the
- * next batch: whatever writes it meanwhile, the batch hashes it as it
- * then is. */
-static void hash_later(struct mig *m, uint64_t page)
+/* Page @page, its pieces @mask written in mapped VRAM, gets its hash with
+ * the next batch: whatever writes it meanwhile, the batch hashes it as it
+ * then is.  A page already in the batch adds @mask to its entry (the
+ * batch's threads never share a page). */
+static void hash_later(struct mig *m, uint64_t page, uint64_t mask)
 {
     struct mig_load *l = m->load;
 
+    for (unsigned i = 0; i < l->unhashed.n; i++) {
+        if (l->unhashed.page[i] == page) {
+            l->unhashed.mask[i] |= mask;
+            return;
+        }
+    }
     mig_bit_put(l->hashed, page, false);
+    l->unhashed.mask[l->unhashed.n] = mask;
     l->unhashed.page[l->unhashed.n++] = page;
     if (l->unhashed.n == MIG_HASH_BATCH) {
         hash_unhashed(m);
@@ -384,7 +423,8 @@ static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
                        struct vg_error *err)
 {
     struct mig *m = opaque;
-    uint64_t base = page * m->scfg.page_size;
+    struct mig_load *l = m->load;
+    uint64_t base = page * m->scfg.page_size, written = mask;
     int ret = pages_ok(m, page, 1, err);
 
     while (ret == 0 && mask) {
@@ -402,10 +442,17 @@ static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
     }
     mig_bit_put(m->load->zeroed, page, false);
     if (!hash && vgpu_vram(m->gpu)) {
-        hash_later(m, page);
+        hash_later(m, page, written);
         return 0;
     }
-    ret = page_hash_of(m, page, &m->load->page_hash[page], err);
+    if (l->tree && !mig_bit(l->hashed, page)) {
+        hash_unhashed(m); /* its earlier pieces' hashes first */
+    }
+    ret = l->tree ? 0 : page_hash_of(m, page, &l->page_hash[page], err);
+    if (l->tree) {
+        l->page_hash[page] =
+            mig_tree_rehash(l->tree, page, vgpu_vram(m->gpu) + base, written);
+    }
     if (ret == 0) {
         mig_bit_put(m->load->hashed, page, true);
         if (hash) {
@@ -439,6 +486,9 @@ static int clear_run(struct mig *m, uint64_t first, uint64_t count,
     int ret = vgpu_vram_clear(m->gpu, first * ps, count * ps, err);
 
     for (uint64_t i = first; ret == 0 && i < first + count; i++) {
+        if (l->tree) {
+            mig_tree_forget(l->tree, i);
+        }
         l->page_hash[i] = l->zero_hash;
         mig_bit_put(l->hashed, i, true);
         mig_bit_put(l->zeroed, i, true);
@@ -507,6 +557,11 @@ static void sink_header(void *opaque, uint32_t version)
 
     m->hash_version = version;
     m->load->zero_hash = m->load->zero_hashes[version >= MIG_TREE_HASH_VERSION];
+    if (version >= MIG_TREE_HASH_VERSION && vgpu_vram(m->gpu) &&
+        !m->load->tree) {
+        /* without it, pages written by pieces are hashed whole */
+        m->load->tree = mig_tree_new(m->npages, m->scfg.page_size);
+    }
 }
 
 int mig_load_open(struct mig *m, struct vg_error *err)
@@ -794,6 +849,7 @@ void mig_load_close(struct mig *m)
         mig_dec_free(m->load->dec);
         dt_pool_free(m->load->pool);
         free(m->load->page_hash);
+        mig_tree_free(m->load->tree);
         free(m->load->hashed);
         free(m->load->zeroed);
         free(m->load);

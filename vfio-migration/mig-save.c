@@ -77,10 +77,14 @@ struct mig_save {
      * @pieces_epoch: the epoch being merged may leave a page of the pass
      * a part of it. */
     struct mig_written *written;
+    /* ...and, version 5, the hashes of their pages' pieces as each page
+     * went (else NULL): a page sent as pieces is hashed from those. */
+    struct mig_tree *tree;
     /* The page hashes of the next pages of the pass that go as pieces
      * with one, hashed on the pool a batch at a time. */
     struct {
         uint64_t page[MIG_HASH_BATCH];
+        uint64_t mask[MIG_HASH_BATCH];
         uint64_t hash[MIG_HASH_BATCH];
         unsigned n, next;
     } pieces_hashed;
@@ -141,10 +145,12 @@ struct mig_save {
 struct save_job {
     uint32_t page_size;
     uint64_t count;
-    const uint8_t *src;          /* the pages */
-    uint8_t *dst;                /* where they are copied, NULL: not copied */
-    uint64_t *stream_hash;       /* their page hashes (seed 0) */
-    uint32_t version;            /* ...as the stream's version takes them */
+    const uint8_t *src;    /* the pages */
+    uint8_t *dst;          /* where they are copied, NULL: not copied */
+    uint64_t *stream_hash; /* their page hashes (seed 0) */
+    uint32_t version;      /* ...as the stream's version takes them */
+    struct mig_tree *tree; /* ...kept here (pages @first on), or NULL */
+    uint64_t first;
     const struct dt_tracker *dt; /* NULL, or the tracker whose hashes... */
     uint64_t *track_hash;        /* ...of the pages that went go here */
 };
@@ -767,7 +773,10 @@ static void save_piece(void *arg, uint64_t piece)
             memcpy(job->dst + off, page, job->page_size);
             page = job->dst + off; /* what goes is what is hashed */
         }
-        if (job->stream_hash) {
+        if (job->stream_hash && job->tree) {
+            job->stream_hash[i] =
+                mig_tree_hash(job->tree, job->first + i, page);
+        } else if (job->stream_hash) {
             job->stream_hash[i] =
                 mig_stream_page_hash(job->version, page, job->page_size, NULL);
         }
@@ -777,11 +786,12 @@ static void save_piece(void *arg, uint64_t piece)
     }
 }
 
-/* Copy the @n pages at @src to @dst (unless NULL) and hash them into
- * s->stream_hash (version 2 streams) and, if @track, s->track_hash: on the
- * pool where the record is large enough to pay off. */
-static void save_pages(struct mig *m, const uint8_t *src, uint8_t *dst,
-                       uint64_t n, bool track)
+/* Copy the @n pages at @src (pages @p on) to @dst (unless NULL) and hash
+ * them into s->stream_hash (version 2 streams; keeping their pieces'
+ * hashes in s->tree) and, if @track, s->track_hash: on the pool where the
+ * record is large enough to pay off. */
+static void save_pages(struct mig *m, uint64_t p, const uint8_t *src,
+                       uint8_t *dst, uint64_t n, bool track)
 {
     struct mig_save *s = m->save;
     uint32_t ps = m->scfg.page_size;
@@ -792,6 +802,8 @@ static void save_pages(struct mig *m, const uint8_t *src, uint8_t *dst,
         .dst = dst,
         .stream_hash = m->stream_version >= 2 ? s->stream_hash : NULL,
         .version = m->hash_version,
+        .tree = s->tree,
+        .first = p,
         .dt = s->dt,
         .track_hash = track ? s->track_hash : NULL,
     };
@@ -846,7 +858,7 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
          * reads copy it out.  A version 3 stream lists the hashes of
          * every record that goes from VRAM, so that its length does not
          * depend on how much of it went in pre-copy. */
-        save_pages(m, data, NULL, n, false);
+        save_pages(m, p, data, NULL, n, false);
         s->ref_at =
             m->stream_version >= 3
                 ? mig_enc_pages_listed_ref(s->enc, p, (uint32_t)n,
@@ -859,7 +871,7 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
         /* What the destination checks is what was hashed here: a page
          * written before it went out is stale there until sent again.
          * Every write is exact: the tracker needs no hash of it. */
-        save_pages(m, data, NULL, n, false);
+        save_pages(m, p, data, NULL, n, false);
         s->ref_at = mig_enc_pages_listed_ref(s->enc, p, (uint32_t)n,
                                              s->stream_hash, true, s->rec);
         s->ref = data;
@@ -870,7 +882,7 @@ static bool stage_encode(struct mig *m, uint64_t p, uint64_t n, bool zero,
         track = false;
     } else {
         if (!s->run_hashed) {
-            save_pages(m, data, data == into ? NULL : into, n, track);
+            save_pages(m, p, data, data == into ? NULL : into, n, track);
         }
         s->len = mig_enc_pages_hashed(s->enc, p, (uint32_t)n, s->stream_hash,
                                       s->rec);
@@ -930,21 +942,23 @@ static void pieces_hash_batch(struct mig *m, uint64_t p)
         p += (uint64_t)__builtin_ctzll(w);
         if (p < m->npages && page_in_pieces(m, p) &&
             mig_written_by_ref(s->written, p)) {
+            s->pieces_hashed.mask[n] = mig_written_pass(s->written, p);
             s->pieces_hashed.page[n++] = p;
         }
         p++;
     }
-    mig_hash_listed(m, s->pool, s->pieces_hashed.page, n,
-                    s->pieces_hashed.hash);
+    mig_hash_listed(m, s->pool, s->tree, s->pieces_hashed.page,
+                    s->pieces_hashed.mask, n, s->pieces_hashed.hash);
     s->pieces_hashed.n = n;
     s->pieces_hashed.next = 0;
 }
 
 /* The page hash of page @p of the pass, as it goes as pieces. */
-static uint64_t pieces_page_hash(struct mig *m, uint64_t p)
+static uint64_t pieces_page_hash(struct mig *m, uint64_t p, uint64_t mask)
 {
     struct mig_save *s = m->save;
     unsigned i = s->pieces_hashed.next;
+    uint64_t grew;
 
     while (i < s->pieces_hashed.n && s->pieces_hashed.page[i] < p) {
         i++;
@@ -954,6 +968,13 @@ static uint64_t pieces_page_hash(struct mig *m, uint64_t p)
         i = 0;
     }
     s->pieces_hashed.next = i + 1;
+    /* A part of the final epoch that joined the pass since the batch may
+     * have added pieces: those are hashed now. */
+    grew = mask & ~s->pieces_hashed.mask[i];
+    if (grew && s->tree) {
+        return mig_tree_rehash(s->tree, p,
+                               vgpu_vram(m->gpu) + p * m->scfg.page_size, grew);
+    }
     return s->pieces_hashed.hash[i];
 }
 
@@ -969,7 +990,7 @@ static bool stage_pieces(struct mig *m, uint64_t p)
     uint64_t bytes =
         (uint64_t)__builtin_popcountll(mask) * (ps / MIG_PAGE_PIECES);
     bool hashed = mig_written_by_ref(s->written, p);
-    uint64_t hash = hashed ? pieces_page_hash(m, p) : 0;
+    uint64_t hash = hashed ? pieces_page_hash(m, p, mask) : 0;
 
     pass_take(m, p, false);
     s->cursor = p + 1;
@@ -1535,6 +1556,7 @@ static int save_alloc(struct mig *m, struct vg_error *err)
         return vg_error_set(err, ENOMEM, "saving session");
     }
     m->save = s;
+    m->hash_version = session_version(m);
     s->buf = malloc(MIG_REC_MAX);
     s->rec = s->buf;
     s->run_cap = MIG_RUN_MAX_BYTES / m->scfg.page_size;
@@ -1547,7 +1569,11 @@ static int save_alloc(struct mig *m, struct vg_error *err)
     if (m->stream_version >= 4 && m->track == MIG_TRACK_HYBRID &&
         vgpu_vram(m->gpu)) {
         s->written = mig_written_new(m->npages);
-        if (!s->written) {
+        s->tree = m->hash_version >= MIG_TREE_HASH_VERSION
+                      ? mig_tree_new(m->npages, m->scfg.page_size)
+                      : NULL;
+        if (!s->written ||
+            (m->hash_version >= MIG_TREE_HASH_VERSION && !s->tree)) {
             mig_save_close(m);
             return vg_error_set(err, ENOMEM, "saving session's pieces");
         }
@@ -1556,7 +1582,6 @@ static int save_alloc(struct mig *m, struct vg_error *err)
         mig_save_close(m);
         return vg_error_set(err, ENOMEM, "saving session buffers");
     }
-    m->hash_version = session_version(m);
     ret = mig_enc_new(m->hash_version, m->scfg.page_size, &s->enc, err);
     if (ret == 0) {
         m->stats.stream_version = m->hash_version;
@@ -1733,6 +1758,7 @@ void mig_save_close(struct mig *m)
     free(s->marked);
     free(s->prev_dirty);
     mig_written_free(s->written);
+    mig_tree_free(s->tree);
     free(s);
     m->save = NULL;
     pthread_mutex_lock(&m->step_lock);

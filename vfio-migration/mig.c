@@ -201,7 +201,9 @@ void mig_run_pieces(struct dt_pool *pool, uint32_t page_size, uint64_t count,
 /* Pool job: the page hashes of listed pages. */
 struct listed_job {
     const struct mig *m;
+    struct mig_tree *tree;
     const uint64_t *page;
+    const uint64_t *mask;
     uint64_t *hash;
     unsigned count;
 };
@@ -209,17 +211,23 @@ struct listed_job {
 static void hash_listed_piece(void *arg, uint64_t piece)
 {
     struct listed_job *job = arg;
-    uint64_t i, end = mig_piece(piece, job->m->scfg.page_size, job->count, &i);
+    uint32_t ps = job->m->scfg.page_size;
+    uint64_t i, end = mig_piece(piece, ps, job->count, &i);
 
     for (; i < end; i++) {
-        job->hash[i] = mig_page_hash(job->m, job->page[i]);
+        const uint8_t *data = vgpu_vram(job->m->gpu) + job->page[i] * ps;
+
+        job->hash[i] = job->tree ? mig_tree_rehash(job->tree, job->page[i],
+                                                   data, job->mask[i])
+                                 : mig_page_hash(job->m, job->page[i]);
     }
 }
 
 void mig_hash_listed(const struct mig *m, struct dt_pool *pool,
-                     const uint64_t *page, unsigned n, uint64_t *hash)
+                     struct mig_tree *tree, const uint64_t *page,
+                     const uint64_t *mask, unsigned n, uint64_t *hash)
 {
-    struct listed_job job = {m, page, hash, n};
+    struct listed_job job = {m, tree, page, mask, hash, n};
 
     mig_run_pieces(pool, m->scfg.page_size, n, hash_listed_piece, &job);
 }

@@ -1,0 +1,35 @@
+/*
+ * mig-tree.h -- the kept hashes of every page's pieces, for the page hash
+ * of a version 5 stream (vg_hash_tree(), seed 0), so that a page whose
+ * pieces changed is hashed again from those pieces alone.
+ *
+ * mig_tree_hash() hashes a page whole and keeps its pieces' hashes;
+ * mig_tree_rehash() takes again only the pieces a PAGE_PIECES mask
+ * (MIG_PAGE_PIECES pieces a page) touches, and joins them with the kept
+ * ones, where they are kept (else it hashes the page whole).  A page
+ * written any other way must be forgotten (mig_tree_forget()).
+ *
+ * Threads: calls for different pages may run at once; one page's calls
+ * one at a time.
+ */
+#ifndef MIG_TREE_H
+#define MIG_TREE_H
+
+#include <stdint.h>
+
+struct mig_tree;
+
+/* For @npages pages of @page_size bytes; NULL if out of memory. */
+struct mig_tree *mig_tree_new(uint64_t npages, uint32_t page_size);
+void mig_tree_free(struct mig_tree *t);
+
+/* The page hash of page @page, whose bytes are at @data. */
+uint64_t mig_tree_hash(struct mig_tree *t, uint64_t page, const uint8_t *data);
+/* The same, where only pieces @mask of it changed since its pieces'
+ * hashes were kept. */
+uint64_t mig_tree_rehash(struct mig_tree *t, uint64_t page,
+                         const uint8_t *data, uint64_t mask);
+/* Page @page changed some other way: nothing of it is kept. */
+void mig_tree_forget(struct mig_tree *t, uint64_t page);
+
+#endif
