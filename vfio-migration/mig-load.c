@@ -38,8 +38,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <xxhash.h>
-
 #include "common/le.h"
 #include "common/log.h"
 #include "stream-file.h"

@@ -63,8 +63,8 @@ static bool piece_touched(const struct mig_tree *t, unsigned j, uint64_t mask)
     return per >= 64 ? mask != 0 : (mask >> (j * per)) & ((1ull << per) - 1);
 }
 
-uint64_t mig_tree_rehash(struct mig_tree *t, uint64_t page,
-                         const uint8_t *data, uint64_t mask)
+uint64_t mig_tree_rehash(struct mig_tree *t, uint64_t page, const uint8_t *data,
+                         uint64_t mask)
 {
     uint64_t *kept = t->kept + page * t->pieces;
     uint32_t piece = t->page_size / t->pieces;

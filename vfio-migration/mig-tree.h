@@ -27,8 +27,8 @@ void mig_tree_free(struct mig_tree *t);
 uint64_t mig_tree_hash(struct mig_tree *t, uint64_t page, const uint8_t *data);
 /* The same, where only pieces @mask of it changed since its pieces'
  * hashes were kept. */
-uint64_t mig_tree_rehash(struct mig_tree *t, uint64_t page,
-                         const uint8_t *data, uint64_t mask);
+uint64_t mig_tree_rehash(struct mig_tree *t, uint64_t page, const uint8_t *data,
+                         uint64_t mask);
 /* Page @page changed some other way: nothing of it is kept. */
 void mig_tree_forget(struct mig_tree *t, uint64_t page);
 

@@ -40,8 +40,7 @@ static void rehash_sizes(uint32_t ps)
     page[5] ^= 1;
     page[9 * piece + 3] ^= 2;
     page[ps - 1] ^= 4;
-    g_assert_cmphex(mig_tree_rehash(t, 1, page,
-                                    1ull | 1ull << 9 | 1ull << 63),
+    g_assert_cmphex(mig_tree_rehash(t, 1, page, 1ull | 1ull << 9 | 1ull << 63),
                     ==, whole(page, ps));
     /* a change the mask does not name stays unseen: the kept hash */
     page[20 * piece] ^= 8;
