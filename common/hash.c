@@ -67,17 +67,12 @@ uint64_t vg_hash_tree(const void *page, size_t len, uint64_t seed,
 {
     unsigned n = vg_hash_tree_pieces(len);
     size_t piece = len / n;
-    uint64_t h[VG_TREE_PIECES];
+    uint64_t h[VG_TREE_PIECES], *out = piece_hash ? piece_hash : h;
 
     for (unsigned i = 0; i < n; i++) {
-        h[i] = vg_hash((const uint8_t *)page + i * piece, piece, seed);
+        out[i] = vg_hash((const uint8_t *)page + i * piece, piece, seed);
     }
-    if (piece_hash) {
-        for (unsigned i = 0; i < n; i++) {
-            piece_hash[i] = h[i];
-        }
-    }
-    return vg_hash_tree_join(h, n, seed);
+    return vg_hash_tree_join(out, n, seed);
 }
 
 const struct vg_hash_impl *vg_hash_impls(size_t *n)

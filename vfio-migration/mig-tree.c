@@ -10,7 +10,6 @@
 #include "mig-stream.h"
 
 struct mig_tree {
-    uint64_t npages;
     uint32_t page_size;
     unsigned pieces; /* vg_hash_tree_pieces(page_size) */
     uint64_t *kept;  /* @pieces hashes a page */
@@ -24,7 +23,6 @@ struct mig_tree *mig_tree_new(uint64_t npages, uint32_t page_size)
     if (!t) {
         return NULL;
     }
-    t->npages = npages;
     t->page_size = page_size;
     t->pieces = vg_hash_tree_pieces(page_size);
     t->kept = calloc(npages, (size_t)t->pieces * 8);
