@@ -118,6 +118,11 @@ struct mig_save {
     uint64_t rate_ref_marked;
     /* Over the last RATE_WINDOW_MS or more, or the last epoch */
     double new_pages_per_ms;
+    /* The same for the pieces a stop-copy would send (@written's
+     * mig_written_grown(), from @rate_ref_grown; at the last epoch
+     * @epoch_grown) */
+    double grown_per_ms;
+    uint64_t rate_ref_grown, epoch_grown;
     bool end_timed;
     bool fault_armed;
     uint64_t fault_offset;
@@ -158,6 +163,12 @@ struct save_job {
 static size_t bitmap_words(uint64_t bits)
 {
     return (size_t)((bits + 63) / 64);
+}
+
+/* mig_written_grown(), 0 without pieces kept. */
+static uint64_t grown(const struct mig_save *s)
+{
+    return s->written ? mig_written_grown(s->written) : 0;
 }
 
 static uint32_t run_pages(const struct mig *m)
@@ -273,8 +284,8 @@ static void apply_device_write(void *opaque, uint64_t off, uint64_t len,
     for (uint64_t p = off / ps; p <= (off + len - 1) / ps && p < m->npages;
          p++) {
         mark_written(m, p);
-        if (s->written) {
-            mig_written_whole(s->written, p); /* not the guest CPU's */
+        if (s->written) { /* not the guest CPU's */
+            mig_written_whole(s->written, p, mig_bit(s->pass, p));
         }
     }
     if (!s->dt || m->track == MIG_TRACK_HASH) {
@@ -345,7 +356,8 @@ int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
                 mark_written(m, p);
                 if (s->written) {
                     mig_written_cpu(s->written, p,
-                                    mig_written_touched(p, ps, at, gran));
+                                    mig_written_touched(p, ps, at, gran),
+                                    mig_bit(s->pass, p));
                 }
             }
         }
@@ -377,6 +389,7 @@ static void epoch_prepare(struct mig *m)
     s->marked_count = 0;
     s->rate_ref_ms = mig_now_ms();
     s->rate_ref_marked = 0;
+    s->rate_ref_grown = grown(s);
     if (s->dt && (m->track == MIG_TRACK_HASH || cpu_writes_unseen(m))) {
         dt_mark_all_opaque(s->dt); /* CPU writes through BAR2 are unseen */
     }
@@ -424,6 +437,7 @@ static void epoch_rate(struct mig *m, double now)
 {
     struct mig_save *s = m->save;
     uint64_t words = bitmap_words(m->npages), fresh = 0;
+    uint64_t more = grown(s) - s->epoch_grown;
 
     for (uint64_t w = 0; w < words; w++) {
         fresh +=
@@ -432,12 +446,17 @@ static void epoch_rate(struct mig *m, double now)
     memcpy(s->prev_dirty, s->dirty, words * 8);
     if (s->epochs == 1) {
         fresh *= 2;
+        more *= 2;
     }
     if (now > s->epoch_ms) {
         double rate = (double)fresh / (now - s->epoch_ms);
 
         if (rate > s->new_pages_per_ms) {
             s->new_pages_per_ms = rate;
+        }
+        rate = (double)more / (now - s->epoch_ms);
+        if (rate > s->grown_per_ms) {
+            s->grown_per_ms = rate;
         }
     }
 }
@@ -470,6 +489,7 @@ static void take_epoch(struct mig *m)
     }
     s->epoch_taken = true;
     s->epoch_ms = now;
+    s->epoch_grown = grown(s);
     s->epochs++;
 }
 
@@ -574,6 +594,9 @@ static void pass_take(struct mig *m, uint64_t p, bool zero)
     struct mig_save *s = m->save;
 
     mig_bit_put(s->pass, p, false);
+    if (s->written) {
+        mig_written_leave(s->written, p);
+    }
     s->left--;
     if (mig_bit(m->nonzero, p)) {
         s->left_nz--;
@@ -1364,15 +1387,36 @@ void mig_save_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty)
     *dirty = s->round > 1 ? left : 0;
 }
 
+/* Whether a stop-copy beginning now sends pages in parts: an epoch
+ * after the baseline may leave them so (pieces_ok()). */
+static bool stopcopy_in_parts(const struct mig *m)
+{
+    return m->save->epoch_taken && pieces_ok(m);
+}
+
+/* Upper bound of the encoded size of the pages @t counts (pages sent
+ * whole as non-zero, each in a record of its own). */
+static uint64_t sum_bytes(const struct mig *m, const struct mig_written_sum *t)
+{
+    return t->whole * pass_bytes(m, 1, 1) +
+           t->parts * (MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE) +
+           t->pieces * (m->scfg.page_size / MIG_PAGE_PIECES);
+}
+
 /* Upper bound of what the next epoch adds: the pages written since the
  * last one (the device's writes and QEMU's log of the guest's) and those
  * the recent rate of new pages adds within SWITCHOVER_LAG_MS; or every
  * page not in the pass without tracking, before the baseline epoch, or
- * when guest CPU writes are unseen (then any page may be non-zero). */
+ * when guest CPU writes are unseen (then any page may be non-zero).
+ * Where a stop-copy sends pages in parts, the pieces written since the
+ * last epoch and those the recent rate of new pieces adds within the lag
+ * (with a record for each new page), if that is less. */
 static uint64_t pending_bytes(const struct mig *m)
 {
     const struct mig_save *s = m->save;
-    uint64_t rest = m->npages - s->left, lag;
+    uint64_t rest = m->npages - s->left, lag, whole;
+    struct mig_written_sum in_pass, fresh;
+    uint64_t parts;
 
     if (cpu_writes_unseen(m)) {
         return pass_bytes(m, rest, rest);
@@ -1382,7 +1426,16 @@ static uint64_t pending_bytes(const struct mig *m)
     }
     lag = (uint64_t)(s->new_pages_per_ms * SWITCHOVER_LAG_MS + 0.5);
     lag = lag < rest - s->marked_count ? lag : rest - s->marked_count;
-    return pass_bytes(m, s->marked_count + lag, s->marked_count + lag);
+    whole = pass_bytes(m, s->marked_count + lag, s->marked_count + lag);
+    if (!stopcopy_in_parts(m)) {
+        return whole;
+    }
+    mig_written_sums(s->written, &in_pass, &fresh);
+    parts = sum_bytes(m, &fresh) +
+            (uint64_t)(s->grown_per_ms * SWITCHOVER_LAG_MS + 0.5) *
+                (m->scfg.page_size / MIG_PAGE_PIECES) +
+            lag * (MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE);
+    return parts < whole ? parts : whole;
 }
 
 void mig_save_note_size_query(struct mig *m)
@@ -1396,24 +1449,37 @@ void mig_save_note_size_query(struct mig *m)
     if (s->rate_ref_ms == 0) {
         s->rate_ref_ms = now;
         s->rate_ref_marked = s->marked_count;
+        s->rate_ref_grown = grown(s);
         return;
     }
     elapsed = now - s->rate_ref_ms;
     if (elapsed >= RATE_WINDOW_MS) {
         s->new_pages_per_ms =
             (double)(s->marked_count - s->rate_ref_marked) / elapsed;
+        s->grown_per_ms = (double)(grown(s) - s->rate_ref_grown) / elapsed;
         s->rate_ref_ms = now;
         s->rate_ref_marked = s->marked_count;
+        s->rate_ref_grown = grown(s);
     }
 }
 
 /* Upper bound of the pass still to send: its pages last seen zero may be
- * written unseen, too. */
+ * written unseen, too.  Where a stop-copy sends pages in parts, the pieces
+ * each page of the pass needs, if that is less. */
 static uint64_t pass_left_bytes(const struct mig *m)
 {
     const struct mig_save *s = m->save;
+    uint64_t whole =
+        pass_bytes(m, s->left, cpu_writes_unseen(m) ? s->left : s->left_nz);
+    struct mig_written_sum in_pass, fresh;
+    uint64_t parts;
 
-    return pass_bytes(m, s->left, cpu_writes_unseen(m) ? s->left : s->left_nz);
+    if (!stopcopy_in_parts(m)) {
+        return whole;
+    }
+    mig_written_sums(s->written, &in_pass, &fresh);
+    parts = sum_bytes(m, &in_pass);
+    return parts < whole ? parts : whole;
 }
 
 uint64_t mig_save_stopcopy_hash_bytes(const struct mig *m)

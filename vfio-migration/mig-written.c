@@ -13,6 +13,8 @@ struct mig_written {
     uint64_t *cpu;    /* a mask a page: written since the last epoch */
     uint64_t *pass;   /* a mask a page: written since its last send */
     uint64_t *by_ref; /* a bit a page: its last send went by reference */
+    struct mig_written_sum in_pass, fresh; /* mig_written_sums() */
+    uint64_t grown;
 };
 
 struct mig_written *mig_written_new(uint64_t npages)
@@ -60,14 +62,69 @@ uint64_t mig_written_touched(uint64_t page, uint32_t page_size, uint64_t off,
     return (last == 63 ? ~0ull : (2ull << last) - 1) & (~0ull << first);
 }
 
-void mig_written_cpu(struct mig_written *w, uint64_t page, uint64_t mask)
+/* Add (@sign 1) or take (-1) a page whose send needs pieces @mask. */
+static void sum_put(struct mig_written_sum *s, uint64_t mask, int sign)
 {
-    w->cpu[page] |= mask;
+    if (mask == MIG_WRITTEN_WHOLE) {
+        s->whole += (uint64_t)(int64_t)sign;
+    } else if (mask) {
+        s->parts += (uint64_t)(int64_t)sign;
+        s->pieces += (uint64_t)(int64_t)sign * __builtin_popcountll(mask);
+    }
 }
 
-void mig_written_whole(struct mig_written *w, uint64_t page)
+/* The pieces a stop-copy beginning now sends of page @page. */
+static uint64_t pending(const struct mig_written *w, uint64_t page,
+                        bool in_pass)
 {
-    w->cpu[page] = MIG_WRITTEN_WHOLE;
+    return in_pass ? w->pass[page] | w->cpu[page] : w->cpu[page];
+}
+
+static void add_cpu(struct mig_written *w, uint64_t page, uint64_t mask,
+                    bool in_pass)
+{
+    struct mig_written_sum *s = in_pass ? &w->in_pass : &w->fresh;
+    uint64_t old = pending(w, page, in_pass), now;
+
+    w->cpu[page] |= mask;
+    now = pending(w, page, in_pass);
+    if (now != old) {
+        sum_put(s, old, -1);
+        sum_put(s, now, 1);
+        w->grown +=
+            (uint64_t)(__builtin_popcountll(now) - __builtin_popcountll(old));
+    }
+}
+
+void mig_written_cpu(struct mig_written *w, uint64_t page, uint64_t mask,
+                     bool in_pass)
+{
+    add_cpu(w, page, mask, in_pass);
+}
+
+void mig_written_whole(struct mig_written *w, uint64_t page, bool in_pass)
+{
+    add_cpu(w, page, MIG_WRITTEN_WHOLE, in_pass);
+}
+
+/* Page @p of an epoch's merge: @in_pass before it, @dirty in the epoch. */
+static void merge_page(struct mig_written *w, uint64_t p, bool in_pass,
+                       bool dirty, bool parts)
+{
+    uint64_t cpu = w->cpu[p];
+
+    if (!in_pass && !dirty && !cpu) {
+        return;
+    }
+    sum_put(in_pass ? &w->in_pass : &w->fresh, pending(w, p, in_pass), -1);
+    if (dirty) {
+        uint64_t now = parts && cpu ? cpu : MIG_WRITTEN_WHOLE;
+
+        w->pass[p] = in_pass ? w->pass[p] | now : now;
+    }
+    if (in_pass || dirty) {
+        sum_put(&w->in_pass, w->pass[p], 1);
+    }
 }
 
 void mig_written_merge(struct mig_written *w, const uint64_t *dirty,
@@ -75,11 +132,8 @@ void mig_written_merge(struct mig_written *w, const uint64_t *dirty,
                        bool parts)
 {
     for (uint64_t i = w0; i < w1; i++) {
-        for (uint64_t d = dirty[i]; d; d &= d - 1) {
-            uint64_t p = i * 64 + (uint64_t)__builtin_ctzll(d);
-            uint64_t now = parts && w->cpu[p] ? w->cpu[p] : MIG_WRITTEN_WHOLE;
-
-            w->pass[p] = mig_bit(pass, p) ? w->pass[p] | now : now;
+        for (uint64_t p = i * 64; p < i * 64 + 64; p++) {
+            merge_page(w, p, mig_bit(pass, p), mig_bit(dirty, p), parts);
         }
         memset(&w->cpu[i * 64], 0, 64 * 8);
     }
@@ -88,6 +142,25 @@ void mig_written_merge(struct mig_written *w, const uint64_t *dirty,
 uint64_t mig_written_pass(const struct mig_written *w, uint64_t page)
 {
     return w->pass[page];
+}
+
+void mig_written_leave(struct mig_written *w, uint64_t page)
+{
+    sum_put(&w->in_pass, pending(w, page, true), -1);
+    w->cpu[page] = 0;
+}
+
+void mig_written_sums(const struct mig_written *w,
+                      struct mig_written_sum *in_pass,
+                      struct mig_written_sum *fresh)
+{
+    *in_pass = w->in_pass;
+    *fresh = w->fresh;
+}
+
+uint64_t mig_written_grown(const struct mig_written *w)
+{
+    return w->grown;
 }
 
 void mig_written_sent(struct mig_written *w, uint64_t page, uint64_t n,

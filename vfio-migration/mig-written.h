@@ -34,9 +34,10 @@ uint64_t mig_written_touched(uint64_t page, uint32_t page_size, uint64_t off,
                              uint64_t len);
 
 /* Page @page was written: pieces @mask by the guest CPU (its log), or
- * whole by anything else. */
-void mig_written_cpu(struct mig_written *w, uint64_t page, uint64_t mask);
-void mig_written_whole(struct mig_written *w, uint64_t page);
+ * whole by anything else; @in_pass: the pass holds the page. */
+void mig_written_cpu(struct mig_written *w, uint64_t page, uint64_t mask,
+                     bool in_pass);
+void mig_written_whole(struct mig_written *w, uint64_t page, bool in_pass);
 
 /*
  * An epoch's dirty pages of bitmap words [@w0, @w1) join the pass (@pass,
@@ -51,6 +52,28 @@ void mig_written_merge(struct mig_written *w, const uint64_t *dirty,
 
 /* The pieces of page @page of the pass that its next send needs. */
 uint64_t mig_written_pass(const struct mig_written *w, uint64_t page);
+
+/* Page @page left the pass: it went, with every write logged so far. */
+void mig_written_leave(struct mig_written *w, uint64_t page);
+
+/*
+ * What a stop-copy would send if it began now, for the size estimate:
+ * pages sent whole, and pages sent in parts with their pieces; @in_pass
+ * for the pages of the pass (its pieces and those written since the
+ * epoch), @fresh for pages outside it written since.  Kept as the pass
+ * changes, where every page leaves it through mig_written_leave().
+ * mig_written_grown() counts every piece a write added to either, 64 a
+ * page written whole, since the start: its growth over time is the rate
+ * at which what a stop-copy sends grows.
+ */
+struct mig_written_sum {
+    uint64_t whole, parts, pieces;
+};
+
+void mig_written_sums(const struct mig_written *w,
+                      struct mig_written_sum *in_pass,
+                      struct mig_written_sum *fresh);
+uint64_t mig_written_grown(const struct mig_written *w);
 
 /* Pages [@page, +@n) went, by reference from VRAM in pre-copy or not;
  * whether the last send of @page went so. */

@@ -89,6 +89,27 @@ static void cpu_write(struct fx *f, unsigned first, unsigned n, bool logged)
     }
 }
 
+#define PIECE (PAGE / 64)
+
+/* The guest CPU wrote @n bytes at piece @piece of pages [@first, +@n),
+ * logged by QEMU a piece at a time: a stop-copy sends those pieces. */
+static void cpu_write_piece(struct fx *f, unsigned first, unsigned n,
+                            unsigned piece)
+{
+    uint64_t bitmap[PAGES] = {0}; /* a bit a piece */
+    struct vg_error err;
+
+    for (unsigned p = first; p < first + n; p++) {
+        uint64_t bit = (uint64_t)p * 64 + piece;
+
+        vgpu_vram(f->gpu)[bit * PIECE + 8] ^= 0x11;
+        bitmap[bit / 64] |= 1ull << (bit % 64);
+    }
+    g_assert_cmpint(
+        mig_region_dirty_log(f->mig, 0, bitmap, PAGES * 64, PIECE, &err), ==,
+        0);
+}
+
 /* Stop-copy now: what it sends must fit @est, an estimate given before. */
 static void stop_copy_within(struct fx *f, uint64_t est)
 {
@@ -306,6 +327,64 @@ static void test_rate_after_same_pages(void)
     fx_free(&f);
 }
 
+/*
+ * A stop-copy sends a page the guest CPU wrote a few pieces of as those
+ * pieces (stream version 4 on): the estimate counts them, not the pages,
+ * for pages written since the last epoch and for pages of the pass, and
+ * adds the pieces the recent rate adds within the lag.
+ */
+static void test_pieces(void)
+{
+    uint64_t info[2], est;
+    struct vg_error err;
+    struct fx f;
+
+    start_after_round0(&f);
+    cpu_write_piece(&f, 0, 16, 3);
+    cpu_write_piece(&f, 0, 16, 40);
+    est = mig_stopcopy_size(f.mig);
+    g_test_message(
+        "16 pages, 2 pieces each, not in the pass: %" G_GUINT64_FORMAT, est);
+    g_assert_cmpuint(est, >=, 32ull * PIECE);
+    g_assert_cmpuint(est, <, 4ull * PAGE);
+
+    /* The next round's pass holds them; then a piece more in four */
+    g_assert_cmpint(mig_precopy_info(f.mig, &info[0], &info[1], &err), ==, 0);
+    g_assert_cmpuint(info[1], >=, 16ull * PAGE); /* pre-copy sends pages */
+    est = mig_stopcopy_size(f.mig);
+    g_test_message("...in the pass: %" G_GUINT64_FORMAT, est);
+    g_assert_cmpuint(est, >=, 32ull * PIECE);
+    g_assert_cmpuint(est, <, 4ull * PAGE);
+    cpu_write_piece(&f, 0, 4, 9);
+    stop_copy_within(&f, est);
+    fx_free(&f);
+}
+
+/* A page of the pass that went in pre-copy starts over: a stop-copy sends
+ * only the pieces written after it went. */
+static void test_pieces_after_send(void)
+{
+    uint64_t info[2], sent;
+    struct vg_error err;
+    struct fx f;
+
+    start_after_round0(&f);
+    for (unsigned piece = 0; piece < 32; piece++) {
+        cpu_write_piece(&f, 0, 8, piece);
+    }
+    g_assert_cmpint(mig_precopy_info(f.mig, &info[0], &info[1], &err), ==, 0);
+    drain(&f); /* the 8 pages, whole */
+    cpu_write_piece(&f, 0, 8, 50);
+    g_assert_cmpuint(quiet_estimate(&f), <, 2ull * PAGE);
+    set_state(&f, MIG_STATE_STOP_COPY);
+    sent = drain(&f);
+    g_test_message("stop-copy sent %" G_GUINT64_FORMAT, sent);
+    g_assert_cmpuint(sent, >=, 8ull * PIECE);
+    g_assert_cmpuint(sent, <, 16ull * PIECE + 4096);
+    set_state(&f, MIG_STATE_STOP);
+    fx_free(&f);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const names[] = {"hybrid", "hash", "none"};
@@ -320,6 +399,8 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/estimate/rate-from-epoch", test_rate_from_epoch);
     g_test_add_func("/mig/estimate/rate-after-same-pages",
                     test_rate_after_same_pages);
+    g_test_add_func("/mig/estimate/pieces", test_pieces);
+    g_test_add_func("/mig/estimate/pieces-after-send", test_pieces_after_send);
     for (unsigned i = 0; i < 3; i++) {
         g_autofree char *p1 =
             g_strdup_printf("/mig/estimate/logged-after-round0/%s", names[i]);

@@ -4,7 +4,9 @@
  * epoch's pieces join the pass, added to a page it holds and starting
  * over for one new to it; anything but the guest CPU's log, an epoch that
  * may not leave parts, or a page the log said nothing of, sends it whole;
- * and whether a page's last send went by reference.
+ * and whether a page's last send went by reference; and what a stop-copy
+ * beginning now would send, kept through any sequence of writes, merges
+ * and sends as a recount of every page finds it.
  */
 #include <glib.h>
 
@@ -49,10 +51,10 @@ static void test_merge(void)
     struct mig_written *w = mig_written_new(NPAGES);
     uint64_t dirty[3] = {0}, pass[3] = {0};
 
-    mig_written_cpu(w, 1, 0x3);
-    mig_written_cpu(w, 1, 0x30);
-    mig_written_whole(w, 70);
-    mig_written_cpu(w, 70, 0x1); /* after a whole write: still whole */
+    mig_written_cpu(w, 1, 0x3, false);
+    mig_written_cpu(w, 1, 0x30, false);
+    mig_written_whole(w, 70, false);
+    mig_written_cpu(w, 70, 0x1, false); /* after a whole write: still whole */
     set(dirty, 1);
     set(dirty, 70);
     set(dirty, 129);
@@ -63,12 +65,13 @@ static void test_merge(void)
 
     /* Still in the pass: the next epoch's pieces add to its own */
     set(pass, 1);
-    mig_written_cpu(w, 1, 0x100);
+    mig_written_cpu(w, 1, 0x100, true);
     mig_written_merge(w, dirty, pass, 0, 1, true);
     g_assert_cmphex(mig_written_pass(w, 1), ==, 0x133);
     /* Sent meanwhile (not in the pass): it starts over */
     pass[0] = 0;
-    mig_written_cpu(w, 1, 0x8);
+    mig_written_leave(w, 1);
+    mig_written_cpu(w, 1, 0x8, false);
     mig_written_merge(w, dirty, pass, 0, 1, true);
     g_assert_cmphex(mig_written_pass(w, 1), ==, 0x8);
     /* The merge cleared the epoch's pieces: no log now, so whole */
@@ -84,8 +87,8 @@ static void test_merge_whole_epoch(void)
     struct mig_written *w = mig_written_new(NPAGES);
     uint64_t dirty[3] = {0}, pass[3] = {0};
 
-    mig_written_cpu(w, 2, 0x4);
-    mig_written_cpu(w, 66, 0x4);
+    mig_written_cpu(w, 2, 0x4, false);
+    mig_written_cpu(w, 66, 0x4, false);
     set(dirty, 2);
     set(dirty, 66);
     mig_written_merge(w, dirty, pass, 0, 1, false);
@@ -114,6 +117,120 @@ static void test_by_ref(void)
     mig_written_free(w);
 }
 
+/* A model of the pages: the pass and each page's masks as the header
+ * defines them. */
+struct model {
+    uint64_t pass[3], cpu[NPAGES], mask[NPAGES], grown;
+};
+
+static bool in(const uint64_t *bm, uint64_t p)
+{
+    return bm[p / 64] >> (p % 64) & 1;
+}
+
+static uint64_t model_pending(const struct model *md, uint64_t p)
+{
+    return in(md->pass, p) ? md->mask[p] | md->cpu[p] : md->cpu[p];
+}
+
+static void model_write(struct model *md, uint64_t p, uint64_t mask)
+{
+    uint64_t old = model_pending(md, p);
+
+    md->cpu[p] |= mask;
+    md->grown += (uint64_t)(__builtin_popcountll(model_pending(md, p)) -
+                            __builtin_popcountll(old));
+}
+
+static void model_merge(struct model *md, const uint64_t *dirty, bool parts)
+{
+    for (uint64_t p = 0; p < NPAGES; p++) {
+        if (in(dirty, p)) {
+            uint64_t now = parts && md->cpu[p] ? md->cpu[p] : MIG_WRITTEN_WHOLE;
+
+            md->mask[p] = in(md->pass, p) ? md->mask[p] | now : now;
+        }
+        md->cpu[p] = 0;
+    }
+    for (unsigned i = 0; i < 3; i++) {
+        md->pass[i] |= dirty[i];
+    }
+}
+
+static void count(struct mig_written_sum *s, uint64_t mask)
+{
+    if (mask == MIG_WRITTEN_WHOLE) {
+        s->whole++;
+    } else if (mask) {
+        s->parts++;
+        s->pieces += (uint64_t)__builtin_popcountll(mask);
+    }
+}
+
+static void check_sums(const struct mig_written *w, const struct model *md)
+{
+    struct mig_written_sum want[2] = {{0}}, got[2];
+
+    for (uint64_t p = 0; p < NPAGES; p++) {
+        count(&want[in(md->pass, p) ? 0 : 1], model_pending(md, p));
+        if (in(md->pass, p)) {
+            g_assert_cmphex(mig_written_pass(w, p), ==, md->mask[p]);
+        }
+    }
+    mig_written_sums(w, &got[0], &got[1]);
+    for (unsigned i = 0; i < 2; i++) {
+        g_assert_cmpuint(got[i].whole, ==, want[i].whole);
+        g_assert_cmpuint(got[i].parts, ==, want[i].parts);
+        g_assert_cmpuint(got[i].pieces, ==, want[i].pieces);
+    }
+    g_assert_cmpuint(mig_written_grown(w), ==, md->grown);
+}
+
+/* Random writes (mostly of a few pieces, some whole), sends of pages of
+ * the pass, and merges of random dirty sets (with and without parts, of
+ * all words or some), each followed by a recount against the model. */
+static void test_sums(void)
+{
+    struct mig_written *w = mig_written_new(NPAGES);
+    struct model md = {.grown = 0};
+    GRand *rng = g_rand_new_with_seed(52053);
+
+    for (unsigned step = 0; step < 20000; step++) {
+        uint64_t p = g_rand_int_range(rng, 0, NPAGES);
+        unsigned op = g_rand_int_range(rng, 0, 100);
+
+        if (op < 60) {
+            uint64_t mask = 1ull << g_rand_int_range(rng, 0, 64);
+
+            mig_written_cpu(w, p, mask, in(md.pass, p));
+            model_write(&md, p, mask);
+        } else if (op < 65) {
+            mig_written_whole(w, p, in(md.pass, p));
+            model_write(&md, p, MIG_WRITTEN_WHOLE);
+        } else if (op < 95) {
+            if (in(md.pass, p)) {
+                mig_written_leave(w, p);
+                md.pass[p / 64] &= ~(1ull << (p % 64));
+                md.cpu[p] = 0;
+            }
+        } else {
+            uint64_t dirty[3] = {0};
+            bool parts = g_rand_boolean(rng);
+
+            for (uint64_t q = 0; q < NPAGES; q++) {
+                if (md.cpu[q] || g_rand_int_range(rng, 0, 50) == 0) {
+                    set(dirty, q);
+                }
+            }
+            mig_written_merge(w, dirty, md.pass, 0, 3, parts);
+            model_merge(&md, dirty, parts);
+        }
+        check_sums(w, &md);
+    }
+    g_rand_free(rng);
+    mig_written_free(w);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -121,5 +238,6 @@ int main(int argc, char **argv)
     g_test_add_func("/mig-written/merge", test_merge);
     g_test_add_func("/mig-written/merge-whole-epoch", test_merge_whole_epoch);
     g_test_add_func("/mig-written/by-ref", test_by_ref);
+    g_test_add_func("/mig-written/sums", test_sums);
     return g_test_run();
 }
