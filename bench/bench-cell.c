@@ -730,7 +730,7 @@ static int migrate(struct run *r, struct vg_error *err)
         }
     }
     ret = bench_mig_prepare(r->src.qemu->qmp, r->dst.qemu->qmp, r->o->channels,
-                            r->o->max_bandwidth, &uri, err);
+                            r->o->max_bandwidth, r->o->dt_limit_ms, &uri, err);
     if (ret == 0) {
         ret = probe_before(r, err);
     }

@@ -23,7 +23,8 @@ static int set_caps(struct vg_qmp *qmp, unsigned channels, struct vg_error *err)
 }
 
 int bench_mig_prepare(struct vg_qmp *src, struct vg_qmp *dst, unsigned channels,
-                      int64_t max_bw, char **uri, struct vg_error *err)
+                      int64_t max_bw, int64_t downtime_ms, char **uri,
+                      struct vg_error *err)
 {
     int ret = set_caps(src, channels, err);
 
@@ -39,7 +40,7 @@ int bench_mig_prepare(struct vg_qmp *src, struct vg_qmp *dst, unsigned channels,
         vg_error_prefix(err, "destination");
         return ret;
     }
-    ret = bench_mig_set_params(src, max_bw, BENCH_DT_MS, 0, err);
+    ret = bench_mig_set_params(src, max_bw, downtime_ms, 0, err);
     if (ret < 0) {
         vg_error_prefix(err, "source");
     }

@@ -17,16 +17,17 @@
  * QEMU's RAM path reaches on the GPU machine (12-13 GiB/s over 4
  * channels), so the RAM anchor is QEMU's speed, not the cap's. */
 #define BENCH_BANDWIDTH (64ll << 30)
-#define BENCH_DT_MS     300 /* downtime-limit */
+#define BENCH_DT_MS     300 /* downtime-limit, unless --downtime-limit */
 
 /* Set up a migration from @src to @dst (started with -incoming defer):
  * return-path, switchover-ack and @channels (vg_mig_set_channels()) on
  * both sides; max-bandwidth @max_bw (bytes per second), downtime-limit
- * BENCH_DT_MS and avail-switchover-bandwidth 0 on the source; the
+ * @downtime_ms and avail-switchover-bandwidth 0 on the source; the
  * destination listening on loopback, its URI for vg_mig_start() in *@uri
  * (g_free()). */
 int bench_mig_prepare(struct vg_qmp *src, struct vg_qmp *dst, unsigned channels,
-                      int64_t max_bw, char **uri, struct vg_error *err);
+                      int64_t max_bw, int64_t downtime_ms, char **uri,
+                      struct vg_error *err);
 
 /* The source's max-bandwidth @max_bw, downtime-limit @downtime_ms and
  * avail-switchover-bandwidth @sw_bw. */

@@ -81,8 +81,9 @@ static int migrate_ram(struct anchor_run *r, struct vg_error *err)
     int timeout = ANCHOR_WAIT_MS + (int)(r->a->size >> 30) * ANCHOR_PER_GIB_MS;
     g_autofree char *uri = NULL;
     struct vg_mig_info info;
-    int ret = bench_mig_prepare(r->src->qmp, r->dst->qmp, r->a->channels,
-                                r->a->max_bandwidth, &uri, err);
+    int ret =
+        bench_mig_prepare(r->src->qmp, r->dst->qmp, r->a->channels,
+                          r->a->max_bandwidth, r->a->dt_limit_ms, &uri, err);
 
     if (ret == 0) {
         ret = vg_mig_start(r->src->qmp, uri, err);

@@ -23,6 +23,7 @@ struct ram_anchor {
     uint64_t size;         /* guest RAM, every page of it non-zero */
     unsigned channels;     /* bench_mig_prepare() */
     int64_t max_bandwidth; /* bench_mig_prepare() */
+    int64_t dt_limit_ms;   /* bench_mig_prepare() */
     bool prealloc;         /* both QEMUs allocate guest RAM at start */
     int64_t total_ms, downtime_ms, setup_ms; /* QEMU's query-migrate */
     int64_t ram_bytes; /* ram.transferred at the end: the whole stream */

@@ -92,6 +92,12 @@ static void usage(FILE *f)
         "                    cell and RAM anchor, e.g. 10G [%lldG]: above\n"
         "                    what the host moves, or the RAM anchor\n"
         "                    measures the cap\n"
+        "  --downtime-limit MS\n"
+        "                    QEMU's downtime-limit for every cell and RAM\n"
+        "                    anchor, 1 to %d [%d]: QEMU switches over\n"
+        "                    once it expects the stop-copy to take less;\n"
+        "                    a cell that does not get there in time is\n"
+        "                    forced (a limit of %d ms)\n"
         "  --page-size SIZE  every vgpu-server's dirty-tracking page,\n"
         "                    4K to 2M, a power of two [64K]; the\n"
         "                    workloads' shapes stay in 64 KiB pages\n"
@@ -158,7 +164,8 @@ static void usage(FILE *f)
         "Exit status: 0 if every cell completed with equal checksums, 1 "
         "otherwise,\n"
         "2 on bad usage.\n",
-        BENCH_BANDWIDTH >> 30, MULTI_VGPUS, MULTI_TARGET, MAX_MULTI_ROUNDS);
+        BENCH_BANDWIDTH >> 30, MAX_DT_LIMIT_MS, BENCH_DT_MS, FORCE_DT_MS,
+        MULTI_VGPUS, MULTI_TARGET, MAX_MULTI_ROUNDS);
 }
 
 /* ------------------------------------------------------------- options */
@@ -239,6 +246,22 @@ static int parse_rounds(const char *text, unsigned *rounds)
         return -1;
     }
     *rounds = (unsigned)v;
+    return 0;
+}
+
+static int parse_downtime_limit(const char *text, int64_t *ms)
+{
+    char *end;
+    unsigned long v = strtoul(text, &end, 10);
+
+    if (!*text || *end || text[0] == '-' || v < 1 || v > MAX_DT_LIMIT_MS) {
+        fprintf(stderr,
+                "vgmig-bench: --downtime-limit: '%s' is not 1 to %d "
+                "(milliseconds)\n",
+                text, MAX_DT_LIMIT_MS);
+        return -1;
+    }
+    *ms = (int64_t)v;
     return 0;
 }
 
@@ -350,6 +373,8 @@ static int parse_opt(int c, struct bench_opts *o)
     case 'B':
         return vg_parse_size_opt("vgmig-bench", "max-bandwidth", optarg,
                                  1ull << 20, 1ull << 40, &o->max_bandwidth);
+    case 'L':
+        return parse_downtime_limit(optarg, &o->dt_limit_ms);
     case 'g':
         if (vg_parse_size_opt("vgmig-bench", "page-size", optarg, 4ull << 10,
                               2ull << 20, &o->track_page) < 0) {
@@ -409,6 +434,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"no-data-vram", no_argument, NULL, 'V'},
         {"place-data", no_argument, NULL, 'U'},
         {"max-bandwidth", required_argument, NULL, 'B'},
+        {"downtime-limit", required_argument, NULL, 'L'},
         {"page-size", required_argument, NULL, 'g'},
         {"src-backend", required_argument, NULL, 'S'},
         {"dst-backend", required_argument, NULL, 'D'},
@@ -425,6 +451,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
     o->big_limit = 1ull << 30;
     o->channels = 1;
     o->max_bandwidth = BENCH_BANDWIDTH;
+    o->dt_limit_ms = BENCH_DT_MS;
     o->track_page = PAGE_SIZE;
     o->multi_rounds = 3;
     o->ram_anchor = true;
@@ -472,6 +499,7 @@ static bool run_anchor(const struct bench_opts *o, uint64_t size,
         struct ram_anchor run = {.size = size,
                                  .channels = o->channels,
                                  .max_bandwidth = o->max_bandwidth,
+                                 .dt_limit_ms = o->dt_limit_ms,
                                  .prealloc = o->prealloc,
                                  .total_ms = -1,
                                  .downtime_ms = -1,
@@ -508,6 +536,7 @@ static unsigned run_size(const struct bench_opts *o, uint64_t vram,
                                      .channels = o->channels,
                                      .ram_bps = ram_bps,
                                      .downtime_ms = -1,
+                                     .dt_limit_ms = o->dt_limit_ms,
                                      .downtime_trace_ms = -1,
                                      .total_ms = -1,
                                      .setup_ms = -1};
@@ -558,6 +587,7 @@ static unsigned run_multi(const struct bench_opts *o, const struct anchors *an,
                                  .channels = o->channels,
                                  .ram_bps = ram_rate_min(an),
                                  .downtime_ms = -1,
+                                 .dt_limit_ms = o->dt_limit_ms,
                                  .downtime_trace_ms = -1,
                                  .total_ms = -1,
                                  .setup_ms = -1};

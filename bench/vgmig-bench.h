@@ -70,6 +70,7 @@
 #define MULTI_VGPUS      2           /* vGPUs of the --multi-vgpu cells */
 #define MULTI_TARGET     1.2         /* their downtime / one vGPU's, at most */
 #define MAX_MULTI_ROUNDS 9
+#define MAX_DT_LIMIT_MS  60000 /* --downtime-limit */
 #define MAX_MULTI_CELLS  (4 * MAX_MULTI_ROUNDS)
 
 enum workload {
@@ -131,6 +132,7 @@ struct bench_opts {
     bool no_data_vram;      /* servers --no-data-vram */
     bool place_data;        /* sources' x-migration-place-data=on */
     uint64_t max_bandwidth; /* --max-bandwidth, bytes per second */
+    int64_t dt_limit_ms;    /* --downtime-limit */
     uint64_t track_page;    /* --page-size: the servers' tracking page */
     /* --src-backend and --dst-backend: vGPU i's server takes entry i
      * modulo their count; NULL: $VGMIG_SERVER_BACKEND, else the server's */
@@ -157,6 +159,7 @@ struct cell {
     unsigned channels; /* --channels */
     double ram_bps;    /* its size's RAM anchor throughput; 0: none */
     int64_t downtime_ms, total_ms;
+    int64_t dt_limit_ms;      /* QEMU's downtime-limit, until forced */
     double downtime_trace_ms; /* the same to the microsecond, -1: none */
     /* Each of vg_downtime_points, ms after src-downtime-start, -1: none */
     double point_ms[VG_DOWNTIME_POINTS];

@@ -2,7 +2,8 @@
 # test-bench-cli.sh -- vgmig-bench's --src-backend and --dst-backend:
 # --help documents them; a name that is no backend, an empty list and more
 # backends than vGPUs exit 2 naming the option and what is wrong (as do a
-# --page-size out of range or not a power of two); with --page-size 16K
+# --page-size out of range or not a power of two, and a --downtime-limit
+# out of range); with --page-size 16K and --downtime-limit 120
 # a cpu-writes cell verifies, which it can only where both servers track
 # 16 KiB pages (the guest's writes are checked against the destination's
 # VRAM checksum, a hash per page); and a
@@ -17,7 +18,7 @@ set -u
 bench=${VGMIG_BENCH:-build/vgmig-bench}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vgmig-bench-cli-XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..10"
+echo "1..13"
 
 if "$bench" --help | grep -q -- "--src-backend LIST, --dst-backend LIST"; then
     echo "ok 1 - --help documents --src-backend and --dst-backend"
@@ -43,6 +44,8 @@ bad --dst-backend , "--dst-backend: no backend in ','"
 bad --dst-backend cpu,cpu,cpu,cpu,cpu "--dst-backend: more than 4 backends"
 bad --page-size 24K "--page-size: 24576 is not a power of two"
 bad --page-size 1K "--page-size: '1K' is out of range"
+bad --downtime-limit 0 "--downtime-limit: '0' is not 1 to 60000"
+bad --downtime-limit 70000 "--downtime-limit: '70000' is not 1 to 60000"
 
 timeout 300 "$bench" --sizes 256M --workloads idle --modes ours \
     --no-ram-anchor --multi-vgpu 256M --multi-rounds 1 \
@@ -51,17 +54,17 @@ rc=$?
 if [ "$rc" = 1 ] &&
     grep -q "start vgpu-src-1: vgpu-src-1 exited with status 1" "$tmp/run.log" &&
     grep -q "unknown VRAM backend 'cuda:999'" "$tmp/run.log"; then
-    echo "ok 7 - the second vGPU's server took the second backend, and failed"
+    echo "ok 9 - the second vGPU's server took the second backend, and failed"
 else
-    echo "not ok 7 - exit $rc, second vGPU's failure not reported:"
+    echo "not ok 9 - exit $rc, second vGPU's failure not reported:"
     sed 's/^/# /' "$tmp/run.log"
 fi
 if grep -qE '^\| idle \| 256 MiB \| 1 \| [0-9]+ \| [0-9.]+ \|.*\| no \|$' \
     "$tmp/run.log" &&
     grep -qE '^\| idle \| 256 MiB \| 2 \|.*\| failed \|$' "$tmp/run.log"; then
-    echo "ok 8 - the one-vGPU cell ran on the first backend and verified"
+    echo "ok 10 - the one-vGPU cell ran on the first backend and verified"
 else
-    echo "not ok 8 - cells not as expected:"
+    echo "not ok 10 - cells not as expected:"
     grep '^| idle' "$tmp/run.log" | sed 's/^/# /'
 fi
 # Both QEMUs' downtime checkpoints in the one-vGPU cell: the destination's
@@ -77,15 +80,16 @@ t = [p[k] for k in order]
 sys.exit(0 if t[0] == 0 and all(0 <= a <= b for a, b in zip(t, t[1:]))
          and abs(t[-1] - cell["downtime_trace_ms"]) < 1e-3 else 1)
 P
-    echo "ok 9 - both QEMUs' downtime checkpoints, in order"
+    echo "ok 11 - both QEMUs' downtime checkpoints, in order"
 else
-    echo "not ok 9 - downtime checkpoints missing or out of order:"
+    echo "not ok 11 - downtime checkpoints missing or out of order:"
     grep -o '"downtime_points_ms": {[^}]*}' "$tmp/run/results-multi.json" |
         sed 's/^/# /'
 fi
 
 timeout 300 "$bench" --sizes 256M --workloads cpu-writes --modes ours \
-    --no-ram-anchor --page-size 16K --out "$tmp/page" --doc "$tmp/page.md" \
+    --no-ram-anchor --page-size 16K --downtime-limit 120 --out "$tmp/page" \
+    --doc "$tmp/page.md" \
     >"$tmp/page.log" 2>&1
 rc=$?
 if [ "$rc" = 0 ] &&
@@ -95,8 +99,19 @@ cells = json.load(open(sys.argv[1]))
 cells = cells["cells"] if isinstance(cells, dict) else cells
 sys.exit(0 if cells and all(c["verified"] for c in cells) else 1)' \
         "$tmp/page/results.json"; then
-    echo "ok 10 - --page-size 16K: the cpu-writes cell verified"
+    echo "ok 12 - --page-size 16K: the cpu-writes cell verified"
 else
-    echo "not ok 10 - --page-size 16K: exit $rc:"
+    echo "not ok 12 - --page-size 16K: exit $rc:"
     grep -E '^cpu-writes|page size|error' "$tmp/page.log" | sed 's/^/# /'
+fi
+# --downtime-limit reaches the report and each cell's record
+if grep -q "downtime-limit 120 ms" "$tmp/page.md" &&
+    python3 -c 'import json, sys
+cells = json.load(open(sys.argv[1]))
+cells = cells["cells"] if isinstance(cells, dict) else cells
+sys.exit(0 if cells and all(c["downtime_limit_ms"] == 120 for c in cells)
+         else 1)' "$tmp/page/results.json"; then
+    echo "ok 13 - --downtime-limit 120: in the report and every cell"
+else
+    echo "not ok 13 - --downtime-limit 120 not in the report or the cells"
 fi
