@@ -36,6 +36,10 @@
  * between QEMU's last size query and the stop. */
 #define RATE_WINDOW_MS    20.0
 #define SWITCHOVER_LAG_MS 50.0
+/* A PAGE_PIECES record costs the two sides about as much time as this
+ * many more bytes of whole pages (docs/dirty-tracking.md, "The estimate
+ * counts pieces"): QEMU takes the estimate for a time. */
+#define PIECES_RECORD_COST (8u << 10)
 
 enum save_phase {
     SAVE_PRECOPY,  /* rounds, device running; nothing to read when drained */
@@ -1395,11 +1399,13 @@ static bool stopcopy_in_parts(const struct mig *m)
 }
 
 /* Upper bound of the encoded size of the pages @t counts (pages sent
- * whole as non-zero, each in a record of its own). */
+ * whole as non-zero, each in a record of its own), with each record of
+ * pieces counted PIECES_RECORD_COST bytes more. */
 static uint64_t sum_bytes(const struct mig *m, const struct mig_written_sum *t)
 {
     return t->whole * pass_bytes(m, 1, 1) +
-           t->parts * (MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE) +
+           t->parts * (MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE +
+                       PIECES_RECORD_COST) +
            t->pieces * (m->scfg.page_size / MIG_PAGE_PIECES);
 }
 
@@ -1434,7 +1440,8 @@ static uint64_t pending_bytes(const struct mig *m)
     parts = sum_bytes(m, &fresh) +
             (uint64_t)(s->grown_per_ms * SWITCHOVER_LAG_MS + 0.5) *
                 (m->scfg.page_size / MIG_PAGE_PIECES) +
-            lag * (MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE);
+            lag * (MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE +
+                   PIECES_RECORD_COST);
     return parts < whole ? parts : whole;
 }
 
