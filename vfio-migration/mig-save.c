@@ -1404,8 +1404,8 @@ static bool stopcopy_in_parts(const struct mig *m)
 static uint64_t sum_bytes(const struct mig *m, const struct mig_written_sum *t)
 {
     return t->whole * pass_bytes(m, 1, 1) +
-           t->parts * (MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE +
-                       PIECES_RECORD_COST) +
+           t->parts *
+               (MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE + PIECES_RECORD_COST) +
            t->pieces * (m->scfg.page_size / MIG_PAGE_PIECES);
 }
 
@@ -1440,8 +1440,7 @@ static uint64_t pending_bytes(const struct mig *m)
     parts = sum_bytes(m, &fresh) +
             (uint64_t)(s->grown_per_ms * SWITCHOVER_LAG_MS + 0.5) *
                 (m->scfg.page_size / MIG_PAGE_PIECES) +
-            lag * (MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE +
-                   PIECES_RECORD_COST);
+            lag * (MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE + PIECES_RECORD_COST);
     return parts < whole ? parts : whole;
 }
 

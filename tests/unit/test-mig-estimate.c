@@ -343,8 +343,8 @@ static void test_pieces(void)
     cpu_write_piece(&f, 0, 16, 3);
     cpu_write_piece(&f, 0, 16, 40);
     est = quiet_estimate(&f);
-    g_test_message("16 pages, 2 pieces each, not in the pass: %" G_GUINT64_FORMAT,
-                   est);
+    g_test_message(
+        "16 pages, 2 pieces each, not in the pass: %" G_GUINT64_FORMAT, est);
     g_assert_cmpuint(est, >=, 32ull * PIECE);
     g_assert_cmpuint(est, <, 4ull * PAGE);
 
