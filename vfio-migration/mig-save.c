@@ -1420,9 +1420,8 @@ static uint64_t sum_bytes(const struct mig *m, const struct mig_written_sum *t)
 static uint64_t pending_bytes(const struct mig *m)
 {
     const struct mig_save *s = m->save;
-    uint64_t rest = m->npages - s->left, lag, whole;
-    struct mig_written_sum in_pass, fresh;
-    uint64_t parts;
+    uint64_t rest = m->npages - s->left, lag, whole, parts;
+    struct mig_written_sum fresh;
 
     if (cpu_writes_unseen(m)) {
         return pass_bytes(m, rest, rest);
@@ -1436,7 +1435,7 @@ static uint64_t pending_bytes(const struct mig *m)
     if (!stopcopy_in_parts(m)) {
         return whole;
     }
-    mig_written_sums(s->written, &in_pass, &fresh);
+    fresh = mig_written_fresh(s->written);
     parts = sum_bytes(m, &fresh) +
             (uint64_t)(s->grown_per_ms * SWITCHOVER_LAG_MS + 0.5) *
                 (m->scfg.page_size / MIG_PAGE_PIECES) +
@@ -1477,13 +1476,13 @@ static uint64_t pass_left_bytes(const struct mig *m)
     const struct mig_save *s = m->save;
     uint64_t whole =
         pass_bytes(m, s->left, cpu_writes_unseen(m) ? s->left : s->left_nz);
-    struct mig_written_sum in_pass, fresh;
+    struct mig_written_sum in_pass;
     uint64_t parts;
 
     if (!stopcopy_in_parts(m)) {
         return whole;
     }
-    mig_written_sums(s->written, &in_pass, &fresh);
+    in_pass = mig_written_in_pass(s->written);
     parts = sum_bytes(m, &in_pass);
     return parts < whole ? parts : whole;
 }

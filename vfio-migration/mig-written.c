@@ -5,15 +5,15 @@
 #include "mig-written.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "mig-int.h"
 
 struct mig_written {
-    uint64_t *cpu;    /* a mask a page: written since the last epoch */
-    uint64_t *pass;   /* a mask a page: written since its last send */
-    uint64_t *by_ref; /* a bit a page: its last send went by reference */
-    struct mig_written_sum in_pass, fresh; /* mig_written_sums() */
+    uint64_t *cpu;     /* a mask a page: written since the last epoch */
+    uint64_t *cpu_any; /* a bit a page: its cpu mask is not 0 */
+    uint64_t *pass;    /* a mask a page: written since its last send */
+    uint64_t *by_ref;  /* a bit a page: its last send went by reference */
+    struct mig_written_sum in_pass, fresh; /* mig_written_in_pass(), _fresh() */
     uint64_t grown;
 };
 
@@ -25,11 +25,12 @@ struct mig_written *mig_written_new(uint64_t npages)
     if (!w) {
         return NULL;
     }
-    /* Masks for whole bitmap words: mig_written_merge() clears by word. */
+    /* Masks for whole bitmap words, as mig_written_merge() walks them. */
     w->cpu = calloc(words * 64, 8);
+    w->cpu_any = calloc(words, 8);
     w->pass = calloc(words * 64, 8);
     w->by_ref = calloc(words, 8);
-    if (!w->cpu || !w->pass || !w->by_ref) {
+    if (!w->cpu || !w->cpu_any || !w->pass || !w->by_ref) {
         mig_written_free(w);
         return NULL;
     }
@@ -40,6 +41,7 @@ void mig_written_free(struct mig_written *w)
 {
     if (w) {
         free(w->cpu);
+        free(w->cpu_any);
         free(w->pass);
         free(w->by_ref);
         free(w);
@@ -87,6 +89,7 @@ static void add_cpu(struct mig_written *w, uint64_t page, uint64_t mask,
     uint64_t old = pending(w, page, in_pass), now;
 
     w->cpu[page] |= mask;
+    mig_bit_put(w->cpu_any, page, w->cpu[page] != 0);
     now = pending(w, page, in_pass);
     if (now != old) {
         sum_put(s, old, -1);
@@ -107,16 +110,16 @@ void mig_written_whole(struct mig_written *w, uint64_t page, bool in_pass)
     add_cpu(w, page, MIG_WRITTEN_WHOLE, in_pass);
 }
 
-/* Page @p of an epoch's merge: @in_pass before it, @dirty in the epoch. */
+/* Page @p of an epoch's merge, dirty in it or written by the guest CPU
+ * since the last one: @in_pass before it, @dirty in the epoch.  Its
+ * pieces written since the last epoch start over. */
 static void merge_page(struct mig_written *w, uint64_t p, bool in_pass,
                        bool dirty, bool parts)
 {
     uint64_t cpu = w->cpu[p];
 
-    if (!in_pass && !dirty && !cpu) {
-        return;
-    }
     sum_put(in_pass ? &w->in_pass : &w->fresh, pending(w, p, in_pass), -1);
+    w->cpu[p] = 0;
     if (dirty) {
         uint64_t now = parts && cpu ? cpu : MIG_WRITTEN_WHOLE;
 
@@ -132,10 +135,17 @@ void mig_written_merge(struct mig_written *w, const uint64_t *dirty,
                        bool parts)
 {
     for (uint64_t i = w0; i < w1; i++) {
-        for (uint64_t p = i * 64; p < i * 64 + 64; p++) {
-            merge_page(w, p, mig_bit(pass, p), mig_bit(dirty, p), parts);
+        /* A page neither dirty nor written keeps what it has. */
+        uint64_t visit = dirty[i] | w->cpu_any[i];
+
+        w->cpu_any[i] = 0;
+        while (visit) {
+            unsigned b = (unsigned)__builtin_ctzll(visit);
+            uint64_t p = i * 64 + b;
+
+            visit &= visit - 1;
+            merge_page(w, p, pass[i] >> b & 1, dirty[i] >> b & 1, parts);
         }
-        memset(&w->cpu[i * 64], 0, 64 * 8);
     }
 }
 
@@ -148,14 +158,17 @@ void mig_written_leave(struct mig_written *w, uint64_t page)
 {
     sum_put(&w->in_pass, pending(w, page, true), -1);
     w->cpu[page] = 0;
+    mig_bit_put(w->cpu_any, page, false);
 }
 
-void mig_written_sums(const struct mig_written *w,
-                      struct mig_written_sum *in_pass,
-                      struct mig_written_sum *fresh)
+struct mig_written_sum mig_written_in_pass(const struct mig_written *w)
 {
-    *in_pass = w->in_pass;
-    *fresh = w->fresh;
+    return w->in_pass;
+}
+
+struct mig_written_sum mig_written_fresh(const struct mig_written *w)
+{
+    return w->fresh;
 }
 
 uint64_t mig_written_grown(const struct mig_written *w)

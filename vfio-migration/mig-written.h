@@ -58,9 +58,10 @@ void mig_written_leave(struct mig_written *w, uint64_t page);
 
 /*
  * What a stop-copy would send if it began now, for the size estimate:
- * pages sent whole, and pages sent in parts with their pieces; @in_pass
- * for the pages of the pass (its pieces and those written since the
- * epoch), @fresh for pages outside it written since.  Kept as the pass
+ * pages sent whole, and pages sent in parts with their pieces;
+ * mig_written_in_pass() for the pages of the pass (its pieces and those
+ * written since the epoch), mig_written_fresh() for pages outside it
+ * written since.  Kept as the pass
  * changes, where every page leaves it through mig_written_leave().
  * mig_written_grown() counts every piece a write added to either, 64 a
  * page written whole, since the start: its growth over time is the rate
@@ -70,9 +71,8 @@ struct mig_written_sum {
     uint64_t whole, parts, pieces;
 };
 
-void mig_written_sums(const struct mig_written *w,
-                      struct mig_written_sum *in_pass,
-                      struct mig_written_sum *fresh);
+struct mig_written_sum mig_written_in_pass(const struct mig_written *w);
+struct mig_written_sum mig_written_fresh(const struct mig_written *w);
 uint64_t mig_written_grown(const struct mig_written *w);
 
 /* Pages [@page, +@n) went, by reference from VRAM in pre-copy or not;
