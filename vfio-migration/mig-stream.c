@@ -443,9 +443,10 @@ struct mig_dec {
     bool seen_postcopy;  /* a POSTCOPY was accepted */
     int failed;          /* sticky -errno */
     struct vg_error error;
-    /* A version 2 PAGES record that arrived whole in one chunk: its page
-     * data, read in place there (NULL: they follow the run header in
-     * @rec). */
+    /* A record that arrived whole in one chunk, read in place there
+     * (NULL: all of it is in @rec): a version 2 PAGES record's page data,
+     * after its headers in @rec, or a PAGE_PIECES record's payload, after
+     * its record header. */
     const uint8_t *data_at;
     uint64_t in_place; /* page data bytes read so */
     bool placed;       /* ...at their place in VRAM (mig_dec_feed_placed) */
@@ -713,6 +714,20 @@ static bool hashed_pages(const struct mig_dec *dec)
 {
     return (dec->version >= 2 && vg_get_le16(dec->rec) == MIG_REC_PAGES) ||
            is_listed(dec);
+}
+
+/* Bytes of the record in @rec before what may be read in place, where it
+ * arrives whole in one chunk: a version 2 PAGES record's headers, a
+ * PAGE_PIECES record's header; 0 for a record read whole into @rec. */
+static size_t in_place_from(const struct mig_dec *dec)
+{
+    if (dec->want == MIG_REC_HDR_SIZE) {
+        return 0;
+    }
+    if (hashed_pages(dec)) {
+        return headers_size(dec);
+    }
+    return vg_get_le16(dec->rec) == MIG_REC_PAGE_PIECES ? MIG_REC_HDR_SIZE : 0;
 }
 
 /* The page data of the PAGES record whose payload is @p. */
@@ -1035,8 +1050,8 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
     return 0;
 }
 
-/* The record's share of the stream digest. */
-static void dec_digest(struct mig_dec *dec)
+/* The record's share of the stream digest, its payload at @p. */
+static void dec_digest(struct mig_dec *dec, const uint8_t *p)
 {
     if (is_listed(dec)) {
         XXH3_64bits_update(dec->digest, dec->rec, headers_size(dec));
@@ -1045,14 +1060,17 @@ static void dec_digest(struct mig_dec *dec)
         XXH3_64bits_update(dec->digest, dec->hash_le,
                            (size_t)vg_get_le32(dec->rec + 24) * 8);
     } else if (vg_get_le16(dec->rec) != MIG_REC_END) {
-        XXH3_64bits_update(dec->digest, dec->rec, dec->want);
+        XXH3_64bits_update(dec->digest, dec->rec, MIG_REC_HDR_SIZE);
+        XXH3_64bits_update(dec->digest, p, dec->want - MIG_REC_HDR_SIZE);
     }
 }
 
 /* A whole record is in: verify its checksum, apply it, move on. */
 static int dec_record(struct mig_dec *dec)
 {
-    const uint8_t *p = dec->rec + MIG_REC_HDR_SIZE;
+    const uint8_t *p = dec->data_at && !hashed_pages(dec)
+                           ? dec->data_at
+                           : dec->rec + MIG_REC_HDR_SIZE;
     uint32_t len = (uint32_t)(dec->want - MIG_REC_HDR_SIZE);
     uint64_t sum = 0;
     int ret;
@@ -1073,7 +1091,7 @@ static int dec_record(struct mig_dec *dec)
     if (ret < 0) {
         return ret;
     }
-    dec_digest(dec);
+    dec_digest(dec, p);
     dec->offset += dec->want;
     dec->index++;
     dec->have = 0;
@@ -1082,15 +1100,14 @@ static int dec_record(struct mig_dec *dec)
 }
 
 /* Bytes to copy into @rec next, of @len at hand: up to the record's end,
- * but a version 2 PAGES record stops after its run header, so that its
- * page data can be read in place if they are all at hand. */
+ * but one that may be read in place stops before that part
+ * (in_place_from()), so that it is read there if all of it is at hand. */
 static size_t dec_take(const struct mig_dec *dec, size_t len)
 {
-    size_t stop = dec->want;
+    size_t stop = dec->want, from = in_place_from(dec);
 
-    if (dec->want > MIG_REC_HDR_SIZE && hashed_pages(dec) &&
-        dec->have < headers_size(dec)) {
-        stop = headers_size(dec);
+    if (from && dec->have < from) {
+        stop = from;
     }
     return stop - dec->have < len ? stop - dec->have : len;
 }
@@ -1114,10 +1131,11 @@ int mig_dec_feed(struct mig_dec *dec, const void *data, size_t len,
         if (dec->have == MIG_REC_HDR_SIZE && dec->want == MIG_REC_HDR_SIZE) {
             dec_rec_header(dec);
         }
-        if (!dec->failed && dec->want > MIG_REC_HDR_SIZE && hashed_pages(dec) &&
-            dec->have == headers_size(dec) && len >= dec->want - dec->have) {
+        if (!dec->failed && in_place_from(dec) &&
+            dec->have == in_place_from(dec) && len >= dec->want - dec->have) {
             dec->data_at = in; /* the whole record is at hand */
-            dec->in_place += dec->want - dec->have;
+            dec->in_place += dec->want - dec->have -
+                             (hashed_pages(dec) ? 0 : MIG_PIECES_HDR_SIZE);
             in += dec->want - dec->have;
             len -= dec->want - dec->have;
             dec->have = dec->want;

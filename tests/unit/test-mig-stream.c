@@ -135,7 +135,8 @@ struct dst {
     /* POSTCOPY records received (none without a postcopy sink). */
     bool no_postcopy_sink;
     bool no_pieces_sink;
-    unsigned pieces_hashed; /* pages the pieces sink hashed */
+    unsigned pieces_hashed;   /* pages the pieces sink hashed */
+    unsigned pieces_in_place; /* records whose pieces were in the chunk */
     unsigned postcopies;
     struct mig_postcopy_info pc;
 };
@@ -227,6 +228,7 @@ static int dst_pieces(void *o, uint64_t page, uint64_t mask,
 
     g_assert_cmpuint(page, <, NPAGES);
     g_assert_cmpuint(piece_size, ==, PAGE / MIG_PAGE_PIECES);
+    d->pieces_in_place += data >= d->chunk && data < d->chunk + d->chunk_len;
     for (; mask; mask &= mask - 1) {
         memcpy(d->vram + page * PAGE +
                    (size_t)__builtin_ctzll(mask) * piece_size,
@@ -277,6 +279,7 @@ static int decode(const struct mig_stream_config *c, const uint8_t *data,
     memset(d->vram, 0xee, VRAM);
     d->version = 0;
     d->hashed = d->unhashed = d->in_place = d->sink_hashed = 0;
+    d->pieces_in_place = 0;
     d->written_first = d->confirmed = 0;
     d->postcopies = 0;
     g_assert_cmpint(mig_dec_new(c, &sink, &dec, err), ==, 0);
@@ -1282,23 +1285,29 @@ static void pieces_expected(void)
     memcpy(want + 7 * PAGE + 3 * piece, pieces_src + 3 * piece, piece);
 }
 
-/* Decode @b (then_pieces() after the listed pages) whole, in random
- * chunks and in chunks of 21 and 35 bytes, the sink writing pages first
- * or not: the pages are pieces_want, and the pieces sink hashed
- * @hashed pages (the stale ones). */
+/* Decode @b (then_pieces() after the listed pages) in random chunks, in
+ * chunks of 14 to 35 bytes and whole, the sink writing pages first or
+ * not: the pages are pieces_want, and the pieces sink hashed @hashed
+ * pages (the stale ones).  Whole, both records' pieces are read where
+ * they arrived; in chunks smaller than a record, from the decoder's
+ * copy. */
 static void decode_pieces(const struct sb *b, unsigned hashed)
 {
     static struct dst d;
     struct vg_error err;
 
-    for (unsigned k = 0; k < 6; k++) {
+    for (unsigned k = 0; k < 8; k++) {
+        size_t chunk = k < 2 ? 0 : k < 6 ? 7 * k : b->len;
+
         d.writes_first = k % 2;
         d.pieces_hashed = 0;
-        g_assert_cmpint(
-            decode(&cfg, b->data, b->len, k < 2 ? 0 : 7 * k, &d, &err), ==, 0);
+        g_assert_cmpint(decode(&cfg, b->data, b->len, chunk, &d, &err), ==, 0);
         g_assert_cmpmem(d.vram + 40 * PAGE, sizeof(pieces_want), pieces_want,
                         sizeof(pieces_want));
         g_assert_cmpuint(d.pieces_hashed, ==, hashed);
+        if (k >= 2) {
+            g_assert_cmpuint(d.pieces_in_place, ==, k < 6 ? 0 : 2);
+        }
     }
 }
 
@@ -1324,6 +1333,9 @@ static void test_pieces(const void *opaque)
                      48 + 32 + 16 * (8 + PAGE) + 40 + 4 * (PAGE / 64) + 40 +
                          PAGE / 64 + 20 + 40);
     decode_pieces(&b, 0);
+    /* a byte of the last record's pieces changed, in place or not */
+    b.data[b.len - 40 - 20 - 1] ^= 0x10;
+    expect_fail(&cfg, &b, EBADMSG, "PAGE_PIECES record #3 at offset");
     sb_fini(&b);
     /* page 45 torn where the pieces go (piece 1) */
     memcpy(torn_pages, listed_pages, sizeof(torn_pages));
