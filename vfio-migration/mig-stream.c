@@ -445,8 +445,8 @@ struct mig_dec {
     struct vg_error error;
     /* A record that arrived whole in one chunk, read in place there
      * (NULL: all of it is in @rec): a version 2 PAGES record's page data,
-     * after its headers in @rec, or a PAGE_PIECES record's payload, after
-     * its record header. */
+     * after its headers in @rec, or a PAGE_PIECES record's payload, whose
+     * own header is copied into @rec too, for what the decoder checks. */
     const uint8_t *data_at;
     uint64_t in_place; /* page data bytes read so */
     bool placed;       /* ...at their place in VRAM (mig_dec_feed_placed) */
@@ -718,7 +718,8 @@ static bool hashed_pages(const struct mig_dec *dec)
 
 /* Bytes of the record in @rec before what may be read in place, where it
  * arrives whole in one chunk: a version 2 PAGES record's headers, a
- * PAGE_PIECES record's header; 0 for a record read whole into @rec. */
+ * PAGE_PIECES record's record header; 0 for a record read whole into
+ * @rec. */
 static size_t in_place_from(const struct mig_dec *dec)
 {
     if (dec->want == MIG_REC_HDR_SIZE) {
@@ -728,6 +729,20 @@ static size_t in_place_from(const struct mig_dec *dec)
         return headers_size(dec);
     }
     return vg_get_le16(dec->rec) == MIG_REC_PAGE_PIECES ? MIG_REC_HDR_SIZE : 0;
+}
+
+/* The payload, @p in @rec, of a record other than a version 2 PAGES one,
+ * as the checksum and digest take it: where it arrived, if it was read in
+ * place.  What the decoder checks comes from @rec. */
+static const uint8_t *payload(const struct mig_dec *dec, const uint8_t *p)
+{
+    return dec->data_at ? dec->data_at : p;
+}
+
+/* The pieces of the PAGE_PIECES record whose payload is @p in @rec. */
+static const uint8_t *pieces_data(const struct mig_dec *dec, const uint8_t *p)
+{
+    return payload(dec, p) + MIG_PIECES_HDR_SIZE;
 }
 
 /* The page data of the PAGES record whose payload is @p. */
@@ -843,8 +858,7 @@ static int dec_pieces(struct mig_dec *dec, const uint8_t *p, uint32_t len)
     if (ret == 0) {
         ret = dec->sink.pieces(dec->sink.opaque, page, vg_get_le64(p + 8),
                                dec->cfg.page_size / MIG_PAGE_PIECES,
-                               p + MIG_PIECES_HDR_SIZE, stale ? &hash : NULL,
-                               &se);
+                               pieces_data(dec, p), stale ? &hash : NULL, &se);
         ret = ret < 0 ? dec_sink_failed(dec, ret, &se) : 0;
     }
     if (ret == 0 && stale && hash != listed) {
@@ -1007,7 +1021,7 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
     uint32_t count;
 
     if (!hashed_pages(dec)) {
-        *sum = mig_rec_checksum(dec->rec, p, len);
+        *sum = mig_rec_checksum(dec->rec, payload(dec, p), len);
         return 0;
     }
     if (pages_shape(dec, p, len) < 0) {
@@ -1050,8 +1064,8 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
     return 0;
 }
 
-/* The record's share of the stream digest, its payload at @p. */
-static void dec_digest(struct mig_dec *dec, const uint8_t *p)
+/* The record's share of the stream digest. */
+static void dec_digest(struct mig_dec *dec)
 {
     if (is_listed(dec)) {
         XXH3_64bits_update(dec->digest, dec->rec, headers_size(dec));
@@ -1061,16 +1075,16 @@ static void dec_digest(struct mig_dec *dec, const uint8_t *p)
                            (size_t)vg_get_le32(dec->rec + 24) * 8);
     } else if (vg_get_le16(dec->rec) != MIG_REC_END) {
         XXH3_64bits_update(dec->digest, dec->rec, MIG_REC_HDR_SIZE);
-        XXH3_64bits_update(dec->digest, p, dec->want - MIG_REC_HDR_SIZE);
+        XXH3_64bits_update(dec->digest,
+                           payload(dec, dec->rec + MIG_REC_HDR_SIZE),
+                           dec->want - MIG_REC_HDR_SIZE);
     }
 }
 
 /* A whole record is in: verify its checksum, apply it, move on. */
 static int dec_record(struct mig_dec *dec)
 {
-    const uint8_t *p = dec->data_at && !hashed_pages(dec)
-                           ? dec->data_at
-                           : dec->rec + MIG_REC_HDR_SIZE;
+    const uint8_t *p = dec->rec + MIG_REC_HDR_SIZE;
     uint32_t len = (uint32_t)(dec->want - MIG_REC_HDR_SIZE);
     uint64_t sum = 0;
     int ret;
@@ -1091,7 +1105,7 @@ static int dec_record(struct mig_dec *dec)
     if (ret < 0) {
         return ret;
     }
-    dec_digest(dec, p);
+    dec_digest(dec);
     dec->offset += dec->want;
     dec->index++;
     dec->have = 0;
@@ -1133,7 +1147,10 @@ int mig_dec_feed(struct mig_dec *dec, const void *data, size_t len,
         }
         if (!dec->failed && in_place_from(dec) &&
             dec->have == in_place_from(dec) && len >= dec->want - dec->have) {
-            dec->data_at = in; /* the whole record is at hand */
+            dec->data_at = in;        /* the whole record is at hand */
+            if (!hashed_pages(dec)) { /* PAGE_PIECES: its header, checked */
+                memcpy(dec->rec + dec->have, in, MIG_PIECES_HDR_SIZE);
+            }
             dec->in_place += dec->want - dec->have -
                              (hashed_pages(dec) ? 0 : MIG_PIECES_HDR_SIZE);
             in += dec->want - dec->have;

@@ -109,7 +109,8 @@ struct mig_stats {
     double data_copy_ms;
     uint64_t shm_bytes;      /* of those, through the shared area (data_shm) */
     uint64_t in_place_bytes; /* page data loaded without a copy (version 2
-                                records whole in one write) */
+                                PAGES and PAGE_PIECES records whole in
+                                one write) */
     uint64_t vram_piece_bytes; /* read or written as pieces of VRAM
                                   (mig_read_pieces, mig_write_pieces), not
                                   copied by the server */
