@@ -7,18 +7,45 @@
 #include <endian.h>
 #include <xxhash.h>
 
-vg_hash_fn vg_hash_avx2;
-vg_hash_fn vg_hash_avx512;
+#define DECLARE_IMPL(unit)                                                     \
+    vg_hash_fn vg_hash_##unit;                                                 \
+    void vg_digest_reset_##unit(void *state, uint64_t seed);                   \
+    void vg_digest_update_##unit(void *state, const void *data, size_t len);   \
+    uint64_t vg_digest_value_##unit(const void *state)
+#define IMPL(unit)                                                             \
+    {                                                                          \
+#unit, vg_hash_##unit, vg_digest_reset_##unit,                         \
+            vg_digest_update_##unit, vg_digest_value_##unit, false             \
+    }
+
+DECLARE_IMPL(avx2);
+DECLARE_IMPL(avx512);
 
 static uint64_t hash_sse2(const void *data, size_t len, uint64_t seed)
 {
     return XXH3_64bits_withSeed(data, len, seed);
 }
 
+static void digest_reset_sse2(void *state, uint64_t seed)
+{
+    XXH3_64bits_reset_withSeed(state, seed);
+}
+
+static void digest_update_sse2(void *state, const void *data, size_t len)
+{
+    XXH3_64bits_update(state, data, len);
+}
+
+static uint64_t digest_value_sse2(const void *state)
+{
+    return XXH3_64bits_digest(state);
+}
+
 static struct vg_hash_impl impls[] = {
-    {"avx512", vg_hash_avx512, false},
-    {"avx2", vg_hash_avx2, false},
-    {"sse2", hash_sse2, true},
+    IMPL(avx512),
+    IMPL(avx2),
+    {"sse2", hash_sse2, digest_reset_sse2, digest_update_sse2,
+     digest_value_sse2, true},
 };
 
 static const struct vg_hash_impl *chosen = &impls[2];
@@ -42,6 +69,39 @@ __attribute__((constructor)) static void choose(void)
 uint64_t vg_hash(const void *data, size_t len, uint64_t seed)
 {
     return chosen->fn(data, len, seed);
+}
+
+/* A struct vg_digest is an XXH3_state_t, libxxhash's allocation (aligned
+ * as the state wants); the implementations share its layout, the same
+ * header's. */
+struct vg_digest *vg_digest_new(void)
+{
+    XXH3_state_t *st = XXH3_createState();
+
+    if (st) {
+        chosen->digest_reset(st, 0);
+    }
+    return (struct vg_digest *)st;
+}
+
+void vg_digest_free(struct vg_digest *d)
+{
+    XXH3_freeState((XXH3_state_t *)d);
+}
+
+void vg_digest_reset(struct vg_digest *d, uint64_t seed)
+{
+    chosen->digest_reset(d, seed);
+}
+
+void vg_digest_update(struct vg_digest *d, const void *data, size_t len)
+{
+    chosen->digest_update(d, data, len);
+}
+
+uint64_t vg_digest_value(const struct vg_digest *d)
+{
+    return chosen->digest_value(d);
 }
 
 unsigned vg_hash_tree_pieces(size_t len)

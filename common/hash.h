@@ -37,10 +37,29 @@ uint64_t vg_hash_tree(const void *page, size_t len, uint64_t seed,
 uint64_t vg_hash_tree_join(const uint64_t *piece_hash, unsigned n,
                            uint64_t seed);
 
-/* One implementation built in; usable says whether this CPU runs it. */
+/*
+ * A running XXH3-64 of bytes fed in any pieces (the stream's digest, a
+ * checksum over parts of a record): vg_digest_value() is exactly
+ * XXH3_64bits_withSeed() of all that vg_digest_update() fed since
+ * vg_digest_reset(), on vg_hash()'s implementation (libxxhash's own
+ * streaming code runs at about half the speed).  vg_digest_new() returns
+ * one reset with seed 0, NULL if out of memory.
+ */
+struct vg_digest;
+struct vg_digest *vg_digest_new(void);
+void vg_digest_free(struct vg_digest *d);
+void vg_digest_reset(struct vg_digest *d, uint64_t seed);
+void vg_digest_update(struct vg_digest *d, const void *data, size_t len);
+uint64_t vg_digest_value(const struct vg_digest *d);
+
+/* One implementation built in; usable says whether this CPU runs it.
+ * The digest functions take an XXH3_state_t. */
 struct vg_hash_impl {
     const char *name; /* "avx512", "avx2" or "sse2" (libxxhash) */
     vg_hash_fn *fn;
+    void (*digest_reset)(void *state, uint64_t seed);
+    void (*digest_update)(void *state, const void *data, size_t len);
+    uint64_t (*digest_value)(const void *state);
     bool usable;
 };
 

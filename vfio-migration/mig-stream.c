@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 /* A PAGES record's headers: record header and run header. */
 #define RUN_HEADERS_SIZE (MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE)
@@ -175,8 +174,8 @@ static void page_hashes(uint32_t version, const uint8_t *data, uint32_t count,
 }
 
 struct mig_enc {
-    XXH3_state_t *digest;
-    XXH3_state_t *check; /* a record's checksum over pieces */
+    struct vg_digest *digest;
+    struct vg_digest *check; /* a record's checksum over pieces */
     uint64_t bytes;
     uint64_t records;
     uint32_t page_size;
@@ -198,14 +197,13 @@ int mig_enc_new(uint32_t version, uint32_t page_size, struct mig_enc **out,
     }
     enc = calloc(1, sizeof(*enc));
     if (enc) {
-        enc->digest = XXH3_createState();
-        enc->check = XXH3_createState();
+        enc->digest = vg_digest_new();
+        enc->check = vg_digest_new();
     }
     if (!enc || !enc->digest || !enc->check) {
         mig_enc_free(enc);
         return vg_error_set(err, ENOMEM, "stream encoder");
     }
-    XXH3_64bits_reset(enc->digest);
     enc->page_size = page_size;
     enc->version = version;
     *out = enc;
@@ -215,8 +213,8 @@ int mig_enc_new(uint32_t version, uint32_t page_size, struct mig_enc **out,
 void mig_enc_free(struct mig_enc *enc)
 {
     if (enc) {
-        XXH3_freeState(enc->digest);
-        XXH3_freeState(enc->check);
+        vg_digest_free(enc->digest);
+        vg_digest_free(enc->check);
         free(enc);
     }
 }
@@ -244,7 +242,7 @@ static size_t rec_seal(struct mig_enc *enc, uint8_t *buf, uint16_t type,
     rec_head(buf, type, len);
     vg_put_le64(buf + 8, mig_rec_checksum(buf, buf + MIG_REC_HDR_SIZE, len));
     if (type != MIG_REC_END) {
-        XXH3_64bits_update(enc->digest, buf, size);
+        vg_digest_update(enc->digest, buf, size);
     }
     enc->bytes += size;
     enc->records++;
@@ -296,12 +294,12 @@ static void pages_seal(struct mig_enc *enc, uint8_t *buf, const uint8_t *data,
         body_len = (size_t)count * 8;
     }
     rec_head(buf, MIG_REC_PAGES, MIG_RUN_HDR_SIZE + n);
-    XXH3_64bits_reset_withSeed(enc->check, vg_get_le64(buf));
-    XXH3_64bits_update(enc->check, buf + MIG_REC_HDR_SIZE, MIG_RUN_HDR_SIZE);
-    XXH3_64bits_update(enc->check, body, body_len);
-    vg_put_le64(buf + 8, XXH3_64bits_digest(enc->check));
-    XXH3_64bits_update(enc->digest, buf, RUN_HEADERS_SIZE);
-    XXH3_64bits_update(enc->digest, body, body_len);
+    vg_digest_reset(enc->check, vg_get_le64(buf));
+    vg_digest_update(enc->check, buf + MIG_REC_HDR_SIZE, MIG_RUN_HDR_SIZE);
+    vg_digest_update(enc->check, body, body_len);
+    vg_put_le64(buf + 8, vg_digest_value(enc->check));
+    vg_digest_update(enc->digest, buf, RUN_HEADERS_SIZE);
+    vg_digest_update(enc->digest, body, body_len);
     enc->bytes += RUN_HEADERS_SIZE + n;
     enc->records++;
 }
@@ -352,7 +350,7 @@ size_t mig_enc_pages_listed_ref(struct mig_enc *enc, uint64_t first,
              MIG_RUN_HDR_SIZE + list + count * enc->page_size);
     buf[2] = may_be_stale ? MIG_LISTED_MAY_BE_STALE : 0;
     vg_put_le64(buf + 8, mig_rec_checksum(buf, run, MIG_RUN_HDR_SIZE + list));
-    XXH3_64bits_update(enc->digest, buf, RUN_HEADERS_SIZE + list);
+    vg_digest_update(enc->digest, buf, RUN_HEADERS_SIZE + list);
     enc->bytes += RUN_HEADERS_SIZE + list + (size_t)count * enc->page_size;
     enc->records++;
     return RUN_HEADERS_SIZE + list;
@@ -387,7 +385,7 @@ size_t mig_enc_page_pieces(struct mig_enc *enc, uint64_t page, uint64_t mask,
     rec_head(buf, MIG_REC_PAGE_PIECES, (uint32_t)(at - p));
     buf[2] = hashed ? MIG_PIECES_HASHED : 0;
     vg_put_le64(buf + 8, mig_rec_checksum(buf, p, (uint32_t)(at - p)));
-    XXH3_64bits_update(enc->digest, buf, (size_t)(at - buf));
+    vg_digest_update(enc->digest, buf, (size_t)(at - buf));
     enc->bytes += (size_t)(at - buf);
     enc->records++;
     return (size_t)(at - buf);
@@ -417,7 +415,7 @@ size_t mig_enc_end(struct mig_enc *enc, uint8_t *buf)
 {
     uint8_t *p = buf + MIG_REC_HDR_SIZE;
 
-    vg_put_le64(p, XXH3_64bits_digest(enc->digest));
+    vg_put_le64(p, vg_digest_value(enc->digest));
     vg_put_le64(p + 8, enc->bytes);
     vg_put_le64(p + 16, enc->records);
     return rec_seal(enc, buf, MIG_REC_END, MIG_END_SIZE);
@@ -429,19 +427,19 @@ struct mig_dec {
     struct mig_stream_config cfg;
     struct mig_dec_sink sink;
     uint64_t npages;
-    XXH3_state_t *digest;
-    XXH3_state_t *check; /* a version 2 PAGES record's checksum */
-    uint8_t *rec;        /* the record being received (MIG_REC_MAX) */
-    size_t have;         /* bytes of it received */
-    size_t want;         /* its size: header, then header + payload */
-    uint64_t offset;     /* stream offset of the record */
-    uint64_t index;      /* its index (0 = first record) */
-    uint32_t version;    /* the HEADER's, once accepted */
-    bool seen_header;    /* a HEADER was accepted */
-    bool seen_state;     /* a DEVICE_STATE was accepted */
-    bool seen_end;       /* an END was accepted */
-    bool seen_postcopy;  /* a POSTCOPY was accepted */
-    int failed;          /* sticky -errno */
+    struct vg_digest *digest;
+    struct vg_digest *check; /* a version 2 PAGES record's checksum */
+    uint8_t *rec;            /* the record being received (MIG_REC_MAX) */
+    size_t have;             /* bytes of it received */
+    size_t want;             /* its size: header, then header + payload */
+    uint64_t offset;         /* stream offset of the record */
+    uint64_t index;          /* its index (0 = first record) */
+    uint32_t version;        /* the HEADER's, once accepted */
+    bool seen_header;        /* a HEADER was accepted */
+    bool seen_state;         /* a DEVICE_STATE was accepted */
+    bool seen_end;           /* an END was accepted */
+    bool seen_postcopy;      /* a POSTCOPY was accepted */
+    int failed;              /* sticky -errno */
     struct vg_error error;
     /* A record that arrived whole in one chunk, read in place there
      * (NULL: all of it is in @rec): a version 2 PAGES record's page data,
@@ -480,14 +478,13 @@ int mig_dec_new(const struct mig_stream_config *cfg,
     dec = calloc(1, sizeof(*dec));
     if (dec) {
         dec->rec = malloc(MIG_REC_MAX);
-        dec->digest = XXH3_createState();
-        dec->check = XXH3_createState();
+        dec->digest = vg_digest_new();
+        dec->check = vg_digest_new();
     }
     if (!dec || !dec->rec || !dec->digest || !dec->check) {
         mig_dec_free(dec);
         return vg_error_set(err, ENOMEM, "stream decoder");
     }
-    XXH3_64bits_reset(dec->digest);
     dec->cfg = *cfg;
     dec->sink = *sink;
     dec->npages = cfg->vram_size / ps;
@@ -499,8 +496,8 @@ int mig_dec_new(const struct mig_stream_config *cfg,
 void mig_dec_free(struct mig_dec *dec)
 {
     if (dec) {
-        XXH3_freeState(dec->digest);
-        XXH3_freeState(dec->check);
+        vg_digest_free(dec->digest);
+        vg_digest_free(dec->check);
         free(dec->rec);
         free(dec->brought);
         free(dec->stale);
@@ -957,7 +954,7 @@ static int dec_postcopy(struct mig_dec *dec, const uint8_t *p)
 
 static int dec_end(struct mig_dec *dec, const uint8_t *p)
 {
-    uint64_t digest = XXH3_64bits_digest(dec->digest);
+    uint64_t digest = vg_digest_value(dec->digest);
 
     uint64_t first_stale, stale = mig_dec_stale_pages(dec, &first_stale);
 
@@ -1054,13 +1051,13 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
                     dec->hash_le, dec->hashes);
     }
     dec->written = dec->written || dec->placed;
-    XXH3_64bits_reset_withSeed(dec->check, vg_get_le64(dec->rec));
-    XXH3_64bits_update(dec->check, p, MIG_RUN_HDR_SIZE);
+    vg_digest_reset(dec->check, vg_get_le64(dec->rec));
+    vg_digest_update(dec->check, p, MIG_RUN_HDR_SIZE);
     /* A PAGES_LISTED record's checksum covers the hashes it lists. */
-    XXH3_64bits_update(dec->check,
-                       is_listed(dec) ? p + MIG_RUN_HDR_SIZE : dec->hash_le,
-                       (size_t)count * 8);
-    *sum = XXH3_64bits_digest(dec->check);
+    vg_digest_update(dec->check,
+                     is_listed(dec) ? p + MIG_RUN_HDR_SIZE : dec->hash_le,
+                     (size_t)count * 8);
+    *sum = vg_digest_value(dec->check);
     return 0;
 }
 
@@ -1068,16 +1065,15 @@ static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
 static void dec_digest(struct mig_dec *dec)
 {
     if (is_listed(dec)) {
-        XXH3_64bits_update(dec->digest, dec->rec, headers_size(dec));
+        vg_digest_update(dec->digest, dec->rec, headers_size(dec));
     } else if (hashed_pages(dec)) {
-        XXH3_64bits_update(dec->digest, dec->rec, RUN_HEADERS_SIZE);
-        XXH3_64bits_update(dec->digest, dec->hash_le,
-                           (size_t)vg_get_le32(dec->rec + 24) * 8);
+        vg_digest_update(dec->digest, dec->rec, RUN_HEADERS_SIZE);
+        vg_digest_update(dec->digest, dec->hash_le,
+                         (size_t)vg_get_le32(dec->rec + 24) * 8);
     } else if (vg_get_le16(dec->rec) != MIG_REC_END) {
-        XXH3_64bits_update(dec->digest, dec->rec, MIG_REC_HDR_SIZE);
-        XXH3_64bits_update(dec->digest,
-                           payload(dec, dec->rec + MIG_REC_HDR_SIZE),
-                           dec->want - MIG_REC_HDR_SIZE);
+        vg_digest_update(dec->digest, dec->rec, MIG_REC_HDR_SIZE);
+        vg_digest_update(dec->digest, payload(dec, dec->rec + MIG_REC_HDR_SIZE),
+                         dec->want - MIG_REC_HDR_SIZE);
     }
 }
 

@@ -1,7 +1,8 @@
 /*
  * Unit tests of common/hash.c: every implementation this CPU runs gives
  * XXH3_64bits_withSeed()'s result (libxxhash, the reference) for every
- * length class of XXH3 and unaligned data, and vg_hash() uses the widest.
+ * length class of XXH3 and unaligned data, one-shot and running (fed in
+ * pieces), and vg_hash() uses the widest.
  */
 #include <glib.h>
 #include <string.h>
@@ -68,6 +69,72 @@ static void test_equal(void)
     g_assert_cmphex(vg_hash(b, 4096, 7), ==, XXH3_64bits_withSeed(b, 4096, 7));
 }
 
+/* Implementation @im's running hash of @b[0, @len) fed in pieces of the
+ * sizes @cut gives in turn (0: all that is left), with @seed. */
+static uint64_t digest_in_pieces(const struct vg_hash_impl *im,
+                                 const uint8_t *b, size_t len, uint64_t seed,
+                                 const size_t *cut, size_t ncut)
+{
+    XXH3_state_t *st = XXH3_createState();
+    uint64_t v;
+
+    g_assert_nonnull(st);
+    im->digest_reset(st, seed);
+    for (size_t at = 0, i = 0; at < len; i++) {
+        size_t n = cut[i % ncut] ? cut[i % ncut] : len - at;
+
+        n = n < len - at ? n : len - at;
+        im->digest_update(st, b + at, n);
+        at += n;
+    }
+    v = im->digest_value(st);
+    XXH3_freeState(st);
+    return v;
+}
+
+/* Every implementation this CPU runs: the running hash of bytes fed in
+ * pieces of every size class (and an empty one) is libxxhash's one-shot
+ * hash of them; and vg_digest_*() agree, reset to another seed. */
+static void test_digest(void)
+{
+    g_autofree uint8_t *b = random_buf();
+    static const size_t cuts[][4] = {{0},
+                                     {1, 0, 0, 0},
+                                     {7, 300, 1, 0},
+                                     {1023, 1025, 24, 4096},
+                                     {5160, 0, 0, 0},
+                                     {64, 256, 1024, 3}};
+    static const size_t lens[] = {0, 1, 240, 241, 1024, 5000, 65600, BUF};
+    const struct vg_hash_impl *im;
+    struct vg_digest *d;
+    size_t n;
+
+    im = vg_hash_impls(&n);
+    for (size_t i = 0; i < n; i++) {
+        if (!im[i].usable) {
+            continue;
+        }
+        for (size_t c = 0; c < G_N_ELEMENTS(cuts); c++) {
+            for (size_t l = 0; l < G_N_ELEMENTS(lens); l++) {
+                g_assert_cmphex(
+                    digest_in_pieces(&im[i], b + 3, lens[l] - (l == 7 ? 3 : 0),
+                                     c, cuts[c], 4),
+                    ==,
+                    XXH3_64bits_withSeed(b + 3, lens[l] - (l == 7 ? 3 : 0), c));
+            }
+        }
+    }
+    d = vg_digest_new();
+    g_assert_nonnull(d);
+    g_assert_cmphex(vg_digest_value(d), ==, XXH3_64bits(NULL, 0));
+    vg_digest_update(d, b, 100);
+    vg_digest_reset(d, 42);
+    vg_digest_update(d, b, 5000);
+    vg_digest_update(d, b + 5000, 60000);
+    g_assert_cmphex(vg_digest_value(d), ==, XXH3_64bits_withSeed(b, 65000, 42));
+    vg_digest_free(d);
+}
+
 static void test_widest_chosen(void)
 {
     const struct vg_hash_impl *im;
@@ -125,6 +192,7 @@ static void test_tree(void)
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/hash/digest", test_digest);
     g_test_add_func("/hash/equal", test_equal);
     g_test_add_func("/hash/widest-chosen", test_widest_chosen);
     g_test_add_func("/hash/tree", test_tree);
