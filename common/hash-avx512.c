@@ -5,29 +5,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "hash.h"
+#include "hash-impl.h"
 
-vg_hash_fn vg_hash_avx512;
-void vg_digest_reset_avx512(void *state, uint64_t seed);
-void vg_digest_update_avx512(void *state, const void *data, size_t len);
-uint64_t vg_digest_value_avx512(const void *state);
-
-uint64_t vg_hash_avx512(const void *data, size_t len, uint64_t seed)
-{
-    return XXH3_64bits_withSeed(data, len, seed);
-}
-
-void vg_digest_reset_avx512(void *state, uint64_t seed)
-{
-    XXH3_64bits_reset_withSeed(state, seed);
-}
-
-void vg_digest_update_avx512(void *state, const void *data, size_t len)
-{
-    XXH3_64bits_update(state, data, len);
-}
-
-uint64_t vg_digest_value_avx512(const void *state)
-{
-    return XXH3_64bits_digest(state);
-}
+HASH_IMPL_DECLARE(avx512);
+HASH_IMPL_DEFINE(avx512)

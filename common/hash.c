@@ -3,49 +3,20 @@
  * hash-avx512.c, each compiled for its unit alone (Makefile).
  */
 #include "hash.h"
+#include "hash-impl.h"
 
 #include <endian.h>
 #include <xxhash.h>
 
-#define DECLARE_IMPL(unit)                                                     \
-    vg_hash_fn vg_hash_##unit;                                                 \
-    void vg_digest_reset_##unit(void *state, uint64_t seed);                   \
-    void vg_digest_update_##unit(void *state, const void *data, size_t len);   \
-    uint64_t vg_digest_value_##unit(const void *state)
-#define IMPL(unit)                                                             \
-    {                                                                          \
-#unit, vg_hash_##unit, vg_digest_reset_##unit,                         \
-            vg_digest_update_##unit, vg_digest_value_##unit, false             \
-    }
-
-DECLARE_IMPL(avx2);
-DECLARE_IMPL(avx512);
-
-static uint64_t hash_sse2(const void *data, size_t len, uint64_t seed)
-{
-    return XXH3_64bits_withSeed(data, len, seed);
-}
-
-static void digest_reset_sse2(void *state, uint64_t seed)
-{
-    XXH3_64bits_reset_withSeed(state, seed);
-}
-
-static void digest_update_sse2(void *state, const void *data, size_t len)
-{
-    XXH3_64bits_update(state, data, len);
-}
-
-static uint64_t digest_value_sse2(const void *state)
-{
-    return XXH3_64bits_digest(state);
-}
+HASH_IMPL_DECLARE(avx2);
+HASH_IMPL_DECLARE(avx512);
+HASH_IMPL_DECLARE(sse2);
+HASH_IMPL_DEFINE(sse2) /* libxxhash's, built for baseline x86-64 */
 
 static struct vg_hash_impl impls[] = {
-    IMPL(avx512),
-    IMPL(avx2),
-    {"sse2", hash_sse2, digest_reset_sse2, digest_update_sse2,
-     digest_value_sse2, true},
+    HASH_IMPL(avx512),
+    HASH_IMPL(avx2),
+    HASH_IMPL(sse2),
 };
 
 static const struct vg_hash_impl *chosen = &impls[2];
@@ -58,6 +29,7 @@ __attribute__((constructor)) static void choose(void)
     __builtin_cpu_init();
     impls[0].usable = __builtin_cpu_supports("avx512f");
     impls[1].usable = __builtin_cpu_supports("avx2");
+    impls[2].usable = true; /* baseline x86-64 */
     for (size_t i = 0; i < sizeof(impls) / sizeof(impls[0]); i++) {
         if (impls[i].usable) {
             chosen = &impls[i];
