@@ -37,7 +37,7 @@
 
 #define HASH_IMPL(unit)                                                        \
     {                                                                          \
-        #unit, vg_hash_##unit, vg_digest_reset_##unit,                         \
+#unit, vg_hash_##unit, vg_digest_reset_##unit,                         \
             vg_digest_update_##unit, vg_digest_value_##unit, false             \
     }
 

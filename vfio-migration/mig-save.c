@@ -40,6 +40,8 @@
  * many more bytes of whole pages (docs/dirty-tracking.md, "The estimate
  * counts pieces"): QEMU takes the estimate for a time. */
 #define PIECES_RECORD_COST (8u << 10)
+/* PAGE_PIECES records staged at once, on the pool (stage_pieces()). */
+#define PIECES_BATCH 256u
 
 enum save_phase {
     SAVE_PRECOPY,  /* rounds, device running; nothing to read when drained */
@@ -84,14 +86,15 @@ struct mig_save {
     /* ...and, version 5, the hashes of their pages' pieces as each page
      * went (else NULL): a page sent as pieces is hashed from those. */
     struct mig_tree *tree;
-    /* The page hashes of the next pages of the pass that go as pieces
-     * with one, hashed on the pool a batch at a time. */
+    /* Pages of the pass that go as pieces, their records staged a batch
+     * at a time (stage_pieces()): record i at @out + @at[i]. */
     struct {
-        uint64_t page[MIG_HASH_BATCH];
-        uint64_t mask[MIG_HASH_BATCH];
-        uint64_t hash[MIG_HASH_BATCH];
-        unsigned n, next;
-    } pieces_hashed;
+        uint8_t *out;
+        uint64_t page[PIECES_BATCH];
+        uint64_t mask[PIECES_BATCH];
+        uint32_t at[PIECES_BATCH + 1];
+        unsigned n;
+    } pieces_batch;
     bool pieces_epoch;
     bool writes_unseen_once; /* guest CPU writes went unseen meanwhile */
     uint64_t *dirty;         /* an epoch's dirty set */
@@ -550,12 +553,11 @@ static uint64_t round_begin(struct mig *m)
 
 /* ---------------------------------------------------------------- passes */
 
-/* Next page of the pass at or after the cursor and below @limit (a
- * multiple of 64, or npages); @limit if none. */
-static uint64_t pass_next(const struct mig *m, uint64_t limit)
+/* Next page of the pass at or after @i and below @limit (a multiple of
+ * 64, or npages); @limit if none. */
+static uint64_t pass_next_from(const struct mig *m, uint64_t i, uint64_t limit)
 {
     const struct mig_save *s = m->save;
-    uint64_t i = s->cursor;
 
     while (i < limit) {
         uint64_t w = s->pass[i / 64] >> (i % 64);
@@ -566,6 +568,12 @@ static uint64_t pass_next(const struct mig *m, uint64_t limit)
         i = (i / 64 + 1) * 64;
     }
     return limit;
+}
+
+/* The same from the cursor on. */
+static uint64_t pass_next(const struct mig *m, uint64_t limit)
+{
+    return pass_next_from(m, m->save->cursor, limit);
 }
 
 /* Pages below the result may be staged: all of them, except while the
@@ -952,79 +960,85 @@ static bool page_in_pieces(const struct mig *m, uint64_t p)
            mig_written_pass(s->written, p) != MIG_WRITTEN_WHOLE;
 }
 
-/* The next MIG_HASH_BATCH pages of the pass from @p on that go as pieces
- * with their page hash, hashed on the pool. */
-static void pieces_hash_batch(struct mig *m, uint64_t p)
+/* The pages of the pass from @p (one that goes as pieces) on, below
+ * @limit, that go as pieces one after the other, and where each one's
+ * record goes, as many as fit in @room bytes (the first always does,
+ * record_fits()), at most PIECES_BATCH. */
+static void pieces_gather(struct mig *m, uint64_t p, uint64_t limit,
+                          uint32_t room)
 {
     struct mig_save *s = m->save;
+    uint32_t piece = m->scfg.page_size / MIG_PAGE_PIECES, at = 0;
     unsigned n = 0;
 
-    while (p < m->npages && n < MIG_HASH_BATCH) {
-        uint64_t w = s->pass[p / 64] >> (p % 64);
+    while (n < PIECES_BATCH && p < limit && mig_bit(s->pass, p) &&
+           page_in_pieces(m, p)) {
+        uint64_t mask = mig_written_pass(s->written, p);
+        uint32_t size = MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE +
+                        (uint32_t)__builtin_popcountll(mask) * piece;
 
-        if (!w) {
-            p = (p / 64 + 1) * 64;
-            continue;
+        if (n > 0 && size > room - at) {
+            break;
         }
-        p += (uint64_t)__builtin_ctzll(w);
-        if (p < m->npages && page_in_pieces(m, p) &&
-            mig_written_by_ref(s->written, p)) {
-            s->pieces_hashed.mask[n] = mig_written_pass(s->written, p);
-            s->pieces_hashed.page[n++] = p;
-        }
-        p++;
+        s->pieces_batch.page[n] = p;
+        s->pieces_batch.mask[n] = mask;
+        s->pieces_batch.at[n++] = at;
+        at += size;
+        p = p + 1 < limit ? pass_next_from(m, p + 1, limit) : limit;
     }
-    mig_hash_listed(m, s->pool, s->tree, s->pieces_hashed.page,
-                    s->pieces_hashed.mask, n, s->pieces_hashed.hash);
-    s->pieces_hashed.n = n;
-    s->pieces_hashed.next = 0;
+    s->pieces_batch.at[n] = at;
+    s->pieces_batch.n = n;
 }
 
-/* The page hash of page @p of the pass, as it goes as pieces. */
-static uint64_t pieces_page_hash(struct mig *m, uint64_t p, uint64_t mask)
+/* Pool job: the records of pieces_batch's @chunk, each with its page's
+ * hash where the page's last send went from VRAM (it may be stale at the
+ * destination), from its pieces' hashes where they are kept. */
+static void pieces_encode(void *arg, uint64_t chunk)
 {
-    struct mig_save *s = m->save;
-    unsigned i = s->pieces_hashed.next;
-    uint64_t grew;
-
-    while (i < s->pieces_hashed.n && s->pieces_hashed.page[i] < p) {
-        i++;
-    }
-    if (i == s->pieces_hashed.n || s->pieces_hashed.page[i] != p) {
-        pieces_hash_batch(m, p);
-        i = 0;
-    }
-    s->pieces_hashed.next = i + 1;
-    /* A part of the final epoch that joined the pass since the batch may
-     * have added pieces: those are hashed now. */
-    grew = mask & ~s->pieces_hashed.mask[i];
-    if (grew && s->tree) {
-        return mig_tree_rehash(s->tree, p,
-                               vgpu_vram(m->gpu) + p * m->scfg.page_size, grew);
-    }
-    return s->pieces_hashed.hash[i];
-}
-
-/* Stage the PAGE_PIECES record of page @p: the pieces of it written since
- * it went, from VRAM (quiesced), copied into the record; with the page's
- * hash where its last send went from VRAM (it may be stale there). */
-static bool stage_pieces(struct mig *m, uint64_t p)
-{
+    struct mig *m = arg;
     struct mig_save *s = m->save;
     uint32_t ps = m->scfg.page_size;
-    const uint8_t *page = vgpu_vram(m->gpu) + p * ps;
-    uint64_t mask = mig_written_pass(s->written, p);
-    uint64_t bytes =
-        (uint64_t)__builtin_popcountll(mask) * (ps / MIG_PAGE_PIECES);
-    bool hashed = mig_written_by_ref(s->written, p);
-    uint64_t hash = hashed ? pieces_page_hash(m, p, mask) : 0;
+    uint64_t i, end = mig_piece(chunk, ps, s->pieces_batch.n, &i);
 
-    pass_take(m, p, false);
-    s->cursor = p + 1;
-    s->len = mig_enc_page_pieces(s->enc, p, mask, page, hashed, hash, s->rec);
-    m->stats.final_dirty_bytes += bytes;
-    m->stats.pieces_pages++;
-    m->stats.pieces_bytes += bytes;
+    for (; i < end; i++) {
+        uint64_t p = s->pieces_batch.page[i], mask = s->pieces_batch.mask[i];
+        const uint8_t *page = vgpu_vram(m->gpu) + p * ps;
+        bool hashed = mig_written_by_ref(s->written, p);
+        uint64_t hash = !hashed   ? 0
+                        : s->tree ? mig_tree_rehash(s->tree, p, page, mask)
+                                  : mig_page_hash(m, p);
+
+        mig_enc_pieces_record(ps, p, mask, page, hashed, hash,
+                              s->pieces_batch.out + s->pieces_batch.at[i]);
+    }
+}
+
+/* Stage the PAGE_PIECES records of page @p of the pass and of those that
+ * follow it in the pass as pieces, below @limit, as many as fit where the
+ * record goes: the pieces of each written since it went, from VRAM
+ * (quiesced), copied into the record, on the pool. */
+static bool stage_pieces(struct mig *m, uint64_t p, uint64_t limit)
+{
+    struct mig_save *s = m->save;
+    uint32_t piece = m->scfg.page_size / MIG_PAGE_PIECES;
+
+    pieces_gather(m, p, limit, s->room ? s->room : MIG_REC_MAX);
+    s->pieces_batch.out = s->rec;
+    mig_run_pieces(s->pool, m->scfg.page_size, s->pieces_batch.n, pieces_encode,
+                   m);
+    mig_enc_add_records(s->enc, s->rec, s->pieces_batch.at[s->pieces_batch.n],
+                        s->pieces_batch.n);
+    for (unsigned i = 0; i < s->pieces_batch.n; i++) {
+        uint64_t bytes =
+            (uint64_t)__builtin_popcountll(s->pieces_batch.mask[i]) * piece;
+
+        pass_take(m, s->pieces_batch.page[i], false);
+        m->stats.final_dirty_bytes += bytes;
+        m->stats.pieces_pages++;
+        m->stats.pieces_bytes += bytes;
+    }
+    s->cursor = s->pieces_batch.page[s->pieces_batch.n - 1] + 1;
+    s->len = s->pieces_batch.at[s->pieces_batch.n];
     return true;
 }
 
@@ -1048,7 +1062,7 @@ static bool stage_run(struct mig *m)
         return stage_device_run(m, p, limit);
     }
     if (page_in_pieces(m, p)) {
-        return stage_pieces(m, p);
+        return stage_pieces(m, p, limit);
     }
     zero = vram_page_zero(m, p);
     pass_take(m, p, zero);

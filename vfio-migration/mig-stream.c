@@ -368,11 +368,11 @@ size_t mig_enc_zeros(struct mig_enc *enc, uint64_t first, uint64_t count,
     return rec_seal(enc, buf, MIG_REC_ZEROS, MIG_RUN_HDR_SIZE);
 }
 
-size_t mig_enc_page_pieces(struct mig_enc *enc, uint64_t page, uint64_t mask,
-                           const uint8_t *page_data, bool hashed, uint64_t hash,
-                           uint8_t *buf)
+size_t mig_enc_pieces_record(uint32_t page_size, uint64_t page, uint64_t mask,
+                             const uint8_t *page_data, bool hashed,
+                             uint64_t hash, uint8_t *buf)
 {
-    uint32_t piece = enc->page_size / MIG_PAGE_PIECES;
+    uint32_t piece = page_size / MIG_PAGE_PIECES;
     uint8_t *p = buf + MIG_REC_HDR_SIZE, *at = p + MIG_PIECES_HDR_SIZE;
 
     vg_put_le64(p, page);
@@ -385,10 +385,26 @@ size_t mig_enc_page_pieces(struct mig_enc *enc, uint64_t page, uint64_t mask,
     rec_head(buf, MIG_REC_PAGE_PIECES, (uint32_t)(at - p));
     buf[2] = hashed ? MIG_PIECES_HASHED : 0;
     vg_put_le64(buf + 8, mig_rec_checksum(buf, p, (uint32_t)(at - p)));
-    vg_digest_update(enc->digest, buf, (size_t)(at - buf));
-    enc->bytes += (size_t)(at - buf);
-    enc->records++;
     return (size_t)(at - buf);
+}
+
+void mig_enc_add_records(struct mig_enc *enc, const uint8_t *recs, size_t len,
+                         uint64_t n)
+{
+    vg_digest_update(enc->digest, recs, len);
+    enc->bytes += len;
+    enc->records += n;
+}
+
+size_t mig_enc_page_pieces(struct mig_enc *enc, uint64_t page, uint64_t mask,
+                           const uint8_t *page_data, bool hashed, uint64_t hash,
+                           uint8_t *buf)
+{
+    size_t size = mig_enc_pieces_record(enc->page_size, page, mask, page_data,
+                                        hashed, hash, buf);
+
+    mig_enc_add_records(enc, buf, size, 1);
+    return size;
 }
 
 size_t mig_enc_state(struct mig_enc *enc, const void *blob, uint32_t len,

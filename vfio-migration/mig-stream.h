@@ -200,6 +200,15 @@ size_t mig_enc_zeros(struct mig_enc *enc, uint64_t first, uint64_t count,
 size_t mig_enc_page_pieces(struct mig_enc *enc, uint64_t page, uint64_t mask,
                            const uint8_t *page_data, bool hashed, uint64_t hash,
                            uint8_t *buf);
+/* The same in two steps, for records encoded on several threads: the
+ * record alone, for pages of @page_size bytes (any thread; returns its
+ * size), then, in stream order, @n such records lying at @recs, @len bytes
+ * in all, join @enc's stream (its digest and counts). */
+size_t mig_enc_pieces_record(uint32_t page_size, uint64_t page, uint64_t mask,
+                             const uint8_t *page_data, bool hashed,
+                             uint64_t hash, uint8_t *buf);
+void mig_enc_add_records(struct mig_enc *enc, const uint8_t *recs, size_t len,
+                         uint64_t n);
 size_t mig_enc_state(struct mig_enc *enc, const void *blob, uint32_t len,
                      uint8_t *buf);
 size_t mig_enc_postcopy(struct mig_enc *enc,

@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "common/le.h"
 #include "vfio-migration/mig-stream.h"
 #include "vfio-migration/mig.h"
 
@@ -567,6 +568,68 @@ static void test_cpu_pieces_every_page(void)
     vgpu_free(sgpu);
 }
 
+/* PAGE_PIECES records of @stream that carry their page's hash. */
+static uint64_t hashed_pieces_records(const GByteArray *stream)
+{
+    uint64_t n = 0;
+
+    for (size_t off = 0; off + MIG_REC_HDR_SIZE <= stream->len;) {
+        const uint8_t *h = stream->data + off;
+
+        n += vg_get_le16(h) == MIG_REC_PAGE_PIECES &&
+             (vg_get_le16(h + 2) & MIG_PIECES_HASHED);
+        off += MIG_REC_HDR_SIZE + vg_get_le32(h + 4);
+    }
+    return n;
+}
+
+/* The guest CPU writes a few bytes into four pages of every five after
+ * round 0 (read as copies, @data 0, or as at most that many pieces a
+ * read: from VRAM, so that the pieces of every page that went so carry
+ * its page hash) and
+ * all of every fifth: stop-copy, in reads of 64 KiB and 7 bytes, stages
+ * the pieces' records a batch at a time between the whole pages, as
+ * many as a read's room holds, and the destination ends up with the
+ * source's VRAM and checksums. */
+static void test_cpu_pieces_mixed(gconstpointer data)
+{
+    unsigned max = GPOINTER_TO_UINT(data);
+    static const uint32_t writes[] = {1u << 20, 65536 + 7};
+    const uint32_t size = 65536 + 7;
+    struct vgpu *sgpu;
+    struct mig *src = logged_source(&sgpu);
+    g_autoptr(GByteArray) stream = g_byte_array_new();
+    struct mig_stats ss;
+    uint64_t whole = (PAGES + 4) / 5, listed = 0;
+
+    read_now(src, sgpu, max, stream);
+    for (uint64_t p = 0; p < PAGES; p++) {
+        if (p % 5 == 0) {
+            cpu_write_logged(src, sgpu, p * PAGE, PAGE);
+        } else {
+            cpu_write_logged(src, sgpu, p * PAGE + (p * 4099) % (PAGE - 8), 8);
+            listed += p % 7 != 0; /* fill()'s zero pages went as ZEROS */
+        }
+    }
+    set_state(src, MIG_STATE_STOP_COPY);
+    if (max) {
+        read_pieces_out(src, sgpu, size, max, stream);
+    } else {
+        read_out(src, size, stream);
+    }
+    set_state(src, MIG_STATE_STOP);
+    mig_idle(src, true);
+    mig_get_stats(src, &ss);
+    g_assert_cmpuint(ss.pieces_pages, ==, PAGES - whole);
+    g_assert_cmpuint(ss.final_dirty_bytes, ==,
+                     ss.pieces_bytes + whole * (uint64_t)PAGE);
+    g_assert_cmpuint(ss.pieces_bytes, >=, (PAGES - whole) * 4096);
+    g_assert_cmpuint(hashed_pieces_records(stream), ==, max ? listed : 0);
+    load_equal(src, sgpu, stream, 2, writes, G_N_ELEMENTS(writes));
+    mig_free(src);
+    vgpu_free(sgpu);
+}
+
 /* Too little room for the pieces of one record is refused. */
 static void test_pieces_room(void)
 {
@@ -777,6 +840,10 @@ int main(int argc, char **argv)
                          GUINT_TO_POINTER(64), test_cpu_pieces);
     g_test_add_func("/mig/load/cpu-pieces/every-page",
                     test_cpu_pieces_every_page);
+    g_test_add_data_func("/mig/load/cpu-pieces/mixed", GUINT_TO_POINTER(0),
+                         test_cpu_pieces_mixed);
+    g_test_add_data_func("/mig/load/cpu-pieces/mixed/read-pieces",
+                         GUINT_TO_POINTER(64), test_cpu_pieces_mixed);
     g_test_add_data_func("/mig/load/listed-torn/unlogged", GUINT_TO_POINTER(0),
                          test_listed_torn);
     g_test_add_data_func("/mig/load/write-pieces", GUINT_TO_POINTER(0),
