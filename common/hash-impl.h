@@ -37,8 +37,10 @@
 
 #define HASH_IMPL(unit)                                                        \
     {                                                                          \
-#unit, vg_hash_##unit, vg_digest_reset_##unit,                         \
-            vg_digest_update_##unit, vg_digest_value_##unit, false             \
+        .name = #unit, .fn = vg_hash_##unit,                                   \
+        .digest_reset = vg_digest_reset_##unit,                                \
+        .digest_update = vg_digest_update_##unit,                              \
+        .digest_value = vg_digest_value_##unit                                 \
     }
 
 #endif
