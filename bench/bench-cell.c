@@ -362,9 +362,16 @@ static int setup_workload(struct run *r, struct vg_error *err)
 
 /* The guest CPU writer of the cpu-writes workloads, started with the
  * migration: light (4-byte writes anywhere) or heavy. */
+/* The guest CPU writer of a cpu-writes or cpu-heavy cell.  A post-copy
+ * cell's writes go one at a time: after its switchover the source's VRAM
+ * is served to the destination page by page while the writes in flight
+ * at the stop may still land there, so the destination may hold any of
+ * them, not a prefix (qclient/cpu-writer.h); with one in flight it holds
+ * it or not. */
 static int start_cpu_writer(struct run *r, struct vg_error *err)
 {
     bool heavy = r->c->wl == WL_CPU_HEAVY;
+    uint32_t batch = modes[r->c->mode].postcopy ? 1 : heavy ? 256 : 16;
     struct vg_cpu_writer_opts wo = {
         .qt = r->d->gpu.qt,
         .qmp = r->src.qemu->qmp,
@@ -377,7 +384,7 @@ static int start_cpu_writer(struct run *r, struct vg_error *err)
         .hot_bytes = heavy ? HEAVY_HOT : 0,
         .hot_percent = heavy ? HEAVY_HOT_PCT : 0,
         .straddle_percent = heavy ? HEAVY_STRADDLE : 0,
-        .batch = heavy ? 256 : 16,
+        .batch = batch,
         .seed = 0x76676d67u ^ r->c->vram,
     };
 

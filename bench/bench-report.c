@@ -1088,10 +1088,12 @@ static void md_method(GString *s, const struct bench_opts *o)
         "writes per second asked for, of 8 to 64 bytes, %u%% in a 4 MiB "
         "hot set and the rest anywhere, %u%% across a 64 KiB page "
         "boundary; pipelined qtest writes, so the rate achieved is lower "
-        "and reported below).  The CPU writers record every write "
-        "against QEMU's STOP event (qclient/cpu-writer.h): the "
-        "destination's VRAM checksum must name VRAM as filled plus every "
-        "write made before the stop.  VRAM sizes above ",
+        "and reported below; in post-copy cells one write at a time, "
+        "since the source's VRAM is served after the stop while the "
+        "writes in flight may still land there).  The CPU writers record "
+        "every write against QEMU's STOP event (qclient/cpu-writer.h): "
+        "the destination's VRAM checksum must name VRAM as filled plus "
+        "every write made before the stop.  VRAM sizes above ",
         o->track_page >> 10, GUEST_RAM_MIB, o->max_bandwidth >> 20,
         (int)o->dt_limit_ms, ch, FORCE_AFTER_MS, FORCE_BASE_MS,
         FORCE_PER_GIB_MS, FORCE_PASSES, FORCE_DT_MS, SPARSE_RATE, CPU_RATE,
