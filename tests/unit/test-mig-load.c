@@ -408,27 +408,41 @@ static struct mig *logged_source(struct vgpu **gpu)
     return src;
 }
 
-/* What @src has to read now into @stream: as copies (@max 0) or as at
- * most @max pieces a read. */
-static void read_now(struct mig *src, struct vgpu *gpu, unsigned max,
-                     GByteArray *stream)
+/* What @src has to read now into @stream, in reads of @size bytes: as
+ * copies (@max 0) or as at most @max pieces a read. */
+static void read_sized(struct mig *src, struct vgpu *gpu, uint32_t size,
+                       unsigned max, GByteArray *stream)
 {
     if (max) {
-        read_pieces_out(src, gpu, 4u << 20, max, stream);
+        read_pieces_out(src, gpu, size, max, stream);
     } else {
-        read_out(src, 4u << 20, stream);
+        read_out(src, size, stream);
     }
 }
 
-/* @src's stop-copy into @stream, then STOP; its statistics in @ss. */
-static void stop_copy_out(struct mig *src, struct vgpu *gpu, unsigned max,
-                          GByteArray *stream, struct mig_stats *ss)
+static void read_now(struct mig *src, struct vgpu *gpu, unsigned max,
+                     GByteArray *stream)
+{
+    read_sized(src, gpu, 4u << 20, max, stream);
+}
+
+/* @src's stop-copy into @stream in reads of @size bytes, then STOP; its
+ * statistics in @ss. */
+static void stop_copy_sized(struct mig *src, struct vgpu *gpu, uint32_t size,
+                            unsigned max, GByteArray *stream,
+                            struct mig_stats *ss)
 {
     set_state(src, MIG_STATE_STOP_COPY);
-    read_now(src, gpu, max, stream);
+    read_sized(src, gpu, size, max, stream);
     set_state(src, MIG_STATE_STOP);
     mig_idle(src, true);
     mig_get_stats(src, ss);
+}
+
+static void stop_copy_out(struct mig *src, struct vgpu *gpu, unsigned max,
+                          GByteArray *stream, struct mig_stats *ss)
+{
+    stop_copy_sized(src, gpu, 4u << 20, max, stream, ss);
 }
 
 /* A page listed from VRAM in pre-copy is torn by a guest CPU write, which
@@ -611,15 +625,7 @@ static void test_cpu_pieces_mixed(gconstpointer data)
             listed += p % 7 != 0; /* fill()'s zero pages went as ZEROS */
         }
     }
-    set_state(src, MIG_STATE_STOP_COPY);
-    if (max) {
-        read_pieces_out(src, sgpu, size, max, stream);
-    } else {
-        read_out(src, size, stream);
-    }
-    set_state(src, MIG_STATE_STOP);
-    mig_idle(src, true);
-    mig_get_stats(src, &ss);
+    stop_copy_sized(src, sgpu, size, max, stream, &ss);
     g_assert_cmpuint(ss.pieces_pages, ==, PAGES - whole);
     g_assert_cmpuint(ss.final_dirty_bytes, ==,
                      ss.pieces_bytes + whole * (uint64_t)PAGE);
