@@ -87,9 +87,8 @@ struct mig_save {
      * went (else NULL): a page sent as pieces is hashed from those. */
     struct mig_tree *tree;
     /* Pages of the pass that go as pieces, their records staged a batch
-     * at a time (stage_pieces()): record i at @out + @at[i]. */
+     * at a time (stage_pieces()): record i at @rec + @at[i]. */
     struct {
-        uint8_t *out;
         uint64_t page[PIECES_BATCH];
         uint64_t mask[PIECES_BATCH];
         uint32_t at[PIECES_BATCH + 1];
@@ -1009,7 +1008,7 @@ static void pieces_encode(void *arg, uint64_t chunk)
                                   : mig_page_hash(m, p);
 
         mig_enc_pieces_record(ps, p, mask, page, hashed, hash,
-                              s->pieces_batch.out + s->pieces_batch.at[i]);
+                              s->rec + s->pieces_batch.at[i]);
     }
 }
 
@@ -1023,7 +1022,6 @@ static bool stage_pieces(struct mig *m, uint64_t p, uint64_t limit)
     uint32_t piece = m->scfg.page_size / MIG_PAGE_PIECES;
 
     pieces_gather(m, p, limit, s->room ? s->room : MIG_REC_MAX);
-    s->pieces_batch.out = s->rec;
     mig_run_pieces(s->pool, m->scfg.page_size, s->pieces_batch.n, pieces_encode,
                    m);
     mig_enc_add_records(s->enc, s->rec, s->pieces_batch.at[s->pieces_batch.n],
