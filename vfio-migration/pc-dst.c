@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "stream-file.h"
 #include "uffd.h"
@@ -443,22 +444,27 @@ static int finish_file(struct pc_dst *d, struct vg_error *err)
 
 static int finish(struct pc_dst *d, struct vg_error *err)
 {
-    XXH3_state_t *st = XXH3_createState();
+    struct vg_digest *st = vg_digest_new();
     struct pc_fin fin = {0};
-    uint64_t digest;
+    uint64_t digest = 0;
     int ret = exchange_done(d, &fin, err);
 
     while (ret < 0 && recoverable(err) && reconnect(d, err) == 0) {
         ret = exchange_done(d, &fin, err);
     }
-    XXH3_64bits_reset(st);
-    for (uint64_t p = 0; p < d->cfg.npages; p++) {
-        if (bit(d->wanted, p)) {
-            XXH3_64bits_update(st, &d->page_hash[p], 8);
+    if (st) {
+        vg_digest_reset(st, 0);
+        for (uint64_t p = 0; p < d->cfg.npages; p++) {
+            if (bit(d->wanted, p)) {
+                vg_digest_update(st, &d->page_hash[p], 8);
+            }
         }
+        digest = vg_digest_value(st);
+        vg_digest_free(st);
+    } else if (ret == 0) {
+        ret = vg_error_set(err, ENOMEM,
+                           "no memory for the received pages' digest");
     }
-    digest = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
     for (unsigned i = 0; d->cfg.uffd >= 0 && i < d->cfg.nareas; i++) {
         uffd_unregister(d->cfg.uffd, d->areas[i].vaddr, d->areas[i].size, NULL);
     }

@@ -25,6 +25,7 @@
 #include <xxhash.h>
 
 #include "mig-stream.h"
+#include "common/hash.h"
 #include "common/log.h"
 
 /* How long a connection may take to show the token. */
@@ -86,12 +87,16 @@ static const uint8_t *pages(struct pc_src *s, uint64_t first, uint32_t count,
 static int pending_digest(struct pc_src *s, uint64_t *digest,
                           struct vg_error *err)
 {
-    XXH3_state_t *st = XXH3_createState();
+    struct vg_digest *st = vg_digest_new();
     uint32_t run = PC_REQ_MAX_BYTES / s->page_size;
     int ret = 0;
 
+    if (!st) {
+        return vg_error_set(err, ENOMEM,
+                            "no memory for the pending pages' digest");
+    }
     run = run ? run : 1;
-    XXH3_64bits_reset(st);
+    vg_digest_reset(st, 0);
     for (uint64_t p = 0; ret == 0 && p < s->npages; p += run) {
         uint32_t n = s->npages - p < run ? (uint32_t)(s->npages - p) : run;
         const uint8_t *data = pages(s, p, n, err);
@@ -102,13 +107,13 @@ static int pending_digest(struct pc_src *s, uint64_t *digest,
                     s->hash_version, data + (uint64_t)i * s->page_size,
                     s->page_size, NULL);
 
-                XXH3_64bits_update(st, &h, sizeof(h));
+                vg_digest_update(st, &h, sizeof(h));
             }
         }
         ret = data ? 0 : -err->code;
     }
-    *digest = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
+    *digest = vg_digest_value(st);
+    vg_digest_free(st);
     return ret;
 }
 
