@@ -414,10 +414,12 @@ static void hash_later(struct mig *m, uint64_t page, uint64_t mask)
  * write per run of adjacent pieces.  The checksums need the page hashed
  * again before the device runs, and it is cheaper while the stream
  * still comes than at the finish: at once where the decoder checks it
- * (@hash, a stale page) or VRAM is not mapped here, else on the pool
- * with a batch of such pages. */
+ * (@hash, a stale page), VRAM is not mapped here or the decoder hashed
+ * the pieces (@piece_hash, version 6: the page hash is then a join of
+ * hashes), else on the pool with a batch of such pages. */
 static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
-                       uint32_t piece_size, const uint8_t *data, uint64_t *hash,
+                       uint32_t piece_size, const uint8_t *data,
+                       const uint64_t *piece_hash, uint64_t *hash,
                        struct vg_error *err)
 {
     struct mig *m = opaque;
@@ -439,7 +441,7 @@ static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
         return ret;
     }
     mig_bit_put(m->load->zeroed, page, false);
-    if (!hash && vgpu_vram(m->gpu)) {
+    if (!hash && !(piece_hash && l->tree) && vgpu_vram(m->gpu)) {
         hash_later(m, page, written);
         return 0;
     }
@@ -448,8 +450,8 @@ static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
     }
     ret = l->tree ? 0 : page_hash_of(m, page, &l->page_hash[page], err);
     if (l->tree) {
-        l->page_hash[page] =
-            mig_tree_rehash(l->tree, page, vgpu_vram(m->gpu) + base, written);
+        l->page_hash[page] = mig_tree_rehash(
+            l->tree, page, vgpu_vram(m->gpu) + base, written, piece_hash);
     }
     if (ret == 0) {
         mig_bit_put(m->load->hashed, page, true);

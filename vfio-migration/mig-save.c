@@ -991,7 +991,8 @@ static void pieces_gather(struct mig *m, uint64_t p, uint64_t limit,
 
 /* Pool job: the records of pieces_batch's @chunk, each with its page's
  * hash where the page's last send went from VRAM (it may be stale at the
- * destination), from its pieces' hashes where they are kept. */
+ * destination), from its pieces' hashes where they are kept (those of
+ * the record's pieces from the record, version 6). */
 static void pieces_encode(void *arg, uint64_t chunk)
 {
     struct mig *m = arg;
@@ -1001,14 +1002,19 @@ static void pieces_encode(void *arg, uint64_t chunk)
 
     for (; i < end; i++) {
         uint64_t p = s->pieces_batch.page[i], mask = s->pieces_batch.mask[i];
+        uint64_t piece_hash[MIG_PAGE_PIECES], hash = 0;
+        uint8_t *rec = s->rec + s->pieces_batch.at[i];
         const uint8_t *page = vgpu_vram(m->gpu) + p * ps;
         bool hashed = mig_written_by_ref(s->written, p);
-        uint64_t hash = !hashed   ? 0
-                        : s->tree ? mig_tree_rehash(s->tree, p, page, mask)
-                                  : mig_page_hash(m, p);
+        bool have = m->hash_version >= MIG_PIECE_HASH_VERSION;
 
-        mig_enc_pieces_record(ps, p, mask, page, hashed, hash,
-                              s->rec + s->pieces_batch.at[i]);
+        mig_enc_pieces_fill(s->enc, p, mask, page, piece_hash, rec);
+        if (hashed) {
+            hash = s->tree ? mig_tree_rehash(s->tree, p, page, mask,
+                                             have ? piece_hash : NULL)
+                           : mig_page_hash(m, p);
+        }
+        mig_enc_pieces_seal(s->enc, rec, hashed, hash, piece_hash);
     }
 }
 

@@ -36,6 +36,44 @@ uint64_t mig_pages_checksum(const uint8_t *hdr, const uint8_t *run,
     return vg_hash(buf, MIG_RUN_HDR_SIZE + (size_t)count * 8, vg_get_le64(hdr));
 }
 
+/* The checksum of a version 6 PAGE_PIECES record whose header is @hdr,
+ * from its pieces header @phdr and its @n pieces' hashes. */
+static uint64_t pieces_sum(const uint8_t *hdr, const uint8_t *phdr,
+                           const uint64_t *piece_hash, unsigned n)
+{
+    uint8_t buf[MIG_PIECES_HDR_SIZE + MIG_PAGE_PIECES * 8];
+
+    n = n < MIG_PAGE_PIECES ? n : MIG_PAGE_PIECES;
+    memcpy(buf, phdr, MIG_PIECES_HDR_SIZE);
+    for (unsigned i = 0; i < n; i++) {
+        vg_put_le64(buf + MIG_PIECES_HDR_SIZE + 8 * i, piece_hash[i]);
+    }
+    return vg_hash(buf, MIG_PIECES_HDR_SIZE + (size_t)n * 8, vg_get_le64(hdr));
+}
+
+uint64_t mig_pieces_checksum(const uint8_t *hdr, const uint8_t *phdr,
+                             const uint8_t *pieces, uint32_t piece, unsigned n,
+                             uint64_t *piece_hash)
+{
+    uint64_t own[MIG_PAGE_PIECES];
+    uint64_t *h = piece_hash ? piece_hash : own;
+
+    n = n < MIG_PAGE_PIECES ? n : MIG_PAGE_PIECES;
+    for (unsigned i = 0; i < n; i++) {
+        h[i] = vg_hash(pieces + (size_t)i * piece, piece, 0);
+    }
+    return pieces_sum(hdr, phdr, h, n);
+}
+
+size_t mig_rec_digest_size(uint32_t version, const uint8_t *hdr)
+{
+    if (version >= MIG_PIECE_HASH_VERSION &&
+        vg_get_le16(hdr) == MIG_REC_PAGE_PIECES) {
+        return MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE;
+    }
+    return MIG_REC_HDR_SIZE + (size_t)vg_get_le32(hdr + 4);
+}
+
 bool mig_rec_bounds(uint32_t page_size, uint32_t type, uint32_t *min,
                     uint32_t *max)
 {
@@ -368,30 +406,51 @@ size_t mig_enc_zeros(struct mig_enc *enc, uint64_t first, uint64_t count,
     return rec_seal(enc, buf, MIG_REC_ZEROS, MIG_RUN_HDR_SIZE);
 }
 
-size_t mig_enc_pieces_record(uint32_t page_size, uint64_t page, uint64_t mask,
-                             const uint8_t *page_data, bool hashed,
-                             uint64_t hash, uint8_t *buf)
+size_t mig_enc_pieces_fill(const struct mig_enc *enc, uint64_t page,
+                           uint64_t mask, const uint8_t *page_data,
+                           uint64_t *piece_hash, uint8_t *buf)
 {
-    uint32_t piece = page_size / MIG_PAGE_PIECES;
+    uint32_t piece = enc->page_size / MIG_PAGE_PIECES;
+    bool hash = enc->version >= MIG_PIECE_HASH_VERSION;
     uint8_t *p = buf + MIG_REC_HDR_SIZE, *at = p + MIG_PIECES_HDR_SIZE;
 
     vg_put_le64(p, page);
     vg_put_le64(p + 8, mask);
-    vg_put_le64(p + 16, hashed ? hash : 0);
     for (uint64_t left = mask; left; left &= left - 1) {
         memcpy(at, page_data + (size_t)__builtin_ctzll(left) * piece, piece);
+        if (hash) {
+            *piece_hash++ = vg_hash(at, piece, 0);
+        }
         at += piece;
     }
     rec_head(buf, MIG_REC_PAGE_PIECES, (uint32_t)(at - p));
-    buf[2] = hashed ? MIG_PIECES_HASHED : 0;
-    vg_put_le64(buf + 8, mig_rec_checksum(buf, p, (uint32_t)(at - p)));
     return (size_t)(at - buf);
+}
+
+void mig_enc_pieces_seal(const struct mig_enc *enc, uint8_t *buf, bool hashed,
+                         uint64_t hash, const uint64_t *piece_hash)
+{
+    uint8_t *p = buf + MIG_REC_HDR_SIZE;
+    uint32_t len = vg_get_le32(buf + 4);
+
+    vg_put_le64(p + 16, hashed ? hash : 0);
+    buf[2] = hashed ? MIG_PIECES_HASHED : 0;
+    vg_put_le64(buf + 8,
+                enc->version >= MIG_PIECE_HASH_VERSION
+                    ? pieces_sum(buf, p, piece_hash,
+                                 (len - MIG_PIECES_HDR_SIZE) /
+                                     (enc->page_size / MIG_PAGE_PIECES))
+                    : mig_rec_checksum(buf, p, len));
 }
 
 void mig_enc_add_records(struct mig_enc *enc, const uint8_t *recs, size_t len,
                          uint64_t n)
 {
-    vg_digest_update(enc->digest, recs, len);
+    for (size_t at = 0; at < len;
+         at += MIG_REC_HDR_SIZE + (size_t)vg_get_le32(recs + at + 4)) {
+        vg_digest_update(enc->digest, recs + at,
+                         mig_rec_digest_size(enc->version, recs + at));
+    }
     enc->bytes += len;
     enc->records += n;
 }
@@ -400,9 +459,11 @@ size_t mig_enc_page_pieces(struct mig_enc *enc, uint64_t page, uint64_t mask,
                            const uint8_t *page_data, bool hashed, uint64_t hash,
                            uint8_t *buf)
 {
-    size_t size = mig_enc_pieces_record(enc->page_size, page, mask, page_data,
-                                        hashed, hash, buf);
+    uint64_t piece_hash[MIG_PAGE_PIECES];
+    size_t size =
+        mig_enc_pieces_fill(enc, page, mask, page_data, piece_hash, buf);
 
+    mig_enc_pieces_seal(enc, buf, hashed, hash, piece_hash);
     mig_enc_add_records(enc, buf, size, 1);
     return size;
 }
@@ -439,6 +500,9 @@ size_t mig_enc_end(struct mig_enc *enc, uint8_t *buf)
 
 /* ---------------------------------------------------------------- decoder */
 
+_Static_assert(MIG_RUN_MAX_PAGES >= MIG_PAGE_PIECES,
+               "a decoder's hashes hold a PAGE_PIECES record's");
+
 struct mig_dec {
     struct mig_stream_config cfg;
     struct mig_dec_sink sink;
@@ -465,7 +529,8 @@ struct mig_dec {
     uint64_t in_place; /* page data bytes read so */
     bool placed;       /* ...at their place in VRAM (mig_dec_feed_placed) */
     bool written;      /* the sink has this record's pages in VRAM */
-    /* Version 2: the page hashes of the PAGES record in @rec. */
+    /* Version 2: the page hashes of the PAGES record in @rec; version 6:
+     * the piece hashes of the PAGE_PIECES record in @rec. */
     uint64_t hashes[MIG_RUN_MAX_PAGES];
     uint8_t hash_le[MIG_RUN_MAX_PAGES * 8];
     /* Version 4: the pages a PAGES, PAGES_LISTED or ZEROS record brought,
@@ -869,9 +934,11 @@ static int dec_pieces(struct mig_dec *dec, const uint8_t *p, uint32_t len)
         return dec_fail(dec, ENOTSUP, "this destination cannot write pieces");
     }
     if (ret == 0) {
-        ret = dec->sink.pieces(dec->sink.opaque, page, vg_get_le64(p + 8),
-                               dec->cfg.page_size / MIG_PAGE_PIECES,
-                               pieces_data(dec, p), stale ? &hash : NULL, &se);
+        ret = dec->sink.pieces(
+            dec->sink.opaque, page, vg_get_le64(p + 8),
+            dec->cfg.page_size / MIG_PAGE_PIECES, pieces_data(dec, p),
+            dec->version >= MIG_PIECE_HASH_VERSION ? dec->hashes : NULL,
+            stale ? &hash : NULL, &se);
         ret = ret < 0 ? dec_sink_failed(dec, ret, &se) : 0;
     }
     if (ret == 0 && stale && hash != listed) {
@@ -1024,15 +1091,30 @@ static int dec_dispatch(struct mig_dec *dec, const uint8_t *p, uint32_t len)
     }
 }
 
+/* A version 6 PAGE_PIECES record, its checksum over its pieces' hashes. */
+static bool hashed_pieces(const struct mig_dec *dec)
+{
+    return dec->version >= MIG_PIECE_HASH_VERSION &&
+           vg_get_le16(dec->rec) == MIG_REC_PAGE_PIECES;
+}
+
 /* The checksum of the record in @rec, payload @p of @len bytes: version 2
  * PAGES records take their page hashes (computed here, into @hashes and
  * @hash_le) in place of the pages, PAGES_LISTED records the hashes they
- * list (those of their pages are computed all the same, for note_stale). */
+ * list (those of their pages are computed all the same, for note_stale),
+ * version 6 PAGE_PIECES records their pieces' hashes (into @hashes; as
+ * many whole pieces as the length holds: pieces_shape() checks it). */
 static int dec_checksum(struct mig_dec *dec, const uint8_t *p, uint32_t len,
                         uint64_t *sum)
 {
-    uint32_t count;
+    uint32_t count, piece = dec->cfg.page_size / MIG_PAGE_PIECES;
 
+    if (hashed_pieces(dec)) {
+        *sum = mig_pieces_checksum(dec->rec, p, pieces_data(dec, p), piece,
+                                   (len - MIG_PIECES_HDR_SIZE) / piece,
+                                   dec->hashes);
+        return 0;
+    }
     if (!hashed_pages(dec)) {
         *sum = mig_rec_checksum(dec->rec, payload(dec, p), len);
         return 0;
@@ -1086,6 +1168,9 @@ static void dec_digest(struct mig_dec *dec)
         vg_digest_update(dec->digest, dec->rec, RUN_HEADERS_SIZE);
         vg_digest_update(dec->digest, dec->hash_le,
                          (size_t)vg_get_le32(dec->rec + 24) * 8);
+    } else if (hashed_pieces(dec)) {
+        vg_digest_update(dec->digest, dec->rec,
+                         mig_rec_digest_size(dec->version, dec->rec));
     } else if (vg_get_le16(dec->rec) != MIG_REC_END) {
         vg_digest_update(dec->digest, dec->rec, MIG_REC_HDR_SIZE);
         vg_digest_update(dec->digest, payload(dec, dec->rec + MIG_REC_HDR_SIZE),

@@ -29,8 +29,11 @@
  * record without it cannot mend a stale page.  Version 5 changes the
  * page hash only: the tree hash of the page's pieces (vg_hash_tree()),
  * which a side that keeps the pieces' hashes takes again from the pieces
- * that changed.  The decoder reads versions 1 to 5; the encoder writes
- * any of them.
+ * that changed.  Version 6 changes PAGE_PIECES records only: their
+ * checksum takes the pieces' hashes (XXH3-64, seed 0, of each piece) in
+ * place of the pieces, and their share of the digest is their headers,
+ * so each side reads a piece once to check it (mig_pieces_checksum()).
+ * The decoder reads versions 1 to 6; the encoder writes any of them.
  *
  * The encoder writes one complete record at a time into a caller buffer
  * of at least MIG_REC_MAX bytes.  The decoder is an incremental pure
@@ -55,10 +58,13 @@
 #include "common/error.h"
 
 #define MIG_STREAM_MAGIC       "VGMIGSTR" /* 8 bytes, no NUL on the wire */
-#define MIG_STREAM_VERSION     5u /* what the encoder writes by default */
+#define MIG_STREAM_VERSION     6u /* what the encoder writes by default */
 #define MIG_STREAM_VERSION_MIN 1u /* the oldest the decoder reads */
-#define MIG_STREAM_VERSION_MAX 5u /* the newest either side knows */
+#define MIG_STREAM_VERSION_MAX 6u /* the newest either side knows */
 #define MIG_TREE_HASH_VERSION  5u /* the first whose page hash is a tree */
+#define MIG_PIECE_HASH_VERSION                                                 \
+    6u /* the first whose PAGE_PIECES checksum                                 \
+          takes their pieces' hashes */
 
 enum mig_rec_type {
     MIG_REC_HEADER = 1,
@@ -132,7 +138,12 @@ const char *mig_rec_name(uint32_t type);
  * have.  mig_header_check: a HEADER payload
  * against this device (*@version on success).  mig_rec_checksum: the
  * checksum of a record whose header is @hdr; mig_pages_checksum: that of
- * a version 2 PAGES record from its run header and page hashes. */
+ * a version 2 PAGES record from its run header and page hashes;
+ * mig_pieces_checksum: that of a version 6 PAGE_PIECES record from its
+ * pieces header @phdr and its @n pieces of @piece bytes at @pieces, whose
+ * hashes it puts into @piece_hash (n entries, n <= MIG_PAGE_PIECES) unless
+ * NULL; mig_rec_digest_size: the bytes at the start of a record, other
+ * than a PAGES or PAGES_LISTED one, that the END digest takes. */
 bool mig_rec_bounds(uint32_t page_size, uint32_t type, uint32_t *min,
                     uint32_t *max);
 /* The flags a record of @type may have. */
@@ -143,6 +154,10 @@ uint64_t mig_rec_checksum(const uint8_t *hdr, const uint8_t *payload,
                           uint32_t len);
 uint64_t mig_pages_checksum(const uint8_t *hdr, const uint8_t *run,
                             const uint64_t *hashes, uint32_t count);
+uint64_t mig_pieces_checksum(const uint8_t *hdr, const uint8_t *phdr,
+                             const uint8_t *pieces, uint32_t piece, unsigned n,
+                             uint64_t *piece_hash);
+size_t mig_rec_digest_size(uint32_t version, const uint8_t *hdr);
 
 /* ---------------------------------------------------------------- encoder */
 
@@ -200,13 +215,19 @@ size_t mig_enc_zeros(struct mig_enc *enc, uint64_t first, uint64_t count,
 size_t mig_enc_page_pieces(struct mig_enc *enc, uint64_t page, uint64_t mask,
                            const uint8_t *page_data, bool hashed, uint64_t hash,
                            uint8_t *buf);
-/* The same in two steps, for records encoded on several threads: the
- * record alone, for pages of @page_size bytes (any thread; returns its
- * size), then, in stream order, @n such records lying at @recs, @len bytes
- * in all, join @enc's stream (its digest and counts). */
-size_t mig_enc_pieces_record(uint32_t page_size, uint64_t page, uint64_t mask,
-                             const uint8_t *page_data, bool hashed,
-                             uint64_t hash, uint8_t *buf);
+/* The same in steps, for records encoded on several threads (any thread
+ * for the first two, which only read @enc): mig_enc_pieces_fill() copies
+ * the pieces into the record at @buf and returns its size; from version
+ * 6 on it puts their hashes, in bit order, into @piece_hash
+ * (MIG_PAGE_PIECES entries of room), which the caller may use for the
+ * page hash.  mig_enc_pieces_seal() writes the record's headers, with
+ * @hash where @hashed.  Then, in stream order, @n such records lying at
+ * @recs, @len bytes in all, join @enc's stream (its digest and counts). */
+size_t mig_enc_pieces_fill(const struct mig_enc *enc, uint64_t page,
+                           uint64_t mask, const uint8_t *page_data,
+                           uint64_t *piece_hash, uint8_t *buf);
+void mig_enc_pieces_seal(const struct mig_enc *enc, uint8_t *buf, bool hashed,
+                         uint64_t hash, const uint64_t *piece_hash);
 void mig_enc_add_records(struct mig_enc *enc, const uint8_t *recs, size_t len,
                          uint64_t n);
 size_t mig_enc_state(struct mig_enc *enc, const void *blob, uint32_t len,
@@ -233,11 +254,13 @@ struct mig_dec_sink {
     int (*zeros)(void *opaque, uint64_t first, uint64_t count,
                  struct vg_error *err);
     /* Version 4: write the pieces of page @page set in @mask, each
-     * @piece_size bytes, from @data (one after the other); if @hash is not
-     * NULL, put the page hash of the page as written into it.  NULL: a
-     * PAGE_PIECES record fails the stream. */
+     * @piece_size bytes, from @data (one after the other); from version
+     * 6 on @piece_hash holds their hashes (XXH3-64, seed 0; else NULL);
+     * if @hash is not NULL, put the page hash of the page as written into
+     * it.  NULL: a PAGE_PIECES record fails the stream. */
     int (*pieces)(void *opaque, uint64_t page, uint64_t mask,
-                  uint32_t piece_size, const uint8_t *data, uint64_t *hash,
+                  uint32_t piece_size, const uint8_t *data,
+                  const uint64_t *piece_hash, uint64_t *hash,
                   struct vg_error *err);
     int (*state)(void *opaque, const uint8_t *blob, uint32_t len,
                  struct vg_error *err);

@@ -62,13 +62,19 @@ static bool piece_touched(const struct mig_tree *t, unsigned j, uint64_t mask)
 }
 
 uint64_t mig_tree_rehash(struct mig_tree *t, uint64_t page, const uint8_t *data,
-                         uint64_t mask)
+                         uint64_t mask, const uint64_t *piece_hash)
 {
     uint64_t *kept = t->kept + page * t->pieces;
     uint32_t piece = t->page_size / t->pieces;
 
     if (!t->valid[page]) {
         return mig_tree_hash(t, page, data);
+    }
+    if (piece_hash && t->pieces == MIG_PAGE_PIECES) {
+        for (uint64_t left = mask; left; left &= left - 1) {
+            kept[__builtin_ctzll(left)] = *piece_hash++;
+        }
+        return vg_hash_tree_join(kept, t->pieces, 0);
     }
     for (unsigned j = 0; j < t->pieces; j++) {
         if (piece_touched(t, j, mask)) {

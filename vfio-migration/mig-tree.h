@@ -5,9 +5,10 @@
  *
  * mig_tree_hash() hashes a page whole and keeps its pieces' hashes;
  * mig_tree_rehash() takes again only the pieces a PAGE_PIECES mask
- * (MIG_PAGE_PIECES pieces a page) touches, and joins them with the kept
- * ones, where they are kept (else it hashes the page whole).  A page
- * written any other way must be forgotten (mig_tree_forget()).
+ * (MIG_PAGE_PIECES pieces a page) touches, or their hashes where a
+ * caller has them, and joins them with the kept ones, where they are kept (else
+ * it hashes the page whole).  A page written any other way must be forgotten
+ * (mig_tree_forget()).
  *
  * Threads: calls for different pages may run at once; one page's calls
  * one at a time.
@@ -26,9 +27,11 @@ void mig_tree_free(struct mig_tree *t);
 /* The page hash of page @page, whose bytes are at @data. */
 uint64_t mig_tree_hash(struct mig_tree *t, uint64_t page, const uint8_t *data);
 /* The same, where only pieces @mask of it changed since its pieces'
- * hashes were kept. */
+ * hashes were kept.  @piece_hash, if not NULL: the hashes of those pieces
+ * (XXH3-64, seed 0, in bit order), taken in place of hashing them where a
+ * tree piece is a PAGE_PIECES piece (64 KiB pages). */
 uint64_t mig_tree_rehash(struct mig_tree *t, uint64_t page, const uint8_t *data,
-                         uint64_t mask);
+                         uint64_t mask, const uint64_t *piece_hash);
 /* Page @page changed some other way: nothing of it is kept. */
 void mig_tree_forget(struct mig_tree *t, uint64_t page);
 

@@ -218,7 +218,7 @@ static void hash_listed_piece(void *arg, uint64_t piece)
         const uint8_t *data = vgpu_vram(job->m->gpu) + job->page[i] * ps;
 
         job->hash[i] = job->tree ? mig_tree_rehash(job->tree, job->page[i],
-                                                   data, job->mask[i])
+                                                   data, job->mask[i], NULL)
                                  : mig_page_hash(job->m, job->page[i]);
     }
 }

@@ -476,6 +476,23 @@ static int scan_end(struct sf *s, const uint8_t *p)
     return 0;
 }
 
+/* The checksum of the small record at @rec, of @len payload bytes (its
+ * bounds checked): a version 6 PAGE_PIECES record's over its pieces'
+ * hashes. */
+static uint64_t small_checksum(const struct sf *s, const uint8_t *rec,
+                               uint32_t len)
+{
+    uint32_t piece = s->cfg.stream.page_size / MIG_PAGE_PIECES;
+    const uint8_t *p = rec + MIG_REC_HDR_SIZE;
+
+    if (s->version >= MIG_PIECE_HASH_VERSION &&
+        vg_get_le16(rec) == MIG_REC_PAGE_PIECES) {
+        return mig_pieces_checksum(rec, p, p + MIG_PIECES_HDR_SIZE, piece,
+                                   (len - MIG_PIECES_HDR_SIZE) / piece, NULL);
+    }
+    return mig_rec_checksum(rec, p, len);
+}
+
 /* A small record, read whole and checked. */
 static int scan_small(struct sf *s, const uint8_t *hdr, uint32_t len)
 {
@@ -491,12 +508,11 @@ static int scan_small(struct sf *s, const uint8_t *hdr, uint32_t len)
         return sf_fail(s, NULL, ENOMEM, "save file: no memory for a record");
     }
     ret = read_stream(s, s->scan, rec, MIG_REC_HDR_SIZE + len, NULL);
-    if (ret == 0 && mig_rec_checksum(rec, p, len) != vg_get_le64(rec + 8)) {
-        ret =
-            rec_fail(s, type, EBADMSG,
-                     "checksum %016" PRIx64 ", computed %016" PRIx64
-                     " over %u payload bytes",
-                     vg_get_le64(rec + 8), mig_rec_checksum(rec, p, len), len);
+    if (ret == 0 && small_checksum(s, rec, len) != vg_get_le64(rec + 8)) {
+        ret = rec_fail(s, type, EBADMSG,
+                       "checksum %016" PRIx64 ", computed %016" PRIx64
+                       " over %u payload bytes",
+                       vg_get_le64(rec + 8), small_checksum(s, rec, len), len);
     }
     if (ret == 0) {
         switch (type) {
@@ -875,7 +891,7 @@ int sf_verify(struct sf *s, struct vg_error *err)
 
         if (r->bytes) {
             XXH3_64bits_update(st, r->bytes,
-                               MIG_REC_HDR_SIZE + vg_get_le32(r->head + 4));
+                               mig_rec_digest_size(s->version, r->bytes));
             continue;
         }
         if (!r->hashes && !load_rec(s->own, i, &unused, err)) {

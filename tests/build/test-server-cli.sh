@@ -111,7 +111,7 @@ else
     echo "not ok 10 - --help does not document --stream-version"
 fi
 n=10
-bad_values --stream-version "is not a version from 1 to 5" 0 6 5x
+bad_values --stream-version "is not a version from 1 to 6" 0 7 6x
 bad_values --data-slots "is not a number from 2 to 64" 1 65 8x
 
 # Without --migration-threads: a quarter of the CPUs the server may run

@@ -152,6 +152,44 @@ static size_t hashed_body(uint8_t *h, uint32_t version, uint8_t *body)
     return MIG_RUN_HDR_SIZE + 8 * ((len - MIG_RUN_HDR_SIZE) / FUZZ_PAGE);
 }
 
+/* A version 6 PAGE_PIECES record at @h (pieces header in its length):
+ * reseal it over its pieces' hashes; false if it is anything else. */
+static bool reseal_pieces(uint8_t *h, uint32_t version, XXH3_state_t *digest)
+{
+    uint32_t len = vg_get_le32(h + 4), piece = FUZZ_PAGE / MIG_PAGE_PIECES;
+
+    if (version < MIG_PIECE_HASH_VERSION ||
+        vg_get_le16(h) != MIG_REC_PAGE_PIECES || len < MIG_PIECES_HDR_SIZE ||
+        len > MIG_PIECES_HDR_SIZE + FUZZ_PAGE) {
+        return false;
+    }
+    vg_put_le64(h + 8, mig_pieces_checksum(
+                           h, h + MIG_REC_HDR_SIZE,
+                           h + MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE, piece,
+                           (len - MIG_PIECES_HDR_SIZE) / piece, NULL));
+    XXH3_64bits_update(digest, h, MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE);
+    return true;
+}
+
+/* Any other record at @h: its checksum over its payload, or over its
+ * page hashes (into @body) where its version takes them. */
+static void reseal_record(uint8_t *h, uint32_t version, uint8_t *body,
+                          XXH3_state_t *digest)
+{
+    uint32_t len = vg_get_le32(h + 4);
+    size_t blen = hashed_body(h, version, body);
+
+    if (blen) {
+        vg_put_le64(h + 8, XXH3_64bits_withSeed(body, blen, vg_get_le64(h)));
+        XXH3_64bits_update(digest, h, MIG_REC_HDR_SIZE);
+        XXH3_64bits_update(digest, body, blen);
+    } else {
+        vg_put_le64(h + 8, XXH3_64bits_withSeed(h + MIG_REC_HDR_SIZE, len,
+                                                vg_get_le64(h)));
+        XXH3_64bits_update(digest, h, MIG_REC_HDR_SIZE + len);
+    }
+}
+
 /* Recompute record checksums (and END's fields) in place, the way the
  * stream's version (its first record's, if a HEADER) computes them. */
 static void reseal(uint8_t *s, size_t n, bool fix_end)
@@ -170,7 +208,6 @@ static void reseal(uint8_t *s, size_t n, bool fix_end)
     while (n - pos >= MIG_REC_HDR_SIZE) {
         uint8_t *h = s + pos;
         uint32_t len = vg_get_le32(h + 4);
-        size_t blen;
 
         if (len > n - pos - MIG_REC_HDR_SIZE) {
             break; /* a truncated last record stays as it is */
@@ -180,16 +217,8 @@ static void reseal(uint8_t *s, size_t n, bool fix_end)
             vg_put_le64(h + 24, pos);
             vg_put_le64(h + 32, index);
         }
-        blen = hashed_body(h, version, body);
-        if (blen) {
-            vg_put_le64(h + 8,
-                        XXH3_64bits_withSeed(body, blen, vg_get_le64(h)));
-            XXH3_64bits_update(digest, h, MIG_REC_HDR_SIZE);
-            XXH3_64bits_update(digest, body, blen);
-        } else {
-            vg_put_le64(h + 8, XXH3_64bits_withSeed(h + MIG_REC_HDR_SIZE, len,
-                                                    vg_get_le64(h)));
-            XXH3_64bits_update(digest, h, MIG_REC_HDR_SIZE + len);
+        if (!reseal_pieces(h, version, digest)) {
+            reseal_record(h, version, body, digest);
         }
         pos += MIG_REC_HDR_SIZE + len;
         index++;

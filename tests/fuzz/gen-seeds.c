@@ -257,9 +257,16 @@ static void stream_seeds(void)
     stream_seed(
         "stale-v4-mended", 0, 7,
         &(struct stream_opts){.listed = -1, .pieces = true, .version = 4});
-    stream_seed("valid-v5-pieces", 0, 7, &(struct stream_opts){.pieces = true});
-    stream_seed("stale-v5-mended", 0, 7,
+    stream_seed("valid-v5-pieces", 0, 7,
+                &(struct stream_opts){.pieces = true, .version = 5});
+    stream_seed(
+        "stale-v5-mended", 0, 7,
+        &(struct stream_opts){.listed = -1, .pieces = true, .version = 5});
+    stream_seed("valid-v6-pieces", 0, 7, &(struct stream_opts){.pieces = true});
+    stream_seed("stale-v6-mended", 0, 7,
                 &(struct stream_opts){.listed = -1, .pieces = true});
+    stream_seed("valid-v6-pieces-resealed", fix, 7,
+                &(struct stream_opts){.pieces = true});
     stream_seed("valid-v1-resealed", fix, 12,
                 &(struct stream_opts){.version = 1});
     stream_seed("valid-busy-device", fix, 0,

@@ -17,8 +17,9 @@
  * on both sides, and through the socket with x-migration-data-shm=off or
  * with servers that do not offer it (--no-data-shm).  The stream is of
  * the newest version by default, and a source server told
- * --stream-version 1, 2 or 4 (the page hash before version 5's trees)
- * migrates to a default destination, which reads those versions.
+ * --stream-version 1, 2, 4 (the page hash before version 5's trees) or 5
+ * (pieces checksummed whole, before version 6) migrates to a default
+ * destination, which reads those versions.
  */
 #include <stdlib.h>
 
@@ -355,5 +356,6 @@ int main(int argc, char **argv)
     g_test_add_data_func("/mig/basic/stream-v1", "1", test_stream_version);
     g_test_add_data_func("/mig/basic/stream-v2", "2", test_stream_version);
     g_test_add_data_func("/mig/basic/stream-v4", "4", test_stream_version);
+    g_test_add_data_func("/mig/basic/stream-v5", "5", test_stream_version);
     return g_test_run();
 }

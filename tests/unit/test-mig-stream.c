@@ -1,9 +1,10 @@
 /*
  * Unit tests of the migration stream codec (mig-stream): encode -> decode
- * round trips fed in random chunk sizes (stream versions 1 to 4), page
+ * round trips fed in random chunk sizes (stream versions 1 to 6), page
  * data fed in place (mig_dec_feed_placed), the byte layout of a version 2
  * PAGES record, version 3's PAGES_LISTED records and their stale pages,
- * version 4's PAGE_PIECES records, version 5's tree page hashes, and every kind
+ * version 4's PAGE_PIECES records, version 5's tree page hashes, version
+ * 6's PAGE_PIECES checksums over their pieces' hashes, and every kind
  * of malformed input with the precise error it must produce.
  */
 #include <endian.h>
@@ -137,6 +138,7 @@ struct dst {
     bool no_pieces_sink;
     unsigned pieces_hashed;   /* pages the pieces sink hashed */
     unsigned pieces_in_place; /* records whose pieces were in the chunk */
+    unsigned piece_hashes;    /* pieces' hashes the decoder gave, checked */
     unsigned postcopies;
     struct mig_postcopy_info pc;
 };
@@ -220,14 +222,22 @@ static int dst_state(void *o, const uint8_t *blob, uint32_t len,
     return 0;
 }
 
+/* From version 6 on the decoder gives each piece's hash (checked here). */
 static int dst_pieces(void *o, uint64_t page, uint64_t mask,
-                      uint32_t piece_size, const uint8_t *data, uint64_t *hash,
+                      uint32_t piece_size, const uint8_t *data,
+                      const uint64_t *piece_hash, uint64_t *hash,
                       struct vg_error *err)
 {
     struct dst *d = o;
 
     g_assert_cmpuint(page, <, NPAGES);
     g_assert_cmpuint(piece_size, ==, PAGE / MIG_PAGE_PIECES);
+    g_assert_true(!piece_hash == (d->version < MIG_PIECE_HASH_VERSION));
+    for (int i = 0; piece_hash && i < __builtin_popcountll(mask); i++) {
+        g_assert_cmphex(piece_hash[i], ==,
+                        XXH3_64bits(data + (size_t)i * piece_size, piece_size));
+        d->piece_hashes++;
+    }
     d->pieces_in_place += data >= d->chunk && data < d->chunk + d->chunk_len;
     for (; mask; mask &= mask - 1) {
         memcpy(d->vram + page * PAGE +
@@ -280,6 +290,7 @@ static int decode(const struct mig_stream_config *c, const uint8_t *data,
     d->version = 0;
     d->hashed = d->unhashed = d->in_place = d->sink_hashed = 0;
     d->pieces_in_place = 0;
+    d->piece_hashes = 0;
     d->written_first = d->confirmed = 0;
     d->postcopies = 0;
     g_assert_cmpint(mig_dec_new(c, &sink, &dec, err), ==, 0);
@@ -567,6 +578,61 @@ static void test_pages_v2_layout(void)
     sb_fini(&b);
 }
 
+/* A version 6 PAGE_PIECES record as docs/migration-stream.md lays it out,
+ * built here by hand: its checksum is XXH3-64 of its pieces header and
+ * its pieces' little-endian XXH3-64 hashes, seeded with header bytes
+ * 0..7, the pieces follow as they are; the END digest takes its 40 header
+ * bytes only. */
+static void test_pieces_v6_layout(void)
+{
+    enum { PIECE = PAGE / MIG_PAGE_PIECES };
+    static uint8_t page[PAGE], head[MIG_REC_MAX];
+    uint8_t want[40 + 2 * PIECE], body[24 + 2 * 8], end[16 + 24];
+    uint64_t mask = 1ull << 2 | 1ull << 60, v, seed;
+    uint32_t len = htole32(24 + 2 * PIECE);
+    size_t head_len;
+    XXH3_state_t *st = XXH3_createState();
+    struct sb b;
+
+    for (unsigned i = 0; i < PAGE; i++) {
+        page[i] = (uint8_t)(i * 13 + i / 700);
+    }
+    memset(want, 0, 16);
+    want[0] = MIG_REC_PAGE_PIECES;
+    want[2] = MIG_PIECES_HASHED;
+    memcpy(want + 4, &len, 4);
+    v = htole64(5);
+    memcpy(want + 16, &v, 8);
+    v = htole64(mask);
+    memcpy(want + 24, &v, 8);
+    v = htole64(0xabcdef);
+    memcpy(want + 32, &v, 8);
+    memcpy(want + 40, page + 2 * PIECE, PIECE);
+    memcpy(want + 40 + PIECE, page + 60 * PIECE, PIECE);
+    memcpy(body, want + 16, 24);
+    for (unsigned i = 0; i < 2; i++) {
+        v = htole64(XXH3_64bits(want + 40 + i * PIECE, PIECE));
+        memcpy(body + 24 + 8 * i, &v, 8);
+    }
+    memcpy(&seed, want, 8);
+    v = htole64(XXH3_64bits_withSeed(body, sizeof(body), le64toh(seed)));
+    memcpy(want + 8, &v, 8);
+    sb_init_version(&b, 6);
+    head_len = mig_enc_header(b.enc, &cfg, head);
+    g_assert_cmpuint(
+        mig_enc_page_pieces(b.enc, 5, mask, page, true, 0xabcdef, b.rec), ==,
+        sizeof(want));
+    g_assert_cmpmem(b.rec, sizeof(want), want, sizeof(want));
+    g_assert_cmpuint(mig_enc_end(b.enc, end), ==, sizeof(end));
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, head, head_len);
+    XXH3_64bits_update(st, want, 40);
+    v = htole64(XXH3_64bits_digest(st));
+    g_assert_cmpmem(end + 16, 8, &v, 8);
+    XXH3_freeState(st);
+    sb_fini(&b);
+}
+
 /* Decoding @b must fail with @code and a message containing @what. */
 static void expect_fail_dst(const struct mig_stream_config *c, struct sb *b,
                             struct dst *d, int code, const char *what)
@@ -629,10 +695,10 @@ static void test_bad_header(void)
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
     expect_fail(&cfg, &b, EINVAL, "HEADER record #0 at offset 0: bad magic");
     b.len = 0;
-    header_payload(p, MIG_STREAM_MAGIC, 6, PAGE, VRAM, FEAT);
+    header_payload(p, MIG_STREAM_MAGIC, 7, PAGE, VRAM, FEAT);
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
     expect_fail(&cfg, &b, EPROTO,
-                "unknown stream version 6, this device reads versions 1 to 5");
+                "unknown stream version 7, this device reads versions 1 to 6");
     b.len = 0;
     header_payload(p, MIG_STREAM_MAGIC, 0, PAGE, VRAM, FEAT);
     sb_raw(&b, MIG_REC_HEADER, p, sizeof(p));
@@ -967,9 +1033,9 @@ static void test_bad_config(void)
     struct mig_enc *enc;
     struct vg_error err;
 
-    g_assert_cmpint(mig_enc_new(6, PAGE, &enc, &err), ==, -EINVAL);
-    g_assert_nonnull(strstr(err.msg, "stream version 6: this encoder writes "
-                                     "versions 1 to 5"));
+    g_assert_cmpint(mig_enc_new(7, PAGE, &enc, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "stream version 7: this encoder writes "
+                                     "versions 1 to 6"));
     g_assert_cmpint(mig_dec_new(&c, &sink, &dec, &err), ==, -EINVAL);
     g_assert_nonnull(strstr(err.msg, "page size 3000"));
     g_assert_cmpstr(mig_rec_name(MIG_REC_DEVICE_STATE), ==, "DEVICE_STATE");
@@ -1305,6 +1371,9 @@ static void decode_pieces(const struct sb *b, unsigned hashed)
         g_assert_cmpmem(d.vram + 40 * PAGE, sizeof(pieces_want), pieces_want,
                         sizeof(pieces_want));
         g_assert_cmpuint(d.pieces_hashed, ==, hashed);
+        /* 4 + 1 pieces, their hashes given from version 6 on */
+        g_assert_cmpuint(d.piece_hashes, ==,
+                         pieces_version >= MIG_PIECE_HASH_VERSION ? 5 : 0);
         if (k >= 2) {
             g_assert_cmpuint(d.pieces_in_place, ==, k < 6 ? 0 : 2);
         }
@@ -1316,7 +1385,8 @@ static void decode_pieces(const struct sb *b, unsigned hashed)
  * or not; a record's length is the shape of its mask.  A page stale
  * there (torn while it went) is mended by pieces that carry the hash the
  * page then has, and not hashed where it was not stale; in version 5
- * that hash is the page's tree. */
+ * that hash is the page's tree; in version 6 the checksum takes the
+ * pieces' hashes, which the sink gets, and still fails a changed byte. */
 static void test_pieces(const void *opaque)
 {
     uint32_t v = GPOINTER_TO_UINT(opaque);
@@ -1440,6 +1510,9 @@ int main(int argc, char **argv)
                          test_pieces);
     g_test_add_data_func("/mig-stream/pieces-v5", GUINT_TO_POINTER(5),
                          test_pieces);
+    g_test_add_data_func("/mig-stream/pieces-v6", GUINT_TO_POINTER(6),
+                         test_pieces);
+    g_test_add_func("/mig-stream/pieces-v6-layout", test_pieces_v6_layout);
     g_test_add_func("/mig-stream/pieces-bad", test_pieces_bad);
     return g_test_run();
 }

@@ -4,11 +4,14 @@
  * one whose masked pieces changed, hashed again from those, has the same
  * hash as hashed whole, with 64 KiB pages (a mask bit a tree piece) and 4
  * KiB ones (16 mask bits a tree piece); a page never hashed, or forgotten,
- * is hashed whole whatever the mask says.
+ * is hashed whole whatever the mask says; the changed pieces' hashes a
+ * caller gives stand for them with 64 KiB pages, and are not taken with 4
+ * KiB ones (a mask piece is not a tree piece there).
  */
 #include <glib.h>
 #include <string.h>
 
+#include "common/hash.h"
 #include "vfio-migration/mig-stream.h"
 #include "vfio-migration/mig-tree.h"
 
@@ -40,15 +43,50 @@ static void rehash_sizes(uint32_t ps)
     page[5] ^= 1;
     page[9 * piece + 3] ^= 2;
     page[ps - 1] ^= 4;
-    g_assert_cmphex(mig_tree_rehash(t, 1, page, 1ull | 1ull << 9 | 1ull << 63),
-                    ==, whole(page, ps));
+    g_assert_cmphex(
+        mig_tree_rehash(t, 1, page, 1ull | 1ull << 9 | 1ull << 63, NULL), ==,
+        whole(page, ps));
     /* a change the mask does not name stays unseen: the kept hash */
     page[20 * piece] ^= 8;
-    g_assert_cmphex(mig_tree_rehash(t, 1, page, 1), !=, whole(page, ps));
+    g_assert_cmphex(mig_tree_rehash(t, 1, page, 1, NULL), !=, whole(page, ps));
     mig_tree_forget(t, 1);
-    g_assert_cmphex(mig_tree_rehash(t, 1, page, 0), ==, whole(page, ps));
+    g_assert_cmphex(mig_tree_rehash(t, 1, page, 0, NULL), ==, whole(page, ps));
     /* page 2 was never hashed: whole */
-    g_assert_cmphex(mig_tree_rehash(t, 2, vram + 2 * ps, 1ull << 5), ==,
+    g_assert_cmphex(mig_tree_rehash(t, 2, vram + 2 * ps, 1ull << 5, NULL), ==,
+                    whole(vram + 2 * ps, ps));
+    mig_tree_free(t);
+}
+
+/* Pieces 3 and 40 of page 1 change; their hashes are given. */
+static void given_sizes(uint32_t ps)
+{
+    uint32_t piece = ps / MIG_PAGE_PIECES;
+    g_autofree uint8_t *vram = g_malloc(NPAGES * ps);
+    struct mig_tree *t = mig_tree_new(NPAGES, ps);
+    uint8_t *page = vram + ps;
+    uint64_t given[2], bogus[2] = {1, 2};
+
+    g_assert_nonnull(t);
+    fill(vram, NPAGES * ps);
+    mig_tree_hash(t, 1, page);
+    page[3 * piece] ^= 1;
+    page[40 * piece + piece - 1] ^= 2;
+    given[0] = vg_hash(page + 3 * piece, piece, 0);
+    given[1] = vg_hash(page + 40 * piece, piece, 0);
+    g_assert_cmphex(mig_tree_rehash(t, 1, page, 1ull << 3 | 1ull << 40, given),
+                    ==, whole(page, ps));
+    /* given hashes are taken as they are (64 KiB), or not at all (4 KiB) */
+    if (ps >= 64u << 10) {
+        g_assert_cmphex(
+            mig_tree_rehash(t, 1, page, 1ull << 3 | 1ull << 40, bogus), !=,
+            whole(page, ps));
+    } else {
+        g_assert_cmphex(
+            mig_tree_rehash(t, 1, page, 1ull << 3 | 1ull << 40, bogus), ==,
+            whole(page, ps));
+    }
+    /* a page never hashed is hashed whole, given hashes or not */
+    g_assert_cmphex(mig_tree_rehash(t, 2, vram + 2 * ps, 1ull << 3, bogus), ==,
                     whole(vram + 2 * ps, ps));
     mig_tree_free(t);
 }
@@ -56,6 +94,16 @@ static void rehash_sizes(uint32_t ps)
 static void test_rehash_64k(void)
 {
     rehash_sizes(64u << 10);
+}
+
+static void test_given_64k(void)
+{
+    given_sizes(64u << 10);
+}
+
+static void test_given_4k(void)
+{
+    given_sizes(4096);
 }
 
 /* 4 KiB pages: 64-byte mask pieces, 1 KiB tree pieces. */
@@ -69,5 +117,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/mig/tree/rehash-64k", test_rehash_64k);
     g_test_add_func("/mig/tree/rehash-4k", test_rehash_4k);
+    g_test_add_func("/mig/tree/given-64k", test_given_64k);
+    g_test_add_func("/mig/tree/given-4k", test_given_4k);
     return g_test_run();
 }

@@ -57,6 +57,7 @@ static int sink_state(void *o, const uint8_t *blob, uint32_t len,
 
 /* The stream, its records' offsets, and the VRAM it leaves. */
 struct stream {
+    uint32_t version;
     GByteArray *bytes;
     uint8_t vram[VRAM];
     size_t rec_at[16];
@@ -92,6 +93,7 @@ static void build(struct stream *st, uint32_t version, bool all_again)
     uint8_t data[32 * PAGE];
 
     memset(st, 0, sizeof(*st));
+    st->version = version;
     st->bytes = g_byte_array_new();
     g_assert_cmpint(mig_enc_new(version, PAGE, &enc, &err), ==, 0);
     put(st, rec, mig_enc_header(enc, &c, rec));
@@ -414,6 +416,7 @@ static void build_torn(struct stream *st, uint32_t version,
     uint64_t hashes[32];
 
     memset(st, 0, sizeof(*st));
+    st->version = version;
     st->bytes = g_byte_array_new();
     g_assert_cmpint(mig_enc_new(version, PAGE, &enc, &err), ==, 0);
     put(st, rec, mig_enc_header(enc, &cfg, rec));
@@ -422,7 +425,7 @@ static void build_torn(struct stream *st, uint32_t version,
     put(st, rec, mig_enc_pages(enc, 0, 32, data, rec));
     fill(data, 32, 2);
     for (unsigned k = 0; k < 32; k++) {
-        hashes[k] = XXH3_64bits(data + k * PAGE, PAGE);
+        hashes[k] = mig_stream_page_hash(version, data + k * PAGE, PAGE, NULL);
     }
     data[2 * PAGE + 9] ^= 0x20; /* written while it went */
     memcpy(st->vram + 32 * PAGE, data, sizeof(data));
@@ -474,7 +477,9 @@ static void read_back(struct sf *s, const struct stream *st,
                     0);
     g_assert_cmpmem(got, VRAM, st->vram, VRAM);
     for (unsigned p = 0; p < NPAGES; p++) {
-        g_assert_cmphex(hashes[p], ==, XXH3_64bits(st->vram + p * PAGE, PAGE));
+        g_assert_cmphex(
+            hashes[p], ==,
+            mig_stream_page_hash(st->version, st->vram + p * PAGE, PAGE, NULL));
     }
     g_assert_cmpint(sf_verify(s, &err), ==, 0);
 }
@@ -502,6 +507,8 @@ static void test_listed(void)
     }
 }
 
+static uint32_t pieces_version; /* of the stream then_pieces() ends */
+
 /* The pieces of @mask of the page @page of @vram changed (bytes flipped),
  * and their PAGE_PIECES record, with the page's new hash if @hashed. */
 static void put_pieces(struct stream *st, struct mig_enc *enc, uint8_t *rec,
@@ -516,8 +523,9 @@ static void put_pieces(struct stream *st, struct mig_enc *enc, uint8_t *rec,
         }
     }
     put(st, rec,
-        mig_enc_page_pieces(enc, page, mask, at, hashed, XXH3_64bits(at, PAGE),
-                            rec));
+        mig_enc_page_pieces(
+            enc, page, mask, at, hashed,
+            mig_stream_page_hash(pieces_version, at, PAGE, NULL), rec));
 }
 
 /* Page 10 cleared, then PAGE_PIECES of page 34 (over its torn byte; with
@@ -533,10 +541,11 @@ static void then_pieces(struct stream *st, struct mig_enc *enc, uint8_t *rec,
     put_pieces(st, enc, rec, 10, 1ull << 20, false);
 }
 
-/* A version 4 save file: every page reads back as its pieces left it (a
- * cleared page too, which is then to be read), the torn page only where
- * its pieces carry its hash, and the digest holds. */
-static void test_pieces(void)
+/* A version 4 or 6 save file (version 6: its PAGE_PIECES records
+ * checksummed over their pieces' hashes): every page reads back as its
+ * pieces left it (a cleared page too, which is then to be read), the
+ * torn page only where its pieces carry its hash, and the digest holds. */
+static void test_pieces(const void *opaque)
 {
     static const char *const torn[] = {
         "page 34 was stale and is not whole with its pieces", NULL};
@@ -547,7 +556,8 @@ static void test_pieces(void)
         struct seen seen = {0};
         struct sf *s;
 
-        build_torn(&st, 4, then_pieces, hash_34);
+        pieces_version = GPOINTER_TO_UINT(opaque);
+        build_torn(&st, pieces_version, then_pieces, hash_34);
         s = file_scanned(&st, 11 + hash_34, &seen);
         g_assert_cmpuint(sf_pending(s, pending), ==, NPAGES);
         g_assert_cmpuint(seen.zeroed[10], ==, 1);
@@ -656,6 +666,9 @@ int main(int argc, char **argv)
     g_test_add_func("/stream-file/bad-files", test_bad_files);
     g_test_add_func("/stream-file/bad-extents", test_bad_extents);
     g_test_add_func("/stream-file/listed", test_listed);
-    g_test_add_func("/stream-file/pieces", test_pieces);
+    g_test_add_data_func("/stream-file/pieces", GUINT_TO_POINTER(4),
+                         test_pieces);
+    g_test_add_data_func("/stream-file/pieces-v6", GUINT_TO_POINTER(6),
+                         test_pieces);
     return g_test_run();
 }
