@@ -410,21 +410,13 @@ static void hash_later(struct mig *m, uint64_t page, uint64_t mask)
     }
 }
 
-/* Pieces of page @page written over what an earlier record brought, a
- * write per run of adjacent pieces.  The checksums need the page hashed
- * again before the device runs, and it is cheaper while the stream
- * still comes than at the finish: at once where the decoder checks it
- * (@hash, a stale page), VRAM is not mapped here or the decoder hashed
- * the pieces (@piece_hash, version 6: the page hash is then a join of
- * hashes), else on the pool with a batch of such pages. */
-static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
-                       uint32_t piece_size, const uint8_t *data,
-                       const uint64_t *piece_hash, uint64_t *hash,
-                       struct vg_error *err)
+/* The pieces @mask of page @page, @piece_size bytes each at @data, into
+ * VRAM: a write per run of adjacent pieces. */
+static int write_pieces(struct mig *m, uint64_t page, uint64_t mask,
+                        uint32_t piece_size, const uint8_t *data,
+                        struct vg_error *err)
 {
-    struct mig *m = opaque;
-    struct mig_load *l = m->load;
-    uint64_t base = page * m->scfg.page_size, written = mask;
+    uint64_t base = page * m->scfg.page_size;
     int ret = pages_ok(m, page, 1, err);
 
     while (ret == 0 && mask) {
@@ -437,6 +429,26 @@ static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
         data += (size_t)n * piece_size;
         mask = first + n >= 64 ? 0 : mask & (~0ull << (first + n));
     }
+    return ret;
+}
+
+/* Pieces of page @page written over what an earlier record brought.  The
+ * checksums need the page hashed again before the device runs, and it is
+ * cheaper while the stream still comes than at the finish: at once where the
+ * decoder checks it
+ * (@hash, a stale page), VRAM is not mapped here or the decoder hashed
+ * the pieces (@piece_hash, version 6: the page hash is then a join of
+ * hashes), else on the pool with a batch of such pages. */
+static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
+                       uint32_t piece_size, const uint8_t *data,
+                       const uint64_t *piece_hash, uint64_t *hash,
+                       struct vg_error *err)
+{
+    struct mig *m = opaque;
+    struct mig_load *l = m->load;
+    uint64_t base = page * m->scfg.page_size, written = mask;
+    int ret = write_pieces(m, page, mask, piece_size, data, err);
+
     if (ret < 0) {
         return ret;
     }
@@ -460,6 +472,69 @@ static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
         }
     }
     return ret;
+}
+
+/* sink_pieces() for a page of a batch (VRAM mapped here, version 6), on
+ * the pool, at once with the batch's other pages: the page hash joined
+ * from the pieces' hashes (or taken whole without a tree), the page's
+ * bits set atomically (its neighbours' share their words). */
+static int sink_pieces_mt(void *opaque, uint64_t page, uint64_t mask,
+                          uint32_t piece_size, const uint8_t *data,
+                          const uint64_t *piece_hash, uint64_t *hash,
+                          struct vg_error *err)
+{
+    struct mig *m = opaque;
+    struct mig_load *l = m->load;
+    int ret = write_pieces(m, page, mask, piece_size, data, err);
+
+    if (ret < 0) {
+        return ret;
+    }
+    l->page_hash[page] =
+        l->tree ? mig_tree_rehash(l->tree, page,
+                                  vgpu_vram(m->gpu) + page * m->scfg.page_size,
+                                  mask, piece_hash)
+                : mig_page_hash(m, page);
+    __atomic_fetch_and(&l->zeroed[page / 64], ~(1ull << (page % 64)),
+                       __ATOMIC_RELAXED);
+    __atomic_fetch_or(&l->hashed[page / 64], 1ull << (page % 64),
+                      __ATOMIC_RELAXED);
+    if (hash) {
+        *hash = l->page_hash[page];
+    }
+    return 0;
+}
+
+/* A batch of pieces' records on the pool, MIG_PIECE_BYTES of pages' worth
+ * of records a job; the pages hashed later first (a batch may change
+ * them). */
+struct batch_run {
+    void (*fn)(void *arg, uint64_t i);
+    void *arg;
+    uint32_t page_size;
+    uint64_t n;
+};
+
+static void batch_piece(void *arg, uint64_t piece)
+{
+    struct batch_run *r = arg;
+    uint64_t i, end = mig_piece(piece, r->page_size, r->n, &i);
+
+    for (; i < end; i++) {
+        r->fn(r->arg, i);
+    }
+}
+
+static void sink_run(void *opaque, uint64_t n,
+                     void (*fn)(void *arg, uint64_t i), void *arg)
+{
+    struct mig *m = opaque;
+    struct batch_run r = {fn, arg, m->scfg.page_size, n};
+
+    if (m->load->unhashed.n) {
+        hash_unhashed(m);
+    }
+    mig_run_pieces(m->load->pool, m->scfg.page_size, n, batch_piece, &r);
 }
 
 /* The first page in [@p, @end) whose bit in @bm is @v, else @end. */
@@ -578,6 +653,10 @@ int mig_load_open(struct mig *m, struct vg_error *err)
     uint8_t *zero;
     int ret;
 
+    if (vgpu_vram(m->gpu)) {
+        sink.run = sink_run;
+        sink.pieces_mt = sink_pieces_mt;
+    }
     m->load = calloc(1, sizeof(*m->load));
     if (!m->load) {
         return vg_error_set(err, ENOMEM, "loading session");

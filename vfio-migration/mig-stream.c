@@ -503,6 +503,22 @@ size_t mig_enc_end(struct mig_enc *enc, uint8_t *buf)
 _Static_assert(MIG_RUN_MAX_PAGES >= MIG_PAGE_PIECES,
                "a decoder's hashes hold a PAGE_PIECES record's");
 
+/* Version 6 PAGE_PIECES records applied at once (mig_dec_sink.run). */
+#define DEC_BATCH_MAX 256u
+
+/* One record of such a batch: its headers, copied and checked, and its
+ * pieces where they arrived; then what applying it gave. */
+struct dec_job {
+    uint8_t head[MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE];
+    const uint8_t *pieces;
+    uint64_t offset, index; /* the record's, for its errors */
+    bool stale;             /* its page was: the sink gives its hash */
+    uint64_t sum, hash;
+    int ret;
+    struct vg_error err;
+    uint64_t piece_hash[MIG_PAGE_PIECES];
+};
+
 struct mig_dec {
     struct mig_stream_config cfg;
     struct mig_dec_sink sink;
@@ -540,6 +556,11 @@ struct mig_dec {
     uint64_t *stale;
     uint64_t stale_count;
     uint64_t stale_marked;
+    /* Version 6 with the sink's run(): the batch (DEC_BATCH_MAX jobs)
+     * and the page of each job. */
+    struct dec_job *batch;
+    uint64_t batch_page[DEC_BATCH_MAX];
+    unsigned batched;
 };
 
 int mig_dec_new(const struct mig_stream_config *cfg,
@@ -582,6 +603,7 @@ void mig_dec_free(struct mig_dec *dec)
         free(dec->rec);
         free(dec->brought);
         free(dec->stale);
+        free(dec->batch);
         free(dec);
     }
 }
@@ -722,6 +744,13 @@ static int dec_header(struct mig_dec *dec, const uint8_t *p)
             dec->version >= 4 ? calloc((dec->npages + 63) / 64, 8) : NULL;
         if (!dec->stale || (dec->version >= 4 && !dec->brought)) {
             return dec_fail(dec, ENOMEM, "no memory for the pages' bitmaps");
+        }
+    }
+    if (dec->version >= MIG_PIECE_HASH_VERSION && dec->sink.run &&
+        dec->sink.pieces_mt) {
+        dec->batch = malloc(DEC_BATCH_MAX * sizeof(*dec->batch));
+        if (!dec->batch) {
+            return dec_fail(dec, ENOMEM, "no memory for a batch of pieces");
         }
     }
     dec->seen_header = true;
@@ -916,20 +945,42 @@ static int pieces_shape(struct mig_dec *dec, const uint8_t *p, uint32_t len)
 /* A PAGE_PIECES record: its pieces written over the page.  A stale page
  * is whole again only where the record carries the page's hash and the
  * page as written has it. */
-static int dec_pieces(struct mig_dec *dec, const uint8_t *p, uint32_t len)
+/* A PAGE_PIECES record's shape, and a stale page only with its hash. */
+static int pieces_admit(struct mig_dec *dec, const uint8_t *p, uint32_t len)
 {
-    uint64_t page = vg_get_le64(p), listed = vg_get_le64(p + 16), hash = 0;
+    uint64_t page = vg_get_le64(p);
     bool hashed = vg_get_le16(dec->rec + 2) & MIG_PIECES_HASHED;
-    bool stale = mig_dec_page_stale(dec, page);
-    struct vg_error se;
     int ret = pieces_shape(dec, p, len);
 
-    if (ret == 0 && stale && !hashed) {
+    if (ret == 0 && !hashed && mig_dec_page_stale(dec, page)) {
         return dec_fail(dec, EBADMSG,
                         "page %" PRIu64 " is stale, and a record without "
                         "its page hash cannot mend it",
                         page);
     }
+    return ret;
+}
+
+/* A stale page @page whose pieces gave it @hash, listed @listed. */
+static int pieces_mended(struct mig_dec *dec, uint64_t page, uint64_t hash,
+                         uint64_t listed)
+{
+    if (hash != listed) {
+        return dec_fail(dec, EBADMSG,
+                        "page %" PRIu64 ": hash %016" PRIx64
+                        " with its pieces, listed %016" PRIx64,
+                        page, hash, listed);
+    }
+    return 0;
+}
+
+static int dec_pieces(struct mig_dec *dec, const uint8_t *p, uint32_t len)
+{
+    uint64_t page = vg_get_le64(p), hash = 0;
+    bool stale = mig_dec_page_stale(dec, page);
+    struct vg_error se;
+    int ret = pieces_admit(dec, p, len);
+
     if (ret == 0 && !dec->sink.pieces) {
         return dec_fail(dec, ENOTSUP, "this destination cannot write pieces");
     }
@@ -941,11 +992,8 @@ static int dec_pieces(struct mig_dec *dec, const uint8_t *p, uint32_t len)
             stale ? &hash : NULL, &se);
         ret = ret < 0 ? dec_sink_failed(dec, ret, &se) : 0;
     }
-    if (ret == 0 && stale && hash != listed) {
-        return dec_fail(dec, EBADMSG,
-                        "page %" PRIu64 ": hash %016" PRIx64
-                        " with its pieces, listed %016" PRIx64,
-                        page, hash, listed);
+    if (ret == 0 && stale) {
+        ret = pieces_mended(dec, page, hash, vg_get_le64(p + 16));
     }
     if (ret == 0) {
         set_stale(dec, page, 1, false);
@@ -1210,6 +1258,129 @@ static int dec_record(struct mig_dec *dec)
     return 0;
 }
 
+/* A job of the batch applied, on one of the sink's threads: its pieces'
+ * hashes and checksum, then the sink's write. */
+static void job_apply(void *arg, uint64_t i)
+{
+    struct mig_dec *dec = arg;
+    struct dec_job *j = &dec->batch[i];
+    const uint8_t *p = j->head + MIG_REC_HDR_SIZE;
+    uint32_t piece = dec->cfg.page_size / MIG_PAGE_PIECES;
+    uint32_t len = vg_get_le32(j->head + 4);
+
+    j->sum =
+        mig_pieces_checksum(j->head, p, j->pieces, piece,
+                            (len - MIG_PIECES_HDR_SIZE) / piece, j->piece_hash);
+    j->ret = dec->sink.pieces_mt(
+        dec->sink.opaque, vg_get_le64(p), vg_get_le64(p + 8), piece, j->pieces,
+        j->piece_hash, j->stale ? &j->hash : NULL, &j->err);
+}
+
+/* A job's record taken, in stream order: its checksum, the sink's write
+ * and a stale page's hash checked, as dec_record() would, and errors
+ * named after the record. */
+static int job_take(struct mig_dec *dec, struct dec_job *j)
+{
+    const uint8_t *p = j->head + MIG_REC_HDR_SIZE;
+    uint32_t len = vg_get_le32(j->head + 4);
+    uint64_t page = vg_get_le64(p);
+
+    if (j->sum == vg_get_le64(j->head + 8) && j->ret == 0 &&
+        (!j->stale || j->hash == vg_get_le64(p + 16))) {
+        set_stale(dec, page, 1, false);
+        vg_digest_update(dec->digest, j->head, sizeof(j->head));
+        return 0;
+    }
+    memcpy(dec->rec, j->head, sizeof(j->head));
+    dec->have = sizeof(j->head);
+    dec->offset = j->offset;
+    dec->index = j->index;
+    if (j->sum != vg_get_le64(j->head + 8)) {
+        return dec_fail(dec, EBADMSG,
+                        "checksum %016" PRIx64 ", computed %016" PRIx64
+                        " over %u payload bytes",
+                        vg_get_le64(j->head + 8), j->sum, len);
+    }
+    if (j->ret < 0) {
+        return dec_sink_failed(dec, j->ret, &j->err);
+    }
+    return pieces_mended(dec, page, j->hash, vg_get_le64(p + 16));
+}
+
+/* Apply the batch: every job on the sink's threads, then each taken in
+ * order until one fails. */
+static void dec_flush(struct mig_dec *dec)
+{
+    unsigned n = dec->batched;
+
+    dec->batched = 0;
+    if (n == 0 || dec->failed) {
+        return;
+    }
+    dec->sink.run(dec->sink.opaque, n, job_apply, dec);
+    for (unsigned i = 0; i < n && !dec->failed; i++) {
+        job_take(dec, &dec->batch[i]);
+    }
+}
+
+/* Whether page @page has a job in the batch. */
+static bool batch_has(const struct mig_dec *dec, uint64_t page)
+{
+    for (unsigned i = 0; i < dec->batched; i++) {
+        if (dec->batch_page[i] == page) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The version 6 PAGE_PIECES record in @rec, whole at data_at, joins the
+ * batch, checked as dec_record() would but for its checksum; after the
+ * batch's record of its page, if the batch has one. */
+static void dec_queue(struct mig_dec *dec)
+{
+    const uint8_t *p = dec->rec + MIG_REC_HDR_SIZE;
+    uint64_t page = vg_get_le64(p);
+    struct dec_job *j;
+
+    if (batch_has(dec, page)) {
+        dec_flush(dec);
+    }
+    if (dec->failed ||
+        pieces_admit(dec, p, (uint32_t)(dec->want - MIG_REC_HDR_SIZE)) < 0) {
+        return;
+    }
+    j = &dec->batch[dec->batched];
+    dec->batch_page[dec->batched++] = page;
+    memcpy(j->head, dec->rec, sizeof(j->head));
+    j->pieces = pieces_data(dec, p);
+    j->offset = dec->offset;
+    j->index = dec->index;
+    j->stale = mig_dec_page_stale(dec, page);
+    dec->offset += dec->want;
+    dec->index++;
+    dec->have = 0;
+    dec->want = MIG_REC_HDR_SIZE;
+    if (dec->batched == DEC_BATCH_MAX) {
+        dec_flush(dec);
+    }
+}
+
+/* A whole record is in: into the batch where it may go, else applied
+ * after the batch. */
+static void dec_complete(struct mig_dec *dec)
+{
+    if (dec->batch && dec->data_at && hashed_pieces(dec)) {
+        dec_queue(dec);
+    } else {
+        dec_flush(dec);
+        if (!dec->failed) {
+            dec_record(dec);
+        }
+    }
+    dec->data_at = NULL;
+}
+
 /* Bytes to copy into @rec next, of @len at hand: up to the record's end,
  * but one that may be read in place stops before that part
  * (in_place_from()), so that it is read there if all of it is at hand. */
@@ -1256,10 +1427,10 @@ int mig_dec_feed(struct mig_dec *dec, const void *data, size_t len,
         }
         if (!dec->failed && dec->have == dec->want &&
             dec->want > MIG_REC_HDR_SIZE) {
-            dec_record(dec);
-            dec->data_at = NULL;
+            dec_complete(dec);
         }
     }
+    dec_flush(dec); /* its pieces lie in @data */
     if (dec->failed && err) {
         *err = dec->error;
     }

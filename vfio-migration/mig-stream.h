@@ -43,10 +43,13 @@
  * names the record type, index, stream offset and the values involved.
  * One exception to the buffering: the page data of a version 2 PAGES
  * record that lies whole in the chunk being fed are hashed and handed to
- * the sink where they are, not copied first.  Every field the decoder
- * checks is copied before it is checked; page data that a feeder changes
- * under it can only make the pages differ from their hashes, never make
- * the decoder or the sink go outside their buffers.
+ * the sink where they are, not copied first; so are the pieces of
+ * PAGE_PIECES records, and in version 6 a run of such records whole in
+ * the chunk is checked and applied as a batch on the sink's threads
+ * (mig_dec_sink.run), their effects and errors then taken in order.  Every
+ * field the decoder checks is copied before it is checked; page data that a
+ * feeder changes under it can only make the pages differ from their hashes,
+ * never make the decoder or the sink go outside their buffers.
  */
 #ifndef MIG_STREAM_H
 #define MIG_STREAM_H
@@ -287,6 +290,22 @@ struct mig_dec_sink {
     int (*write_hashed)(void *opaque, uint64_t first, uint64_t count,
                         const uint8_t *data, uint64_t *hashes,
                         struct vg_error *err);
+    /* Optional, version 6, both or neither: the PAGE_PIECES records that
+     * lie whole in one fed chunk, one after the other, are applied a batch
+     * at a time on several threads (the pages of a batch all differ).
+     * run() calls @fn(@arg, i) for each i < @n, several at once, and
+     * returns when all have returned.  pieces_mt() is pieces() for one
+     * record of a batch: on any thread, at once with those of the batch's
+     * other pages, and before the record's checksum is checked (a failed
+     * check fails the stream, so a sink may use this only where nothing
+     * reads VRAM before the stream has ended well).  NULL: pieces(), a
+     * record at a time. */
+    void (*run)(void *opaque, uint64_t n, void (*fn)(void *arg, uint64_t i),
+                void *arg);
+    int (*pieces_mt)(void *opaque, uint64_t page, uint64_t mask,
+                     uint32_t piece_size, const uint8_t *data,
+                     const uint64_t *piece_hash, uint64_t *hash,
+                     struct vg_error *err);
 };
 
 struct mig_dec;

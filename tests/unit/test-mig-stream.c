@@ -139,6 +139,10 @@ struct dst {
     unsigned pieces_hashed;   /* pages the pieces sink hashed */
     unsigned pieces_in_place; /* records whose pieces were in the chunk */
     unsigned piece_hashes;    /* pieces' hashes the decoder gave, checked */
+    /* The sink applies version 6 pieces in batches (run(), pieces_mt()),
+     * each batch's jobs last to first: the batches and their jobs. */
+    bool batches;
+    unsigned batch_runs, batch_jobs;
     unsigned postcopies;
     struct mig_postcopy_info pc;
 };
@@ -252,6 +256,18 @@ static int dst_pieces(void *o, uint64_t page, uint64_t mask,
     return 0;
 }
 
+static void dst_run(void *o, uint64_t n, void (*fn)(void *arg, uint64_t i),
+                    void *arg)
+{
+    struct dst *d = o;
+
+    d->batch_runs++;
+    d->batch_jobs += (unsigned)n;
+    for (uint64_t i = n; i > 0; i--) {
+        fn(arg, i - 1);
+    }
+}
+
 static int dst_write_hashed(void *o, uint64_t first, uint64_t count,
                             const uint8_t *data, uint64_t *hashes,
                             struct vg_error *err)
@@ -281,7 +297,9 @@ static int decode(const struct mig_stream_config *c, const uint8_t *data,
         .state = dst_state,
         .hash_pages = d->sink_hashes ? dst_hash_pages : NULL,
         .postcopy = d->no_postcopy_sink ? NULL : dst_postcopy,
-        .write_hashed = d->writes_first ? dst_write_hashed : NULL};
+        .write_hashed = d->writes_first ? dst_write_hashed : NULL,
+        .run = d->batches ? dst_run : NULL,
+        .pieces_mt = d->batches ? dst_pieces : NULL};
     struct mig_dec *dec;
     size_t off = 0;
     int ret;
@@ -291,6 +309,7 @@ static int decode(const struct mig_stream_config *c, const uint8_t *data,
     d->hashed = d->unhashed = d->in_place = d->sink_hashed = 0;
     d->pieces_in_place = 0;
     d->piece_hashes = 0;
+    d->batch_runs = d->batch_jobs = 0;
     d->written_first = d->confirmed = 0;
     d->postcopies = 0;
     g_assert_cmpint(mig_dec_new(c, &sink, &dec, err), ==, 0);
@@ -1415,6 +1434,82 @@ static void test_pieces(const void *opaque)
     sb_fini(&b);
 }
 
+/* Pieces of page 45 (mask 0x3), of 45 again (0x6, other bytes: piece 1
+ * depends on the order), of 47 (piece 3), of 49 (pieces 8 and 9, with
+ * its hash: the page is stale in the torn stream), from pieces_src. */
+static void then_pieces_twice(struct sb *b)
+{
+    uint8_t page49[PAGE], other[PAGE];
+
+    for (unsigned i = 0; i < PAGE; i++) {
+        other[i] = pieces_src[i] ^ 0x5a;
+    }
+    memcpy(page49, listed_pages + 9 * PAGE, PAGE);
+    memcpy(page49 + 8 * (PAGE / 64), pieces_src + 8 * (PAGE / 64),
+           2 * (PAGE / 64));
+    sb_add(b,
+           mig_enc_page_pieces(b->enc, 45, 0x3, pieces_src, false, 0, b->rec));
+    sb_add(b, mig_enc_page_pieces(b->enc, 45, 0x6, other, false, 0, b->rec));
+    sb_add(b, mig_enc_page_pieces(b->enc, 47, 1ull << 3, pieces_src, false, 0,
+                                  b->rec));
+    sb_add(b, mig_enc_page_pieces(b->enc, 49, 0x300, pieces_src, true,
+                                  page_hash(6, page49), b->rec));
+}
+
+/* Version 6 pieces applied in batches (the sink's run(), here last job
+ * first) leave VRAM as one at a time does: a record of a page already in
+ * the batch waits for it (two batches here: 45, then 45 47 49), chunks
+ * smaller than a record apply none that way; a stale page is mended in
+ * a batch; a bad checksum or a hash that does not mend names the record
+ * at fault, not the batch's last. */
+static void test_pieces_batch(void)
+{
+    g_autofree uint8_t *serial = g_malloc(16 * PAGE);
+    static struct dst d;
+    struct vg_error err;
+    size_t rec45;
+    struct sb b;
+
+    make_listed_pages();
+    pieces_expected();
+    memcpy(torn_pages, listed_pages, sizeof(torn_pages));
+    torn_pages[9 * PAGE + 8 * (PAGE / 64) + 5] ^= 0x40; /* mended by 49's */
+    build_listed_version(&b, 6, 40, 16, listed_pages, torn_pages,
+                         then_pieces_twice);
+    g_assert_cmpint(decode(&cfg, b.data, b.len, b.len, &d, &err), ==, 0);
+    memcpy(serial, d.vram + 40 * PAGE, 16 * PAGE);
+    g_assert_cmpuint(d.pieces_hashed, ==, 1);
+    d.batches = true;
+    d.pieces_hashed = 0;
+    g_assert_cmpint(decode(&cfg, b.data, b.len, b.len, &d, &err), ==, 0);
+    g_assert_cmpmem(d.vram + 40 * PAGE, 16 * PAGE, serial, 16 * PAGE);
+    g_assert_cmpuint(d.batch_runs, ==, 2);
+    g_assert_cmpuint(d.batch_jobs, ==, 4);
+    g_assert_cmpuint(d.pieces_hashed, ==, 1);
+    g_assert_cmpint(decode(&cfg, b.data, b.len, 7, &d, &err), ==, 0);
+    g_assert_cmpmem(d.vram + 40 * PAGE, 16 * PAGE, serial, 16 * PAGE);
+    g_assert_cmpuint(d.batch_jobs, ==, 0);
+    /* a byte of the second record of 45 (#3, the first of the second
+     * batch) changed */
+    rec45 = 48 + 32 + 16 * (8 + PAGE) + 40 + 2 * (PAGE / 64);
+    b.data[rec45 + 40 + 1] ^= 0x10;
+    g_assert_cmpint(decode(&cfg, b.data, b.len, b.len, &d, &err), ==, -EBADMSG);
+    g_assert_nonnull(strstr(err.msg, "PAGE_PIECES record #3 at offset"));
+    g_assert_nonnull(strstr(err.msg, ": checksum "));
+    b.data[rec45 + 40 + 1] ^= 0x10;
+    sb_fini(&b);
+    /* 49 torn where its pieces do not go: its hash does not mend it */
+    torn_pages[9 * PAGE + 8 * (PAGE / 64) + 5] ^= 0x40;
+    torn_pages[9 * PAGE + 100] ^= 0x40;
+    build_listed_version(&b, 6, 40, 16, listed_pages, torn_pages,
+                         then_pieces_twice);
+    g_assert_cmpint(decode(&cfg, b.data, b.len, b.len, &d, &err), ==, -EBADMSG);
+    g_assert_nonnull(strstr(err.msg, "PAGE_PIECES record #5 at offset"));
+    g_assert_nonnull(strstr(err.msg, "page 49: hash"));
+    d.batches = false;
+    sb_fini(&b);
+}
+
 /* Malformed or misplaced PAGE_PIECES records: in a version 3 stream, of
  * a page no record brought, of a stale page without the page hash that
  * mends it or with one its pieces do not give, a mask that is zero or
@@ -1513,6 +1608,7 @@ int main(int argc, char **argv)
     g_test_add_data_func("/mig-stream/pieces-v6", GUINT_TO_POINTER(6),
                          test_pieces);
     g_test_add_func("/mig-stream/pieces-v6-layout", test_pieces_v6_layout);
+    g_test_add_func("/mig-stream/pieces-batch", test_pieces_batch);
     g_test_add_func("/mig-stream/pieces-bad", test_pieces_bad);
     return g_test_run();
 }
