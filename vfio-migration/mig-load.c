@@ -432,13 +432,29 @@ static int write_pieces(struct mig *m, uint64_t page, uint64_t mask,
     return ret;
 }
 
+/* The page hash of page @page after pieces @mask of it were written
+ * (their hashes @piece_hash, or NULL): from the kept pieces' hashes where
+ * the stream's page hash is a tree, else the page whole. */
+static int rehash_pieces(struct mig *m, uint64_t page, uint64_t mask,
+                         const uint64_t *piece_hash, struct vg_error *err)
+{
+    struct mig_load *l = m->load;
+
+    if (!l->tree) {
+        return page_hash_of(m, page, &l->page_hash[page], err);
+    }
+    l->page_hash[page] = mig_tree_rehash(
+        l->tree, page, vgpu_vram(m->gpu) + page * m->scfg.page_size, mask,
+        piece_hash);
+    return 0;
+}
+
 /* Pieces of page @page written over what an earlier record brought.  The
  * checksums need the page hashed again before the device runs, and it is
- * cheaper while the stream still comes than at the finish: at once where the
- * decoder checks it
- * (@hash, a stale page), VRAM is not mapped here or the decoder hashed
- * the pieces (@piece_hash, version 6: the page hash is then a join of
- * hashes), else on the pool with a batch of such pages. */
+ * cheaper while the stream still comes than at the finish: at once where
+ * the decoder checks it (@hash, a stale page), VRAM is not mapped here or
+ * the decoder hashed the pieces (@piece_hash, version 6: the page hash is
+ * then a join of hashes), else on the pool with a batch of such pages. */
 static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
                        uint32_t piece_size, const uint8_t *data,
                        const uint64_t *piece_hash, uint64_t *hash,
@@ -446,29 +462,24 @@ static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
 {
     struct mig *m = opaque;
     struct mig_load *l = m->load;
-    uint64_t base = page * m->scfg.page_size, written = mask;
     int ret = write_pieces(m, page, mask, piece_size, data, err);
 
     if (ret < 0) {
         return ret;
     }
-    mig_bit_put(m->load->zeroed, page, false);
+    mig_bit_put(l->zeroed, page, false);
     if (!hash && !(piece_hash && l->tree) && vgpu_vram(m->gpu)) {
-        hash_later(m, page, written);
+        hash_later(m, page, mask);
         return 0;
     }
     if (l->tree && !mig_bit(l->hashed, page)) {
         hash_unhashed(m); /* its earlier pieces' hashes first */
     }
-    ret = l->tree ? 0 : page_hash_of(m, page, &l->page_hash[page], err);
-    if (l->tree) {
-        l->page_hash[page] = mig_tree_rehash(
-            l->tree, page, vgpu_vram(m->gpu) + base, written, piece_hash);
-    }
+    ret = rehash_pieces(m, page, mask, piece_hash, err);
     if (ret == 0) {
-        mig_bit_put(m->load->hashed, page, true);
+        mig_bit_put(l->hashed, page, true);
         if (hash) {
-            *hash = m->load->page_hash[page];
+            *hash = l->page_hash[page];
         }
     }
     return ret;
@@ -487,14 +498,10 @@ static int sink_pieces_mt(void *opaque, uint64_t page, uint64_t mask,
     struct mig_load *l = m->load;
     int ret = write_pieces(m, page, mask, piece_size, data, err);
 
+    ret = ret ? ret : rehash_pieces(m, page, mask, piece_hash, err);
     if (ret < 0) {
         return ret;
     }
-    l->page_hash[page] =
-        l->tree ? mig_tree_rehash(l->tree, page,
-                                  vgpu_vram(m->gpu) + page * m->scfg.page_size,
-                                  mask, piece_hash)
-                : mig_page_hash(m, page);
     __atomic_fetch_and(&l->zeroed[page / 64], ~(1ull << (page % 64)),
                        __ATOMIC_RELAXED);
     __atomic_fetch_or(&l->hashed[page / 64], 1ull << (page % 64),

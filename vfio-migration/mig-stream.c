@@ -23,17 +23,26 @@ uint64_t mig_rec_checksum(const uint8_t *hdr, const uint8_t *payload,
     return vg_hash(payload, len, vg_get_le64(hdr));
 }
 
+/* XXH3-64, seeded with bytes 0..7 of the record header @hdr, of the
+ * @head_len bytes at @head (at most a pieces header's) followed by @n
+ * hashes as little-endian u64s (at most MIG_RUN_MAX_PAGES of them). */
+static uint64_t hashes_sum(const uint8_t *hdr, const uint8_t *head,
+                           size_t head_len, const uint64_t *hashes, uint32_t n)
+{
+    uint8_t buf[MIG_PIECES_HDR_SIZE + MIG_RUN_MAX_PAGES * 8];
+
+    n = n < MIG_RUN_MAX_PAGES ? n : MIG_RUN_MAX_PAGES;
+    memcpy(buf, head, head_len);
+    for (uint32_t i = 0; i < n; i++) {
+        vg_put_le64(buf + head_len + 8 * i, hashes[i]);
+    }
+    return vg_hash(buf, head_len + (size_t)n * 8, vg_get_le64(hdr));
+}
+
 uint64_t mig_pages_checksum(const uint8_t *hdr, const uint8_t *run,
                             const uint64_t *hashes, uint32_t count)
 {
-    uint8_t buf[MIG_RUN_HDR_SIZE + MIG_RUN_MAX_PAGES * 8];
-
-    count = count < MIG_RUN_MAX_PAGES ? count : MIG_RUN_MAX_PAGES;
-    memcpy(buf, run, MIG_RUN_HDR_SIZE);
-    for (uint32_t i = 0; i < count; i++) {
-        vg_put_le64(buf + MIG_RUN_HDR_SIZE + 8 * i, hashes[i]);
-    }
-    return vg_hash(buf, MIG_RUN_HDR_SIZE + (size_t)count * 8, vg_get_le64(hdr));
+    return hashes_sum(hdr, run, MIG_RUN_HDR_SIZE, hashes, count);
 }
 
 /* The checksum of a version 6 PAGE_PIECES record whose header is @hdr,
@@ -41,14 +50,8 @@ uint64_t mig_pages_checksum(const uint8_t *hdr, const uint8_t *run,
 static uint64_t pieces_sum(const uint8_t *hdr, const uint8_t *phdr,
                            const uint64_t *piece_hash, unsigned n)
 {
-    uint8_t buf[MIG_PIECES_HDR_SIZE + MIG_PAGE_PIECES * 8];
-
-    n = n < MIG_PAGE_PIECES ? n : MIG_PAGE_PIECES;
-    memcpy(buf, phdr, MIG_PIECES_HDR_SIZE);
-    for (unsigned i = 0; i < n; i++) {
-        vg_put_le64(buf + MIG_PIECES_HDR_SIZE + 8 * i, piece_hash[i]);
-    }
-    return vg_hash(buf, MIG_PIECES_HDR_SIZE + (size_t)n * 8, vg_get_le64(hdr));
+    return hashes_sum(hdr, phdr, MIG_PIECES_HDR_SIZE, piece_hash,
+                      n < MIG_PAGE_PIECES ? n : MIG_PAGE_PIECES);
 }
 
 uint64_t mig_pieces_checksum(const uint8_t *hdr, const uint8_t *phdr,
