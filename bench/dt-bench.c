@@ -9,7 +9,10 @@
  * dt_epoch_begin and dt_epoch_end with nothing marked, the final epoch of
  * an idle device's stop-copy, in microseconds (the best run).  "running"
  * is the stream digest's XXH3 fed a record at a time (vg_digest_update),
- * against libxxhash's own streaming code.
+ * against libxxhash's own streaming code.  "pieces" copies 1 KiB pieces
+ * from the start of the buffer to scattered places of the other (one in
+ * 16 of its pieces, as a destination's stop-copy writes pieces into
+ * VRAM), with memcpy and with vg_nt_copy() (fenced once), in ns a piece.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -22,6 +25,7 @@
 
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/nt-copy.h"
 #include "common/size.h"
 #include "dirty-track/dirtytrack.h"
 
@@ -54,6 +58,33 @@ static double once_memcpy(const struct opts *o, const uint8_t *src,
     memcpy(dst, src, o->size);
     __asm__ volatile("" : : "r"(dst) : "memory");
     return gbps_since(t0, o->size);
+}
+
+#define PIECE 1024u
+
+/* Pieces of PIECE bytes, one in 16 of @dst's, from the start of @src to
+ * scattered places of @dst (an odd step modulo a power of two: each
+ * place once), by memcpy or vg_nt_copy(): ns a piece. */
+static double once_pieces(const struct opts *o, const uint8_t *src,
+                          uint8_t *dst, bool nt)
+{
+    uint64_t slots = o->size / PIECE, n = slots / 16;
+    double t0 = now_s();
+
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t *to = dst + (i * 0x9e3779b1ull & (slots - 1)) * PIECE;
+
+        if (nt) {
+            vg_nt_copy(to, src + i * PIECE, PIECE);
+        } else {
+            memcpy(to, src + i * PIECE, PIECE);
+        }
+    }
+    if (nt) {
+        vg_nt_fence();
+    }
+    __asm__ volatile("" : : "r"(dst) : "memory");
+    return (now_s() - t0) * 1e9 / (double)n;
 }
 
 static double once_read(const struct opts *o, const uint8_t *src)
@@ -189,7 +220,8 @@ static int pools_new(const struct opts *o, const uint8_t *src,
  */
 static int measure(const struct opts *o, const uint8_t *src, uint8_t *dst,
                    double *mc, double *rd, double *xx, double *digest,
-                   double *pool, double *empty_us, struct vg_error *err)
+                   double *pieces_ns, double *pool, double *empty_us,
+                   struct vg_error *err)
 {
     struct dt_tracker *t[DT_THREADS_MAX] = {0};
     uint64_t *dirty[DT_THREADS_MAX] = {0};
@@ -201,6 +233,8 @@ static int measure(const struct opts *o, const uint8_t *src, uint8_t *dst,
         keep_best(xx, once_xxh3(o, src));
         keep_best(&digest[0], once_digest(o, src, true));
         keep_best(&digest[1], once_digest(o, src, false));
+        keep_least(&pieces_ns[0], once_pieces(o, src, dst, false));
+        keep_least(&pieces_ns[1], once_pieces(o, src, dst, true));
         for (unsigned n = 1; !rc && n <= o->threads; n++) {
             double g;
 
@@ -224,10 +258,11 @@ static int measure(const struct opts *o, const uint8_t *src, uint8_t *dst,
 static int run(const struct opts *o, const uint8_t *src, uint8_t *dst)
 {
     double mc = 0, rd = 0, xx = 0, digest[2] = {0}, pool[DT_THREADS_MAX] = {0};
-    double empty_us[DT_THREADS_MAX] = {0};
+    double empty_us[DT_THREADS_MAX] = {0}, pieces_ns[2] = {0};
     struct vg_error err = {0};
 
-    if (measure(o, src, dst, &mc, &rd, &xx, digest, pool, empty_us, &err)) {
+    if (measure(o, src, dst, &mc, &rd, &xx, digest, pieces_ns, pool, empty_us,
+                &err)) {
         fprintf(stderr, "dt-bench: %s\n", err.msg);
         return 1;
     }
@@ -241,6 +276,11 @@ static int run(const struct opts *o, const uint8_t *src, uint8_t *dst)
     printf("XXH3-64 running       %8.2f GB/s  (in %u-byte records; "
            "libxxhash's %.2f GB/s)\n",
            digest[0], DIGEST_RECORD, digest[1]);
+    printf("pieces memcpy         %8.1f ns  (1 KiB each, %llu to scattered "
+           "places)\n",
+           pieces_ns[0], (unsigned long long)(o->size / PIECE / 16));
+    printf("pieces nt copy        %8.1f ns  (nt/memcpy %.2f, %s)\n",
+           pieces_ns[1], pieces_ns[1] / pieces_ns[0], vg_nt_copy_unit());
     for (unsigned n = 1; n <= o->threads; n++) {
         printf("hash pool %2u thread%s  %8.2f GB/s  (hash/memcpy %.2f, "
                "scaling x%.2f)\n",

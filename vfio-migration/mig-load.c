@@ -40,6 +40,7 @@
 
 #include "common/le.h"
 #include "common/log.h"
+#include "common/nt-copy.h"
 #include "stream-file.h"
 
 /* One PAGES record being written by the pool. */
@@ -411,9 +412,10 @@ static void hash_later(struct mig *m, uint64_t page, uint64_t mask)
 }
 
 /* The pieces @mask of page @page, @piece_size bytes each at @data, into
- * VRAM: a write per run of adjacent pieces. */
+ * VRAM: a write per run of adjacent pieces, around the CPU's caches if
+ * @nt (nobody reads them soon; the thread fences before it hands over). */
 static int write_pieces(struct mig *m, uint64_t page, uint64_t mask,
-                        uint32_t piece_size, const uint8_t *data,
+                        uint32_t piece_size, const uint8_t *data, bool nt,
                         struct vg_error *err)
 {
     uint64_t base = page * m->scfg.page_size;
@@ -424,8 +426,12 @@ static int write_pieces(struct mig *m, uint64_t page, uint64_t mask,
         uint64_t from = mask >> first;
         unsigned n = ~from ? (unsigned)__builtin_ctzll(~from) : 64;
 
-        ret = vgpu_vram_write(m->gpu, base + (uint64_t)first * piece_size, data,
-                              (uint64_t)n * piece_size, err);
+        uint64_t off = base + (uint64_t)first * piece_size;
+
+        ret = nt ? vgpu_vram_write_nt(m->gpu, off, data,
+                                      (uint64_t)n * piece_size, err)
+                 : vgpu_vram_write(m->gpu, off, data, (uint64_t)n * piece_size,
+                                   err);
         data += (size_t)n * piece_size;
         mask = first + n >= 64 ? 0 : mask & (~0ull << (first + n));
     }
@@ -462,7 +468,7 @@ static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
 {
     struct mig *m = opaque;
     struct mig_load *l = m->load;
-    int ret = write_pieces(m, page, mask, piece_size, data, err);
+    int ret = write_pieces(m, page, mask, piece_size, data, false, err);
 
     if (ret < 0) {
         return ret;
@@ -486,9 +492,12 @@ static int sink_pieces(void *opaque, uint64_t page, uint64_t mask,
 }
 
 /* sink_pieces() for a page of a batch (VRAM mapped here, version 6), on
- * the pool, at once with the batch's other pages: the page hash joined
- * from the pieces' hashes (or taken whole without a tree), the page's
- * bits set atomically (its neighbours' share their words). */
+ * the pool, at once with the batch's other pages: the pieces written
+ * around the caches (the stream's pieces land all over VRAM and are not
+ * read again here: their hashes came with them; batch_piece() fences),
+ * the page hash joined from the pieces' hashes (or taken whole without a
+ * tree), the page's bits set atomically (its neighbours' share their
+ * words). */
 static int sink_pieces_mt(void *opaque, uint64_t page, uint64_t mask,
                           uint32_t piece_size, const uint8_t *data,
                           const uint64_t *piece_hash, uint64_t *hash,
@@ -496,7 +505,7 @@ static int sink_pieces_mt(void *opaque, uint64_t page, uint64_t mask,
 {
     struct mig *m = opaque;
     struct mig_load *l = m->load;
-    int ret = write_pieces(m, page, mask, piece_size, data, err);
+    int ret = write_pieces(m, page, mask, piece_size, data, true, err);
 
     ret = ret ? ret : rehash_pieces(m, page, mask, piece_hash, err);
     if (ret < 0) {
@@ -530,6 +539,7 @@ static void batch_piece(void *arg, uint64_t piece)
     for (; i < end; i++) {
         r->fn(r->arg, i);
     }
+    vg_nt_fence(); /* sink_pieces_mt()'s writes, before the pool's end */
 }
 
 static void sink_run(void *opaque, uint64_t n,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/nt-copy.h"
 #include "common/populate.h"
 
 #define PAGE_SIZE_MIN (4u * 1024)
@@ -209,13 +210,15 @@ static bool vram_preallocated(struct vgpu *gpu, uint64_t off, uint64_t len)
 static void vram_populate(struct vgpu *gpu, uint64_t off, uint64_t len)
 {
 #ifdef MADV_POPULATE_WRITE
-    uintptr_t hp = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)(gpu->be->base + off) & ~(hp - 1);
-    uintptr_t b = ((uintptr_t)(gpu->be->base + off + len) + hp - 1) & ~(hp - 1);
+    uintptr_t hp, a, b;
 
-    if (len >= VRAM_BULK_MIN && !vram_preallocated(gpu, off, len)) {
-        madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+    if (len < VRAM_BULK_MIN || vram_preallocated(gpu, off, len)) {
+        return;
     }
+    hp = (uintptr_t)sysconf(_SC_PAGESIZE);
+    a = (uintptr_t)(gpu->be->base + off) & ~(hp - 1);
+    b = ((uintptr_t)(gpu->be->base + off + len) + hp - 1) & ~(hp - 1);
+    madvise((void *)a, b - a, MADV_POPULATE_WRITE);
 #else
     (void)gpu, (void)off, (void)len;
 #endif
@@ -248,6 +251,19 @@ int vgpu_vram_write(struct vgpu *gpu, uint64_t off, const void *src,
         return 0;
     }
     return be->ops->write(be, off, src, len, err);
+}
+
+int vgpu_vram_write_nt(struct vgpu *gpu, uint64_t off, const void *src,
+                       uint64_t len, struct vg_error *err)
+{
+    struct vgpu_backend *be = gpu->be;
+
+    if (!be->base || !vram_ok(gpu, off, len)) {
+        return vgpu_vram_write(gpu, off, src, len, err);
+    }
+    vram_populate(gpu, off, len);
+    vg_nt_copy(be->base + off, src, len);
+    return 0;
 }
 
 int vgpu_vram_clear(struct vgpu *gpu, uint64_t off, uint64_t len,

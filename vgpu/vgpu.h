@@ -81,11 +81,17 @@ int vgpu_vram_fd(const struct vgpu *gpu);
  * in host VRAM, whole host pages of a large range are freed instead (they
  * read as zero and take no memory until written again).
  * vgpu_vram_prefetch is a hint that [off, off + len) will be read soon.
+ * vgpu_vram_write_nt is vgpu_vram_write for bytes nobody reads soon: in
+ * host VRAM it goes around the CPU's caches (vg_nt_copy()), and the
+ * calling thread calls vg_nt_fence() before it tells another thread
+ * that the bytes are there (common/nt-copy.h).
  */
 int vgpu_vram_read(struct vgpu *gpu, uint64_t off, void *dst, uint64_t len,
                    struct vg_error *err);
 int vgpu_vram_write(struct vgpu *gpu, uint64_t off, const void *src,
                     uint64_t len, struct vg_error *err);
+int vgpu_vram_write_nt(struct vgpu *gpu, uint64_t off, const void *src,
+                       uint64_t len, struct vg_error *err);
 int vgpu_vram_clear(struct vgpu *gpu, uint64_t off, uint64_t len,
                     struct vg_error *err);
 void vgpu_vram_prefetch(struct vgpu *gpu, uint64_t off, uint64_t len);

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "common/nt-copy.h"
 #include "vgpu/cmd.h"
 #include "vgpu/vgpu.h"
 
@@ -803,6 +804,32 @@ static void test_vram_write_clear(void)
     tb_fini(&t);
 }
 
+/* vgpu_vram_write_nt: the same bytes as vgpu_vram_write (at an odd
+ * offset and length, so lines are cut at both ends), the same range
+ * check. */
+static void test_vram_write_nt(void)
+{
+    const uint64_t off = 4096 + 3, len = 3 * 1024 + 5;
+    g_autofree uint8_t *data = g_malloc(len);
+    struct vg_error err = {0};
+    struct tb t;
+
+    tb_init(&t);
+    for (uint64_t i = 0; i < len; i++) {
+        data[i] = (uint8_t)(i * 7 + 1);
+    }
+    g_assert_cmpint(vgpu_vram_write_nt(t.gpu, off, data, len, &err), ==, 0);
+    vg_nt_fence();
+    memcpy(t.ref + off, data, len);
+    g_assert_cmpmem(vgpu_vram(t.gpu) + off - 1, len + 2, t.ref + off - 1,
+                    len + 2);
+    g_assert_cmpint(vgpu_vram_write_nt(t.gpu, VRAM_SIZE - 8, data, 16, &err),
+                    ==, -ERANGE);
+    g_assert_cmpmem(vgpu_vram(t.gpu) + VRAM_SIZE - 8, 8, t.ref + VRAM_SIZE - 8,
+                    8);
+    tb_fini(&t);
+}
+
 static void expect_new_fails(uint64_t vram, uint32_t page, const char *be)
 {
     struct vgpu_host host = {NULL, fake_dma_ptr, fake_raise_irq};
@@ -849,6 +876,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vgpu/device/slicing", test_slicing);
     g_test_add_func("/vgpu/device/reset", test_reset);
     g_test_add_func("/vgpu/device/vram-write-clear", test_vram_write_clear);
+    g_test_add_func("/vgpu/device/vram-write-nt", test_vram_write_nt);
     g_test_add_func("/vgpu/device/vram-hashed-copies", test_vram_hashed_copies);
     g_test_add_func("/vgpu/device/bar2-and-fd", test_bar2_and_fd);
     g_test_add_func("/vgpu/device/new-config", test_new_config);
