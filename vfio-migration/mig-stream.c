@@ -755,6 +755,8 @@ static int dec_header(struct mig_dec *dec, const uint8_t *p)
         if (!dec->batch) {
             return dec_fail(dec, ENOMEM, "no memory for a batch of pieces");
         }
+        /* Its pages faulted in now: its first use is a stop-copy's */
+        memset(dec->batch, 0, DEC_BATCH_MAX * sizeof(*dec->batch));
     }
     dec->seen_header = true;
     if (dec->sink.header) {
