@@ -49,7 +49,7 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "savevm_section_end",
     "migration_switchover_ack_wait*",
     "source_return_path_thread_switchover_acked",
-    "vfio_user_mig_vram_populated",
+    "vfio_user_mig_*_populated",
 };
 
 /* Patch 0068 spaces the exact pending queries before the approval by
@@ -141,10 +141,11 @@ static int arg_int(const char *event, const char *args, const char *key,
     return 0;
 }
 
-/* vfio_user_mig_vram_populated: a populate thread of the writable view
- * ended, all of it populated or not (patch 0080). */
-static int vram_populated(const char *ev, const char *args,
-                          struct vg_vfio_trace *tr, struct vg_error *err)
+/* vfio_user_mig_vram_populated, vfio_user_mig_shm_populated: a populate
+ * thread ended with the writable view of VRAM (patch 0080) or the data area
+ * (0085), all of it populated or not: counted in @count and @_short. */
+static int populated(const char *ev, const char *args, unsigned *count,
+                     unsigned *short_count, struct vg_error *err)
 {
     int64_t size, done, error;
     int ret = arg_int(ev, args, "size ", &size, err);
@@ -156,8 +157,8 @@ static int vram_populated(const char *ev, const char *args,
         ret = arg_int(ev, args, "err ", &error, err);
     }
     if (ret == 0) {
-        tr->vram_populates++;
-        tr->vram_populates_short += done != size || error != 0;
+        (*count)++;
+        *short_count += done != size || error != 0;
     }
     return ret;
 }
@@ -471,7 +472,11 @@ static int count_event(const char *ev, const char *args, double t,
     } else if (!strcmp(ev, "vfio_load_state_device_buffer_place_from")) {
         tr->place_froms++;
     } else if (!strcmp(ev, "vfio_user_mig_vram_populated")) {
-        ret = vram_populated(ev, args, tr, err);
+        ret = populated(ev, args, &tr->vram_populates,
+                        &tr->vram_populates_short, err);
+    } else if (!strcmp(ev, "vfio_user_mig_shm_populated")) {
+        ret = populated(ev, args, &tr->shm_populates, &tr->shm_populates_short,
+                        err);
     } else if (!strcmp(ev, "vfio_load_state")) {
         tr->main_configs += strstr(args, VG_VFIO_FLAG_CONFIG) != NULL ||
                             strstr(args, VG_VFIO_FLAG_CONFIG_UNCHANGED) != NULL;

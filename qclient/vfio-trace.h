@@ -93,6 +93,10 @@ struct vg_vfio_trace {
      * error. */
     unsigned vram_populates;
     unsigned vram_populates_short;
+    /* The same for the data area, which that thread populates first
+     * (patch 0085). */
+    unsigned shm_populates;
+    unsigned shm_populates_short;
     int64_t max_buffer_idx;     /* -1 if none */
     unsigned main_configs;      /* config sections on the main channel */
     unsigned load_ready;        /* config-load-ready markers */

@@ -339,13 +339,17 @@ static void mf_assert_path(const struct mt *t, const struct mf_case *c,
     if (c->no_data_vram || c->no_place) {
         g_assert_cmpuint(dst.placed_packets, ==, 0);
     }
-    /* With placing on, the destination populated its writable view of
-     * VRAM during the pre-copy, all of it (0080); with it off, not. */
+    /* With placing on, the destination populated its data area and its
+     * writable view of VRAM during the pre-copy, all of both (0080, 0085);
+     * with it off, neither. */
     if (c->late_fill) {
+        g_assert_cmpuint(dst.shm_populates, ==, 1);
+        g_assert_cmpuint(dst.shm_populates_short, ==, 0);
         g_assert_cmpuint(dst.vram_populates, ==, 1);
         g_assert_cmpuint(dst.vram_populates_short, ==, 0);
     }
     if (c->no_data_vram || c->no_place) {
+        g_assert_cmpuint(dst.shm_populates, ==, 0);
         g_assert_cmpuint(dst.vram_populates, ==, 0);
     }
     g_assert_cmpuint(dst.load_ready, ==,

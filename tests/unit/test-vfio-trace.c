@@ -42,10 +42,13 @@ static void test_counts(void)
 }
 
 /* Populate threads of a destination's writable view (patch 0080): one
- * that did all of it, one stopped short, one that failed. */
+ * that did all of it, one stopped short, one that failed; and of its data
+ * area (0085), counted apart. */
 static void test_vram_populated(void)
 {
     g_autofree char *text = g_strdup(
+        "vfio_user_mig_shm_populated  size 0x8000000 populated 0x8000000 "
+        "err 0 in 12 ms\n"
         "vfio_user_mig_vram_populated  size 0x10000000 populated 0x10000000 "
         "err 0 in 61 ms\n"
         "vfio_user_mig_vram_populated  size 0x10000000 populated 0x200000 "
@@ -60,6 +63,8 @@ static void test_vram_populated(void)
     g_assert_cmpint(vg_vfio_trace_parse(text, &tr, &err), ==, 0);
     g_assert_cmpuint(tr.vram_populates, ==, 3);
     g_assert_cmpuint(tr.vram_populates_short, ==, 2);
+    g_assert_cmpuint(tr.shm_populates, ==, 1);
+    g_assert_cmpuint(tr.shm_populates_short, ==, 0);
     g_assert_cmpint(vg_vfio_trace_parse(bad, &tr, &err), ==, -EINVAL);
     g_assert_nonnull(strstr(err.msg, "'populated '"));
 }
