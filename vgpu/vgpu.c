@@ -237,8 +237,17 @@ static bool vram_discard(struct vgpu_backend *be, uint64_t off, uint64_t len)
                      (off_t)off, (off_t)len) == 0;
 }
 
-int vgpu_vram_write(struct vgpu *gpu, uint64_t off, const void *src,
-                    uint64_t len, struct vg_error *err)
+static void copy_cached(void *dst, const void *src, size_t len)
+{
+    memcpy(dst, src, len);
+}
+
+/* A write of VRAM: by @copy where the backend maps it here, else by the
+ * backend's own write. */
+static int vram_write_with(struct vgpu *gpu, uint64_t off, const void *src,
+                           uint64_t len,
+                           void (*copy)(void *, const void *, size_t),
+                           struct vg_error *err)
 {
     struct vgpu_backend *be = gpu->be;
 
@@ -247,23 +256,22 @@ int vgpu_vram_write(struct vgpu *gpu, uint64_t off, const void *src,
     }
     if (be->base) {
         vram_populate(gpu, off, len);
-        memcpy(be->base + off, src, len);
+        copy(be->base + off, src, len);
         return 0;
     }
     return be->ops->write(be, off, src, len, err);
 }
 
+int vgpu_vram_write(struct vgpu *gpu, uint64_t off, const void *src,
+                    uint64_t len, struct vg_error *err)
+{
+    return vram_write_with(gpu, off, src, len, copy_cached, err);
+}
+
 int vgpu_vram_write_nt(struct vgpu *gpu, uint64_t off, const void *src,
                        uint64_t len, struct vg_error *err)
 {
-    struct vgpu_backend *be = gpu->be;
-
-    if (!be->base || !vram_ok(gpu, off, len)) {
-        return vgpu_vram_write(gpu, off, src, len, err);
-    }
-    vram_populate(gpu, off, len);
-    vg_nt_copy(be->base + off, src, len);
-    return 0;
+    return vram_write_with(gpu, off, src, len, vg_nt_copy, err);
 }
 
 int vgpu_vram_clear(struct vgpu *gpu, uint64_t off, uint64_t len,
