@@ -50,6 +50,7 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "migration_switchover_ack_wait*",
     "source_return_path_thread_switchover_acked",
     "vfio_user_mig_*_populated",
+    "vfio_vmstate_change_prepare_alone",
 };
 
 /* Patch 0068 spaces the exact pending queries before the approval by
@@ -528,6 +529,8 @@ static int count_event(const char *ev, const char *args, double t,
                !strcmp(ev, "vfio_user_mig_state_wait")) {
         ret = state_change(ev, args, !strcmp(ev, "vfio_user_mig_state_send"),
                            ph, tr, err);
+    } else if (!strcmp(ev, "vfio_vmstate_change_prepare_alone")) {
+        tr->p2p_skipped++;
     } else if (!strcmp(ev, "vfio_save_config_unchanged") ||
                !strcmp(ev, "vfio_load_config_unchanged")) {
         tr->configs_unchanged++;
@@ -796,7 +799,8 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         "(%" PRId64 " bytes unacknowledged); "
         "early configs %u, DMA maps in the switchover's config loads %u, "
         "final configs unchanged %u; state changes sent %u, waited %u, "
-        "at most %u in flight, %u out of P2P early; DMA logging reports "
+        "at most %u in flight, %u out of P2P early, %u without P2P (one "
+        "device); DMA logging reports "
         "asked ahead %u, taken from them %u, asked inside the downtime %u; "
         "waits for the approval %u (%u ended by it), rounds that sent "
         "everything and did not wait %u; exact pending queries before the "
@@ -815,7 +819,7 @@ char *vg_vfio_trace_describe(const struct vg_vfio_trace *tr)
         tr->init_data_packets, tr->init_data_waits, tr->init_data_approvals,
         tr->init_data_unacked, tr->early_configs, tr->switchover_config_maps,
         tr->configs_unchanged, tr->state_sends, tr->state_waits,
-        tr->state_in_flight_max, tr->state_p2p_left_early,
+        tr->state_in_flight_max, tr->state_p2p_left_early, tr->p2p_skipped,
         tr->dma_reports_ahead, tr->dma_reports_taken,
         tr->dma_reports_asked_in_downtime, tr->ack_waits, tr->ack_waits_acked,
         tr->idle_rounds_unwaited, tr->exact_unapproved,

@@ -49,7 +49,7 @@
 extern const char *const vg_downtime_points[VG_DOWNTIME_POINTS];
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 33
+#define VG_VFIO_TRACE_NEVENTS 34
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -144,6 +144,9 @@ struct vg_vfio_trace {
     unsigned state_waits;
     unsigned state_in_flight_max;
     unsigned state_p2p_left_early;
+    /* VM state changes that moved no device to a P2P state first, the VM
+     * having one device (patch 0088). */
+    unsigned p2p_skipped;
     /* DMA logging reports asked for right after the change to STOP_COPY,
      * the queries answered from them, and the queries sent to a server
      * inside the downtime all the same (patch 0062). */

@@ -452,6 +452,34 @@ static void test_state_changes(void)
     g_assert_nonnull(strstr(err.msg, "vfio_user_mig_state_send"));
 }
 
+/* A VM with one device (patch 0088): its prepare callback skips the P2P
+ * state and the one change sent is the final state; with two devices
+ * nothing is skipped. */
+static void test_state_change_alone(void)
+{
+    const char *const alone =
+        "vfio_vmstate_change_prepare_alone  (dev0) the only device: no P2P "
+        "state\n"
+        "vfio_user_mig_state_send  (dev0) state 3\n"
+        "vfio_user_mig_state_wait  (dev0) ret 0\n";
+    const char *const two = "vfio_user_mig_state_send  (dev1) state 7\n"
+                            "vfio_user_mig_state_send  (dev0) state 7\n"
+                            "vfio_user_mig_state_wait  (dev1) ret 0\n"
+                            "vfio_user_mig_state_wait  (dev0) ret 0\n";
+    struct vg_vfio_trace tr;
+    struct vg_error err = {0};
+
+    g_assert_cmpint(vg_vfio_trace_parse(alone, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.p2p_skipped, ==, 1);
+    g_assert_cmpuint(tr.state_sends, ==, 1);
+    g_assert_cmpuint(tr.state_waits, ==, 1);
+    g_assert_cmpuint(tr.state_p2p_left_early, ==, 0);
+
+    g_assert_cmpint(vg_vfio_trace_parse(two, &tr, &err), ==, 0);
+    g_assert_cmpuint(tr.p2p_skipped, ==, 0);
+    g_assert_cmpuint(tr.state_sends, ==, 2);
+}
+
 /* The downtime to the microsecond from the lines' timestamps, in both
  * prefixes, across midnight; -1 without them. */
 static void test_downtime(void)
@@ -996,6 +1024,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vfio-trace/check-config-unchanged",
                     test_check_config_unchanged);
     g_test_add_func("/vfio-trace/state-changes", test_state_changes);
+    g_test_add_func("/vfio-trace/state-change-alone", test_state_change_alone);
     g_test_add_func("/vfio-trace/check-dma-reports", test_check_dma_reports);
     g_test_add_func("/vfio-trace/check-main-channel", test_check_main_channel);
     g_test_add_func("/vfio-trace/check-two-devices", test_check_two_devices);
