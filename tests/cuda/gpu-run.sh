@@ -4,6 +4,8 @@
 #
 # Usage: gpu-run.sh STEP...   (logs in $OUT, default /tmp/gpu-run)
 #   info      GPU model, driver, memory (nvidia-smi)
+#   mps       start the CUDA MPS control daemon, so that servers sharing
+#             a GPU (both sides of a one-GPU migration) run concurrently
 #   backend   tests/cuda/test-cuda-backend (engines, hashes vs the CPU)
 #   migrate   tests/cuda/test-cuda-migrate (byte-exact, cuda<->cuda/cpu)
 #   migrate2  the same from GPU 0 to GPU 1 (a machine with two GPUs)
@@ -32,10 +34,19 @@ step() {
     [ $rc -eq 0 ] || failed=$((failed + 1))
 }
 
-[ $# -gt 0 ] || { sed -n '2,16p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,18p' "$0"; exit 2; }
 for s in "$@"; do
     case $s in
     info) nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv ;;
+    mps)
+        # Without it two processes' CUDA contexts time-slice the GPU.
+        if pgrep -f "nvidia-cuda-mps-control -d" >/dev/null; then
+            echo "=== mps: the control daemon runs already"
+        elif ! nvidia-cuda-mps-control -d; then
+            echo "gpu-run: could not start nvidia-cuda-mps-control" >&2
+            failed=$((failed + 1))
+        fi
+        ;;
     backend) step backend 300 "$D/bin/test-cuda-backend" ;;
     migrate) step migrate 500 "$D/bin/test-cuda-migrate" ;;
     migrate2)
