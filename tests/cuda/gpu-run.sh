@@ -34,7 +34,8 @@ step() {
     [ $rc -eq 0 ] || failed=$((failed + 1))
 }
 
-[ $# -gt 0 ] || { sed -n '2,18p' "$0"; exit 2; }
+# No step: print the comment block above, up to its first non-comment line.
+[ $# -gt 0 ] || { sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2; }
 for s in "$@"; do
     case $s in
     info) nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv ;;
