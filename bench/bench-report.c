@@ -488,6 +488,16 @@ static void md_per_request(GString *s, int64_t count, double ms)
     md_num(s, count > 0 && ms >= 0 ? ms / (double)count : -1, 3);
 }
 
+/* The share (%) of @c's active phase (from setup's end to the downtime)
+ * that @ms of one device's requests fill, "-" without a pre-copy. */
+static void md_busy(GString *s, const struct cell *c, double ms)
+{
+    int64_t active = c->total_ms - c->setup_ms - c->downtime_ms;
+    bool precopy = c->precopy_bytes > 0 && active > 0 && ms >= 0;
+
+    md_num(s, precopy ? 100 * ms / c->vgpus / active : -1, 0);
+}
+
 static void md_server_rows(GString *s, const struct cell *cells, unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
@@ -501,8 +511,10 @@ static void md_server_rows(GString *s, const struct cell *cells, unsigned n)
         g_string_append_printf(s, " | %u | %s | %" PRId64 " |", c->vgpus,
                                modes[c->mode].name, c->reads);
         md_per_request(s, c->reads, c->read_ms);
+        md_busy(s, c, c->read_ms);
         g_string_append_printf(s, " %" PRId64 " |", MAX(c->writes, 0));
         md_per_request(s, c->writes, c->write_ms);
+        md_busy(s, c, c->write_ms);
         g_string_append(s, "\n");
     }
 }
@@ -520,9 +532,13 @@ static void md_server_time(GString *s, const struct cell *cells, unsigned n,
            "`load_write_ms`; several vGPUs: all devices' requests).  QEMU "
            "asks for the next read as soon as one returns, so where ms per "
            "read times reads is close to the pre-copy's time, the source "
-           "server sets the pace of its device's data.\n\n"
-           "| workload | VRAM | vGPUs | mode | reads | ms per read | writes | "
-           "ms per write |\n|---|---|---:|---|---:|---:|---:|---:|\n");
+           "server sets the pace of its device's data.  \"Busy\" is that "
+           "time, per device, over the migration's active phase (its total "
+           "less setup and downtime; the writes include stop-copy's): well "
+           "under 100 %, the servers waited for QEMU.\n\n"
+           "| workload | VRAM | vGPUs | mode | reads | ms per read | busy % "
+           "| writes | ms per write | busy % |\n"
+           "|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     md_server_rows(s, cells, n);
     md_server_rows(s, multi, nmulti);
 }
