@@ -29,6 +29,8 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
     "vfio_load_bufs_thread_*",
     "vfio_load_state_device_buffer_incoming",
     "vfio_load_state_device_buffer_place*",
+    "vfio_load_state_device_buffer_wait_room",
+    "vfio_load_state_device_buffer_starved",
     "vfio_load_state",
     "multifd_send_thread_start",
     "multifd_recv_thread_start",
@@ -195,6 +197,9 @@ struct trace_phase {
      * running (early ones at setup, final ones at the switchover, never
      * at the same time). */
     unsigned early_due, early_loads, final_loads;
+    /* "DEVICE IDX" of the buffers of the running loads whose channel
+     * waited for room. */
+    GHashTable *room_waited;
     unsigned aheads;  /* reads sent ahead and not taken yet */
     unsigned behinds; /* writes sent and not acknowledged behind yet */
     /* State changes in flight: the device's name and the state sent. */
@@ -219,6 +224,33 @@ static int arg_device(const char *ev, const char *args, char *out, size_t size,
     }
     memcpy(out, open + 1, close - open - 1);
     out[close - open - 1] = '\0';
+    return 0;
+}
+
+/* A channel waited for room with a buffer (@wait), or the load thread
+ * waited for one. */
+static int load_wait(const char *ev, const char *args, bool wait,
+                     struct trace_phase *ph, struct vg_vfio_trace *tr,
+                     struct vg_error *err)
+{
+    char dev[128];
+    int64_t idx = 0;
+    int ret = arg_device(ev, args, dev, sizeof(dev), err);
+    g_autofree char *key = NULL;
+
+    if (ret == 0) {
+        ret = arg_int(ev, args, "idx ", &idx, err);
+    }
+    if (ret < 0) {
+        return ret;
+    }
+    key = g_strdup_printf("%s %" PRId64, dev, idx);
+    if (!wait) {
+        tr->starved_for_held += g_hash_table_contains(ph->room_waited, key);
+    } else { /* the table takes the key, a new one or not */
+        tr->room_waits +=
+            g_hash_table_add(ph->room_waited, g_steal_pointer(&key));
+    }
     return 0;
 }
 
@@ -445,7 +477,9 @@ static int count_event(const char *ev, const char *args, double t,
         tr->aheads_in_flight_max = MAX(tr->aheads_in_flight_max, ph->aheads);
     } else if (!strcmp(ev, "vfio_load_bufs_thread_start")) {
         tr->load_threads++;
-        ph->load_threads++;
+        if (ph->load_threads++ == 0) {
+            g_hash_table_remove_all(ph->room_waited); /* a new load */
+        }
     } else if (!strcmp(ev, "vfio_load_bufs_thread_end")) {
         tr->load_threads_done++;
         ph->load_threads -= ph->load_threads > 0;
@@ -472,6 +506,10 @@ static int count_event(const char *ev, const char *args, double t,
         tr->place_waits++;
     } else if (!strcmp(ev, "vfio_load_state_device_buffer_place_from")) {
         tr->place_froms++;
+    } else if (!strcmp(ev, "vfio_load_state_device_buffer_wait_room")) {
+        ret = load_wait(ev, args, true, ph, tr, err);
+    } else if (!strcmp(ev, "vfio_load_state_device_buffer_starved")) {
+        ret = load_wait(ev, args, false, ph, tr, err);
     } else if (!strcmp(ev, "vfio_user_mig_vram_populated")) {
         ret = populated(ev, args, &tr->vram_populates,
                         &tr->vram_populates_short, err);
@@ -572,8 +610,11 @@ int vg_vfio_trace_parse(const char *text, struct vg_vfio_trace *tr,
                         struct vg_error *err)
 {
     g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-    struct trace_phase ph = {
-        .downtime_t0 = -1, .round.estimate_t = -1, .round.exact_t = -1};
+    struct trace_phase ph = {.room_waited = g_hash_table_new_full(
+                                 g_str_hash, g_str_equal, g_free, NULL),
+                             .downtime_t0 = -1,
+                             .round.estimate_t = -1,
+                             .round.exact_t = -1};
     int ret = 0;
 
     memset(tr, 0, sizeof(*tr));
@@ -593,6 +634,7 @@ int vg_vfio_trace_parse(const char *text, struct vg_vfio_trace *tr,
             ret = count_event(ev, args, t, &ph, tr, err);
         }
     }
+    g_hash_table_destroy(ph.room_waited);
     return ret;
 }
 
@@ -661,6 +703,9 @@ static int check_multifd(const struct vg_vfio_trace *src,
     CHECK("destination multifd data buffers", (int64_t)dst->buffers - n, >=,
           div_up(want->stopcopy, sbs) + (pre ? div_up(want->precopy, pbs) : 0));
     CHECK("destination main-channel configs", dst->main_configs, ==, 0);
+    /* A buffer is queued before its channel waits for room (0089). */
+    CHECK("destination load thread waits for a buffer a channel held",
+          dst->starved_for_held, ==, 0);
     return 0;
 }
 

@@ -10,7 +10,8 @@
  * stop-copy reads that the device said ended its data (patch 0073), the
  * writes acknowledged behind (patch 0029), the source's reads lent to
  * multifd and given back (patch 0031), the destination's slots the
- * channels received into (patch 0034), the config sections on the
+ * channels received into (patch 0034), whether the load thread waited
+ * for a buffer a channel held (patch 0089), the config sections on the
  * main channel, how often the source synced its multifd channels, and
  * whether the log of guest writes to BAR2 stopped inside the downtime,
  * when the destination approved the switchover (switchover-ack), whether
@@ -49,7 +50,7 @@
 extern const char *const vg_downtime_points[VG_DOWNTIME_POINTS];
 
 /* The events to trace (-trace takes globs), VG_VFIO_TRACE_NEVENTS of them. */
-#define VG_VFIO_TRACE_NEVENTS 34
+#define VG_VFIO_TRACE_NEVENTS 36
 extern const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS];
 
 /* What one QEMU's trace events say about its part of the migrations. */
@@ -88,6 +89,11 @@ struct vg_vfio_trace {
     unsigned placed_packets;
     unsigned place_waits;
     unsigned place_froms;
+    /* Buffers whose channel waited for room in the load thread's queue,
+     * and the load thread's waits for one of them (none: patch 0089 queues
+     * a buffer before its channel waits). */
+    unsigned room_waits;
+    unsigned starved_for_held;
     /* A destination's populate threads of its writable view of VRAM that
      * ended (patch 0080), and those that ended short of its size or on an
      * error. */
