@@ -12,12 +12,18 @@
  * its END, as a page written while it went would be if it never came
  * again, so the source learns of it through QEMU's return path, on on
  * both sides); a server without migration support (--no-migration: QEMU
- * blocks the migration with a reason).  In every case the source VM keeps
- * running with its VRAM intact and its vGPU working.
+ * blocks the migration with a reason); a multifd migration through a
+ * relay that drops each channel's last device-state packet and then
+ * closes the channel, cleanly or with a TCP reset, after the source
+ * completed (patch 0090: the destination's load fails and says which
+ * buffer never came, where it waited forever; the source, resumed, runs
+ * on).  In every case the source VM keeps running, or runs again, with
+ * its VRAM intact and its vGPU working.
  */
 #include <signal.h>
 
 #include "mig-test.h"
+#include "qclient/mig-relay.h"
 
 #define HOLD_BANDWIDTH (4 << 20)
 #define DST_SMALL_VRAM "32M"
@@ -332,6 +338,78 @@ static void test_no_migration_support(void)
     mt_stop(&t);
 }
 
+/* Whether @q exits (within VGT_TIMEOUT_MS) after its failed incoming
+ * migration. */
+static bool dst_exits(struct vg_qemu *q)
+{
+    int64_t deadline = vg_now_ms() + VGT_TIMEOUT_MS;
+
+    while (vg_proc_alive(&q->proc) && vg_now_ms() < deadline) {
+        g_usleep(50 * 1000);
+    }
+    return !vg_proc_alive(&q->proc);
+}
+
+/* A migration over 2 multifd channels through a relay that drops each
+ * channel's last device-state packet, then closes the channel: cleanly,
+ * as a hostile source could (!@reset), or with a reset, as after a
+ * network fault that follows the source's last write.  The source has
+ * sent everything and completes (postmigrate); the destination has read
+ * the whole main stream and waits for its vGPU's load thread, which must
+ * fail and name the buffer that never came.  The source, resumed as
+ * libvirt does when the destination fails, runs with its vGPU intact. */
+static void withheld_device_buffers(const char *tag, bool reset,
+                                    const char *want, uint32_t mark)
+{
+    g_autofree uint8_t *before = NULL;
+    g_autofree char *relay_uri = NULL, *log = NULL;
+    struct vg_relay *relay = NULL;
+    bool exited;
+    struct vg_relay_counts n;
+    struct vg_mig_info info;
+    struct mt t;
+
+    start_filled_src(&t, tag, NULL, &before);
+    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
+    VGT_OK(vg_mig_set_channels(t.src.qemu->qmp, 2, VGT_ERR));
+    VGT_OK(vg_mig_set_channels(t.dst.qemu->qmp, 2, VGT_ERR));
+    mt_listen(&t);
+    VGT_OK(vg_relay_start(t.uri, reset, &relay, &relay_uri, VGT_ERR));
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, relay_uri, VGT_ERR));
+    mt_wait_final(&t, "completed", &info);
+    exited = dst_exits(t.dst.qemu);
+    vg_relay_counts(relay, &n);
+    g_test_message("relay: %u connections, %u multifd, %u device packets, "
+                   "%u dropped, %u unparsed",
+                   n.connections, n.multifd, n.device_packets, n.dropped,
+                   n.unparsed);
+    log = vg_proc_log_tail(&t.dst.qemu->proc, 8192);
+    g_test_message("destination QEMU %s; its log ends: %s",
+                   exited ? "exited" : "still runs", log);
+    g_assert_true(exited);
+    g_assert_nonnull(strstr(log, want));
+    g_assert_cmpuint(n.multifd, ==, 2);
+    g_assert_cmpuint(n.unparsed, ==, 0);
+    g_assert_cmpuint(n.dropped, >=, 1);
+    VGT_OK(vg_mig_wait_runstate(t.src.qemu->qmp, "postmigrate", VGT_TIMEOUT_MS,
+                                VGT_ERR));
+    resume_source(&t);
+    mt_assert_source_intact(&t, before, mark);
+    vg_relay_stop(relay);
+    mt_stop(&t);
+}
+
+static void test_withheld_buffers_closed(void)
+{
+    withheld_device_buffers("mig-withheld", false, "never came", 0x701);
+}
+
+static void test_withheld_buffers_reset(void)
+{
+    withheld_device_buffers("mig-withheld-reset", true,
+                            "Connection reset by peer", 0x702);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -341,6 +419,10 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/faults/no-migration-support",
                     test_no_migration_support);
     g_test_add_func("/mig/faults/corrupt-stream", test_corrupt_stream);
+    g_test_add_func("/mig/faults/multifd-buffers-withheld",
+                    test_withheld_buffers_closed);
+    g_test_add_func("/mig/faults/multifd-buffers-withheld-reset",
+                    test_withheld_buffers_reset);
     g_test_add_func("/mig/faults/bad-vram-piece", test_bad_vram_piece);
     g_test_add_func("/mig/faults/shifted-vram-piece", test_shifted_vram_piece);
     g_test_add_func("/mig/faults/corrupt-stream-once",
