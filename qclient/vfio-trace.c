@@ -61,6 +61,9 @@ const char *const vg_vfio_trace_events[VG_VFIO_TRACE_NEVENTS] = {
  * the margin covers a thread preempted between the two). */
 #define EXACT_UNAPPROVED_MIN_S 0.050
 
+/* The longest device name ("vfio-user:SOCKET") a trace event may carry. */
+#define TRACE_DEVICE_NAME_MAX 128
+
 /* Seconds of the time of day "HH:MM:SS.ffffff" at @p, or -1. */
 static double time_of_day(const char *p)
 {
@@ -205,7 +208,7 @@ struct trace_phase {
     /* State changes in flight: the device's name and the state sent. */
     unsigned in_flight;
     struct {
-        char dev[128];
+        char dev[TRACE_DEVICE_NAME_MAX];
         unsigned state;
     } flight[VG_VFIO_TRACE_MAX_DEVICES];
     struct trace_round round;
@@ -233,7 +236,7 @@ static int load_wait(const char *ev, const char *args, bool wait,
                      struct trace_phase *ph, struct vg_vfio_trace *tr,
                      struct vg_error *err)
 {
-    char dev[128];
+    char dev[TRACE_DEVICE_NAME_MAX];
     int64_t idx = 0;
     int ret = arg_device(ev, args, dev, sizeof(dev), err);
     g_autofree char *key = NULL;
@@ -265,7 +268,7 @@ static int state_change(const char *ev, const char *args, bool send,
                         struct trace_phase *ph, struct vg_vfio_trace *tr,
                         struct vg_error *err)
 {
-    char dev[sizeof(ph->flight[0].dev)];
+    char dev[TRACE_DEVICE_NAME_MAX];
     int64_t v = 0;
     unsigned i;
     int ret = arg_device(ev, args, dev, sizeof(dev), err);
