@@ -26,6 +26,7 @@
 #define MF_MAGIC       0x11223344u
 #define MF_INIT_SIZE   64u
 #define MF_HDR_SIZE    12u
+#define MF_FLAG_SYNC   1u
 #define MF_FLAG_DEVICE (32u << 1)
 #define MF_DEVICE_SIZE (MF_HDR_SIZE + 256u + 4u + 4u)
 #define MF_PAGE_SIZE   4096u
@@ -44,6 +45,7 @@ struct vg_relay {
     int lfd;
     int stop_pipe[2];
     struct sockaddr_in dst;
+    enum vg_relay_drop drop;
     bool reset;
     GThread *acceptor;
     GMutex lock; /* conns, counts, the conns' fds */
@@ -167,11 +169,59 @@ static void close_dst(struct relay_conn *c)
     g_mutex_unlock(&c->relay->lock);
 }
 
+/* What a multifd channel's relay holds back: whole packets, in order. */
+struct held {
+    GByteArray *bytes;
+    unsigned packets;
+};
+
+static bool held_flush(struct relay_conn *c, struct held *h)
+{
+    bool ok = !h->packets || write_all(c->dst, h->bytes->data, h->bytes->len);
+
+    g_byte_array_set_size(h->bytes, 0);
+    h->packets = 0;
+    return ok;
+}
+
+static void held_add(struct held *h, const GByteArray *pkt)
+{
+    g_byte_array_append(h->bytes, pkt->data, pkt->len);
+    h->packets++;
+}
+
+/* Pass on the packet @pkt (@device state, or RAM with @flags), or hold it
+ * back as @r->drop says. */
+static bool relay_packet(struct relay_conn *c, struct held *h,
+                         const GByteArray *pkt, bool device, uint32_t flags)
+{
+    struct vg_relay *r = c->relay;
+    bool sync = !device && (flags & MF_FLAG_SYNC);
+    bool starts = r->drop == VG_RELAY_DROP_LAST_DEVICE ? device : sync;
+
+    count(r, device ? &r->counts.device_packets
+             : sync ? &r->counts.sync_packets
+                    : &r->counts.ram_packets);
+    if (starts) {
+        if (!held_flush(c, h)) {
+            return false;
+        }
+        held_add(h, pkt);
+        return true;
+    }
+    if (r->drop == VG_RELAY_DROP_FROM_LAST_SYNC && h->packets) {
+        held_add(h, pkt);
+        return true;
+    }
+    return write_all(c->dst, pkt->data, pkt->len);
+}
+
 /* Relay a multifd channel whose first 4 bytes are in @first. */
 static void relay_multifd(struct relay_conn *c, GByteArray *first)
 {
     g_autoptr(GByteArray) pkt = g_byte_array_new();
-    g_autoptr(GByteArray) held = NULL;
+    g_autoptr(GByteArray) bytes = g_byte_array_new();
+    struct held h = {.bytes = bytes};
     bool device = false;
     int rc;
 
@@ -181,32 +231,21 @@ static void relay_multifd(struct relay_conn *c, GByteArray *first)
     }
     while ((rc = read_exact(c->src, pkt, 0, MF_HDR_SIZE)) > 0 &&
            (rc = read_packet(c->src, pkt, &device)) > 0) {
-        if (!device) {
-            if (!write_all(c->dst, pkt->data, pkt->len)) {
-                goto out;
-            }
-            continue;
-        }
-        count(c->relay, &c->relay->counts.device_packets);
-        if (held && !write_all(c->dst, held->data, held->len)) {
+        if (!relay_packet(c, &h, pkt, device, be32_at(pkt->data + 8))) {
             goto out;
         }
-        g_clear_pointer(&held, g_byte_array_unref);
-        held = g_steal_pointer(&pkt);
-        pkt = g_byte_array_new();
     }
     if (rc < 0) {
         /* Not parsed: pass on what was read and the rest as it comes. */
         count(c->relay, &c->relay->counts.unparsed);
-        if ((!held || write_all(c->dst, held->data, held->len)) &&
-            write_all(c->dst, pkt->data, pkt->len)) {
+        if (held_flush(c, &h) && write_all(c->dst, pkt->data, pkt->len)) {
             copy_raw(c->src, c->dst);
         }
         goto out;
     }
-    if (held) {
-        count(c->relay, &c->relay->counts.dropped);
-    }
+    g_mutex_lock(&c->relay->lock);
+    c->relay->counts.dropped += h.packets;
+    g_mutex_unlock(&c->relay->lock);
 out:
     close_dst(c);
 }
@@ -327,8 +366,8 @@ static int listen_loopback(int *lfd, char **uri, struct vg_error *err)
     return 0;
 }
 
-int vg_relay_start(const char *dst_uri, bool reset, struct vg_relay **out,
-                   char **src_uri, struct vg_error *err)
+int vg_relay_start(const char *dst_uri, enum vg_relay_drop drop, bool reset,
+                   struct vg_relay **out, char **src_uri, struct vg_error *err)
 {
     struct vg_relay *r = g_new0(struct vg_relay, 1);
     int rc = parse_uri(dst_uri, &r->dst, err);
@@ -346,6 +385,7 @@ int vg_relay_start(const char *dst_uri, bool reset, struct vg_relay **out,
         vg_relay_stop(r);
         return rc;
     }
+    r->drop = drop;
     r->reset = reset;
     r->conns = g_ptr_array_new();
     g_mutex_init(&r->lock);

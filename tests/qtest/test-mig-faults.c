@@ -13,12 +13,13 @@
  * again, so the source learns of it through QEMU's return path, on on
  * both sides); a server without migration support (--no-migration: QEMU
  * blocks the migration with a reason); a multifd migration through a
- * relay that drops each channel's last device-state packet and then
- * closes the channel, cleanly or with a TCP reset, after the source
- * completed (patch 0090: the destination's load fails and says which
- * buffer never came, where it waited forever; the source, resumed, runs
- * on).  In every case the source VM keeps running, or runs again, with
- * its VRAM intact and its vGPU working.
+ * relay that drops each channel's last device-state packet, or its last
+ * sync packet and what follows, and then closes the channel, cleanly or
+ * with a TCP reset, after the source completed (patches 0090-0091: the
+ * destination's load fails and says which buffer never came, or that a
+ * channel ended before the sync point, where it waited forever; the
+ * source, resumed, runs on).  In every case the source VM keeps running,
+ * or runs again, with its VRAM intact and its vGPU working.
  */
 #include <signal.h>
 
@@ -350,65 +351,106 @@ static bool dst_exits(struct vg_qemu *q)
     return !vg_proc_alive(&q->proc);
 }
 
-/* A migration over 2 multifd channels through a relay that drops each
- * channel's last device-state packet, then closes the channel: cleanly,
- * as a hostile source could (!@reset), or with a reset, as after a
- * network fault that follows the source's last write.  The source has
- * sent everything and completes (postmigrate); the destination has read
- * the whole main stream and waits for its vGPU's load thread, which must
- * fail and name the buffer that never came.  The source, resumed as
- * libvirt does when the destination fails, runs with its vGPU intact. */
-static void withheld_device_buffers(const char *tag, bool reset,
-                                    const char *want, uint32_t mark)
+/* A migration over 2 multifd channels through a relay
+ * (qclient/mig-relay.h) that drops what @drop says of each channel's
+ * last packets, then closes the channel: cleanly, as a hostile source
+ * could, or with a TCP reset (@reset), as after a network fault that
+ * follows the source's last write. */
+struct withheld {
+    const char *path; /* the test case's */
+    const char *tag;
+    enum vg_relay_drop drop;
+    bool reset;
+    const char *says[2]; /* the destination's last words, one of them */
+    uint32_t mark;
+};
+
+/* The destination's log tail @log says one of @w's last words. */
+static bool says_one_of(const struct withheld *w, const char *log)
 {
+    for (unsigned i = 0; i < G_N_ELEMENTS(w->says); i++) {
+        if (w->says[i] && strstr(log, w->says[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The source has sent everything and completes (postmigrate); the
+ * destination has read the whole main stream and waits, at its last sync
+ * point or for its vGPU's load thread, for data that will not come: it
+ * must fail, exit and say why.  The source, resumed as libvirt does when
+ * the destination fails, runs with its vGPU intact. */
+static void run_withheld(const void *opaque)
+{
+    const struct withheld *w = opaque;
     g_autofree uint8_t *before = NULL;
     g_autofree char *relay_uri = NULL, *log = NULL;
     struct vg_relay *relay = NULL;
-    bool exited;
     struct vg_relay_counts n;
     struct vg_mig_info info;
+    bool exited;
     struct mt t;
 
-    start_filled_src(&t, tag, NULL, &before);
+    start_filled_src(&t, w->tag, NULL, &before);
     mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
     VGT_OK(vg_mig_set_channels(t.src.qemu->qmp, 2, VGT_ERR));
     VGT_OK(vg_mig_set_channels(t.dst.qemu->qmp, 2, VGT_ERR));
     mt_listen(&t);
-    VGT_OK(vg_relay_start(t.uri, reset, &relay, &relay_uri, VGT_ERR));
+    VGT_OK(
+        vg_relay_start(t.uri, w->drop, w->reset, &relay, &relay_uri, VGT_ERR));
     VGT_OK(vg_mig_start(t.src.qemu->qmp, relay_uri, VGT_ERR));
     mt_wait_final(&t, "completed", &info);
     exited = dst_exits(t.dst.qemu);
     vg_relay_counts(relay, &n);
-    g_test_message("relay: %u connections, %u multifd, %u device packets, "
-                   "%u dropped, %u unparsed",
-                   n.connections, n.multifd, n.device_packets, n.dropped,
-                   n.unparsed);
+    g_test_message("relay: %u connections, %u multifd, %u device, %u sync "
+                   "and %u RAM packets, %u dropped, %u unparsed",
+                   n.connections, n.multifd, n.device_packets, n.sync_packets,
+                   n.ram_packets, n.dropped, n.unparsed);
     log = vg_proc_log_tail(&t.dst.qemu->proc, 8192);
     g_test_message("destination QEMU %s; its log ends: %s",
                    exited ? "exited" : "still runs", log);
     g_assert_true(exited);
-    g_assert_nonnull(strstr(log, want));
+    g_assert_true(says_one_of(w, log));
     g_assert_cmpuint(n.multifd, ==, 2);
     g_assert_cmpuint(n.unparsed, ==, 0);
-    g_assert_cmpuint(n.dropped, >=, 1);
+    /* At least one packet of each channel: its last sync packet */
+    g_assert_cmpuint(n.dropped, >=,
+                     w->drop == VG_RELAY_DROP_FROM_LAST_SYNC ? 2 : 1);
     VGT_OK(vg_mig_wait_runstate(t.src.qemu->qmp, "postmigrate", VGT_TIMEOUT_MS,
                                 VGT_ERR));
     resume_source(&t);
-    mt_assert_source_intact(&t, before, mark);
+    mt_assert_source_intact(&t, before, w->mark);
     vg_relay_stop(relay);
     mt_stop(&t);
 }
 
-static void test_withheld_buffers_closed(void)
-{
-    withheld_device_buffers("mig-withheld", false, "never came", 0x701);
-}
-
-static void test_withheld_buffers_reset(void)
-{
-    withheld_device_buffers("mig-withheld-reset", true,
-                            "Connection reset by peer", 0x702);
-}
+/* Each channel's last device buffer withheld, the channels closed or
+ * reset (patch 0091: the load thread fails, naming the buffer; with a
+ * reset the channel's error comes first).  Each channel's last sync
+ * packet withheld with what follows, the channels closed (patch 0090:
+ * the main thread at its last sync point fails; or, where a device
+ * buffer followed a sync packet, the load thread first). */
+static const struct withheld withheld[] = {
+    {"/mig/faults/multifd-buffers-withheld",
+     "mig-withheld",
+     VG_RELAY_DROP_LAST_DEVICE,
+     false,
+     {"never came"},
+     0x701},
+    {"/mig/faults/multifd-buffers-withheld-reset",
+     "mig-withheld-reset",
+     VG_RELAY_DROP_LAST_DEVICE,
+     true,
+     {"Connection reset by peer"},
+     0x702},
+    {"/mig/faults/multifd-sync-withheld",
+     "mig-withheld-sync",
+     VG_RELAY_DROP_FROM_LAST_SYNC,
+     false,
+     {"a channel ended before the sync point", "never came"},
+     0x703},
+};
 
 int main(int argc, char **argv)
 {
@@ -419,10 +461,9 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/faults/no-migration-support",
                     test_no_migration_support);
     g_test_add_func("/mig/faults/corrupt-stream", test_corrupt_stream);
-    g_test_add_func("/mig/faults/multifd-buffers-withheld",
-                    test_withheld_buffers_closed);
-    g_test_add_func("/mig/faults/multifd-buffers-withheld-reset",
-                    test_withheld_buffers_reset);
+    for (unsigned i = 0; i < G_N_ELEMENTS(withheld); i++) {
+        g_test_add_data_func(withheld[i].path, &withheld[i], run_withheld);
+    }
     g_test_add_func("/mig/faults/bad-vram-piece", test_bad_vram_piece);
     g_test_add_func("/mig/faults/shifted-vram-piece", test_shifted_vram_piece);
     g_test_add_func("/mig/faults/corrupt-stream-once",
