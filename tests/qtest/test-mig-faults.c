@@ -18,7 +18,10 @@
  * with a TCP reset, after the source completed (patches 0090-0091: the
  * destination's load fails and says which buffer never came, or that a
  * channel ended before the sync point, where it waited forever; the
- * source, resumed, runs on).  In every case the source VM keeps running,
+ * source, resumed, runs on); x-migration-load-config-after-iter on at one
+ * side only (patch 0092: a destination that waits for the source's
+ * DEV_CONFIG_LOAD_READY fails once its main stream is read, where it
+ * waited forever).  In every case the source VM keeps running,
  * or runs again, with its VRAM intact and its vGPU working.
  */
 #include <signal.h>
@@ -50,16 +53,26 @@ static void start_held(struct mt *t)
     g_assert_cmpstr(info.status, ==, "active");
 }
 
+/* Source with filled VRAM, its server and QEMU given more arguments
+ * @srv_extra and @qemu_extra; its samples (checked) in *@before. */
+static void start_filled_src_with(struct mt *t, const char *tag,
+                                  const char *const *srv_extra,
+                                  const char *const *qemu_extra,
+                                  uint8_t **before)
+{
+    g_autofree uint8_t *want = mt_expected_samples();
+
+    mt_start_src_with(t, tag, VGT_VRAM_ARG, srv_extra, qemu_extra);
+    mt_fill_vram(t);
+    *before = mt_vram_samples(&t->gpu);
+    mt_assert_samples(*before, want, "source before migration");
+}
+
 /* Source with filled VRAM; its samples (checked) in *@before. */
 static void start_filled_src(struct mt *t, const char *tag,
                              const char *const *extra, uint8_t **before)
 {
-    g_autofree uint8_t *want = mt_expected_samples();
-
-    mt_start_src(t, tag, extra);
-    mt_fill_vram(t);
-    *before = mt_vram_samples(&t->gpu);
-    mt_assert_samples(*before, want, "source before migration");
+    start_filled_src_with(t, tag, extra, NULL, before);
 }
 
 static void test_cancel(void)
@@ -452,6 +465,66 @@ static const struct withheld withheld[] = {
      0x703},
 };
 
+/* x-migration-load-config-after-iter on at one side only.  Either way
+ * the source sends its device's config as the last multifd buffer, and
+ * DEV_CONFIG_LOAD_READY on the main channel only where the property is
+ * on.  A destination that has it on and gets no marker fails once the
+ * main stream is read (patch 0092; before it, its load thread waited
+ * forever); one that has it off fails as it reads the marker.  Whether
+ * the source completed or saw the destination go first, it runs on with
+ * its vGPU intact. */
+struct cfg_mismatch {
+    const char *path; /* the test case's */
+    const char *tag;
+    bool on_src; /* the property on at the source, else at the destination */
+    const char *says; /* the destination's last words */
+    uint32_t mark;
+};
+
+static void run_cfg_mismatch(const void *opaque)
+{
+    static const char *const on[] = {
+        "-global", "vfio-user-pci.x-migration-load-config-after-iter=on", NULL};
+    const struct cfg_mismatch *c = opaque;
+    g_autofree uint8_t *before = NULL;
+    g_autofree char *log = NULL;
+    struct vg_mig_info info;
+    bool exited;
+    struct mt t;
+
+    start_filled_src_with(&t, c->tag, NULL, c->on_src ? on : NULL, &before);
+    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, c->on_src ? NULL : on);
+    VGT_OK(vg_mig_set_channels(t.src.qemu->qmp, 2, VGT_ERR));
+    VGT_OK(vg_mig_set_channels(t.dst.qemu->qmp, 2, VGT_ERR));
+    mt_listen(&t);
+    VGT_OK(vg_mig_start(t.src.qemu->qmp, t.uri, VGT_ERR));
+    VGT_OK(vg_mig_poll(t.src.qemu->qmp, MT_MIG_TIMEOUT_MS, NULL, NULL, &info,
+                       VGT_ERR));
+    mt_log_info("ended", &info);
+    exited = dst_exits(t.dst.qemu);
+    log = vg_proc_log_tail(&t.dst.qemu->proc, 8192);
+    g_test_message("destination QEMU %s; its log ends: %s",
+                   exited ? "exited" : "still runs", log);
+    g_assert_true(exited);
+    g_assert_nonnull(strstr(log, c->says));
+    if (!strcmp(info.status, "completed")) {
+        VGT_OK(vg_mig_wait_runstate(t.src.qemu->qmp, "postmigrate",
+                                    VGT_TIMEOUT_MS, VGT_ERR));
+        resume_source(&t);
+    } else {
+        g_assert_cmpstr(info.status, ==, "failed");
+    }
+    mt_assert_source_intact(&t, before, c->mark);
+    mt_stop(&t);
+}
+
+static const struct cfg_mismatch cfg_mismatch[] = {
+    {"/mig/faults/config-ready-missing", "mig-cfg-missing", false,
+     "DEV_CONFIG_LOAD_READY never came", 0x704},
+    {"/mig/faults/config-ready-unexpected", "mig-cfg-unexpected", true,
+     "got DEV_CONFIG_LOAD_READY but was disabled", 0x705},
+};
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -463,6 +536,10 @@ int main(int argc, char **argv)
     g_test_add_func("/mig/faults/corrupt-stream", test_corrupt_stream);
     for (unsigned i = 0; i < G_N_ELEMENTS(withheld); i++) {
         g_test_add_data_func(withheld[i].path, &withheld[i], run_withheld);
+    }
+    for (unsigned i = 0; i < G_N_ELEMENTS(cfg_mismatch); i++) {
+        g_test_add_data_func(cfg_mismatch[i].path, &cfg_mismatch[i],
+                             run_cfg_mismatch);
     }
     g_test_add_func("/mig/faults/bad-vram-piece", test_bad_vram_piece);
     g_test_add_func("/mig/faults/shifted-vram-piece", test_shifted_vram_piece);
