@@ -133,6 +133,12 @@ static void usage(FILE *out)
         "                         the pages in the checksums); or 1, for\n"
         "                         one that reads only version 1.  A\n"
         "                         destination reads all six\n"
+        "      --small-records    as a source, put at most 2 MiB of pages\n"
+        "                         in a record, for a destination whose\n"
+        "                         vgpu-server predates records of 4 MiB (it\n"
+        "                         refuses the HEADER: \"features mismatch\",\n"
+        "                         \"reserved 0x1\"); by default a record\n"
+        "                         holds up to 4 MiB\n"
         "      --no-region-log    refuse the client's offer to log guest\n"
         "                         writes through the BAR2 mapping, as a\n"
         "                         server predating REGION_DIRTY_LOG would:\n"
@@ -294,7 +300,10 @@ static void usage(FILE *out)
         "highest GPU throttle applied; the file is also rewritten when it\n"
         "rises), throttle_held_ms (the time it took from the command\n"
         "processor) and throttle_rounds (pre-copy rounds\n"
-        "run throttled); pages_hashed and hash_ms (dirty tracking's hash\n"
+        "run throttled); stream_version (of the last stream written or\n"
+        "read) and, as a source, stream_run_max (the most page data one\n"
+        "of its records carries); pages_hashed and hash_ms (dirty\n"
+        "tracking's hash\n"
         "passes); vram_checksum (XXH3-64, seed 0, of the array of every\n"
         "page's hash, that of its stream_version) and device_state_checksum "
         "(XXH3-64 of the\n"
@@ -390,6 +399,7 @@ struct options {
     enum mig_gpu_hash gpu_hash;
     unsigned migration_threads; /* 0: default_migration_threads() */
     unsigned stream_version;    /* 0: mig's default (MIG_STREAM_VERSION) */
+    bool small_records;
     bool prealloc;
 };
 
@@ -411,6 +421,7 @@ enum {
     OPT_DATA_SLOTS,
     OPT_MIGRATION_THREADS,
     OPT_STREAM_VERSION,
+    OPT_SMALL_RECORDS,
     OPT_PREALLOC,
 };
 
@@ -623,6 +634,9 @@ static int parse_opt(int c, struct options *o)
         return parse_uint_opt("stream-version", "version", optarg,
                               MIG_STREAM_VERSION_MIN, MIG_STREAM_VERSION_MAX,
                               &o->stream_version);
+    case OPT_SMALL_RECORDS:
+        o->small_records = true;
+        return 0;
     case OPT_PREALLOC:
         o->prealloc = true;
         return 0;
@@ -659,6 +673,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"data-slots", required_argument, NULL, OPT_DATA_SLOTS},
         {"migration-threads", required_argument, NULL, OPT_MIGRATION_THREADS},
         {"stream-version", required_argument, NULL, OPT_STREAM_VERSION},
+        {"small-records", no_argument, NULL, OPT_SMALL_RECORDS},
         {"prealloc", no_argument, NULL, OPT_PREALLOC},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -814,6 +829,7 @@ int main(int argc, char **argv)
         .migration_threads = o.migration_threads ? o.migration_threads
                                                  : default_migration_threads(),
         .stream_version = o.stream_version,
+        .small_records = o.small_records,
     };
     warn_faults(&o.fault);
     if (vfu_server_new(&cfg, &srv, &err) < 0) {

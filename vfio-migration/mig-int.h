@@ -36,6 +36,7 @@ struct mig {
     enum mig_gpu_hash gpu_hash;
     unsigned hash_threads;   /* hashing and loading threads, >= 1 */
     unsigned stream_version; /* written by saving sessions */
+    uint32_t run_max;        /* ...with runs of at most this much data */
     uint32_t hash_version;   /* the last session's stream: its page hash */
     bool bar2_shared;   /* a client got the VRAM fd: CPU writes are unseen */
     bool bar2_logged;   /* ... unless the client logs them (REGION_DIRTY_LOG) */

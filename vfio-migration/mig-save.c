@@ -644,7 +644,7 @@ static uint32_t page_bytes(const struct mig *m)
  * most. */
 static uint32_t run_cap_for(const struct mig *m, uint32_t room)
 {
-    uint32_t full = MIG_RUN_MAX_BYTES / m->scfg.page_size;
+    uint32_t full = m->run_max / m->scfg.page_size;
     uint32_t fit = (room - RUN_OVERHEAD) / page_bytes(m);
 
     return fit < full ? fit : full;
@@ -1215,7 +1215,7 @@ static bool stage_into(struct mig *m, uint8_t *out, uint32_t room)
     struct mig_save *s = m->save;
 
     s->rec = s->buf;
-    s->run_cap = MIG_RUN_MAX_BYTES / m->scfg.page_size;
+    s->run_cap = m->run_max / m->scfg.page_size;
     s->room = 0;
     if (record_fits(m, room)) {
         s->rec = out;
@@ -1648,7 +1648,7 @@ static int save_alloc(struct mig *m, struct vg_error *err)
     m->hash_version = session_version(m);
     s->buf = malloc(MIG_REC_MAX);
     s->rec = s->buf;
-    s->run_cap = MIG_RUN_MAX_BYTES / m->scfg.page_size;
+    s->run_cap = m->run_max / m->scfg.page_size;
     s->can_gpu_hash =
         m->gpu_hash != MIG_GPU_HASH_NONE && vgpu_copies_hash(m->gpu);
     s->pass = calloc(1, bytes);
@@ -1671,9 +1671,11 @@ static int save_alloc(struct mig *m, struct vg_error *err)
         mig_save_close(m);
         return vg_error_set(err, ENOMEM, "saving session buffers");
     }
-    ret = mig_enc_new(m->hash_version, m->scfg.page_size, &s->enc, err);
+    ret = mig_enc_new(m->hash_version, m->scfg.page_size, m->run_max, &s->enc,
+                      err);
     if (ret == 0) {
         m->stats.stream_version = m->hash_version;
+        m->stats.stream_run_max = m->run_max;
         ret = dt_pool_new(m->hash_threads, &s->pool, err);
     }
     if (ret == 0) {

@@ -77,8 +77,8 @@ size_t mig_rec_digest_size(uint32_t version, const uint8_t *hdr)
     return MIG_REC_HDR_SIZE + (size_t)vg_get_le32(hdr + 4);
 }
 
-bool mig_rec_bounds(uint32_t page_size, uint32_t type, uint32_t *min,
-                    uint32_t *max)
+bool mig_rec_bounds(uint32_t page_size, uint32_t run_max, uint32_t type,
+                    uint32_t *min, uint32_t *max)
 {
     switch (type) {
     case MIG_REC_HEADER:
@@ -86,12 +86,11 @@ bool mig_rec_bounds(uint32_t page_size, uint32_t type, uint32_t *min,
         return true;
     case MIG_REC_PAGES:
         *min = MIG_RUN_HDR_SIZE + page_size;
-        *max = MIG_RUN_HDR_SIZE + MIG_RUN_MAX_BYTES;
+        *max = MIG_RUN_HDR_SIZE + run_max;
         return true;
     case MIG_REC_PAGES_LISTED:
         *min = MIG_RUN_HDR_SIZE + 8 + page_size;
-        *max = MIG_RUN_HDR_SIZE + (MIG_RUN_MAX_BYTES / page_size) * 8 +
-               MIG_RUN_MAX_BYTES;
+        *max = MIG_RUN_HDR_SIZE + (run_max / page_size) * 8 + run_max;
         return true;
     case MIG_REC_ZEROS:
         *min = *max = MIG_RUN_HDR_SIZE;
@@ -123,8 +122,10 @@ uint32_t mig_rec_flags(uint32_t type)
 }
 
 int mig_header_check(const struct mig_stream_config *c, const uint8_t *p,
-                     uint32_t *version, struct vg_error *err)
+                     uint32_t *version, uint32_t *run_max, struct vg_error *err)
 {
+    uint32_t flags = vg_get_le32(p + 28);
+
     if (memcmp(p, MIG_STREAM_MAGIC, 8) != 0) {
         return vg_error_set(err, EINVAL,
                             "bad magic %02x%02x%02x%02x%02x%02x%02x%02x, "
@@ -152,14 +153,20 @@ int mig_header_check(const struct mig_stream_config *c, const uint8_t *p,
                             "device has %u",
                             vg_get_le32(p + 12), c->page_size);
     }
-    if (vg_get_le32(p + 24) != c->features || vg_get_le32(p + 28) != 0) {
+    if (vg_get_le32(p + 24) != c->features) {
         return vg_error_set(err, EINVAL,
-                            "features mismatch: stream has %#x (reserved "
-                            "%#x), this device has %#x",
-                            vg_get_le32(p + 24), vg_get_le32(p + 28),
-                            c->features);
+                            "features mismatch: stream has %#x, this device "
+                            "has %#x",
+                            vg_get_le32(p + 24), c->features);
+    }
+    if (flags & ~MIG_HDR_LARGE_RUNS) {
+        return vg_error_set(err, EINVAL,
+                            "HEADER flags %#x: this device knows %#x only",
+                            flags, MIG_HDR_LARGE_RUNS);
     }
     *version = vg_get_le32(p + 8);
+    *run_max =
+        flags & MIG_HDR_LARGE_RUNS ? MIG_RUN_MAX_BYTES : MIG_RUN_SMALL_BYTES;
     return 0;
 }
 
@@ -221,11 +228,12 @@ struct mig_enc {
     uint64_t records;
     uint32_t page_size;
     uint32_t version;
+    uint32_t run_max;
     uint8_t hash_le[MIG_RUN_MAX_PAGES * 8]; /* a PAGES record's, version 2 */
 };
 
-int mig_enc_new(uint32_t version, uint32_t page_size, struct mig_enc **out,
-                struct vg_error *err)
+int mig_enc_new(uint32_t version, uint32_t page_size, uint32_t run_max,
+                struct mig_enc **out, struct vg_error *err)
 {
     struct mig_enc *enc;
 
@@ -235,6 +243,12 @@ int mig_enc_new(uint32_t version, uint32_t page_size, struct mig_enc **out,
                             "versions %u to %u",
                             version, MIG_STREAM_VERSION_MIN,
                             MIG_STREAM_VERSION_MAX);
+    }
+    if (run_max != MIG_RUN_MAX_BYTES && run_max != MIG_RUN_SMALL_BYTES) {
+        return vg_error_set(err, EINVAL,
+                            "runs of up to %u bytes: this encoder writes %u "
+                            "or %u",
+                            run_max, MIG_RUN_SMALL_BYTES, MIG_RUN_MAX_BYTES);
     }
     enc = calloc(1, sizeof(*enc));
     if (enc) {
@@ -247,8 +261,14 @@ int mig_enc_new(uint32_t version, uint32_t page_size, struct mig_enc **out,
     }
     enc->page_size = page_size;
     enc->version = version;
+    enc->run_max = run_max;
     *out = enc;
     return 0;
+}
+
+uint32_t mig_enc_run_max(const struct mig_enc *enc)
+{
+    return enc->run_max;
 }
 
 void mig_enc_free(struct mig_enc *enc)
@@ -301,6 +321,8 @@ size_t mig_enc_header(struct mig_enc *enc, const struct mig_stream_config *cfg,
     vg_put_le32(p + 12, cfg->page_size);
     vg_put_le64(p + 16, cfg->vram_size);
     vg_put_le32(p + 24, cfg->features);
+    vg_put_le32(p + 28,
+                enc->run_max == MIG_RUN_MAX_BYTES ? MIG_HDR_LARGE_RUNS : 0);
     return rec_seal(enc, buf, MIG_REC_HEADER, MIG_HEADER_SIZE);
 }
 
@@ -534,6 +556,7 @@ struct mig_dec {
     uint64_t offset;         /* stream offset of the record */
     uint64_t index;          /* its index (0 = first record) */
     uint32_t version;        /* the HEADER's, once accepted */
+    uint32_t run_max;        /* the most page data in a run, by the HEADER */
     bool seen_header;        /* a HEADER was accepted */
     bool seen_state;         /* a DEVICE_STATE was accepted */
     bool seen_end;           /* an END was accepted */
@@ -594,6 +617,7 @@ int mig_dec_new(const struct mig_stream_config *cfg,
     dec->sink = *sink;
     dec->npages = cfg->vram_size / ps;
     dec->want = MIG_REC_HDR_SIZE;
+    dec->run_max = MIG_RUN_SMALL_BYTES;
     *out = dec;
     return 0;
 }
@@ -708,7 +732,7 @@ static int dec_rec_header(struct mig_dec *dec)
     uint32_t type = vg_get_le16(dec->rec), flags = vg_get_le16(dec->rec + 2);
     uint32_t len = vg_get_le32(dec->rec + 4), min, max;
 
-    if (!mig_rec_bounds(dec->cfg.page_size, type, &min, &max)) {
+    if (!mig_rec_bounds(dec->cfg.page_size, dec->run_max, type, &min, &max)) {
         return dec_fail(dec, EINVAL, "unknown record type %u", type);
     }
     if (flags & ~mig_rec_flags(type)) {
@@ -738,7 +762,7 @@ static int dec_header(struct mig_dec *dec, const uint8_t *p)
     if (dec->seen_header) {
         return dec_fail(dec, EINVAL, "duplicate HEADER");
     }
-    if (mig_header_check(&dec->cfg, p, &dec->version, &e) < 0) {
+    if (mig_header_check(&dec->cfg, p, &dec->version, &dec->run_max, &e) < 0) {
         return dec_fail(dec, e.code, "%s", e.msg);
     }
     if (dec->version >= 3) {
@@ -810,7 +834,7 @@ static int pages_shape(struct mig_dec *dec, const uint8_t *p, uint32_t len)
         return dec_fail(dec, EINVAL, "reserved field %#x, expected 0",
                         vg_get_le32(p + 12));
     }
-    if (count > MIG_RUN_MAX_BYTES / ps ||
+    if (count > dec->run_max / ps ||
         len != MIG_RUN_HDR_SIZE + (uint64_t)count * per_page) {
         return dec_fail(dec, EINVAL,
                         "run of %u pages of %u bytes does not match payload "

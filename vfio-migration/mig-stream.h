@@ -87,6 +87,10 @@ enum mig_rec_type {
 /* A PAGE_PIECES record's only flag: its page hash field is the page's
  * hash as its pieces leave it (else 0, not checked). */
 #define MIG_PIECES_HASHED 1u
+/* The HEADER's only flag (its last u32): the stream's PAGES and
+ * PAGES_LISTED records carry up to MIG_RUN_MAX_BYTES of pages each;
+ * without it, up to MIG_RUN_SMALL_BYTES. */
+#define MIG_HDR_LARGE_RUNS 1u
 
 #define MIG_REC_HDR_SIZE    16u
 #define MIG_HEADER_SIZE     32u  /* HEADER payload */
@@ -97,10 +101,11 @@ enum mig_rec_type {
 #define MIG_POSTCOPY_ADDR   108u /* a UNIX socket path, NUL included */
 #define MIG_PIECES_HDR_SIZE 24u  /* PAGE_PIECES payload before the pieces */
 #define MIG_PAGE_PIECES     64u  /* a page's pieces: page size / 64 bytes */
-#define MIG_RUN_MAX_BYTES   (2u * 1024 * 1024) /* PAGES data per record */
+#define MIG_RUN_MAX_BYTES   (4u * 1024 * 1024) /* PAGES data per record */
+#define MIG_RUN_SMALL_BYTES (2u * 1024 * 1024) /* ...without LARGE_RUNS */
 #define MIG_STATE_MAX       4096u              /* DEVICE_STATE payload */
 #define MIG_PAGE_SIZE_MIN   4096u
-#define MIG_PAGE_SIZE_MAX   MIG_RUN_MAX_BYTES
+#define MIG_PAGE_SIZE_MAX   (2u * 1024 * 1024)
 #define MIG_RUN_MAX_PAGES   (MIG_RUN_MAX_BYTES / MIG_PAGE_SIZE_MIN)
 #define MIG_LIST_MAX        (MIG_RUN_MAX_PAGES * 8u) /* PAGES_LISTED hashes */
 #define MIG_REC_MAX_PAYLOAD                                                    \
@@ -137,22 +142,24 @@ const char *mig_rec_name(uint32_t type);
 
 /* The pieces of the decoder's checks, for readers of a stream held
  * elsewhere (stream-file.h).  mig_rec_bounds: payload bounds of a record
- * type, false for an unknown type; mig_rec_flags: the header flags it may
- * have.  mig_header_check: a HEADER payload
- * against this device (*@version on success).  mig_rec_checksum: the
- * checksum of a record whose header is @hdr; mig_pages_checksum: that of
- * a version 2 PAGES record from its run header and page hashes;
+ * type in a stream whose runs carry up to @run_max bytes of pages, false
+ * for an unknown type; mig_rec_flags: the header flags it may have.
+ * mig_header_check: a HEADER payload against this device (*@version, and
+ * *@run_max, the most page data its runs carry, on success).  mig_rec_checksum:
+ * the checksum of a record whose header is @hdr; mig_pages_checksum: that of a
+ * version 2 PAGES record from its run header and page hashes;
  * mig_pieces_checksum: that of a version 6 PAGE_PIECES record from its
  * pieces header @phdr and its @n pieces of @piece bytes at @pieces, whose
  * hashes it puts into @piece_hash (n entries, n <= MIG_PAGE_PIECES) unless
  * NULL; mig_rec_digest_size: the bytes at the start of a record, other
  * than a PAGES or PAGES_LISTED one, that the END digest takes. */
-bool mig_rec_bounds(uint32_t page_size, uint32_t type, uint32_t *min,
-                    uint32_t *max);
+bool mig_rec_bounds(uint32_t page_size, uint32_t run_max, uint32_t type,
+                    uint32_t *min, uint32_t *max);
 /* The flags a record of @type may have. */
 uint32_t mig_rec_flags(uint32_t type);
 int mig_header_check(const struct mig_stream_config *cfg, const uint8_t *p,
-                     uint32_t *version, struct vg_error *err);
+                     uint32_t *version, uint32_t *run_max,
+                     struct vg_error *err);
 uint64_t mig_rec_checksum(const uint8_t *hdr, const uint8_t *payload,
                           uint32_t len);
 uint64_t mig_pages_checksum(const uint8_t *hdr, const uint8_t *run,
@@ -167,15 +174,20 @@ size_t mig_rec_digest_size(uint32_t version, const uint8_t *hdr);
 struct mig_enc;
 
 /* An encoder of stream @version (MIG_STREAM_VERSION_MIN ..
- * MIG_STREAM_VERSION_MAX) for a device with pages of @page_size bytes. */
-int mig_enc_new(uint32_t version, uint32_t page_size, struct mig_enc **out,
-                struct vg_error *err);
+ * MIG_STREAM_VERSION_MAX) for a device with pages of @page_size bytes,
+ * whose runs carry up to @run_max bytes of pages: MIG_RUN_MAX_BYTES (the
+ * HEADER says so, MIG_HDR_LARGE_RUNS) or MIG_RUN_SMALL_BYTES, for a
+ * decoder that predates larger runs. */
+int mig_enc_new(uint32_t version, uint32_t page_size, uint32_t run_max,
+                struct mig_enc **out, struct vg_error *err);
 void mig_enc_free(struct mig_enc *enc);
+/* The most page data one of its runs may carry (mig_enc_new's @run_max). */
+uint32_t mig_enc_run_max(const struct mig_enc *enc);
 
 /*
  * Each writes one complete record into @buf (MIG_REC_MAX bytes or more)
  * and returns its size.  mig_enc_pages: @count pages of data at @data,
- * count * page_size <= MIG_RUN_MAX_BYTES.  mig_enc_state: @len <=
+ * count * page_size <= mig_enc_run_max().  mig_enc_state: @len <=
  * MIG_STATE_MAX.  mig_enc_end closes the stream; nothing may follow.
  */
 size_t mig_enc_header(struct mig_enc *enc, const struct mig_stream_config *cfg,

@@ -286,6 +286,7 @@ static void session_started(struct mig *m)
     m->stats.gpu_hashed_bytes = 0;
     m->direct_base = vgpu_direct_bytes(m->gpu);
     m->stats.stream_version = 0;
+    m->stats.stream_run_max = 0;
     m->stats.have_checksums = false;
     m->checksums_due = false;
     m->stats.postcopy = false;
@@ -569,6 +570,7 @@ int mig_new(const struct mig_config *cfg, struct mig **out,
     m->hash_threads = cfg->hash_threads ? cfg->hash_threads : 2;
     m->stream_version =
         cfg->stream_version ? cfg->stream_version : MIG_STREAM_VERSION;
+    m->run_max = cfg->small_records ? MIG_RUN_SMALL_BYTES : MIG_RUN_MAX_BYTES;
     m->nonzero = calloc((size_t)(m->npages + 63) / 64, 8);
     m->stats_path = cfg->stats_path ? strdup(cfg->stats_path) : NULL;
     m->runtime_dir = cfg->runtime_dir ? strdup(cfg->runtime_dir) : NULL;
@@ -1002,6 +1004,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         ",\n  \"pieces_pages\": %" PRIu64 ",\n  \"pieces_bytes\": %" PRIu64
         ",\n  \"stale_pages\": %" PRIu64 ",\n  \"gpu_direct_bytes\": %" PRIu64
         ",\n  \"gpu_hashed_bytes\": %" PRIu64 ",\n  \"stream_version\": %u"
+        ",\n  \"stream_run_max\": %u"
         "%s,\n  \"last_error\": \"%s\"\n}\n",
         mig_state_name(m->fsm.state), backend, st->migrations_started,
         st->bytes_sent, st->bytes_received, st->precopy_bytes,
@@ -1018,7 +1021,7 @@ int mig_stats_json(const struct mig *m, char *buf, size_t size,
         st->in_place_bytes, st->vram_piece_bytes, st->listed_bytes,
         st->pieces_pages, st->pieces_bytes, st->stale_pages,
         st->gpu_direct_bytes, st->gpu_hashed_bytes, st->stream_version,
-        postcopy, error);
+        st->stream_run_max, postcopy, error);
     if (n < 0 || (size_t)n >= size) {
         return vg_error_set(err, ENOSPC, "stats JSON exceeds %zu bytes", size);
     }

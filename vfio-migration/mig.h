@@ -68,6 +68,9 @@ struct mig_config {
     enum mig_gpu_hash gpu_hash;    /* --gpu-hash */
     unsigned hash_threads;         /* 0: 2 */
     unsigned stream_version;       /* written as a source; 0: the newest */
+    /* As a source: runs of at most MIG_RUN_SMALL_BYTES of pages, for a
+     * destination that predates larger ones (--small-records). */
+    bool small_records;
     /* Where a post-copy source's page server puts its socket; NULL: no
      * post-copy (mig_postcopy_capable() is false). */
     const char *runtime_dir;
@@ -127,6 +130,8 @@ struct mig_stats {
                                   or written (vgpu_vram_read_hashed,
                                   vgpu_vram_write_hashed), not the CPU */
     uint32_t stream_version;   /* written or read (HEADER), 0: not yet */
+    uint32_t stream_run_max;   /* as a source, the most page data one
+                                  record of that stream carries */
     bool have_checksums;
     uint64_t vram_checksum;         /* XXH3-64 of VRAM, seed 0 */
     uint64_t device_state_checksum; /* XXH3-64 of the state blob */

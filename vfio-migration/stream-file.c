@@ -63,6 +63,7 @@ struct sf {
      * since the record in latest[] (0: none); next_pieces links them. */
     uint32_t *pieces_head, *pieces_tail;
     uint32_t version; /* the HEADER's */
+    uint32_t run_max; /* the most page data in a run, by the HEADER */
     bool seen_header, seen_state, seen_end;
     uint64_t end_digest;
     /* Guards failed, error and each record's hashes while readers run. */
@@ -162,6 +163,7 @@ int sf_new(const struct sf_config *cfg, struct sf **out, struct vg_error *err)
     }
     s->file_size = (uint64_t)st.st_size;
     s->npages = cfg->stream.vram_size / ps;
+    s->run_max = MIG_RUN_SMALL_BYTES; /* until the HEADER says */
     s->latest = calloc(s->npages, sizeof(*s->latest));
     s->pieces_head = calloc(s->npages, sizeof(*s->pieces_head));
     s->pieces_tail = calloc(s->npages, sizeof(*s->pieces_tail));
@@ -326,7 +328,7 @@ static int scan_pages(struct sf *s, const uint8_t *head, uint32_t len)
 
     first = vg_get_le64(head + 16);
     count = vg_get_le32(head + 24);
-    if (vg_get_le32(head + 28) || count > MIG_RUN_MAX_BYTES / ps ||
+    if (vg_get_le32(head + 28) || count > s->run_max / ps ||
         len != data_at(head, count) + (uint64_t)count * ps) {
         return rec_fail(s, type, EINVAL,
                         "run of %u pages of %u bytes (reserved %#x) does not "
@@ -407,7 +409,7 @@ static int scan_header(struct sf *s, const uint8_t *p)
     if (s->seen_header) {
         return rec_fail(s, MIG_REC_HEADER, EINVAL, "duplicate HEADER");
     }
-    if (mig_header_check(&s->cfg.stream, p, &version, &e) < 0) {
+    if (mig_header_check(&s->cfg.stream, p, &version, &s->run_max, &e) < 0) {
         return rec_fail(s, MIG_REC_HEADER, e.code, "%s", e.msg);
     }
     if (version < 2) {
@@ -562,7 +564,8 @@ static int scan_record(struct sf *s, bool *whole)
     }
     type = vg_get_le16(hdr);
     len = vg_get_le32(hdr + 4);
-    if (!mig_rec_bounds(s->cfg.stream.page_size, type, &min, &max)) {
+    if (!mig_rec_bounds(s->cfg.stream.page_size, s->run_max, type, &min,
+                        &max)) {
         return rec_fail(s, type, EINVAL, "unknown record type %u", type);
     }
     if ((vg_get_le16(hdr + 2) & ~mig_rec_flags(type)) || len < min ||

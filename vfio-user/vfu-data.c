@@ -40,6 +40,7 @@ int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
         .gpu_hash = cfg->gpu_hash,
         .hash_threads = cfg->migration_threads,
         .stream_version = cfg->stream_version,
+        .small_records = cfg->small_records,
         .postcopy_listen = cfg->postcopy_listen,
         .no_restore_on_demand = cfg->no_restore_on_demand,
     };

@@ -57,6 +57,7 @@ struct vfu_server_config {
     enum mig_gpu_hash gpu_hash;    /* which copies a GPU hashes */
     unsigned migration_threads;    /* hashing and loading, 0: mig's default */
     unsigned stream_version;       /* written as a source, 0: mig's default */
+    bool small_records;            /* ...with runs of at most 2 MiB */
 };
 
 int vfu_server_new(const struct vfu_server_config *cfg, struct vfu_server **out,

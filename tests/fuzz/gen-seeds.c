@@ -169,7 +169,7 @@ static void make_stream(struct buf *b, const struct stream_opts *o)
     struct vg_error err;
     uint64_t hash;
 
-    if (mig_enc_new(version, FUZZ_PAGE, &enc, &err) < 0) {
+    if (mig_enc_new(version, FUZZ_PAGE, MIG_RUN_MAX_BYTES, &enc, &err) < 0) {
         fprintf(stderr, "gen-seeds: %s\n", err.msg);
         exit(1);
     }

@@ -342,6 +342,33 @@ static void test_stream_version(const void *opaque)
     mt_stop(&t);
 }
 
+/* A source with --small-records (for a destination that predates 4 MiB
+ * records) puts at most 2 MiB of pages in a record, and migrates to a
+ * destination of today; by default a record carries up to 4 MiB. */
+static void test_small_records(void)
+{
+    static const char *const args[] = {"--small-records", NULL};
+    struct vg_stats sst, dst;
+    struct mt t;
+
+    for (int small = 1; small >= 0; small--) {
+        mt_start_src_with(&t, small ? "mig-small-rec" : "mig-large-rec",
+                          VGT_VRAM_ARG, small ? args : NULL, NULL);
+        mt_fill_vram(&t);
+        mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
+        mt_listen(&t);
+        mt_migrate(&t, NULL, NULL, NULL);
+        mt_attach_dst(&t);
+        mt_assert_stats_equal(&t, &sst, &dst);
+        g_assert_cmpint(mt_stat_int(&sst, "stream_run_max"), ==,
+                        small ? 2 << 20 : 4 << 20);
+        check_dst_works(&t);
+        vg_stats_clear(&sst);
+        vg_stats_clear(&dst);
+        mt_stop(&t);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -357,5 +384,6 @@ int main(int argc, char **argv)
     g_test_add_data_func("/mig/basic/stream-v2", "2", test_stream_version);
     g_test_add_data_func("/mig/basic/stream-v4", "4", test_stream_version);
     g_test_add_data_func("/mig/basic/stream-v5", "5", test_stream_version);
+    g_test_add_func("/mig/basic/small-records", test_small_records);
     return g_test_run();
 }

@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "common/hash.h"
+#include "common/le.h"
 #include "vfio-migration/mig-stream.h"
 
 #define PAGE   4096u
@@ -37,7 +38,8 @@ static void sb_init_version(struct sb *b, uint32_t version)
     struct vg_error err;
 
     memset(b, 0, sizeof(*b));
-    g_assert_cmpint(mig_enc_new(version, PAGE, &b->enc, &err), ==, 0);
+    g_assert_cmpint(
+        mig_enc_new(version, PAGE, MIG_RUN_MAX_BYTES, &b->enc, &err), ==, 0);
     b->rec = g_malloc(MIG_REC_MAX);
     b->data = g_malloc(64 << 20);
 }
@@ -925,7 +927,7 @@ static void test_bad_record_header(void)
     sb_put(&b, hdr, sizeof(hdr));
     expect_fail(&cfg, &b, EINVAL,
                 "PAGES record #1 at offset 48: payload length 4294967295 "
-                "outside [4112, 2097168]");
+                "outside [4112, 4194320]");
     b.len = 48;
     hdr[0] = 9;
     sb_put(&b, hdr, sizeof(hdr));
@@ -1052,9 +1054,13 @@ static void test_bad_config(void)
     struct mig_enc *enc;
     struct vg_error err;
 
-    g_assert_cmpint(mig_enc_new(7, PAGE, &enc, &err), ==, -EINVAL);
+    g_assert_cmpint(mig_enc_new(7, PAGE, MIG_RUN_MAX_BYTES, &enc, &err), ==,
+                    -EINVAL);
     g_assert_nonnull(strstr(err.msg, "stream version 7: this encoder writes "
                                      "versions 1 to 6"));
+    g_assert_cmpint(mig_enc_new(6, PAGE, 3u << 20, &enc, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "runs of up to 3145728 bytes: this "
+                                     "encoder writes 2097152 or 4194304"));
     g_assert_cmpint(mig_dec_new(&c, &sink, &dec, &err), ==, -EINVAL);
     g_assert_nonnull(strstr(err.msg, "page size 3000"));
     g_assert_cmpstr(mig_rec_name(MIG_REC_DEVICE_STATE), ==, "DEVICE_STATE");
@@ -1578,9 +1584,120 @@ static void test_pieces_bad(void)
     sb_fini(&b);
 }
 
+/* Large runs: a VRAM of 8 MiB, a destination that counts its runs. */
+#define LARGE_VRAM   (8u << 20)
+#define LARGE_NPAGES (LARGE_VRAM / PAGE)
+
+struct large_dst {
+    uint8_t *vram;
+    unsigned runs;
+};
+
+static int large_pages(void *o, uint64_t first, uint64_t count,
+                       const uint8_t *data, const uint64_t *hashes,
+                       struct vg_error *err)
+{
+    struct large_dst *d = o;
+
+    g_assert_cmpuint(first + count, <=, LARGE_NPAGES);
+    memcpy(d->vram + first * PAGE, data, count * PAGE);
+    d->runs++;
+    return 0;
+}
+
+/* The stream of @vram from an encoder whose runs carry @run_max bytes:
+ * the HEADER, then all of VRAM in runs as long as they may be, into @s
+ * (its length returned); @hdr_flags gets the HEADER's flags field. */
+static size_t large_stream(uint32_t run_max, const uint8_t *vram, uint8_t *s,
+                           uint32_t *hdr_flags)
+{
+    const struct mig_stream_config c = {LARGE_VRAM, PAGE, FEAT};
+    uint32_t per_run = run_max / PAGE;
+    struct mig_enc *enc;
+    struct vg_error err;
+    size_t len;
+
+    g_assert_cmpint(mig_enc_new(MIG_STREAM_VERSION, PAGE, run_max, &enc, &err),
+                    ==, 0);
+    g_assert_cmpuint(mig_enc_run_max(enc), ==, run_max);
+    len = mig_enc_header(enc, &c, s);
+    *hdr_flags = vg_get_le32(s + MIG_REC_HDR_SIZE + 28);
+    for (uint32_t p = 0; p < LARGE_NPAGES; p += per_run) {
+        len += mig_enc_pages(enc, p, per_run, vram + (size_t)p * PAGE, s + len);
+    }
+    mig_enc_free(enc);
+    return len;
+}
+
+/* Decode @len bytes of @s into @d; 0 or the error, in @err. */
+static int large_decode(const uint8_t *s, size_t len, struct large_dst *d,
+                        struct vg_error *err)
+{
+    const struct mig_stream_config c = {LARGE_VRAM, PAGE, FEAT};
+    struct mig_dec_sink sink = {.opaque = d, .pages = large_pages};
+    struct mig_dec *dec;
+    int ret;
+
+    d->runs = 0;
+    g_assert_cmpint(mig_dec_new(&c, &sink, &dec, err), ==, 0);
+    ret = mig_dec_feed(dec, s, len, err);
+    mig_dec_free(dec);
+    return ret;
+}
+
+/* Runs of up to 4 MiB where the HEADER says so (MIG_HDR_LARGE_RUNS), of
+ * up to 2 MiB where it does not, as a decoder that predates larger runs
+ * reads; a HEADER flag this decoder does not know is refused. */
+static void test_large_runs(void)
+{
+    g_autofree uint8_t *vram = g_malloc(LARGE_VRAM);
+    g_autofree uint8_t *s = g_malloc(2 * LARGE_VRAM);
+    struct large_dst d = {.vram = g_malloc0(LARGE_VRAM)};
+    struct vg_error err;
+    uint32_t flags;
+    size_t len;
+
+    for (size_t i = 0; i < LARGE_VRAM; i++) {
+        vram[i] = (uint8_t)(i * 7 + i / PAGE);
+    }
+    len = large_stream(MIG_RUN_MAX_BYTES, vram, s, &flags);
+    g_assert_cmphex(flags, ==, MIG_HDR_LARGE_RUNS);
+    g_assert_cmpint(large_decode(s, len, &d, &err), ==, 0);
+    g_assert_cmpuint(d.runs, ==, LARGE_VRAM / MIG_RUN_MAX_BYTES);
+    g_assert_cmpmem(d.vram, LARGE_VRAM, vram, LARGE_VRAM);
+
+    len = large_stream(MIG_RUN_SMALL_BYTES, vram, s, &flags);
+    g_assert_cmphex(flags, ==, 0);
+    memset(d.vram, 0, LARGE_VRAM);
+    g_assert_cmpint(large_decode(s, len, &d, &err), ==, 0);
+    g_assert_cmpuint(d.runs, ==, LARGE_VRAM / MIG_RUN_SMALL_BYTES);
+    g_assert_cmpmem(d.vram, LARGE_VRAM, vram, LARGE_VRAM);
+
+    /* A 4 MiB run in a stream whose HEADER does not allow it */
+    len = large_stream(MIG_RUN_MAX_BYTES, vram, s, &flags);
+    s[MIG_REC_HDR_SIZE + 28] = 0;
+    vg_put_le64(s + 8,
+                mig_rec_checksum(s, s + MIG_REC_HDR_SIZE, MIG_HEADER_SIZE));
+    g_assert_cmpint(large_decode(s, len, &d, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "PAGES record #1 at offset 48: payload "
+                                     "length 4194320 outside [4112, "
+                                     "2097168]"));
+    g_assert_cmpuint(d.runs, ==, 0);
+
+    /* A HEADER flag this decoder does not know */
+    s[MIG_REC_HDR_SIZE + 28] = 3;
+    vg_put_le64(s + 8,
+                mig_rec_checksum(s, s + MIG_REC_HDR_SIZE, MIG_HEADER_SIZE));
+    g_assert_cmpint(large_decode(s, len, &d, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err.msg, "HEADER flags 0x3: this device knows "
+                                     "0x1 only"));
+    g_free(d.vram);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/mig-stream/large-runs", test_large_runs);
     g_test_add_func("/mig-stream/round-trip", test_round_trip);
     g_test_add_func("/mig-stream/pages-by-reference", test_pages_by_reference);
     g_test_add_func("/mig-stream/sink-hashes", test_sink_hashes);

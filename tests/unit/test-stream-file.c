@@ -95,7 +95,8 @@ static void build(struct stream *st, uint32_t version, bool all_again)
     memset(st, 0, sizeof(*st));
     st->version = version;
     st->bytes = g_byte_array_new();
-    g_assert_cmpint(mig_enc_new(version, PAGE, &enc, &err), ==, 0);
+    g_assert_cmpint(mig_enc_new(version, PAGE, MIG_RUN_MAX_BYTES, &enc, &err),
+                    ==, 0);
     put(st, rec, mig_enc_header(enc, &c, rec));
     for (unsigned run = 0; run < 2; run++) {
         fill(data, 32, run);
@@ -418,7 +419,8 @@ static void build_torn(struct stream *st, uint32_t version,
     memset(st, 0, sizeof(*st));
     st->version = version;
     st->bytes = g_byte_array_new();
-    g_assert_cmpint(mig_enc_new(version, PAGE, &enc, &err), ==, 0);
+    g_assert_cmpint(mig_enc_new(version, PAGE, MIG_RUN_MAX_BYTES, &enc, &err),
+                    ==, 0);
     put(st, rec, mig_enc_header(enc, &cfg, rec));
     fill(data, 32, 1);
     memcpy(st->vram, data, sizeof(data));
