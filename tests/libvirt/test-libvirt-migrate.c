@@ -1137,6 +1137,23 @@ static void assert_postcopy_done(const struct host *h, unsigned i)
 
 static void migrate_ok_pc(struct host *dst, unsigned channels, bool postcopy);
 
+/* The destination's statistics of its completed incoming job.  After a
+ * post-copy, virsh may return before the destination's job has ended
+ * (its last pages still coming): wait for them up to 10 s. */
+static char *completed_incoming_job(const struct host *dst)
+{
+    int64_t deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+    char *info = VIRSH_OK(dst, "domjobinfo", DOM, "--completed");
+
+    while (!strstr(info, "Incoming migration") &&
+           g_get_monotonic_time() < deadline) {
+        g_free(info);
+        g_usleep(100 * 1000);
+        info = VIRSH_OK(dst, "domjobinfo", DOM, "--completed");
+    }
+    return info;
+}
+
 static void migrate_ok(struct host *dst, unsigned channels)
 {
     migrate_ok_pc(dst, channels, false);
@@ -1193,7 +1210,7 @@ static void migrate_ok_pc(struct host *dst, unsigned channels, bool postcopy)
     g_assert_true(is_running_on(dst));
     g_assert_false(is_running_on(src));
     /* The destination keeps the statistics of the completed job. */
-    done_info = VIRSH_OK(dst, "domjobinfo", DOM, "--completed");
+    done_info = completed_incoming_job(dst);
     g_test_message("completed job on %c:\n%s", dst->name, done_info);
     g_assert_nonnull(strstr(done_info, "Incoming migration"));
 
