@@ -263,6 +263,35 @@ static void assert_stream_version(struct vg_stats *sst, struct vg_stats *dst,
     g_assert_cmpint(mt_stat_int(dst, "stream_version"), ==, version);
 }
 
+/* A source with VRAM filled, its server given @src_srv and its QEMU
+ * @qemu_extra, migrated to a destination whose server is given @dst_srv
+ * and its QEMU @qemu_extra, which attaches the vGPU; both servers'
+ * statistics, equal where they must be, in @sst and @dst. */
+static void migrate_filled(struct mt *t, const char *tag,
+                           const char *const *src_srv,
+                           const char *const *dst_srv,
+                           const char *const *qemu_extra, struct vg_stats *sst,
+                           struct vg_stats *dst)
+{
+    mt_start_src_with(t, tag, VGT_VRAM_ARG, src_srv, qemu_extra);
+    mt_fill_vram(t);
+    mt_start_dst_with(t, VGT_VRAM_ARG, dst_srv, qemu_extra);
+    mt_listen(t);
+    mt_migrate(t, NULL, NULL, NULL);
+    mt_attach_dst(t);
+    mt_assert_stats_equal(t, sst, dst);
+}
+
+/* After migrate_filled(): the destination's vGPU works; all stopped. */
+static void finish_migrated(struct mt *t, struct vg_stats *sst,
+                            struct vg_stats *dst)
+{
+    check_dst_works(t);
+    vg_stats_clear(sst);
+    vg_stats_clear(dst);
+    mt_stop(t);
+}
+
 /* The device stream of a migration moves through the servers' shared
  * memory areas, every byte of it on each side, or through the sockets,
  * none of it; the VRAM arrives either way. */
@@ -280,23 +309,15 @@ static void migrate_data_path(enum data_path path)
     int64_t sent = 0, received = 0;
     struct mt t;
 
-    mt_start_src_with(&t, tags[path], VGT_VRAM_ARG, srv_extra, qemu_extra);
-    mt_fill_vram(&t);
-    mt_start_dst_with(&t, VGT_VRAM_ARG, srv_extra, qemu_extra);
-    mt_listen(&t);
-    mt_migrate(&t, NULL, NULL, NULL);
-    mt_attach_dst(&t);
-    mt_assert_stats_equal(&t, &sst, &dst);
+    migrate_filled(&t, tags[path], srv_extra, srv_extra, qemu_extra, &sst,
+                   &dst);
     VGT_OK(vg_stats_int(&sst, "bytes_sent", &sent, VGT_ERR));
     VGT_OK(vg_stats_int(&dst, "bytes_received", &received, VGT_ERR));
     g_assert_cmpint(sent, >, 0);
     g_assert_cmpint(mt_stat_int(&sst, "shm_bytes"), ==, shm ? sent : 0);
     g_assert_cmpint(mt_stat_int(&dst, "shm_bytes"), ==, shm ? received : 0);
     assert_stream_version(&sst, &dst, default_version());
-    check_dst_works(&t);
-    vg_stats_clear(&sst);
-    vg_stats_clear(&dst);
-    mt_stop(&t);
+    finish_migrated(&t, &sst, &dst);
 }
 
 static void test_data_shm(void)
@@ -324,22 +345,13 @@ static void test_stream_version(const void *opaque)
     struct vg_stats sst, dst;
     struct mt t;
 
-    mt_start_src_with(&t, tag, VGT_VRAM_ARG, args, NULL);
-    mt_fill_vram(&t);
-    mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
-    mt_listen(&t);
-    mt_migrate(&t, NULL, NULL, NULL);
-    mt_attach_dst(&t);
-    mt_assert_stats_equal(&t, &sst, &dst);
+    migrate_filled(&t, tag, args, NULL, NULL, &sst, &dst);
     assert_stream_version(&sst, &dst, atoi(version));
     /* Only version 3 and later send pre-copy pages from VRAM */
     if (atoi(version) < 3) {
         g_assert_cmpint(mt_stat_int(&sst, "listed_bytes"), ==, 0);
     }
-    check_dst_works(&t);
-    vg_stats_clear(&sst);
-    vg_stats_clear(&dst);
-    mt_stop(&t);
+    finish_migrated(&t, &sst, &dst);
 }
 
 /* A source with --small-records (for a destination that predates 4 MiB
@@ -352,20 +364,11 @@ static void test_small_records(void)
     struct mt t;
 
     for (int small = 1; small >= 0; small--) {
-        mt_start_src_with(&t, small ? "mig-small-rec" : "mig-large-rec",
-                          VGT_VRAM_ARG, small ? args : NULL, NULL);
-        mt_fill_vram(&t);
-        mt_start_dst_with(&t, VGT_VRAM_ARG, NULL, NULL);
-        mt_listen(&t);
-        mt_migrate(&t, NULL, NULL, NULL);
-        mt_attach_dst(&t);
-        mt_assert_stats_equal(&t, &sst, &dst);
+        migrate_filled(&t, small ? "mig-small-rec" : "mig-large-rec",
+                       small ? args : NULL, NULL, NULL, &sst, &dst);
         g_assert_cmpint(mt_stat_int(&sst, "stream_run_max"), ==,
                         small ? 2 << 20 : 4 << 20);
-        check_dst_works(&t);
-        vg_stats_clear(&sst);
-        vg_stats_clear(&dst);
-        mt_stop(&t);
+        finish_migrated(&t, &sst, &dst);
     }
 }
 
