@@ -19,7 +19,7 @@
  * destination's load fails and says which buffer never came, or that a
  * channel ended before the sync point, where it waited forever; the
  * source, resumed, runs on); x-migration-load-config-after-iter on at one
- * side only (patch 0092: a destination that waits for the source's
+ * side only (patches 0092-0093: a destination that waits for the source's
  * DEV_CONFIG_LOAD_READY fails once its main stream is read, where it
  * waited forever).  In every case the source VM keeps running,
  * or runs again, with its VRAM intact and its vGPU working.
@@ -364,6 +364,19 @@ static bool dst_exits(struct vg_qemu *q)
     return !vg_proc_alive(&q->proc);
 }
 
+/* The destination's QEMU, after its failed incoming migration, exits
+ * (dst_exits()); the end of its log, which says why. */
+static char *dst_exit_log(struct mt *t)
+{
+    bool exited = dst_exits(t->dst.qemu);
+    char *log = vg_proc_log_tail(&t->dst.qemu->proc, 8192);
+
+    g_test_message("destination QEMU %s; its log ends: %s",
+                   exited ? "exited" : "still runs", log);
+    g_assert_true(exited);
+    return log;
+}
+
 /* A migration over 2 multifd channels through a relay
  * (qclient/mig-relay.h) that drops what @drop says of each channel's
  * last packets, then closes the channel: cleanly, as a hostile source
@@ -402,7 +415,6 @@ static void run_withheld(const void *opaque)
     struct vg_relay *relay = NULL;
     struct vg_relay_counts n;
     struct vg_mig_info info;
-    bool exited;
     struct mt t;
 
     start_filled_src(&t, w->tag, NULL, &before);
@@ -414,16 +426,12 @@ static void run_withheld(const void *opaque)
         vg_relay_start(t.uri, w->drop, w->reset, &relay, &relay_uri, VGT_ERR));
     VGT_OK(vg_mig_start(t.src.qemu->qmp, relay_uri, VGT_ERR));
     mt_wait_final(&t, "completed", &info);
-    exited = dst_exits(t.dst.qemu);
+    log = dst_exit_log(&t);
     vg_relay_counts(relay, &n);
     g_test_message("relay: %u connections, %u multifd, %u device, %u sync "
                    "and %u RAM packets, %u dropped, %u unparsed",
                    n.connections, n.multifd, n.device_packets, n.sync_packets,
                    n.ram_packets, n.dropped, n.unparsed);
-    log = vg_proc_log_tail(&t.dst.qemu->proc, 8192);
-    g_test_message("destination QEMU %s; its log ends: %s",
-                   exited ? "exited" : "still runs", log);
-    g_assert_true(exited);
     g_assert_true(says_one_of(w, log));
     g_assert_cmpuint(n.multifd, ==, 2);
     g_assert_cmpuint(n.unparsed, ==, 0);
@@ -469,7 +477,7 @@ static const struct withheld withheld[] = {
  * the source sends its device's config as the last multifd buffer, and
  * DEV_CONFIG_LOAD_READY on the main channel only where the property is
  * on.  A destination that has it on and gets no marker fails once the
- * main stream is read (patch 0092; before it, its load thread waited
+ * main stream is read (patches 0092-0093; before, its load thread waited
  * forever); one that has it off fails as it reads the marker.  Whether
  * the source completed or saw the destination go first, it runs on with
  * its vGPU intact. */
@@ -489,7 +497,6 @@ static void run_cfg_mismatch(const void *opaque)
     g_autofree uint8_t *before = NULL;
     g_autofree char *log = NULL;
     struct vg_mig_info info;
-    bool exited;
     struct mt t;
 
     start_filled_src_with(&t, c->tag, NULL, c->on_src ? on : NULL, &before);
@@ -501,11 +508,7 @@ static void run_cfg_mismatch(const void *opaque)
     VGT_OK(vg_mig_poll(t.src.qemu->qmp, MT_MIG_TIMEOUT_MS, NULL, NULL, &info,
                        VGT_ERR));
     mt_log_info("ended", &info);
-    exited = dst_exits(t.dst.qemu);
-    log = vg_proc_log_tail(&t.dst.qemu->proc, 8192);
-    g_test_message("destination QEMU %s; its log ends: %s",
-                   exited ? "exited" : "still runs", log);
-    g_assert_true(exited);
+    log = dst_exit_log(&t);
     g_assert_nonnull(strstr(log, c->says));
     if (!strcmp(info.status, "completed")) {
         VGT_OK(vg_mig_wait_runstate(t.src.qemu->qmp, "postmigrate",
