@@ -56,6 +56,9 @@ struct mig {
     struct mig_wlog wlog;
     struct mig_save *save;
     struct mig_load *load;
+    /* The kept piece hashes of every session (mig_session_tree()), or
+     * NULL until one needs them; made at start with --prealloc. */
+    struct mig_tree *tree;
     struct mig_stats stats;
     /* Post-copy (mig-postcopy.c) */
     char *runtime_dir;     /* NULL: not capable */
@@ -103,6 +106,10 @@ void mig_publish_checksums(struct mig *m, const uint64_t *page_hash,
                            const uint8_t *state);
 /* Record @msg as the last error and rewrite the stats file. */
 void mig_note_error(struct mig *m, const char *msg);
+/* The kept piece hashes for the session that begins, every page
+ * forgotten: the device's, made on first use (sessions never overlap, so
+ * one at a time uses them); NULL if out of memory. */
+struct mig_tree *mig_session_tree(struct mig *m);
 
 /*
  * A PAGES record of at least MIG_SPLIT_BYTES has its per-page work done by

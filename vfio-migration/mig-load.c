@@ -64,7 +64,8 @@ struct mig_load {
     uint64_t zero_hash;      /* of a zero page */
     uint64_t zero_hashes[2]; /* ...hashed whole, and as a tree */
     /* Version 5, VRAM mapped here: the hashes of the pages' pieces as
-     * they landed (else NULL), so that pieces are hashed alone. */
+     * they landed (else NULL), so that pieces are hashed alone: the
+     * device's (mig_session_tree()), not freed with the session. */
     struct mig_tree *tree;
     uint8_t state[MIG_STATE_MAX];
     uint32_t state_len;
@@ -652,7 +653,7 @@ static void sink_header(void *opaque, uint32_t version)
     if (version >= MIG_TREE_HASH_VERSION && vgpu_vram(m->gpu) &&
         !m->load->tree) {
         /* without it, pages written by pieces are hashed whole */
-        m->load->tree = mig_tree_new(m->npages, m->scfg.page_size);
+        m->load->tree = mig_session_tree(m);
     }
 }
 
@@ -945,7 +946,6 @@ void mig_load_close(struct mig *m)
         mig_dec_free(m->load->dec);
         dt_pool_free(m->load->pool);
         free(m->load->page_hash);
-        mig_tree_free(m->load->tree);
         free(m->load->hashed);
         free(m->load->zeroed);
         free(m->load);

@@ -84,7 +84,8 @@ struct mig_save {
      * a part of it. */
     struct mig_written *written;
     /* ...and, version 5, the hashes of their pages' pieces as each page
-     * went (else NULL): a page sent as pieces is hashed from those. */
+     * went (else NULL): a page sent as pieces is hashed from those.  The
+     * device's (mig_session_tree()), not freed with the session. */
     struct mig_tree *tree;
     /* Pages of the pass that go as pieces, their records staged a batch
      * at a time (stage_pieces()): record i at @rec + @at[i]. */
@@ -1658,9 +1659,8 @@ static int save_alloc(struct mig *m, struct vg_error *err)
     if (m->stream_version >= 4 && m->track == MIG_TRACK_HYBRID &&
         vgpu_vram(m->gpu)) {
         s->written = mig_written_new(m->npages);
-        s->tree = m->hash_version >= MIG_TREE_HASH_VERSION
-                      ? mig_tree_new(m->npages, m->scfg.page_size)
-                      : NULL;
+        s->tree = m->hash_version >= MIG_TREE_HASH_VERSION ? mig_session_tree(m)
+                                                           : NULL;
         if (!s->written ||
             (m->hash_version >= MIG_TREE_HASH_VERSION && !s->tree)) {
             mig_save_close(m);
@@ -1849,7 +1849,6 @@ void mig_save_close(struct mig *m)
     free(s->marked);
     free(s->prev_dirty);
     mig_written_free(s->written);
-    mig_tree_free(s->tree);
     free(s);
     m->save = NULL;
     pthread_mutex_lock(&m->step_lock);

@@ -5,31 +5,59 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include "common/hash.h"
+#include "common/log.h"
+#include "common/populate.h"
 #include "mig-stream.h"
 
 struct mig_tree {
     uint32_t page_size;
     unsigned pieces; /* vg_hash_tree_pieces(page_size) */
-    uint64_t *kept;  /* @pieces hashes a page */
-    uint8_t *valid;  /* a byte a page (no two threads share one): kept */
+    uint64_t npages;
+    uint64_t *kept; /* @pieces hashes a page, mapped on its own */
+    size_t kept_bytes;
+    uint8_t *valid; /* a byte a page (no two threads share one): kept */
+    struct vg_populate *populate; /* mig_tree_new(@populate_now), or NULL */
 };
 
-struct mig_tree *mig_tree_new(uint64_t npages, uint32_t page_size)
+/* Back the kept hashes with memory now, on a thread of their own; where
+ * that fails they come at first touch, as without it. */
+static void populate(struct mig_tree *t)
+{
+    struct vg_error err = {0};
+
+    if (vg_populate_start((uint8_t *)t->kept, t->kept_bytes,
+                          "kept piece hashes", &t->populate, &err) < 0) {
+        vg_warn("%s (their pages come at first touch)", err.msg);
+    }
+}
+
+struct mig_tree *mig_tree_new(uint64_t npages, uint32_t page_size,
+                              bool populate_now)
 {
     struct mig_tree *t = calloc(1, sizeof(*t));
+    void *kept;
 
     if (!t) {
         return NULL;
     }
     t->page_size = page_size;
     t->pieces = vg_hash_tree_pieces(page_size);
-    t->kept = calloc(npages, (size_t)t->pieces * 8);
+    t->npages = npages;
+    t->kept_bytes = (size_t)npages * t->pieces * 8;
+    kept = mmap(NULL, t->kept_bytes, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    t->kept = kept == MAP_FAILED ? NULL : kept;
     t->valid = calloc(npages, 1);
     if (!t->kept || !t->valid) {
         mig_tree_free(t);
         return NULL;
+    }
+    if (populate_now) {
+        populate(t);
     }
     return t;
 }
@@ -37,10 +65,18 @@ struct mig_tree *mig_tree_new(uint64_t npages, uint32_t page_size)
 void mig_tree_free(struct mig_tree *t)
 {
     if (t) {
-        free(t->kept);
+        vg_populate_free(t->populate);
+        if (t->kept) {
+            munmap(t->kept, t->kept_bytes);
+        }
         free(t->valid);
         free(t);
     }
+}
+
+void mig_tree_reset(struct mig_tree *t)
+{
+    memset(t->valid, 0, t->npages);
 }
 
 uint64_t mig_tree_hash(struct mig_tree *t, uint64_t page, const uint8_t *data)

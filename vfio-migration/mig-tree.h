@@ -10,19 +10,31 @@
  * it hashes the page whole).  A page written any other way must be forgotten
  * (mig_tree_forget()).
  *
+ * A device keeps one tree for all its sessions (mig_session_tree()): its
+ * VRAM / 128 bytes of hashes are allocated and zeroed by the kernel at
+ * first touch, which would fall inside the first pass's stream, so
+ * mig_tree_new() can populate them at once (--prealloc) and
+ * mig_tree_reset() forgets every page for the next session.
+ *
  * Threads: calls for different pages may run at once; one page's calls
  * one at a time.
  */
 #ifndef MIG_TREE_H
 #define MIG_TREE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct mig_tree;
 
-/* For @npages pages of @page_size bytes; NULL if out of memory. */
-struct mig_tree *mig_tree_new(uint64_t npages, uint32_t page_size);
+/* For @npages pages of @page_size bytes, nothing kept; with
+ * @populate_now, a thread backs the kept hashes with memory (logged).
+ * NULL if out of memory. */
+struct mig_tree *mig_tree_new(uint64_t npages, uint32_t page_size,
+                              bool populate_now);
 void mig_tree_free(struct mig_tree *t);
+/* Forget every page (a new session); not while others use @t. */
+void mig_tree_reset(struct mig_tree *t);
 
 /* The page hash of page @page, whose bytes are at @data. */
 uint64_t mig_tree_hash(struct mig_tree *t, uint64_t page, const uint8_t *data);

@@ -586,6 +586,13 @@ int mig_new(const struct mig_config *cfg, struct mig **out,
     }
     mig_bitmap_fill(m->nonzero, m->npages);
     m->nonzero_count = m->npages;
+    if (cfg->prealloc && vgpu_vram(m->gpu)) {
+        m->tree = mig_tree_new(m->npages, m->scfg.page_size, true);
+        if (!m->tree) {
+            mig_free(m);
+            return vg_error_set(err, ENOMEM, "kept piece hashes");
+        }
+    }
     m->stats.device_stopcopy_ms = -1;
     mig_fsm_init(&m->fsm, &fsm_ops, m);
     if (m->stats_path) {
@@ -615,6 +622,7 @@ void mig_free(struct mig *m)
     if (m->nonzero) {
         mig_stats_flush(m, NULL);
     }
+    mig_tree_free(m->tree);
     free(m->nonzero);
     free(m->stats_path);
     free(m->runtime_dir);
@@ -660,6 +668,16 @@ int mig_set_state(struct mig *m, uint32_t target, struct vg_error *err)
         mig_note_error(m, err->msg);
     }
     return ret;
+}
+
+struct mig_tree *mig_session_tree(struct mig *m)
+{
+    if (!m->tree) {
+        m->tree = mig_tree_new(m->npages, m->scfg.page_size, false);
+    } else {
+        mig_tree_reset(m->tree);
+    }
+    return m->tree;
 }
 
 void mig_reset(struct mig *m)

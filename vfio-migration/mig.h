@@ -79,6 +79,9 @@ struct mig_config {
     const char *postcopy_listen;
     /* Load a save file's stream before the VM runs, never on demand. */
     bool no_restore_on_demand;
+    /* VRAM is backed with memory from the start (--prealloc): so are the
+     * tables a session fills as the stream flows (mig-tree.h). */
+    bool prealloc;
 };
 
 /* Counters: "total" ones over the process lifetime, the others for the

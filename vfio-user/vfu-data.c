@@ -43,6 +43,7 @@ int vfu_data_init(struct vfu_server *srv, const struct vfu_server_config *cfg,
         .small_records = cfg->small_records,
         .postcopy_listen = cfg->postcopy_listen,
         .no_restore_on_demand = cfg->no_restore_on_demand,
+        .prealloc = cfg->gpu.prealloc,
     };
 
     /* A post-copy page server's socket goes beside ours. */

@@ -15,7 +15,7 @@
 #include "vfio-migration/mig-stream.h"
 #include "vfio-migration/mig-tree.h"
 
-#define NPAGES 3u
+#define NPAGES 4u
 
 static uint64_t whole(const uint8_t *page, uint32_t ps)
 {
@@ -33,7 +33,7 @@ static void rehash_sizes(uint32_t ps)
 {
     uint32_t piece = ps / MIG_PAGE_PIECES;
     g_autofree uint8_t *vram = g_malloc(NPAGES * ps);
-    struct mig_tree *t = mig_tree_new(NPAGES, ps);
+    struct mig_tree *t = mig_tree_new(NPAGES, ps, false);
     uint8_t *page = vram + ps;
 
     g_assert_nonnull(t);
@@ -54,6 +54,12 @@ static void rehash_sizes(uint32_t ps)
     /* page 2 was never hashed: whole */
     g_assert_cmphex(mig_tree_rehash(t, 2, vram + 2 * ps, 1ull << 5, NULL), ==,
                     whole(vram + 2 * ps, ps));
+    /* a new session forgets every page: a change no mask names is seen */
+    mig_tree_hash(t, 3, vram + 3 * ps);
+    vram[3 * ps + 20 * piece] ^= 16;
+    mig_tree_reset(t);
+    g_assert_cmphex(mig_tree_rehash(t, 3, vram + 3 * ps, 0, NULL), ==,
+                    whole(vram + 3 * ps, ps));
     mig_tree_free(t);
 }
 
@@ -62,7 +68,7 @@ static void given_sizes(uint32_t ps)
 {
     uint32_t piece = ps / MIG_PAGE_PIECES;
     g_autofree uint8_t *vram = g_malloc(NPAGES * ps);
-    struct mig_tree *t = mig_tree_new(NPAGES, ps);
+    struct mig_tree *t = mig_tree_new(NPAGES, ps, true); /* populated */
     uint8_t *page = vram + ps;
     uint64_t given[2], bogus[2] = {1, 2};
 
