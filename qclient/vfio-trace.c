@@ -149,22 +149,20 @@ static int arg_int(const char *event, const char *args, const char *key,
 
 /* vfio_user_mig_vram_populated, vfio_user_mig_shm_populated: a populate
  * thread ended with the writable view of VRAM (patch 0080) or the data area
- * (0085), all of it populated or not: counted in @count and @_short. */
+ * (0085), all of it populated or stopped short: counted in @count and
+ * @short_count. */
 static int populated(const char *ev, const char *args, unsigned *count,
                      unsigned *short_count, struct vg_error *err)
 {
-    int64_t size, done, error;
+    int64_t size, done;
     int ret = arg_int(ev, args, "size ", &size, err);
 
     if (ret == 0) {
         ret = arg_int(ev, args, "populated ", &done, err);
     }
     if (ret == 0) {
-        ret = arg_int(ev, args, "err ", &error, err);
-    }
-    if (ret == 0) {
         (*count)++;
-        *short_count += done != size || error != 0;
+        *short_count += done != size;
     }
     return ret;
 }

@@ -95,8 +95,7 @@ struct vg_vfio_trace {
     unsigned room_waits;
     unsigned starved_for_held;
     /* A destination's populate threads of its writable view of VRAM that
-     * ended (patch 0080), and those that ended short of its size or on an
-     * error. */
+     * ended (patch 0080), and those that ended short of its size. */
     unsigned vram_populates;
     unsigned vram_populates_short;
     /* The same for the data area, which that thread populates first
