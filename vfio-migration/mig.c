@@ -549,6 +549,7 @@ int mig_new(const struct mig_config *cfg, struct mig **out,
             struct vg_error *err)
 {
     struct mig *m = calloc(1, sizeof(*m));
+    bool tree_now; /* --prealloc: the kept piece hashes too */
     int ret;
 
     if (!m) {
@@ -572,13 +573,17 @@ int mig_new(const struct mig_config *cfg, struct mig **out,
         cfg->stream_version ? cfg->stream_version : MIG_STREAM_VERSION;
     m->run_max = cfg->small_records ? MIG_RUN_SMALL_BYTES : MIG_RUN_MAX_BYTES;
     m->nonzero = calloc((size_t)(m->npages + 63) / 64, 8);
+    tree_now = cfg->prealloc && vgpu_vram(m->gpu);
+    m->tree =
+        tree_now ? mig_tree_new(m->npages, m->scfg.page_size, true) : NULL;
     m->stats_path = cfg->stats_path ? strdup(cfg->stats_path) : NULL;
     m->runtime_dir = cfg->runtime_dir ? strdup(cfg->runtime_dir) : NULL;
     m->no_restore_on_demand = cfg->no_restore_on_demand;
     m->postcopy_listen =
         cfg->postcopy_listen ? strdup(cfg->postcopy_listen) : NULL;
     m->client_uffd = -1;
-    if (!m->nonzero || (cfg->stats_path && !m->stats_path) ||
+    if (!m->nonzero || (tree_now && !m->tree) ||
+        (cfg->stats_path && !m->stats_path) ||
         (cfg->runtime_dir && !m->runtime_dir) ||
         (cfg->postcopy_listen && !m->postcopy_listen)) {
         mig_free(m);
@@ -586,13 +591,6 @@ int mig_new(const struct mig_config *cfg, struct mig **out,
     }
     mig_bitmap_fill(m->nonzero, m->npages);
     m->nonzero_count = m->npages;
-    if (cfg->prealloc && vgpu_vram(m->gpu)) {
-        m->tree = mig_tree_new(m->npages, m->scfg.page_size, true);
-        if (!m->tree) {
-            mig_free(m);
-            return vg_error_set(err, ENOMEM, "kept piece hashes");
-        }
-    }
     m->stats.device_stopcopy_ms = -1;
     mig_fsm_init(&m->fsm, &fsm_ops, m);
     if (m->stats_path) {
