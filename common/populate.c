@@ -105,6 +105,16 @@ int vg_populate_start(uint8_t *base, uint64_t size, const char *what,
     return 0;
 }
 
+void vg_populate_hint(uint8_t *base, uint64_t size, const char *what,
+                      struct vg_populate **out)
+{
+    struct vg_error err = {0};
+
+    if (vg_populate_start(base, size, what, out, &err) < 0) {
+        vg_warn("%s (its pages come at first touch)", err.msg);
+    }
+}
+
 void vg_populate_stop(struct vg_populate *p)
 {
     atomic_store(&p->stop, true);

@@ -37,6 +37,11 @@ struct vg_populate_progress {
 
 int vg_populate_start(uint8_t *base, uint64_t size, const char *what,
                       struct vg_populate **out, struct vg_error *err);
+/* vg_populate_start() for memory that works without it: where the thread
+ * cannot start, warn that the pages come at first touch and leave *@out
+ * NULL. */
+void vg_populate_hint(uint8_t *base, uint64_t size, const char *what,
+                      struct vg_populate **out);
 /* Stop the thread (if it still runs) and join it.  Not concurrently with
  * itself or vg_populate_free(). */
 void vg_populate_stop(struct vg_populate *p);

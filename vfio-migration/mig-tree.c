@@ -9,7 +9,6 @@
 #include <sys/mman.h>
 
 #include "common/hash.h"
-#include "common/log.h"
 #include "common/populate.h"
 #include "mig-stream.h"
 
@@ -22,18 +21,6 @@ struct mig_tree {
     uint8_t *valid; /* a byte a page (no two threads share one): kept */
     struct vg_populate *populate; /* mig_tree_new(@populate_now), or NULL */
 };
-
-/* Back the kept hashes with memory now, on a thread of their own; where
- * that fails they come at first touch, as without it. */
-static void populate(struct mig_tree *t)
-{
-    struct vg_error err = {0};
-
-    if (vg_populate_start((uint8_t *)t->kept, t->kept_bytes,
-                          "kept piece hashes", &t->populate, &err) < 0) {
-        vg_warn("%s (their pages come at first touch)", err.msg);
-    }
-}
 
 struct mig_tree *mig_tree_new(uint64_t npages, uint32_t page_size,
                               bool populate_now)
@@ -57,7 +44,8 @@ struct mig_tree *mig_tree_new(uint64_t npages, uint32_t page_size,
         return NULL;
     }
     if (populate_now) {
-        populate(t);
+        vg_populate_hint((uint8_t *)t->kept, t->kept_bytes, "kept piece hashes",
+                         &t->populate);
     }
     return t;
 }

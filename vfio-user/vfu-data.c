@@ -401,15 +401,9 @@ static void shm_register(struct vfu_server *srv, size_t size)
  */
 static void shm_populate(struct vfu_server *srv)
 {
-    struct vg_error err = {0};
-
-    if (srv->shm_populate) {
-        return;
-    }
-    if (vg_populate_start(srv->shm, (uint64_t)srv->shm_slots * SHM_SLOT_SIZE,
-                          "migration data area", &srv->shm_populate,
-                          &err) < 0) {
-        vg_warn("%s (its pages come at first touch)", err.msg);
+    if (!srv->shm_populate) {
+        vg_populate_hint(srv->shm, (uint64_t)srv->shm_slots * SHM_SLOT_SIZE,
+                         "migration data area", &srv->shm_populate);
     }
 }
 
