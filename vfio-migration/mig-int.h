@@ -188,8 +188,8 @@ void mig_save_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty);
  * mig_region_dirty_log); -ERANGE beyond VRAM. */
 int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
                      uint64_t nbits, uint64_t gran, struct vg_error *err);
-/* QEMU asks for the stop-copy size: measure how fast pages are newly
- * written, for the part of the estimate that covers the writes between
+/* mig-save-size.c: QEMU asks for the stop-copy size: measure how fast pages are
+ * newly written, for the part of the estimate that covers the writes between
  * QEMU's last query and the stop. */
 void mig_save_note_size_query(struct mig *m);
 /* Bytes a stop-copy pass still has to deliver from now, counting

@@ -2,8 +2,8 @@
  * mig-save.c -- the source's saving session: the rounds over VRAM (round
  * 0 sends every page, each later round the pages dirtied since they were
  * last sent, found with libdirtytrack), the stop-copy pass, the device
- * state and END, served to MIG_DATA_READ one record at a time, and the
- * size estimates behind PRECOPY_INFO and MIG_DATA_SIZE.
+ * state and END, served to MIG_DATA_READ one record at a time.  The size
+ * estimates behind PRECOPY_INFO and MIG_DATA_SIZE are in mig-save-size.c.
  *
  * A PAGES record of at least MIG_SPLIT_BYTES has its pages copied into
  * it (from VRAM mapped here, in pre-copy), hashed for the stream and
@@ -11,8 +11,7 @@
  * pieces (mig_run_pieces()); the record is then sealed from those hashes
  * on the session's thread.
  */
-#include "mig-int.h"
-#include "mig-hashway.h"
+#include "mig-save-int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -21,137 +20,9 @@
 
 #include "common/hash.h"
 #include "common/log.h"
-#include "dirty-track/dirtytrack.h"
-#include "mig-written.h"
 
-/* Record overhead of one run: record header + run header. */
-#define RUN_OVERHEAD (MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE)
-#define HEADER_BYTES (MIG_REC_HDR_SIZE + MIG_HEADER_SIZE)
-#define TAIL_BYTES   (MIG_REC_HDR_SIZE + VGPU_STATE_SIZE + END_BYTES)
-#define END_BYTES    (MIG_REC_HDR_SIZE + MIG_END_SIZE)
 /* Reads further apart than this are not one stream (QEMU paused them). */
 #define STREAM_GAP_MS 50.0
-/* The pages newly written per ms, measured over at least this long (until
- * then, over the last epoch), times SWITCHOVER_LAG_MS: what may be written
- * between QEMU's last size query and the stop. */
-#define RATE_WINDOW_MS    20.0
-#define SWITCHOVER_LAG_MS 50.0
-/* A PAGE_PIECES record costs the two sides about as much time as this
- * many more bytes of whole pages (docs/dirty-tracking.md, "The estimate
- * counts pieces"): QEMU takes the estimate for a time. */
-#define PIECES_RECORD_COST (8u << 10)
-/* PAGE_PIECES records staged at once, on the pool (stage_pieces()). */
-#define PIECES_BATCH 256u
-
-enum save_phase {
-    SAVE_PRECOPY,  /* rounds, device running; nothing to read when drained */
-    SAVE_STOPCOPY, /* final pass, device quiesced */
-    SAVE_POSTCOPY, /* post-copy: the POSTCOPY record next */
-    SAVE_STATE,    /* device state next */
-    SAVE_END,      /* END next */
-    SAVE_DONE,     /* END staged; the stream ends after it */
-};
-
-struct mig_save {
-    struct mig_enc *enc;
-    enum save_phase phase;
-    bool header_sent;
-    uint8_t *buf; /* a record's staging buffer (MIG_REC_MAX) */
-    /* Where the staged record lies: @buf, or the buffer of the read that
-     * staged it, where it fitted whole (that read takes it whole). */
-    uint8_t *rec;
-    size_t len, pos;  /* its size and the bytes read of it */
-    uint32_t run_cap; /* pages a PAGES record may hold, to fit there */
-    uint32_t room;    /* bytes from rec to the end of the read's buffer,
-                         0: rec is buf */
-    bool ahead;       /* a read ahead of the next run may be in flight */
-    /* In stop-copy, a PAGES record's page data are not copied into @rec:
-     * they follow its @ref_at header bytes there, from VRAM at @ref.  So
-     * do a PAGES_LISTED record's in pre-copy, where the read being served
-     * lists pieces (@pieces_read) and every write is seen (listed_ok()). */
-    const uint8_t *ref;
-    size_t ref_at;
-    bool ref_listed; /* the record by reference is a PAGES_LISTED */
-    bool pieces_read;
-    /* Pages went out from VRAM in pre-copy: an opaque write to one may
-     * have torn its copy, so opaque writes count as exact from then on
-     * (a page written back to what was hashed must go again). */
-    bool sent_listed;
-    uint64_t *pass; /* pages the current round still has to send */
-    /* Version 4, VRAM mapped here, hybrid tracking (else NULL): the
-     * pieces of each page a stop-copy sends (mig-written.h).
-     * @pieces_epoch: the epoch being merged may leave a page of the pass
-     * a part of it. */
-    struct mig_written *written;
-    /* ...and, version 5, the hashes of their pages' pieces as each page
-     * went (else NULL): a page sent as pieces is hashed from those.  The
-     * device's (mig_session_tree()), not freed with the session. */
-    struct mig_tree *tree;
-    /* Pages of the pass that go as pieces, their records staged a batch
-     * at a time (stage_pieces()): record i at @rec + @at[i]. */
-    struct {
-        uint64_t page[PIECES_BATCH];
-        uint64_t mask[PIECES_BATCH];
-        uint32_t at[PIECES_BATCH + 1];
-        unsigned n;
-    } pieces_batch;
-    bool pieces_epoch;
-    bool writes_unseen_once; /* guest CPU writes went unseen meanwhile */
-    uint64_t *dirty;         /* an epoch's dirty set */
-    uint64_t *marked;        /* pages the device wrote since the last epoch
-                                and not in the pass (for the estimate) */
-    uint64_t marked_count;
-    uint64_t *prev_dirty;  /* the epoch before's dirty set (for the rate) */
-    double epoch_ms;       /* when the last epoch was taken */
-    uint64_t epochs;       /* taken; the first is the baseline */
-    uint64_t cursor;       /* no page below it is left in the pass */
-    uint64_t left;         /* pages left in the pass */
-    uint64_t left_nz;      /* of those, pages last seen non-zero */
-    uint64_t round;        /* rounds started; round 0 is the first */
-    uint64_t round_bytes;  /* stream bytes read in the current round */
-    struct dt_tracker *dt; /* NULL: --dirty-track=none */
-    bool epoch_taken;      /* dt's baseline epoch is done */
-    bool epoch_open;       /* stop-copy's epoch is still being hashed */
-    uint64_t merged;       /* ...and its dirty pages below this are merged */
-    uint64_t sent;         /* stream bytes read */
-    double stopcopy_t0;    /* ms at STOP_COPY entry */
-    double last_read_ms;   /* when a pre-copy read last returned data */
-    double stream_ms;      /* time pre-copy reads were streaming... */
-    uint64_t stream_bytes; /* ...and the bytes they returned meanwhile */
-    uint64_t sample_pages; /* pages hashed in place at open, cold... */
-    double sample_ms;      /* ...and the time it took: the hash rate
-                              until an epoch has hashed */
-    double rate_ref_ms;    /* newly marked pages are counted from here */
-    uint64_t rate_ref_marked;
-    /* Over the last RATE_WINDOW_MS or more, or the last epoch */
-    double new_pages_per_ms;
-    /* The same for the pieces a stop-copy would send (@written's
-     * mig_written_grown(), from @rate_ref_grown; at the last epoch
-     * @epoch_grown) */
-    double grown_per_ms;
-    uint64_t rate_ref_grown, epoch_grown;
-    bool end_timed;
-    bool fault_armed;
-    uint64_t fault_offset;
-    bool postcopy; /* the stop-copy is a post-copy switchover */
-    struct mig_postcopy_info pc_info; /* its POSTCOPY record */
-    bool failed;                      /* reading VRAM failed: @error says why */
-    struct vg_error error;
-    struct dt_pool *pool; /* copies and hashes large records */
-    uint64_t stream_hash[MIG_RUN_MAX_PAGES]; /* a record's page hashes */
-    uint64_t track_hash[MIG_RUN_MAX_PAGES];  /* ...and the tracker's */
-    /* VRAM not mapped here: the GPU may hash the pages it reads
-     * (can_gpu_hash), and does for the read being served (gpu_hashes,
-     * chosen per read with --gpu-hash=auto); the run read last is all
-     * zero where its bit is set, and run_hashed says its hashes are in
-     * the arrays above already. */
-    bool can_gpu_hash;
-    bool gpu_hashes;
-    struct mig_hashway hashway;
-    uint64_t read_page_bytes; /* page data hashed in the read being served */
-    bool run_hashed;
-    uint64_t run_zero[MIG_RUN_MAX_PAGES / 64];
-};
 
 /* One PAGES record's pages being copied and hashed (on the pool). */
 struct save_job {
@@ -172,25 +43,9 @@ static size_t bitmap_words(uint64_t bits)
     return (size_t)((bits + 63) / 64);
 }
 
-/* mig_written_grown(), 0 without pieces kept. */
-static uint64_t grown(const struct mig_save *s)
-{
-    return s->written ? mig_written_grown(s->written) : 0;
-}
-
 static uint32_t run_pages(const struct mig *m)
 {
     return m->save->run_cap;
-}
-
-/* Upper bound of the encoded size of a pass over @pages pages, @nz of
- * them non-zero: how zero and non-zero pages and the gaps of the pass
- * split it into records is not known, but no record covers less than a
- * page. */
-static uint64_t pass_bytes(const struct mig *m, uint64_t pages, uint64_t nz)
-{
-    return nz * (m->scfg.page_size + (m->stream_version >= 3 ? 8 : 0)) +
-           RUN_OVERHEAD * pages;
 }
 
 static bool page_is_zero(const uint8_t *p, uint32_t len)
@@ -372,20 +227,6 @@ int mig_save_cpu_log(struct mig *m, uint64_t off, const uint64_t *bitmap,
     return ret;
 }
 
-/* Whether the guest CPU may write VRAM without the server learning of it:
- * BAR2 is mapped by the client, which does not log those writes. */
-static bool cpu_writes_unseen(const struct mig *m)
-{
-    return m->bar2_shared && !m->bar2_logged;
-}
-
-/* Whether every write to VRAM is seen: the device's own (observed) and
- * the guest CPU's (logged, or none). */
-static bool writes_all_seen(const struct mig *m)
-{
-    return m->save->dt && m->track == MIG_TRACK_HYBRID && !cpu_writes_unseen(m);
-}
-
 /* Before closing an epoch: the estimate starts over, and what the
  * tracker cannot see is marked for hashing. */
 static void epoch_prepare(struct mig *m)
@@ -401,16 +242,6 @@ static void epoch_prepare(struct mig *m)
         dt_mark_all_opaque(s->dt); /* CPU writes through BAR2 are unseen */
     }
     s->writes_unseen_once |= cpu_writes_unseen(m);
-}
-
-/* Whether an epoch may leave pages of the pass a part of themselves: the
- * pieces are kept, and every write since the session began was seen (a
- * write outside the logs could be anywhere in a page). */
-static bool pieces_ok(const struct mig *m)
-{
-    const struct mig_save *s = m->save;
-
-    return s->written && !s->writes_unseen_once && writes_all_seen(m);
 }
 
 static void epoch_done(struct mig *m, const struct dt_epoch_stats *st)
@@ -1360,19 +1191,6 @@ bool mig_save_ended(const struct mig *m)
     return s && s->phase == SAVE_DONE && s->pos == s->len;
 }
 
-/* Bytes of the current round not read yet (staged record, header
- * included). */
-static uint64_t round_left(const struct mig *m)
-{
-    const struct mig_save *s = m->save;
-
-    if (s->left == 0 && s->pos == s->len) {
-        return 0;
-    }
-    return (s->len - s->pos) + (s->header_sent ? 0 : HEADER_BYTES) +
-           pass_bytes(m, s->left, s->left_nz);
-}
-
 /* The current round is drained: in iterative mode, maybe the next one. */
 static void precopy_next_round(struct mig *m)
 {
@@ -1402,162 +1220,13 @@ void mig_save_precopy_info(struct mig *m, uint64_t *initial, uint64_t *dirty)
     struct mig_save *s = m->save;
     uint64_t left;
 
-    if (s->phase == SAVE_PRECOPY && round_left(m) == 0 && s->round > 0) {
+    if (s->phase == SAVE_PRECOPY && mig_save_round_left(m) == 0 &&
+        s->round > 0) {
         precopy_next_round(m);
     }
-    left = s->phase == SAVE_PRECOPY ? round_left(m) : 0;
+    left = s->phase == SAVE_PRECOPY ? mig_save_round_left(m) : 0;
     *initial = s->round <= 1 ? left : 0;
     *dirty = s->round > 1 ? left : 0;
-}
-
-/* Whether a stop-copy beginning now sends pages in parts: an epoch
- * after the baseline may leave them so (pieces_ok()). */
-static bool stopcopy_in_parts(const struct mig *m)
-{
-    return m->save->epoch_taken && pieces_ok(m);
-}
-
-/* Upper bound of the encoded size of the pages @t counts (pages sent
- * whole as non-zero, each in a record of its own), with each record of
- * pieces counted PIECES_RECORD_COST bytes more. */
-static uint64_t sum_bytes(const struct mig *m, const struct mig_written_sum *t)
-{
-    return t->whole * pass_bytes(m, 1, 1) +
-           t->parts *
-               (MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE + PIECES_RECORD_COST) +
-           t->pieces * (m->scfg.page_size / MIG_PAGE_PIECES);
-}
-
-/* Upper bound of what the next epoch adds: the pages written since the
- * last one (the device's writes and QEMU's log of the guest's) and those
- * the recent rate of new pages adds within SWITCHOVER_LAG_MS; or every
- * page not in the pass without tracking, before the baseline epoch, or
- * when guest CPU writes are unseen (then any page may be non-zero).
- * Where a stop-copy sends pages in parts, the pieces written since the
- * last epoch and those the recent rate of new pieces adds within the lag
- * (with a record for each new page), if that is less. */
-static uint64_t pending_bytes(const struct mig *m)
-{
-    const struct mig_save *s = m->save;
-    uint64_t rest = m->npages - s->left, lag, whole, parts;
-    struct mig_written_sum fresh;
-
-    if (cpu_writes_unseen(m)) {
-        return pass_bytes(m, rest, rest);
-    }
-    if (!s->dt || !s->epoch_taken) {
-        return pass_bytes(m, rest, m->nonzero_count - s->left_nz);
-    }
-    lag = (uint64_t)(s->new_pages_per_ms * SWITCHOVER_LAG_MS + 0.5);
-    lag = lag < rest - s->marked_count ? lag : rest - s->marked_count;
-    whole = pass_bytes(m, s->marked_count + lag, s->marked_count + lag);
-    if (!stopcopy_in_parts(m)) {
-        return whole;
-    }
-    fresh = mig_written_fresh(s->written);
-    parts = sum_bytes(m, &fresh) +
-            (uint64_t)(s->grown_per_ms * SWITCHOVER_LAG_MS + 0.5) *
-                (m->scfg.page_size / MIG_PAGE_PIECES) +
-            lag * (MIG_REC_HDR_SIZE + MIG_PIECES_HDR_SIZE + PIECES_RECORD_COST);
-    return parts < whole ? parts : whole;
-}
-
-void mig_save_note_size_query(struct mig *m)
-{
-    struct mig_save *s = m->save;
-    double now = mig_now_ms(), elapsed;
-
-    if (!s || s->phase != SAVE_PRECOPY) {
-        return;
-    }
-    if (s->rate_ref_ms == 0) {
-        s->rate_ref_ms = now;
-        s->rate_ref_marked = s->marked_count;
-        s->rate_ref_grown = grown(s);
-        return;
-    }
-    elapsed = now - s->rate_ref_ms;
-    if (elapsed >= RATE_WINDOW_MS) {
-        s->new_pages_per_ms =
-            (double)(s->marked_count - s->rate_ref_marked) / elapsed;
-        s->grown_per_ms = (double)(grown(s) - s->rate_ref_grown) / elapsed;
-        s->rate_ref_ms = now;
-        s->rate_ref_marked = s->marked_count;
-        s->rate_ref_grown = grown(s);
-    }
-}
-
-/* Upper bound of the pass still to send: its pages last seen zero may be
- * written unseen, too.  Where a stop-copy sends pages in parts, the pieces
- * each page of the pass needs, if that is less. */
-static uint64_t pass_left_bytes(const struct mig *m)
-{
-    const struct mig_save *s = m->save;
-    uint64_t whole =
-        pass_bytes(m, s->left, cpu_writes_unseen(m) ? s->left : s->left_nz);
-    struct mig_written_sum in_pass;
-    uint64_t parts;
-
-    if (!stopcopy_in_parts(m)) {
-        return whole;
-    }
-    in_pass = mig_written_in_pass(s->written);
-    parts = sum_bytes(m, &in_pass);
-    return parts < whole ? parts : whole;
-}
-
-uint64_t mig_save_stopcopy_hash_bytes(const struct mig *m)
-{
-    const struct mig_save *s = m->save;
-    uint64_t pages, hashed;
-    double hash_ms, hash_rate, stream_rate;
-
-    if (!s || s->phase != SAVE_PRECOPY || !s->dt || !s->epoch_taken) {
-        return 0;
-    }
-    /* One thread's rate: the stop-copy epoch hashes on the pool while the
-     * device's data goes out on the same CPUs, where the pre-copy epochs
-     * had them to themselves.  The epochs' rate over their threads, or
-     * before one has hashed, the sample's (sample_hash_rate()). */
-    hashed = m->stats.pages_hashed ? m->stats.pages_hashed : s->sample_pages;
-    hash_ms = m->stats.pages_hashed ? m->stats.hash_ms * m->hash_threads
-                                    : s->sample_ms;
-    if (hashed == 0 || hash_ms <= 0 || s->stream_ms <= 0) {
-        return 0;
-    }
-    pages = m->track == MIG_TRACK_HASH || cpu_writes_unseen(m)
-                ? m->npages
-                : dt_pages_to_hash(s->dt);
-    hash_rate = (double)hashed / hash_ms;
-    stream_rate = (double)s->stream_bytes / s->stream_ms;
-    return (uint64_t)((double)pages / hash_rate * stream_rate);
-}
-
-uint64_t mig_save_stopcopy_left(const struct mig *m)
-{
-    const struct mig_save *s = m->save;
-    uint64_t unread;
-
-    if (!s) {
-        return HEADER_BYTES + pass_bytes(m, m->npages, m->nonzero_count) +
-               TAIL_BYTES;
-    }
-    unread = s->len - s->pos;
-    switch (s->phase) {
-    case SAVE_PRECOPY:
-        return unread + (s->header_sent ? 0 : HEADER_BYTES) +
-               pass_left_bytes(m) + pending_bytes(m) + TAIL_BYTES +
-               mig_save_stopcopy_hash_bytes(m);
-    case SAVE_STOPCOPY:
-        return unread + (s->header_sent ? 0 : HEADER_BYTES) +
-               pass_bytes(m, s->left, s->left_nz) + TAIL_BYTES;
-    case SAVE_STATE:
-        return unread + TAIL_BYTES;
-    case SAVE_END:
-        return unread + END_BYTES;
-    default:
-        return unread;
-    }
 }
 
 /* SplitMix64: the test-only fault offset from the seed. */
