@@ -11,8 +11,6 @@
 #include "mig-int.h"
 #include "mig-written.h"
 
-/* Record overhead of one run: record header + run header. */
-#define RUN_OVERHEAD (MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE)
 #define HEADER_BYTES (MIG_REC_HDR_SIZE + MIG_HEADER_SIZE)
 #define TAIL_BYTES   (MIG_REC_HDR_SIZE + VGPU_STATE_SIZE + END_BYTES)
 #define END_BYTES    (MIG_REC_HDR_SIZE + MIG_END_SIZE)
@@ -143,7 +141,7 @@ static inline uint64_t pass_bytes(const struct mig *m, uint64_t pages,
                                   uint64_t nz)
 {
     return nz * (m->scfg.page_size + (m->stream_version >= 3 ? 8 : 0)) +
-           RUN_OVERHEAD * pages;
+           MIG_RUN_HEADERS_SIZE * pages;
 }
 
 /* Whether the guest CPU may write VRAM without the server learning of it:

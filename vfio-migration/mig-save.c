@@ -477,7 +477,7 @@ static uint32_t page_bytes(const struct mig *m)
 static uint32_t run_cap_for(const struct mig *m, uint32_t room)
 {
     uint32_t full = m->run_max / m->scfg.page_size;
-    uint32_t fit = (room - RUN_OVERHEAD) / page_bytes(m);
+    uint32_t fit = (room - MIG_RUN_HEADERS_SIZE) / page_bytes(m);
 
     return fit < full ? fit : full;
 }
@@ -486,7 +486,7 @@ static uint32_t run_cap_for(const struct mig *m, uint32_t room)
  * pages than fit). */
 static bool record_fits(const struct mig *m, uint32_t room)
 {
-    return room >= RUN_OVERHEAD + page_bytes(m) &&
+    return room >= MIG_RUN_HEADERS_SIZE + page_bytes(m) &&
            room >= MIG_REC_HDR_SIZE + MIG_STATE_MAX;
 }
 
@@ -533,11 +533,11 @@ static void read_ahead(struct mig *m, uint64_t next, uint64_t limit, uint64_t n,
 {
     struct mig_save *s = m->save;
     uint32_t ps = m->scfg.page_size;
-    uint64_t len = RUN_OVERHEAD + n * ps;
+    uint64_t len = MIG_RUN_HEADERS_SIZE + n * ps;
 
     if (!zero && s->room > len && record_fits(m, s->room - (uint32_t)len)) {
         uint32_t cap = run_cap_for(m, s->room - (uint32_t)len);
-        uint8_t *into = s->rec + len + RUN_OVERHEAD;
+        uint8_t *into = s->rec + len + MIG_RUN_HEADERS_SIZE;
         uint64_t bytes = span_upto(m, next, limit, cap) * ps;
         struct vgpu_copy_hashes h;
 

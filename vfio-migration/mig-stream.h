@@ -1,5 +1,6 @@
 /*
- * mig-stream.h -- the vGPU migration stream: encoder and decoder.
+ * mig-stream.h -- the vGPU migration stream: its format (mig-stream.c),
+ * encoder (mig-enc.c) and decoder (mig-dec.c).
  *
  * The stream is a sequence of records; docs/migration-stream.md gives the
  * byte layout.  Each record is a 16-byte record header (type, flags,
@@ -111,6 +112,8 @@ enum mig_rec_type {
 #define MIG_REC_MAX_PAYLOAD                                                    \
     (MIG_RUN_HDR_SIZE + MIG_LIST_MAX + MIG_RUN_MAX_BYTES)
 #define MIG_REC_MAX (MIG_REC_HDR_SIZE + MIG_REC_MAX_PAYLOAD)
+/* A PAGES record's headers: the record header and the run header. */
+#define MIG_RUN_HEADERS_SIZE (MIG_REC_HDR_SIZE + MIG_RUN_HDR_SIZE)
 /* Pages one ZEROS record may cover: a bound on the work one 32-byte
  * record asks of the destination (and the longest run the source
  * encodes). */
@@ -151,7 +154,8 @@ const char *mig_rec_name(uint32_t type);
  * mig_pieces_checksum: that of a version 6 PAGE_PIECES record from its
  * pieces header @phdr and its @n pieces of @piece bytes at @pieces, whose
  * hashes it puts into @piece_hash (n entries, n <= MIG_PAGE_PIECES) unless
- * NULL; mig_rec_digest_size: the bytes at the start of a record, other
+ * NULL; mig_pieces_hashes_checksum: the same from the @n pieces' hashes
+ * @piece_hash; mig_rec_digest_size: the bytes at the start of a record, other
  * than a PAGES or PAGES_LISTED one, that the END digest takes. */
 bool mig_rec_bounds(uint32_t page_size, uint32_t run_max, uint32_t type,
                     uint32_t *min, uint32_t *max);
@@ -167,6 +171,8 @@ uint64_t mig_pages_checksum(const uint8_t *hdr, const uint8_t *run,
 uint64_t mig_pieces_checksum(const uint8_t *hdr, const uint8_t *phdr,
                              const uint8_t *pieces, uint32_t piece, unsigned n,
                              uint64_t *piece_hash);
+uint64_t mig_pieces_hashes_checksum(const uint8_t *hdr, const uint8_t *phdr,
+                                    const uint64_t *piece_hash, unsigned n);
 size_t mig_rec_digest_size(uint32_t version, const uint8_t *hdr);
 
 /* ---------------------------------------------------------------- encoder */
@@ -328,6 +334,13 @@ struct mig_dec;
  * whole (@piece_hash untouched). */
 uint64_t mig_stream_page_hash(uint32_t version, const void *page,
                               uint32_t page_size, uint64_t *piece_hash);
+
+/* The page hashes of @count pages of @ps bytes at @data, into @le (little
+ * endian, what the checksum and digest take) and, if not NULL, @hashes
+ * (host order). */
+void mig_stream_page_hashes(uint32_t version, const uint8_t *data,
+                            uint32_t count, uint32_t ps, uint8_t *le,
+                            uint64_t *hashes);
 
 /* A decoder for a destination device configured as @cfg. */
 int mig_dec_new(const struct mig_stream_config *cfg,
