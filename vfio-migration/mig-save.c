@@ -48,10 +48,16 @@ static uint32_t run_pages(const struct mig *m)
     return m->save->run_cap;
 }
 
+/* Whether the @len bytes at @p are all zero.  A page that is not mostly
+ * has a non-zero first word: that one cache line decides it, as QEMU's
+ * buffer_is_zero() looks at a few words before it scans. */
 static bool page_is_zero(const uint8_t *p, uint32_t len)
 {
     const uint64_t *w = (const uint64_t *)p;
 
+    if (w[0] != 0) {
+        return false;
+    }
     for (uint32_t i = 0; i < len / 8; i += 64) {
         uint64_t acc = 0;
         for (uint32_t j = i; j < i + 64 && j < len / 8; j++) {

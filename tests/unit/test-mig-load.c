@@ -14,7 +14,8 @@
  * that do not match the stream fail the load.  Guest CPU writes logged in
  * 4 KiB granules after pre-copy's round 0 go in stop-copy as the pieces
  * of their pages (stream version 4), and the destination's VRAM and
- * checksums still come out equal.
+ * checksums still come out equal.  Pages zero but for one byte, anywhere
+ * in them, go as pages.
  */
 #include <errno.h>
 #include <glib.h>
@@ -243,6 +244,30 @@ static void test_load(gconstpointer data)
     stream = save_all(src);
     load_equal(src, sgpu, stream, GPOINTER_TO_UINT(data), pieces,
                G_N_ELEMENTS(pieces));
+    mig_free(src);
+    vgpu_free(sgpu);
+}
+
+/* Pages that are zero but for one byte, in their first word or past it,
+ * go as pages, not as zeros: the source looks at a page's first word
+ * before it scans the rest.  fill()'s zero pages (every 7th) get the
+ * bytes; data != 0: pre-copy's round 0 sends them, else stop-copy. */
+static void test_nearly_zero_pages(gconstpointer data)
+{
+    static const uint32_t at[] = {0, 7, 8, 511, 512, PAGE / 2, PAGE - 1};
+    static const uint32_t mib = 1u << 20;
+    bool precopy = GPOINTER_TO_UINT(data);
+    struct vgpu *sgpu;
+    struct mig *src = new_mig_mode(
+        &sgpu, 2, precopy ? MIG_PRECOPY_ITERATIVE : MIG_PRECOPY_NONE);
+    g_autoptr(GByteArray) stream = NULL;
+
+    fill(sgpu);
+    for (size_t i = 0; i < G_N_ELEMENTS(at); i++) {
+        vgpu_vram(sgpu)[(7 * (i + 1)) * (uint64_t)PAGE + at[i]] = 0x5a;
+    }
+    stream = save_sized(src, mib, precopy);
+    load_equal(src, sgpu, stream, 2, &mib, 1);
     mig_free(src);
     vgpu_free(sgpu);
 }
@@ -832,6 +857,10 @@ int main(int argc, char **argv)
                          GUINT_TO_POINTER(1), test_checksums_after_start);
     g_test_add_data_func("/mig/load/checksums-after-start/next-session",
                          GUINT_TO_POINTER(0), test_checksums_after_start);
+    g_test_add_data_func("/mig/load/nearly-zero-pages/stop-copy",
+                         GUINT_TO_POINTER(0), test_nearly_zero_pages);
+    g_test_add_data_func("/mig/load/nearly-zero-pages/pre-copy",
+                         GUINT_TO_POINTER(1), test_nearly_zero_pages);
     g_test_add_func("/mig/load/read-sizes", test_read_sizes);
     g_test_add_func("/mig/load/read-pieces", test_read_pieces);
     g_test_add_func("/mig/load/pieces-same-stream", test_pieces_same_stream);
