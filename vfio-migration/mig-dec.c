@@ -1021,12 +1021,8 @@ int mig_dec_finish(struct mig_dec *dec, struct vg_error *err)
                             dec->index, dec->offset, dec->have, dec->want);
     }
     if (!dec->seen_end) {
-        return vg_error_set(err, EINVAL,
-                            "migration stream truncated: no END record after "
-                            "%" PRIu64 " bytes in %" PRIu64 " records%s%s",
-                            dec->offset, dec->index,
-                            dec->seen_header ? "" : ", no HEADER",
-                            dec->seen_state ? "" : ", no DEVICE_STATE");
+        return mig_stream_truncated(err, dec->offset, dec->index,
+                                    dec->seen_header, dec->seen_state);
     }
     return 0;
 }

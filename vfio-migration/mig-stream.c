@@ -208,3 +208,13 @@ void mig_stream_page_hashes(uint32_t version, const uint8_t *data,
         }
     }
 }
+
+int mig_stream_truncated(struct vg_error *err, uint64_t bytes, uint64_t records,
+                         bool seen_header, bool seen_state)
+{
+    return vg_error_set(err, EINVAL,
+                        "migration stream truncated: no END record after "
+                        "%" PRIu64 " bytes in %" PRIu64 " records%s%s",
+                        bytes, records, seen_header ? "" : ", no HEADER",
+                        seen_state ? "" : ", no DEVICE_STATE");
+}

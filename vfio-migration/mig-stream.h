@@ -174,6 +174,11 @@ uint64_t mig_pieces_checksum(const uint8_t *hdr, const uint8_t *phdr,
 uint64_t mig_pieces_hashes_checksum(const uint8_t *hdr, const uint8_t *phdr,
                                     const uint64_t *piece_hash, unsigned n);
 size_t mig_rec_digest_size(uint32_t version, const uint8_t *hdr);
+/* A stream that ended without its END record, after @bytes in @records
+ * (@seen_header, @seen_state: whether its HEADER and DEVICE_STATE came):
+ * sets @err and returns its -EINVAL. */
+int mig_stream_truncated(struct vg_error *err, uint64_t bytes, uint64_t records,
+                         bool seen_header, bool seen_state);
 
 /* ---------------------------------------------------------------- encoder */
 

@@ -658,12 +658,8 @@ int sf_end(struct sf *s, struct vg_error *err)
         return s->failed;
     }
     if (!s->seen_end) {
-        return vg_error_set(err, EINVAL,
-                            "migration stream truncated: no END record after "
-                            "%" PRIu64 " bytes in %" PRIu64 " records%s%s",
-                            s->scan, s->records,
-                            s->seen_header ? "" : ", no HEADER",
-                            s->seen_state ? "" : ", no DEVICE_STATE");
+        return mig_stream_truncated(err, s->scan, s->records, s->seen_header,
+                                    s->seen_state);
     }
     return 0;
 }
