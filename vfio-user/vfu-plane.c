@@ -83,8 +83,12 @@ static void serve_and_reply(struct vfu_server *srv, struct plane_req *req)
     struct vfu_plane *pl = srv->plane;
     struct vg_error err = {0};
     struct vfu_hdr reply;
-    int ret = serve(srv, req, &err);
     bool lost;
+    int ret;
+
+    vg_trace("plane: request %u %s started", req->hdr.id,
+             vfu_cmd_name(req->hdr.command));
+    ret = serve(srv, req, &err);
 
     if (ret < 0) {
         vg_warn("request %u %s: %s", req->hdr.id,
@@ -111,7 +115,10 @@ static void serve_and_reply(struct vfu_server *srv, struct plane_req *req)
         pthread_mutex_lock(&pl->lock);
         pl->lost = true;
         pthread_mutex_unlock(&pl->lock);
+        return;
     }
+    vg_trace("plane: request %u %s replied", req->hdr.id,
+             vfu_cmd_name(req->hdr.command));
 }
 
 static void *plane_main(void *arg)
