@@ -432,7 +432,7 @@ check-qtest: all $(QTESTS)
 # Tests of the build itself (shell, TAP), run from the top of the tree.
 BUILD_TESTS := tests/build/test-make-default.sh tests/build/test-check-qemu.sh \
                tests/build/test-server-cli.sh tests/build/test-thread-cpu.sh \
-               tests/build/test-bench-cli.sh
+               tests/build/test-bench-cli.sh tests/build/test-read-hops.sh
 
 # The libvirt test (save/restore, post-copy, several vGPUs through the real
 # daemons) is part of it: its own target sets the userfaultfd sysctl.

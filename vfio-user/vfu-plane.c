@@ -109,16 +109,15 @@ static void serve_and_reply(struct vfu_server *srv, struct plane_req *req)
         memcpy(pl->tx + sizeof(reply) + sizeof(req->io), &pl->pieces,
                req->io.argsz - sizeof(req->io));
     }
+    vg_trace("plane: request %u %s replying", req->hdr.id,
+             vfu_cmd_name(req->hdr.command));
     if (vfu_send_msg(srv, pl->tx, reply.size, -1, &err) < 0) {
         vg_warn("request %u %s: %s", req->hdr.id,
                 vfu_cmd_name(req->hdr.command), err.msg);
         pthread_mutex_lock(&pl->lock);
         pl->lost = true;
         pthread_mutex_unlock(&pl->lock);
-        return;
     }
-    vg_trace("plane: request %u %s replied", req->hdr.id,
-             vfu_cmd_name(req->hdr.command));
 }
 
 static void *plane_main(void *arg)
