@@ -13,7 +13,7 @@ Usage: tests/cuda/gpu-pack.sh BUILD_DIR QEMU_BIN FIRMWARE_DIR OUT_DIR
 Copy vgpu-server, cuda-bench, vgmig-bench, restore-bench, the CUDA tests
 and the qtest migration tests from BUILD_DIR, QEMU_BIN, the libraries they need (from
 ldd, glibc's own left out) and FIRMWARE_DIR into OUT_DIR, with
-gpu-run.sh.  `make gpu-pack` calls it; docs/cuda.md says how to use it.
+gpu-run.sh and bench/read-hops.py.  `make gpu-pack` calls it; docs/cuda.md says how to use it.
 USAGE
 }
 [ "${1:-}" = --help ] || [ "${1:-}" = -h ] && { usage; exit 0; }
@@ -36,4 +36,5 @@ for b in "$out"/bin/*; do ldd "$b" | awk '/=> \//{print $3}'; done | sort -u |
     grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
     while read -r lib; do cp -L "$lib" "$out/lib/"; done
 cp "$(dirname "$0")/gpu-run.sh" "$out/"
+cp "$(dirname "$0")/../../bench/read-hops.py" "$out/bin/"
 echo "gpu-pack: $(du -sh "$out" | cut -f1) in $out"

@@ -12,6 +12,8 @@
 #   qtest     test-mig-basic and test-mig-active with every server on cuda
 #   bench     cuda-bench --size $BENCH_SIZE (16G): hash vs read bandwidth
 #   mbench    vgmig-bench $MBENCH_ARGS with the servers on cuda
+#   hops      read-hops.py over one 16 GiB idle cell on cuda ($HOPS_ARGS):
+#             where each pre-copy read's time goes, hop by hop
 #   rbench    restore-bench $RBENCH_ARGS (1G,4G,16G) with the servers on cuda
 #   stress    $STRESS (200) migrations under guest CPU writes (CPU backend;
 #             $VGMIG_STRESS_SEED picks the sequence)
@@ -74,6 +76,12 @@ for s in "$@"; do
         VGMIG_SERVER_BACKEND=cuda step mbench 3000 "$D/bin/vgmig-bench" \
             ${MBENCH_ARGS:---sizes 16G --workloads idle,inference --modes stop-copy,gmig,ours --big 16G} \
             --out "$OUT/mbench"
+        ;;
+    hops)
+        # shellcheck disable=SC2086 # HOPS_ARGS is a list of options
+        VGMIG_SERVER_BACKEND=cuda step hops 300 "$D/bin/read-hops.py" \
+            --bench "$D/bin/vgmig-bench" -- \
+            ${HOPS_ARGS:---sizes 16G --big 16G --workloads idle --modes ours --prealloc --channels 8}
         ;;
     *) echo "gpu-run: unknown step '$s'" >&2; failed=$((failed + 1)) ;;
     esac
