@@ -11,6 +11,7 @@ import collections
 import datetime
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -171,11 +172,11 @@ def wrappers(tmp, qemu, server):
     q = os.path.join(tmp, "qemu")
     s = os.path.join(tmp, "server")
     with open(q, "w") as f:
-        f.write('#!/bin/sh\nexec "%s" -trace events="%s" "$@"\n' %
-                (qemu, events))
+        f.write('#!/bin/sh\nexec %s -trace %s "$@"\n' %
+                (shlex.quote(qemu), shlex.quote("events=" + events)))
     with open(s, "w") as f:
-        f.write('#!/bin/sh\nVGMIG_LOG_TIME=1 exec "%s" "$@" '
-                '--log-level trace\n' % server)
+        f.write('#!/bin/sh\nVGMIG_LOG_TIME=1 exec %s "$@" '
+                '--log-level trace\n' % shlex.quote(server))
     os.chmod(q, 0o755)
     os.chmod(s, 0o755)
     return q, s
