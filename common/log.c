@@ -25,11 +25,6 @@ void vg_log_set_level(enum vg_log_level level)
     threshold = level;
 }
 
-enum vg_log_level vg_log_get_level(void)
-{
-    return threshold;
-}
-
 bool vg_log_parse_level(const char *name, enum vg_log_level *level)
 {
     for (unsigned i = 0; i < sizeof(level_names) / sizeof(level_names[0]);

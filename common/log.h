@@ -22,7 +22,6 @@ enum vg_log_level {
 /* Program name shown in every line (default "vgmig"). */
 void vg_log_set_prog(const char *prog);
 void vg_log_set_level(enum vg_log_level level);
-enum vg_log_level vg_log_get_level(void);
 /* Parse "error|warn|info|debug|trace"; false if @name is none of those. */
 bool vg_log_parse_level(const char *name, enum vg_log_level *level);
 bool vg_log_enabled(enum vg_log_level level);

@@ -160,25 +160,10 @@ static int unix_socket(const char *path, struct sockaddr_un *sa, int *fd,
     return 0;
 }
 
-int vg_unix_connect(const char *path, int *fd, struct vg_error *err)
-{
-    struct sockaddr_un sa;
-    int s, rc = unix_socket(path, &sa, &s, err);
-
-    if (rc == 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        rc = vg_error_set(err, errno, "connect %s: %s", path, strerror(errno));
-        close(s);
-    }
-    if (rc == 0) {
-        *fd = s;
-    }
-    return rc;
-}
-
 int vg_unix_listen(const char *path, int *fd, struct vg_error *err)
 {
     struct sockaddr_un sa;
-    int s, rc = unix_socket(path, &sa, &s, err);
+    int s = -1, rc = unix_socket(path, &sa, &s, err);
 
     if (rc == 0) {
         unlink(path);

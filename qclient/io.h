@@ -38,8 +38,6 @@ int vg_linebuf_write(struct vg_linebuf *lb, const void *data, size_t len,
 int vg_linebuf_read_line(struct vg_linebuf *lb, char **line,
                          int64_t deadline_ms, struct vg_error *err);
 
-/* Connect to the UNIX stream socket at @path. */
-int vg_unix_connect(const char *path, int *fd, struct vg_error *err);
 /* Bind and listen on a UNIX stream socket at @path (removed first). */
 int vg_unix_listen(const char *path, int *fd, struct vg_error *err);
 /* Accept one connection on listening socket @lfd before @deadline_ms. */

@@ -104,17 +104,6 @@ int vg_qmp_open_fd_by(int fd, int64_t deadline, struct vg_qmp **out,
     return 0;
 }
 
-int vg_qmp_connect(const char *path, struct vg_qmp **out, struct vg_error *err)
-{
-    int fd = -1;
-    int rc = vg_unix_connect(path, &fd, err);
-
-    if (rc < 0) {
-        return rc;
-    }
-    return vg_qmp_open_fd(fd, out, err);
-}
-
 void vg_qmp_close(struct vg_qmp *qmp)
 {
     if (qmp) {
@@ -127,11 +116,6 @@ void vg_qmp_close(struct vg_qmp *qmp)
 void vg_qmp_set_timeout(struct vg_qmp *qmp, int timeout_ms)
 {
     qmp->timeout_ms = timeout_ms;
-}
-
-unsigned vg_qmp_pending_events(const struct vg_qmp *qmp)
-{
-    return g_queue_get_length((GQueue *)&qmp->events);
 }
 
 /* Turn the reply @obj to command @cmd into *@ret or an error. */

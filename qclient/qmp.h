@@ -18,8 +18,6 @@ struct vg_qmp;
 
 #define VG_QMP_DEFAULT_TIMEOUT_MS 10000
 
-/* Connect to QMP server socket @path, then as vg_qmp_open_fd(). */
-int vg_qmp_connect(const char *path, struct vg_qmp **out, struct vg_error *err);
 /* Take connected socket @fd (ownership taken, also on failure), read the
  * greeting and run qmp_capabilities. */
 int vg_qmp_open_fd(int fd, struct vg_qmp **out, struct vg_error *err);
@@ -59,7 +57,5 @@ int vg_qmp_wait_event(struct vg_qmp *qmp, const char *name, int timeout_ms,
  * so, else 0.  The event stays queued. */
 int vg_qmp_event_time(struct vg_qmp *qmp, const char *name, int64_t after_us,
                       int64_t *time_us, struct vg_error *err);
-/* Number of events queued and not yet taken. */
-unsigned vg_qmp_pending_events(const struct vg_qmp *qmp);
 
 #endif

@@ -20,11 +20,6 @@ struct json {
     struct vg_error *err;
 };
 
-const char *vfu_cap_name(enum vfu_cap cap)
-{
-    return cap_names[cap];
-}
-
 static int json_fail(struct json *j, const char *what)
 {
     return vg_error_set(j->err, EINVAL, "capabilities JSON: %s at byte %zu",

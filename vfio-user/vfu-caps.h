@@ -60,9 +60,6 @@ struct vfu_caps {
     struct vfu_migr_caps migr;
 };
 
-/* Name of @cap in the JSON ("max_msg_fds", ...). */
-const char *vfu_cap_name(enum vfu_cap cap);
-
 /* Parse @len bytes of @json (no NUL needed) into @out. */
 int vfu_caps_parse(const char *json, size_t len, struct vfu_caps *out,
                    struct vg_error *err);
