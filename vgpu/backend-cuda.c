@@ -5,9 +5,11 @@
  * libcuda is loaded with dlopen (cuda-drv.c) and the kernels come from
  * the fatbin embedded at build time (cuda-kernels.cu).  All work goes to
  * one stream.  Host copies go through pinned buffers:
- *  - stage: two halves; a write copies into one half and starts the
- *    host-to-device copy without waiting, so the next write (the next
- *    record of a migration stream) fills the other half meanwhile;
+ *  - stage: two halves; a write copies into the current half after what
+ *    it holds and starts the host-to-device copy without waiting, so the
+ *    next write (the next record of a migration stream, or the guest's
+ *    next store through the trapped BAR2) fills the rest of it or the
+ *    other half meanwhile; a half is reused once its copies are done;
  *  - slots: read-ahead buffers filled by prefetch() with asynchronous
  *    device-to-host copies, consumed by read(); any write to VRAM through
  *    this backend drops the slots it overlaps.
@@ -68,8 +70,9 @@ struct slot {
 };
 
 struct half {
-    uint8_t *buf; /* pinned, STAGE_HALF */
-    CUevent done; /* recorded after the copy that reads buf */
+    uint8_t *buf;  /* pinned, STAGE_HALF */
+    CUevent done;  /* recorded after the last copy that reads buf */
+    uint64_t used; /* bytes of buf taken by copies since it was free */
     bool busy;
 };
 
@@ -651,6 +654,15 @@ static bool host_direct(struct cuda_be *c, const void *p, uint64_t len)
     return in;
 }
 
+/* The stream has drained: both halves of the stage are free. */
+static void stage_free(struct cuda_be *c)
+{
+    for (unsigned i = 0; i < 2; i++) {
+        c->stage[i].busy = false;
+        c->stage[i].used = 0;
+    }
+}
+
 /* Wait for a direct copy of @len bytes queued last (and everything before
  * it: the stage is free again too), and count it. */
 static int direct_done(struct vgpu_backend *be, uint64_t len,
@@ -660,7 +672,7 @@ static int direct_done(struct vgpu_backend *be, uint64_t len,
     int ret = sync_stream(c, err);
 
     if (ret == 0) {
-        c->stage[0].busy = c->stage[1].busy = false;
+        stage_free(c);
         be->direct_bytes += len;
     }
     return ret;
@@ -834,7 +846,7 @@ static int copy_out(struct vgpu_backend *be, uint64_t off, void *dst,
         }
     }
     if (ret == 0) {
-        c->stage[0].busy = c->stage[1].busy = false; /* stream drained */
+        stage_free(c); /* stream drained */
     }
     return ret;
 }
@@ -874,13 +886,41 @@ static int cuda_read(struct vgpu_backend *be, uint64_t off, void *dst,
     return read_range(be, off, dst, len, NULL, err);
 }
 
-/* Copy into the next stage half and start its copy to VRAM; the half is
- * reused only once that copy is done. */
+/* The stage half the next write copies into, with room left: the current
+ * one, else the other once its copies are done (0, or the error). */
+static int stage_half(struct cuda_be *c, struct half **out,
+                      struct vg_error *err)
+{
+    struct half *h = &c->stage[c->next_half % 2];
+    int ret = 0;
+
+    if (h->used == STAGE_HALF) {
+        h = &c->stage[++c->next_half % 2];
+        if (h->busy) {
+            ret =
+                check(c, c->api.EventSynchronize(h->done), "copy to VRAM", err);
+        }
+        h->busy = false;
+        h->used = 0;
+    }
+    *out = h;
+    return ret;
+}
+
+/*
+ * Copy into the stage after what its current half holds and start the copy
+ * to VRAM: a small write (a guest's through a trapped BAR2) waits for
+ * nothing, and a half is reused only once its copies are done.  A read
+ * ahead of other pages stays in flight: the stream keeps the write after
+ * it, and the migration module marks the page the write changes.
+ */
 static int cuda_write(struct vgpu_backend *be, uint64_t off, const void *src,
                       uint64_t len, struct vg_error *err)
 {
     struct cuda_be *c = cb(be);
-    int ret = ahead_settle(be, false, err);
+    bool keep_ahead = c->ahead.on && !c->ahead.write &&
+                      !overlaps(off, len, c->ahead.off, c->ahead.len);
+    int ret = keep_ahead ? 0 : ahead_settle(be, false, err);
 
     ret = ret ? ret : enter(c, err);
     slots_drop(c, off, len);
@@ -891,24 +931,24 @@ static int cuda_write(struct vgpu_backend *be, uint64_t off, const void *src,
         return ret ? ret : direct_done(be, len, err); /* @src is free again */
     }
     for (uint64_t done = 0; ret == 0 && done < len;) {
-        uint64_t n = len - done < STAGE_HALF ? len - done : STAGE_HALF;
-        struct half *h = &c->stage[c->next_half++ % 2];
+        struct half *h = NULL;
+        uint64_t n = 0;
 
-        if (h->busy) {
-            ret =
-                check(c, c->api.EventSynchronize(h->done), "copy to VRAM", err);
-        }
+        ret = stage_half(c, &h, err);
         if (ret == 0) {
-            memcpy(h->buf, (const uint8_t *)src + done, n);
+            n = len - done < STAGE_HALF - h->used ? len - done
+                                                  : STAGE_HALF - h->used;
+            memcpy(h->buf + h->used, (const uint8_t *)src + done, n);
             ret = check(c,
-                        c->api.MemcpyHtoDAsync(c->vram + off + done, h->buf, n,
-                                               c->stream),
+                        c->api.MemcpyHtoDAsync(c->vram + off + done,
+                                               h->buf + h->used, n, c->stream),
                         "copy to VRAM", err);
         }
         if (ret == 0) {
             ret = check(c, c->api.EventRecord(h->done, c->stream),
                         "cuEventRecord", err);
             h->busy = ret == 0;
+            h->used += n;
             done += n;
         }
     }

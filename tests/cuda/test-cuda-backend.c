@@ -8,13 +8,13 @@
  * same data, sliced with the same budgets: FILL, COPY, DMA both ways,
  * AXPY (subnormals, signed zeros, x == y), SCATTER_ADD with repeated
  * indices and with an index out of range.  Reads see every write, also
- * after a read-ahead.  Reads into and writes from registered host memory
- * (a shared memfd mapping, like the migration's area) copy straight, are
- * counted, and move the same bytes.  A hashed read gives the hashes and
- * zero bits of the very bytes it copied, also from a read ahead that a
- * later write did not reach; a hashed write gives the hashes of the pages
- * as they landed.  Skipped (TAP "1..0 # SKIP") without
- * a GPU.
+ * after a read-ahead, and hundreds of thousands of small writes (a guest's
+ * through the trapped BAR2) land in order beside one.  Reads into and writes
+ * from registered host memory (a shared memfd mapping, like the migration's
+ * area) copy straight, are counted, and move the same bytes.  A hashed read
+ * gives the hashes and zero bits of the very bytes it copied, also from a read
+ * ahead that a later write did not reach; a hashed write gives the hashes of
+ * the pages as they landed.  Skipped (TAP "1..0 # SKIP") without a GPU.
  */
 #include <string.h>
 #include <sys/mman.h>
@@ -430,6 +430,78 @@ static void test_read_ahead_write_async(void)
     close(fd);
 }
 
+/* @n small writes (8 to 64 bytes, many over each other) at random places
+ * of VRAM outside [@skip, +@skip_len), made on the GPU and in the
+ * reference alike. */
+static void small_writes(struct twin *t, GRand *r, unsigned n, uint64_t skip,
+                         uint64_t skip_len)
+{
+    struct vg_error err = {0};
+    uint8_t buf[64];
+
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t len = (uint32_t)g_rand_int_range(r, 8, 65);
+        uint64_t off = (uint64_t)g_rand_int_range(r, 0, VRAM - len);
+
+        if (off < skip + skip_len && skip < off + len) {
+            continue;
+        }
+        for (uint32_t b = 0; b < len; b++) {
+            buf[b] = (uint8_t)g_rand_int(r);
+        }
+        memcpy(t->ref + off, buf, len);
+        g_assert_cmpint(t->be->ops->write(t->be, off, buf, len, &err), ==, 0);
+    }
+}
+
+/*
+ * A guest's small writes through the trapped BAR2, as a pre-copy reads
+ * ahead: 300000 writes fill the stage's halves several times over (each
+ * reused once its copies are done) and land in order; a read ahead of a
+ * range they do not touch stays in flight and reads its bytes; one they
+ * touch gives way, so the read sees the write.
+ */
+static void test_small_writes(void)
+{
+    const size_t size = 4u << 20, mib = 1u << 20;
+    struct vg_error err = {0};
+    struct twin t;
+    int fd = memfd_create("test-area", MFD_CLOEXEC);
+    uint8_t *area, one[16];
+    GRand *r = g_rand_new_with_seed(17);
+    gint64 t0;
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, size), ==, 0);
+    area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    g_assert_true(area != MAP_FAILED);
+    twin_init(&t, 19);
+    g_assert_cmpint(t.be->ops->host_register(t.be, area, size, &err), ==, 0);
+
+    t.be->ops->read_ahead(t.be, 2 * mib, area, 2 * mib, NULL);
+    t0 = g_get_monotonic_time();
+    small_writes(&t, r, 300000, 2 * mib, 2 * mib);
+    g_test_message("300000 small writes in %.0f ms",
+                   (double)(g_get_monotonic_time() - t0) / 1000.0);
+    g_assert_cmpint(t.be->ops->read(t.be, 2 * mib, area, 2 * mib, &err), ==, 0);
+    g_assert_cmpmem(area, 2 * mib, t.ref + 2 * mib, 2 * mib);
+
+    t.be->ops->read_ahead(t.be, 2 * mib, area, 2 * mib, NULL);
+    memset(one, 0x5a, sizeof(one));
+    memcpy(t.ref + 3 * mib, one, sizeof(one));
+    g_assert_cmpint(t.be->ops->write(t.be, 3 * mib, one, sizeof(one), &err), ==,
+                    0);
+    g_assert_cmpint(t.be->ops->read(t.be, 2 * mib, area, 2 * mib, &err), ==, 0);
+    g_assert_cmpmem(area, 2 * mib, t.ref + 2 * mib, 2 * mib);
+
+    t.be->ops->host_unregister(t.be, area);
+    assert_same_vram(&t, "after the small writes");
+    twin_fini(&t);
+    g_rand_free(r);
+    munmap(area, size);
+    close(fd);
+}
+
 /* Hashes and zero bits of the @len bytes at @got, read from @ref. */
 static void check_read_hashes(const uint8_t *got, const uint8_t *ref,
                               uint64_t len, const struct vgpu_copy_hashes *h)
@@ -577,6 +649,7 @@ int main(int argc, char **argv)
     g_test_add_func("/cuda/host-register", test_host_register);
     g_test_add_func("/cuda/read-ahead-write-async",
                     test_read_ahead_write_async);
+    g_test_add_func("/cuda/small-writes", test_small_writes);
     g_test_add_func("/cuda/read-hashed", test_read_hashed);
     g_test_add_func("/cuda/write-hashed", test_write_hashed);
     return g_test_run();
