@@ -9,7 +9,8 @@
 #   backend   tests/cuda/test-cuda-backend (engines, hashes vs the CPU)
 #   migrate   tests/cuda/test-cuda-migrate (byte-exact, cuda<->cuda/cpu)
 #   migrate2  the same from GPU 0 to GPU 1 (a machine with two GPUs)
-#   qtest     test-mig-basic and test-mig-active with every server on cuda
+#   qtest     test-mig-basic, test-mig-active and the iterative/hybrid
+#             case of test-mig-cpu-writes, every server on cuda
 #   bench     cuda-bench --size $BENCH_SIZE (16G): hash vs read bandwidth
 #   mbench    vgmig-bench $MBENCH_ARGS with the servers on cuda
 #   hops      read-hops.py over one 16 GiB idle cell on cuda ($HOPS_ARGS):
@@ -59,6 +60,8 @@ for s in "$@"; do
     qtest)
         VGMIG_SERVER_BACKEND=cuda step basic 300 "$D/bin/test-mig-basic"
         VGMIG_SERVER_BACKEND=cuda step active 400 "$D/bin/test-mig-active"
+        VGMIG_SERVER_BACKEND=cuda step cpu-writes 300 \
+            "$D/bin/test-mig-cpu-writes" -p /mig/cpu-writes/iterative/hybrid
         ;;
     rbench)
         # shellcheck disable=SC2086 # RBENCH_ARGS is a list of options

@@ -18,6 +18,11 @@
  * tracking) and pages went in pre-copy, stop-copy sends the pages written
  * only by them since as the 1 KiB pieces in QEMU's 4 KiB granules (stream
  * version 4): it must have, and sent fewer bytes than those pages hold.
+ * With the servers on a GPU (VGMIG_SERVER_BACKEND=cuda, gpu-run.sh's
+ * qtest step) BAR2 is trapped: every write reaches the source's server as
+ * a message among the migration's own, which must still be answered in
+ * time, QEMU logs none (no pieces), and the destination's checksum alone
+ * names its VRAM (64 MiB read back through a trapped BAR2 take minutes).
  *
  * VGMIG_STRESS=N adds /mig/cpu-writes/stress: N migrations in iterative
  * + hybrid mode with writers of random rate and shape, most converging
@@ -97,7 +102,19 @@ static int on_sample(const struct vg_mig_info *info, void *opaque,
     return ret < 0 ? ret : 0;
 }
 
-/* Destination VRAM, both checksums and the estimate, against the writer. */
+/* The servers' VRAM is on a GPU (VGMIG_SERVER_BACKEND=cuda...): BAR2 is
+ * trapped, so the guest's writes reach the server one by one and QEMU
+ * logs none of them, and reading VRAM back through BAR2 takes minutes. */
+static bool vram_on_gpu(void)
+{
+    const char *backend = g_getenv("VGMIG_SERVER_BACKEND");
+
+    return backend && g_str_has_prefix(backend, "cuda");
+}
+
+/* Destination VRAM, both checksums and the estimate, against the writer:
+ * the VRAM read back and its checksum, or with VRAM on a GPU the checksum
+ * alone (the image with which prefix of the writes in flight it names). */
 static int64_t check_result(struct mt *t, struct vg_cpu_writer *w, uint8_t *img,
                             uint64_t min_writes, const char *what)
 {
@@ -123,18 +140,27 @@ static int64_t check_result(struct mt *t, struct vg_cpu_writer *w, uint8_t *img,
                          MT_STATS_TIMEOUT_MS, &s, VGT_ERR));
     VGT_OK(vg_stats_wait(t->dst.stats, mt_stats_done, "running",
                          MT_STATS_TIMEOUT_MS, &d, VGT_ERR));
-    VGT_OK(vg_qtest_memread(t->dgpu.qt, t->dgpu.vram_addr, vram, VGT_VRAM_SIZE,
-                            VGT_ERR));
-    got = vg_cpu_writer_match(w, img, vram, &diff);
-    if (got < 0) {
-        MT_FAIL("%s: destination VRAM lost guest writes: first difference "
-                "at 0x%" G_GINT64_MODIFIER "x",
-                what, diff);
-    }
     vg_cpu_writer_checksums(w, img, VGT_PAGE_SIZE,
                             mt_stat_int(&d, "stream_version") >= 5, sums);
-    g_assert_cmpint(vg_cpu_writer_find_sum(d.vram_checksum, sums, k + 1), ==,
-                    got);
+    if (vram_on_gpu()) {
+        got = vg_cpu_writer_find_sum(d.vram_checksum, sums, k + 1);
+        if (got < 0) {
+            MT_FAIL("%s: destination VRAM checksum %s names no VRAM with "
+                    "every write made before the stop",
+                    what, d.vram_checksum);
+        }
+    } else {
+        VGT_OK(vg_qtest_memread(t->dgpu.qt, t->dgpu.vram_addr, vram,
+                                VGT_VRAM_SIZE, VGT_ERR));
+        got = vg_cpu_writer_match(w, img, vram, &diff);
+        if (got < 0) {
+            MT_FAIL("%s: destination VRAM lost guest writes: first difference "
+                    "at 0x%" G_GINT64_MODIFIER "x",
+                    what, diff);
+        }
+        g_assert_cmpint(vg_cpu_writer_find_sum(d.vram_checksum, sums, k + 1),
+                        ==, got);
+    }
     /* Writes that land after the stop may land while the source server
      * takes its checksum: it names the VRAM sent only without them. */
     if (k == 0) {
@@ -223,7 +249,7 @@ static void test_mode(gconstpointer data)
     mt_start_dst(&t, VGT_VRAM_ARG, extra);
     pieces = migrate_writing(&t, &wo, LINK_BW, FORCE_AFTER_MS, "heavy writer");
     if (!g_str_equal(md->precopy, "none") && g_str_equal(md->track, "hybrid") &&
-        !md->no_region_log) {
+        !md->no_region_log && !vram_on_gpu()) {
         g_assert_cmpint(pieces, >, 0);
     } else {
         g_assert_cmpint(pieces, ==, 0);
