@@ -11,7 +11,7 @@ usage() {
 Usage: tests/cuda/gpu-pack.sh BUILD_DIR QEMU_BIN FIRMWARE_DIR OUT_DIR
 
 Copy vgpu-server, cuda-bench, vgmig-bench, restore-bench, the CUDA tests
-and the qtest migration tests from BUILD_DIR, QEMU_BIN, the libraries they need (from
+and the qtests named in $GPU_QTESTS (the Makefile's list) from BUILD_DIR, QEMU_BIN, the libraries they need (from
 ldd, glibc's own left out) and FIRMWARE_DIR into OUT_DIR, with
 gpu-run.sh and bench/read-hops.py.  `make gpu-pack` calls it; docs/cuda.md says how to use it.
 USAGE
@@ -19,10 +19,11 @@ USAGE
 [ "${1:-}" = --help ] || [ "${1:-}" = -h ] && { usage; exit 0; }
 [ $# -eq 4 ] || { usage >&2; exit 2; }
 build=$1 qemu=$2 fw=$3 out=$4
+qtests=${GPU_QTESTS:-test-mig-basic test-mig-active test-mig-cpu-writes}
+# shellcheck disable=SC2086 # $qtests is a list of names
 progs="vgpu-server cuda-bench vgmig-bench tests/cuda/test-cuda-backend
-       tests/cuda/test-cuda-migrate tests/qtest/test-mig-basic
-       tests/qtest/test-mig-active tests/qtest/test-mig-cpu-writes
-       restore-bench"
+       tests/cuda/test-cuda-migrate restore-bench
+       $(printf 'tests/qtest/%s ' $qtests)"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/fw"
 for p in $progs; do

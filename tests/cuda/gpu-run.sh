@@ -9,8 +9,10 @@
 #   backend   tests/cuda/test-cuda-backend (engines, hashes vs the CPU)
 #   migrate   tests/cuda/test-cuda-migrate (byte-exact, cuda<->cuda/cpu)
 #   migrate2  the same from GPU 0 to GPU 1 (a machine with two GPUs)
-#   qtest     test-mig-basic, test-mig-active and the iterative/hybrid
-#             case of test-mig-cpu-writes, every server on cuda
+#   qtest     test-mig-basic, test-mig-active, the iterative/hybrid
+#             case of test-mig-cpu-writes, and the qtests of the device,
+#             its transport, several vGPUs and DMA that gpu-pack.sh
+#             packed ($GPU_QTESTS), every server on cuda
 #   bench     cuda-bench --size $BENCH_SIZE (16G): hash vs read bandwidth
 #   mbench    vgmig-bench $MBENCH_ARGS with the servers on cuda
 #   hops      read-hops.py over one 16 GiB idle cell on cuda ($HOPS_ARGS):
@@ -62,6 +64,10 @@ for s in "$@"; do
         VGMIG_SERVER_BACKEND=cuda step active 400 "$D/bin/test-mig-active"
         VGMIG_SERVER_BACKEND=cuda step cpu-writes 300 \
             "$D/bin/test-mig-cpu-writes" -p /mig/cpu-writes/iterative/hybrid
+        for t in "$D"/bin/test-mig-multi "$D"/bin/test-mig-dma \
+            "$D"/bin/test-vgpu-* "$D"/bin/test-server-restart; do
+            [ -x "$t" ] && VGMIG_SERVER_BACKEND=cuda step "${t##*/test-}" 300 "$t"
+        done
         ;;
     rbench)
         # shellcheck disable=SC2086 # RBENCH_ARGS is a list of options
