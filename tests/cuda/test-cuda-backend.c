@@ -92,6 +92,20 @@ static void twin_fini(struct twin *t)
     g_free(t->guest_gpu);
 }
 
+/* A shared memfd mapping of @size bytes, like the migration's area. */
+static uint8_t *shared_area(size_t size)
+{
+    int fd = memfd_create("test-area", MFD_CLOEXEC);
+    uint8_t *area;
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, size), ==, 0);
+    area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    g_assert_true(area != MAP_FAILED);
+    close(fd); /* the mapping stays */
+    return area;
+}
+
 /* VRAM on the GPU equals the reference, byte for byte. */
 static void assert_same_vram(struct twin *t, const char *what)
 {
@@ -335,14 +349,10 @@ static void test_host_register(void)
     const size_t size = 8u << 20, half = size / 2;
     struct vg_error err = {0};
     struct twin t;
-    int fd = memfd_create("test-area", MFD_CLOEXEC);
     uint8_t *area, *plain = g_malloc(half);
     GRand *r = g_rand_new_with_seed(3);
 
-    g_assert_cmpint(fd, >=, 0);
-    g_assert_cmpint(ftruncate(fd, size), ==, 0);
-    area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    g_assert_true(area != MAP_FAILED);
+    area = shared_area(size);
     twin_init(&t, 11);
     g_assert_cmpint(t.be->ops->host_register(t.be, area, size, &err), ==, 0);
 
@@ -370,7 +380,6 @@ static void test_host_register(void)
     twin_fini(&t);
     g_rand_free(r);
     munmap(area, size);
-    close(fd);
     g_free(plain);
 }
 
@@ -383,14 +392,10 @@ static void test_read_ahead_write_async(void)
     const size_t size = 8u << 20, mib = 1u << 20;
     struct vg_error err = {0};
     struct twin t;
-    int fd = memfd_create("test-area", MFD_CLOEXEC);
     uint8_t *area;
     GRand *r = g_rand_new_with_seed(5);
 
-    g_assert_cmpint(fd, >=, 0);
-    g_assert_cmpint(ftruncate(fd, size), ==, 0);
-    area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    g_assert_true(area != MAP_FAILED);
+    area = shared_area(size);
     twin_init(&t, 13);
     g_assert_cmpint(t.be->ops->host_register(t.be, area, size, &err), ==, 0);
 
@@ -427,7 +432,6 @@ static void test_read_ahead_write_async(void)
     twin_fini(&t);
     g_rand_free(r);
     munmap(area, size);
-    close(fd);
 }
 
 /* @n small writes (8 to 64 bytes, many over each other) at random places
@@ -466,15 +470,11 @@ static void test_small_writes(void)
     const size_t size = 4u << 20, mib = 1u << 20;
     struct vg_error err = {0};
     struct twin t;
-    int fd = memfd_create("test-area", MFD_CLOEXEC);
     uint8_t *area, one[16];
     GRand *r = g_rand_new_with_seed(17);
     gint64 t0;
 
-    g_assert_cmpint(fd, >=, 0);
-    g_assert_cmpint(ftruncate(fd, size), ==, 0);
-    area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    g_assert_true(area != MAP_FAILED);
+    area = shared_area(size);
     twin_init(&t, 19);
     g_assert_cmpint(t.be->ops->host_register(t.be, area, size, &err), ==, 0);
 
@@ -499,7 +499,6 @@ static void test_small_writes(void)
     twin_fini(&t);
     g_rand_free(r);
     munmap(area, size);
-    close(fd);
 }
 
 /* Hashes and zero bits of the @len bytes at @got, read from @ref. */
@@ -531,15 +530,11 @@ static void test_read_hashed(void)
     const size_t size = 8u << 20, mib = 1u << 20;
     struct vg_error err = {0};
     struct twin t;
-    int fd = memfd_create("test-area", MFD_CLOEXEC);
     uint8_t *area, *plain = g_malloc(4 * mib);
     g_autofree uint64_t *h0 = g_malloc(1024 * 8), *h1 = g_malloc(1024 * 8);
     uint64_t zero[16];
 
-    g_assert_cmpint(fd, >=, 0);
-    g_assert_cmpint(ftruncate(fd, size), ==, 0);
-    area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    g_assert_true(area != MAP_FAILED);
+    area = shared_area(size);
     twin_init(&t, 17);
     g_assert_cmpint(t.be->ops->host_register(t.be, area, size, &err), ==, 0);
     for (unsigned s = 0; s < G_N_ELEMENTS(sizes); s++) {
@@ -588,7 +583,6 @@ static void test_read_hashed(void)
     t.be->ops->host_unregister(t.be, area);
     twin_fini(&t);
     munmap(area, size);
-    close(fd);
     g_free(plain);
 }
 
@@ -599,16 +593,12 @@ static void test_write_hashed(void)
     const size_t size = 4u << 20, mib = 1u << 20;
     struct vg_error err = {0};
     struct twin t;
-    int fd = memfd_create("test-area", MFD_CLOEXEC);
     uint8_t *area, *plain = g_malloc(size), *back = g_malloc(size);
     g_autofree uint64_t *h0 = g_malloc(64 * 8);
     struct vgpu_copy_hashes h = {65536, 1, {0, 0}, {h0, NULL}, NULL};
     GRand *r = g_rand_new_with_seed(19);
 
-    g_assert_cmpint(fd, >=, 0);
-    g_assert_cmpint(ftruncate(fd, size), ==, 0);
-    area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    g_assert_true(area != MAP_FAILED);
+    area = shared_area(size);
     twin_init(&t, 23);
     g_assert_cmpint(t.be->ops->host_register(t.be, area, size, &err), ==, 0);
     fill_random(r, area, size);
@@ -632,7 +622,6 @@ static void test_write_hashed(void)
     twin_fini(&t);
     g_rand_free(r);
     munmap(area, size);
-    close(fd);
     g_free(plain);
     g_free(back);
 }
