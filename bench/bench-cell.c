@@ -204,7 +204,7 @@ static int start_side(struct run *r, struct side *s, const char *name,
     struct vg_server_opts so = {.dir = r->dir,
                                 .vram = vram,
                                 .page_size = page,
-                                .log_level = "warn",
+                                .log_level = r->o->log_level_name,
                                 .name = name,
                                 .extra_args = extra};
     const char *more[MAX_VGPUS] = {NULL}; /* vgpu1.., NULL-terminated */

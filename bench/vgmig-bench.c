@@ -158,7 +158,9 @@ static void usage(FILE *f)
         "                    files); failed cells' are always kept\n"
         "  --append FILE     append FILE (output of another benchmark of\n"
         "                    the same run) to the report; up to 4 times\n"
-        "  --log-level L     error, warn, info, debug or trace [warn]\n"
+        "  --log-level L     error, warn, info, debug or trace, for the\n"
+        "                    bench and every vgpu-server it starts (their\n"
+        "                    logs: a cell's directory, see --keep) [warn]\n"
         "  -h, --help        show this text\n"
         "\n"
         "Exit status: 0 if every cell completed with equal checksums, 1 "
@@ -405,6 +407,7 @@ static int parse_opt(int c, struct bench_opts *o)
             fprintf(stderr, "vgmig-bench: --log-level: unknown '%s'\n", optarg);
             return -1;
         }
+        o->log_level_name = optarg;
         return 0;
     default:
         usage(stderr);
@@ -457,6 +460,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
     o->ram_anchor = true;
     o->out_dir = "build/bench";
     o->log_level = VG_LOG_WARN;
+    o->log_level_name = "warn";
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);

@@ -126,14 +126,15 @@ struct bench_opts {
     const char *append[MAX_APPEND]; /* files appended to the report */
     unsigned nappend;
     enum vg_log_level log_level;
-    bool prealloc;          /* servers --prealloc, QEMUs prealloc=on */
-    bool no_data_plane;     /* servers --no-data-plane */
-    bool no_device_thread;  /* servers --no-device-thread */
-    bool no_data_vram;      /* servers --no-data-vram */
-    bool place_data;        /* sources' x-migration-place-data=on */
-    uint64_t max_bandwidth; /* --max-bandwidth, bytes per second */
-    int64_t dt_limit_ms;    /* --downtime-limit */
-    uint64_t track_page;    /* --page-size: the servers' tracking page */
+    const char *log_level_name; /* the same, every vgpu-server's */
+    bool prealloc;              /* servers --prealloc, QEMUs prealloc=on */
+    bool no_data_plane;         /* servers --no-data-plane */
+    bool no_device_thread;      /* servers --no-device-thread */
+    bool no_data_vram;          /* servers --no-data-vram */
+    bool place_data;            /* sources' x-migration-place-data=on */
+    uint64_t max_bandwidth;     /* --max-bandwidth, bytes per second */
+    int64_t dt_limit_ms;        /* --downtime-limit */
+    uint64_t track_page;        /* --page-size: the servers' tracking page */
     /* --src-backend and --dst-backend: vGPU i's server takes entry i
      * modulo their count; NULL: $VGMIG_SERVER_BACKEND, else the server's */
     struct backends {

@@ -11,14 +11,15 @@
 # cpu,cuda:999 the one-vGPU cell runs on the CPU backend and verifies,
 # while the two-vGPU cell fails starting its second server (vgpu-src-1),
 # which refuses that backend; the one-vGPU cell has both QEMUs' downtime
-# checkpoints in results-multi.json, in order.  TAP output for prove; run
+# checkpoints in results-multi.json, in order; --log-level debug reaches
+# the servers (the kept cell's logs).  TAP output for prove; run
 # from the top of the tree after `make all build/vgmig-bench`
 # ($VGMIG_QEMU and $VGMIG_SERVER as make check sets them).
 set -u
 bench=${VGMIG_BENCH:-build/vgmig-bench}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vgmig-bench-cli-XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..13"
+echo "1..14"
 
 if "$bench" --help | grep -q -- "--src-backend LIST, --dst-backend LIST"; then
     echo "ok 1 - --help documents --src-backend and --dst-backend"
@@ -87,9 +88,9 @@ else
         sed 's/^/# /'
 fi
 
-timeout 300 "$bench" --sizes 256M --workloads cpu-writes --modes ours \
-    --no-ram-anchor --page-size 16K --downtime-limit 120 --out "$tmp/page" \
-    --doc "$tmp/page.md" \
+TMPDIR=$tmp timeout 300 "$bench" --sizes 256M --workloads cpu-writes \
+    --modes ours --no-ram-anchor --page-size 16K --downtime-limit 120 \
+    --log-level debug --keep --out "$tmp/page" --doc "$tmp/page.md" \
     >"$tmp/page.log" 2>&1
 rc=$?
 if [ "$rc" = 0 ] &&
@@ -114,4 +115,12 @@ sys.exit(0 if cells and all(c["downtime_limit_ms"] == 120 for c in cells)
     echo "ok 13 - --downtime-limit 120: in the report and every cell"
 else
     echo "not ok 13 - --downtime-limit 120 not in the report or the cells"
+fi
+# --log-level reaches the servers: the kept cell's logs have debug lines
+kept=$(sed -n 's/^vgmig-bench: .*: logs kept in //p' "$tmp/page.log" | head -1)
+if [ -n "$kept" ] && grep -q 'debug: migration: arc' "$kept/vgpu-src.log" &&
+    grep -q 'debug: migration: arc' "$kept/vgpu-dst.log"; then
+    echo "ok 14 - --log-level debug: both servers logged at debug"
+else
+    echo "not ok 14 - no debug lines in the kept servers' logs ('$kept')"
 fi
