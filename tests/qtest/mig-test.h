@@ -67,6 +67,15 @@ struct mt {
     bool prealloc_ram;   /* the QEMUs preallocate guest RAM (prealloc=on) */
 };
 
+/* The harness starts every server on a GPU (VGMIG_SERVER_BACKEND=cuda or
+ * cuda:N): VRAM is not mapped, so QEMU traps BAR2. */
+static inline bool mt_vram_on_gpu(void)
+{
+    const char *backend = g_getenv("VGMIG_SERVER_BACKEND");
+
+    return backend && g_str_has_prefix(backend, "cuda");
+}
+
 /* QEMU arguments that trace the events qclient/vfio-trace.h reads:
  * "-trace EVENT" pairs, NULL-terminated. */
 #define MT_TRACE_ARGC (2 * VG_VFIO_TRACE_NEVENTS + 1)

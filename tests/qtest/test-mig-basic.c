@@ -104,12 +104,9 @@ static void assert_logged(struct vg_server *srv, const char *want,
  * GPU (VGMIG_SERVER_BACKEND=cuda...), that device memory needs none. */
 static void assert_preallocated(struct vg_server *srv)
 {
-    const char *backend = g_getenv("VGMIG_SERVER_BACKEND");
-
     assert_logged(srv,
-                  backend && g_str_has_prefix(backend, "cuda")
-                      ? "device memory: nothing to preallocate"
-                      : "VRAM preallocated: 64 MiB",
+                  mt_vram_on_gpu() ? "device memory: nothing to preallocate"
+                                   : "VRAM preallocated: 64 MiB",
                   "VRAM preallocation stopped");
 }
 
@@ -252,11 +249,9 @@ enum data_path {
  * not as trees). */
 static int64_t written_version(int64_t asked)
 {
-    const char *backend = g_getenv("VGMIG_SERVER_BACKEND");
-    bool gpu = backend && g_str_has_prefix(backend, "cuda");
-
-    return gpu && asked >= MIG_TREE_HASH_VERSION ? MIG_TREE_HASH_VERSION - 1
-                                                 : asked;
+    return mt_vram_on_gpu() && asked >= MIG_TREE_HASH_VERSION
+               ? MIG_TREE_HASH_VERSION - 1
+               : asked;
 }
 
 /* Both servers' statistics name stream @version. */

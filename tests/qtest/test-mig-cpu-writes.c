@@ -102,19 +102,10 @@ static int on_sample(const struct vg_mig_info *info, void *opaque,
     return ret < 0 ? ret : 0;
 }
 
-/* The servers' VRAM is on a GPU (VGMIG_SERVER_BACKEND=cuda...): BAR2 is
- * trapped, so the guest's writes reach the server one by one and QEMU
- * logs none of them, and reading VRAM back through BAR2 takes minutes. */
-static bool vram_on_gpu(void)
-{
-    const char *backend = g_getenv("VGMIG_SERVER_BACKEND");
-
-    return backend && g_str_has_prefix(backend, "cuda");
-}
-
 /* Destination VRAM, both checksums and the estimate, against the writer:
- * the VRAM read back and its checksum, or with VRAM on a GPU the checksum
- * alone (the image with which prefix of the writes in flight it names). */
+ * the VRAM read back and its checksum, or with VRAM on a GPU (BAR2
+ * trapped: reading it back takes minutes) the checksum alone (the image
+ * with which prefix of the writes in flight it names). */
 static int64_t check_result(struct mt *t, struct vg_cpu_writer *w, uint8_t *img,
                             uint64_t min_writes, const char *what)
 {
@@ -142,7 +133,7 @@ static int64_t check_result(struct mt *t, struct vg_cpu_writer *w, uint8_t *img,
                          MT_STATS_TIMEOUT_MS, &d, VGT_ERR));
     vg_cpu_writer_checksums(w, img, VGT_PAGE_SIZE,
                             mt_stat_int(&d, "stream_version") >= 5, sums);
-    if (vram_on_gpu()) {
+    if (mt_vram_on_gpu()) {
         got = vg_cpu_writer_find_sum(d.vram_checksum, sums, k + 1);
         if (got < 0) {
             MT_FAIL("%s: destination VRAM checksum %s names no VRAM with "
@@ -249,7 +240,7 @@ static void test_mode(gconstpointer data)
     mt_start_dst(&t, VGT_VRAM_ARG, extra);
     pieces = migrate_writing(&t, &wo, LINK_BW, FORCE_AFTER_MS, "heavy writer");
     if (!g_str_equal(md->precopy, "none") && g_str_equal(md->track, "hybrid") &&
-        !md->no_region_log && !vram_on_gpu()) {
+        !md->no_region_log && !mt_vram_on_gpu()) {
         g_assert_cmpint(pieces, >, 0);
     } else {
         g_assert_cmpint(pieces, ==, 0);
